@@ -1,0 +1,174 @@
+#include "grad/gradient_builder.h"
+
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/op_table.h"
+
+namespace ortmodule {
+
+GradContext::GradContext(Graph& graph, Node& node, std::vector<Value*> output_grads,
+                         std::vector<bool> needs_grad)
+    : graph_(graph),
+      node_(node),
+      output_grads_(std::move(output_grads)),
+      needs_grad_(std::move(needs_grad)),
+      input_grads_(node.inputs.size(), nullptr) {}
+
+Value* GradContext::forward_output(size_t i, const std::string& hint) {
+  return graph_.add_node_output(&node_, i, node_.name + "/" + hint);
+}
+
+void GradContext::replace_forward_op(const std::string& op, const std::string& domain) {
+  const OpDef* def = find_op(domain, op, graph_.opset_version);
+  if (!def) throw std::logic_error("replacement op " + op + " is not in the op table");
+  node_.op_type = op;
+  node_.domain = domain;
+  node_.def = def;
+}
+
+void GradContext::set_input_grad(size_t i, Value* grad) {
+  if (needs_grad(i)) input_grads_[i] = grad;
+}
+
+Value* GradContext::emit(const std::string& op, std::vector<Value*> inputs, AttrList attrs,
+                         const std::string& domain) {
+  return emit_multi(op, std::move(inputs), {true}, attrs, domain)[0];
+}
+
+std::vector<Value*> GradContext::emit_multi(const std::string& op, std::vector<Value*> inputs,
+                                            const std::vector<bool>& wanted, AttrList attrs,
+                                            const std::string& domain) {
+  std::vector<Value*> outs;
+  for (size_t i = 0; i < wanted.size(); ++i)
+    outs.push_back(wanted[i] ? graph_.new_value(node_.name + "_grad/" + op) : nullptr);
+  Node* n = graph_.add_node(op, domain, inputs, outs, node_.name + "_grad/" + op);
+  for (const auto& kv : attrs) n->attrs[kv.first] = kv.second;
+  n->def = find_op(domain, op, graph_.opset_version);
+  if (!n->def) {
+    throw std::logic_error("gradient of " + node_.describe() + " emits op " + op +
+                           " which is not in the op table");
+  }
+  return outs;
+}
+
+Value* GradContext::shape_of(Value* v) { return emit("Shape", {v}); }
+
+Value* GradContext::sum_to_shape(Value* grad, Value* like) {
+  return emit("SumToShape", {grad, shape_of(like)}, {}, "ai.ortmodule");
+}
+
+Value* GradContext::scalar_constant(double v, Value* like_dtype_of) {
+  // Resolved at run time to the dtype of the other operand by ScalarLike.
+  return emit("ScalarLike", {like_dtype_of}, {{"value", Attribute::make_float(v)}}, "ai.ortmodule");
+}
+
+void GradContext::fail(const std::string& message) const {
+  throw std::runtime_error("cannot differentiate " + node_.describe() + ": " + message);
+}
+
+namespace {
+
+// Values that depend on a requested input (through differentiable ops).
+std::unordered_set<Value*> values_requiring_grad(const std::vector<Node*>& nodes,
+                                                 const std::vector<Value*>& wrt) {
+  std::unordered_set<Value*> req(wrt.begin(), wrt.end());
+  for (Node* n : nodes) {
+    if (!n->def || !n->def->differentiable) continue;
+    bool any = false;
+    for (Value* in : n->inputs) any = any || (in && req.count(in));
+    if (!any) continue;
+    for (Value* out : n->outputs)
+      if (out) req.insert(out);
+  }
+  return req;
+}
+
+// Values from which some graph output can be reached.
+std::unordered_set<Value*> values_reaching_outputs(const std::vector<Node*>& nodes,
+                                                   const std::vector<Value*>& outputs) {
+  std::unordered_set<Value*> reach(outputs.begin(), outputs.end());
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    bool any = false;
+    for (Value* out : n->outputs) any = any || (out && reach.count(out));
+    if (!any) continue;
+    for (Value* in : n->inputs)
+      if (in) reach.insert(in);
+  }
+  return reach;
+}
+
+}  // namespace
+
+GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& wrt) {
+  const std::vector<Node*> forward_nodes = graph.nodes();
+  std::unordered_set<Value*> req = values_requiring_grad(forward_nodes, wrt);
+  std::unordered_set<Value*> reach = values_reaching_outputs(forward_nodes, graph.outputs());
+
+  GradientGraphInfo info;
+  // Pending gradient contributions per forward value, summed when first read.
+  std::unordered_map<Value*, std::vector<Value*>> contributions;
+  for (Value* out : graph.outputs()) {
+    Value* g = nullptr;
+    if (req.count(out) && dtype_is_floating(out->dtype)) {
+      g = graph.new_value(out->name + "_grad");
+      g->dtype = out->dtype;
+      g->shape = out->shape;
+      g->has_shape = out->has_shape;
+      contributions[out].push_back(g);
+    }
+    info.output_grads.push_back(g);
+  }
+
+  auto total_grad = [&](Value* v) -> Value* {
+    auto it = contributions.find(v);
+    if (it == contributions.end() || it->second.empty()) return nullptr;
+    std::vector<Value*>& parts = it->second;
+    if (parts.size() > 1) {
+      Value* sum = graph.new_value(v->name + "_grad_sum");
+      Node* n = graph.add_node("Sum", "", parts, {sum}, v->name + "_grad_accumulate");
+      n->def = find_op("", "Sum", graph.opset_version);
+      parts.assign(1, sum);
+    }
+    return parts[0];
+  };
+
+  for (auto it = forward_nodes.rbegin(); it != forward_nodes.rend(); ++it) {
+    Node* node = *it;
+    std::vector<bool> needs(node->inputs.size(), false);
+    bool any_needed = false;
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      Value* in = node->inputs[i];
+      needs[i] = in && req.count(in) && reach.count(in);
+      any_needed = any_needed || needs[i];
+    }
+    if (!any_needed || !node->def || !node->def->differentiable) continue;
+    std::vector<Value*> out_grads;
+    bool any_grad = false;
+    for (Value* out : node->outputs) {
+      Value* g = out ? total_grad(out) : nullptr;
+      out_grads.push_back(g);
+      any_grad = any_grad || g;
+    }
+    if (!any_grad) continue;
+    if (!node->def->grad) {
+      throw std::runtime_error("no gradient rule for " + node->describe() +
+                               "; it lies between a parameter that requires grad and the "
+                               "output. Freeze the parameters before it or report the op.");
+    }
+    GradContext ctx(graph, *node, out_grads, needs);
+    node->def->grad(ctx);
+    for (size_t i = 0; i < node->inputs.size(); ++i) {
+      Value* g = ctx.input_grads()[i];
+      if (g) contributions[node->inputs[i]].push_back(g);
+    }
+  }
+
+  for (Value* x : wrt) info.input_grads.push_back(total_grad(x));
+  graph.topological_sort();
+  return info;
+}
+
+}  // namespace ortmodule

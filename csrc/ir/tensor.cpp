@@ -1,0 +1,127 @@
+#include "ir/tensor.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/allocator.h"
+
+namespace ortmodule {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::Float32:
+    case DType::Int32:
+      return 4;
+    case DType::Float64:
+    case DType::Int64:
+      return 8;
+    case DType::Float16:
+    case DType::BFloat16:
+      return 2;
+    case DType::UInt8:
+    case DType::Int8:
+    case DType::Bool:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+std::string dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Int64: return "int64";
+    case DType::Int32: return "int32";
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+    case DType::Bool: return "bool";
+    default: return "undefined";
+  }
+}
+
+bool dtype_is_floating(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
+}
+
+bool dtype_is_supported(int32_t onnx_type) {
+  switch (static_cast<DType>(onnx_type)) {
+    case DType::Float32:
+    case DType::Float64:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int64:
+    case DType::Int32:
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+Tensor Tensor::empty(DType dtype, const Shape& shape) {
+  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor(allocate_storage(bytes), dtype, shape);
+}
+
+Tensor Tensor::zeros(DType dtype, const Shape& shape) {
+  Tensor t = empty(dtype, shape);
+  if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  if (shape_numel(shape) != numel()) {
+    throw std::runtime_error("cannot view a tensor of shape " + shape_str(shape_) + " as " +
+                             shape_str(shape));
+  }
+  return Tensor(storage_, dtype_, shape);
+}
+
+int64_t Tensor::int_at(int64_t i) const {
+  switch (dtype_) {
+    case DType::Int64: return data<int64_t>()[i];
+    case DType::Int32: return data<int32_t>()[i];
+    case DType::Float32: return static_cast<int64_t>(data<float>()[i]);
+    case DType::Float64: return static_cast<int64_t>(data<double>()[i]);
+    case DType::Bool:
+    case DType::UInt8: return data<uint8_t>()[i];
+    case DType::Int8: return data<int8_t>()[i];
+    default: throw std::runtime_error("int_at: unsupported dtype " + dtype_name(dtype_));
+  }
+}
+
+double Tensor::float_at(int64_t i) const {
+  switch (dtype_) {
+    case DType::Float32: return data<float>()[i];
+    case DType::Float64: return data<double>()[i];
+    default: return static_cast<double>(int_at(i));
+  }
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) v[i] = int_at(i);
+  return v;
+}
+
+}  // namespace ortmodule

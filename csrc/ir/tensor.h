@@ -1,0 +1,76 @@
+// Engine tensor: a dense, contiguous, row-major block plus dtype and shape.
+//
+// Storage is reference counted so that views (Reshape, Squeeze, ...) share memory
+// and a buffer returns to the allocator when its last user releases it. Storage
+// can also wrap memory owned by someone else (a torch tensor): the deleter then
+// drops that owner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace ortmodule {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);
+
+struct Storage {
+  void* data = nullptr;
+  size_t bytes = 0;
+  std::function<void(void*)> deleter;  // empty: not owned
+  // False for memory the engine does not own (parameters, user inputs, constants):
+  // never overwritten by in-place kernels.
+  bool writable = true;
+  Storage() = default;
+  Storage(void* d, size_t b, std::function<void(void*)> del) : data(d), bytes(b), deleter(std::move(del)) {}
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (deleter) deleter(data);
+  }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape)
+      : storage_(std::move(storage)), dtype_(dtype), shape_(std::move(shape)) {}
+
+  // Allocates from the engine's caching allocator (contents undefined).
+  static Tensor empty(DType dtype, const Shape& shape);
+  static Tensor zeros(DType dtype, const Shape& shape);
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_[i]; }
+  size_t rank() const { return shape_.size(); }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  void* raw() const { return storage_ ? storage_->data : nullptr; }
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Same memory, other shape (numel must match).
+  Tensor view(const Shape& shape) const;
+  // Element i as double / int64 whatever the dtype (for small shape tensors).
+  int64_t int_at(int64_t i) const;
+  double float_at(int64_t i) const;
+  std::vector<int64_t> to_int_vector() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  DType dtype_ = DType::Undefined;
+  Shape shape_;
+};
+
+}  // namespace ortmodule

@@ -1,0 +1,69 @@
+#include "kernels/cpu/elementwise.h"
+
+#include <type_traits>
+
+namespace ortmodule {
+
+template <typename T>
+void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
+                  const std::vector<int64_t>& out_shape, T* y) {
+  const int64_t rank = static_cast<int64_t>(x_shape.size());
+  int64_t n_out = 1, n_in = 1;
+  for (int64_t d : out_shape) n_out *= d;
+  for (int64_t d : x_shape) n_in *= d;
+  // Strides into y for each dim of x (0 where y is broadcast).
+  std::vector<int64_t> sy(rank, 0);
+  int64_t k = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    int64_t io = i - (rank - static_cast<int64_t>(out_shape.size()));
+    int64_t d = io >= 0 ? out_shape[io] : 1;
+    sy[i] = d == 1 ? 0 : k;
+    k *= d;
+  }
+  using Acc = std::conditional_t<std::is_floating_point<T>::value, double, T>;
+  std::vector<Acc> acc(static_cast<size_t>(n_out), Acc(0));
+  // Leading reduced dims ([R, n_out] layout) are common: sum rows in parallel over columns.
+  bool leading_only = n_out > 0 && n_in % n_out == 0;
+  if (leading_only) {
+    int64_t suffix = 1;
+    for (int64_t i = rank - 1; i >= 0 && suffix < n_out; --i) {
+      if (sy[i] == 0 && x_shape[i] != 1) {
+        leading_only = false;
+        break;
+      }
+      suffix *= x_shape[i];
+    }
+    leading_only = leading_only && suffix == n_out;
+  }
+  if (leading_only) {
+    const int64_t rows = n_in / n_out;
+    parallel_for(0, n_out, 1024, [&](int64_t c0, int64_t c1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * n_out;
+        for (int64_t c = c0; c < c1; ++c) acc[c] += xr[c];
+      }
+    });
+  } else {
+    for (int64_t i = 0; i < n_in; ++i) {
+      int64_t rem = i, o = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t idx = rem % x_shape[d];
+        rem /= x_shape[d];
+        o += idx * sy[d];
+      }
+      acc[o] += x[i];
+    }
+  }
+  for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<T>(acc[i]);
+}
+
+template void sum_to_shape<float>(const std::vector<int64_t>&, const float*,
+                                  const std::vector<int64_t>&, float*);
+template void sum_to_shape<double>(const std::vector<int64_t>&, const double*,
+                                   const std::vector<int64_t>&, double*);
+template void sum_to_shape<int64_t>(const std::vector<int64_t>&, const int64_t*,
+                                    const std::vector<int64_t>&, int64_t*);
+template void sum_to_shape<int32_t>(const std::vector<int64_t>&, const int32_t*,
+                                    const std::vector<int64_t>&, int32_t*);
+
+}  // namespace ortmodule

@@ -1,0 +1,175 @@
+// Max, average and global average pooling, parallel over (n, c) planes: every window reads and
+// every gradient writes inside one plane, so chunks of planes never share output memory.
+#include "kernels/cpu/pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/math/pool.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+namespace {
+
+// Elements touched per parallel chunk; below this threads cost more than they save.
+constexpr int64_t kGrainElems = 1 << 14;
+
+int64_t plane_grain(int64_t elems_per_plane) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, elems_per_plane));
+}
+
+// The window of output (oh, ow) restricted to input cells: taps [kh0, kh1) x [kw0, kw1), first
+// input row/column h0/w0 (the position of tap 0, possibly negative).
+struct Window {
+  int64_t kh0, kh1, kw0, kw1, h0, w0;
+};
+
+Window window_at(const Pool2dParams& p, int64_t oh, int64_t ow) {
+  Window win;
+  win.h0 = oh * p.stride_h - p.pad_top;
+  win.w0 = ow * p.stride_w - p.pad_left;
+  pool_tap_range(win.h0, p.dil_h, p.H, p.kH, &win.kh0, &win.kh1);
+  pool_tap_range(win.w0, p.dil_w, p.W, p.kW, &win.kw0, &win.kw1);
+  return win;
+}
+
+// With count_include_pad the divisor is kH * kW. That matches PyTorch's avg_pool2d when
+// ceil_mode=False, where windows never reach past the padded input. With ceil_mode=True PyTorch
+// would also drop the cells beyond the bottom/right padding; callers do not send that case here.
+int64_t avg_divisor(const Pool2dParams& p, const Window& win) {
+  if (p.count_include_pad) return p.kH * p.kW;
+  return (win.kh1 - win.kh0) * (win.kw1 - win.kw0);
+}
+
+}  // namespace
+
+// x: [N, C, H, W] -> y, indices: [N, C, outH, outW]
+template <typename T>
+void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices) {
+  const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  parallel_for(0, p.N * p.C, plane_grain(P * p.kH * p.kW), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T* xp = x + plane * HW;
+      for (int64_t oh = 0; oh < p.outH; ++oh) {
+        for (int64_t ow = 0; ow < p.outW; ++ow) {
+          const Window win = window_at(p, oh, ow);
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t best_at = -1;
+          for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+            const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
+            for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
+              const int64_t at = row + kw * p.dil_w;
+              if (best_at < 0 || pool_max_replaces(xp[at], best)) {
+                best = xp[at];
+                best_at = at;
+              }
+            }
+          }
+          const int64_t o = plane * P + oh * p.outW + ow;
+          y[o] = best;
+          if (indices != nullptr) indices[o] = best_at < 0 ? -1 : plane * HW + best_at;
+        }
+      }
+    }
+  });
+}
+
+// dy, indices: [N, C, outH, outW] -> dx: [N, C, H, W]
+template <typename T>
+void maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx) {
+  const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  parallel_for(0, p.N * p.C, plane_grain(P + HW), [&](int64_t b0, int64_t b1) {
+    // Indices of plane b point into plane b, so zeroing and scattering per plane is race-free.
+    std::fill(dx + b0 * HW, dx + b1 * HW, T(0));
+    for (int64_t o = b0 * P; o < b1 * P; ++o) {
+      if (indices[o] >= 0) dx[indices[o]] += dy[o];
+    }
+  });
+}
+
+// x: [N, C, H, W] -> y: [N, C, outH, outW]
+template <typename T>
+void avgpool2d_forward(const Pool2dParams& p, const T* x, T* y) {
+  const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  parallel_for(0, p.N * p.C, plane_grain(P * p.kH * p.kW), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T* xp = x + plane * HW;
+      for (int64_t oh = 0; oh < p.outH; ++oh) {
+        for (int64_t ow = 0; ow < p.outW; ++ow) {
+          const Window win = window_at(p, oh, ow);
+          double sum = 0;
+          for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+            const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
+            for (int64_t kw = win.kw0; kw < win.kw1; ++kw) sum += xp[row + kw * p.dil_w];
+          }
+          const int64_t divisor = avg_divisor(p, win);
+          // An empty window (only possible without count_include_pad) averages to zero.
+          y[plane * P + oh * p.outW + ow] =
+              divisor > 0 ? static_cast<T>(sum / static_cast<double>(divisor)) : T(0);
+        }
+      }
+    }
+  });
+}
+
+// dy: [N, C, outH, outW] -> dx: [N, C, H, W]
+template <typename T>
+void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx) {
+  const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  parallel_for(0, p.N * p.C, plane_grain(P * p.kH * p.kW + HW), [&](int64_t b0, int64_t b1) {
+    std::fill(dx + b0 * HW, dx + b1 * HW, T(0));
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      T* dxp = dx + plane * HW;
+      for (int64_t oh = 0; oh < p.outH; ++oh) {
+        for (int64_t ow = 0; ow < p.outW; ++ow) {
+          const Window win = window_at(p, oh, ow);
+          const int64_t divisor = avg_divisor(p, win);
+          if (divisor == 0) continue;
+          const T g = dy[plane * P + oh * p.outW + ow] / static_cast<T>(divisor);
+          for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+            const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
+            for (int64_t kw = win.kw0; kw < win.kw1; ++kw) dxp[row + kw * p.dil_w] += g;
+          }
+        }
+      }
+    }
+  });
+}
+
+// x: [N, C, S] -> y: [N, C]
+template <typename T>
+void global_avgpool_forward(int64_t N, int64_t C, int64_t S, const T* x, T* y) {
+  parallel_for(0, N * C, plane_grain(S), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T* xp = x + plane * S;
+      double sum = 0;
+      for (int64_t s = 0; s < S; ++s) sum += xp[s];
+      y[plane] = S > 0 ? static_cast<T>(sum / static_cast<double>(S)) : T(0);
+    }
+  });
+}
+
+// dy: [N, C] -> dx: [N, C, S]
+template <typename T>
+void global_avgpool_backward(int64_t N, int64_t C, int64_t S, const T* dy, T* dx) {
+  parallel_for(0, N * C, plane_grain(S), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T g = dy[plane] / static_cast<T>(S);
+      std::fill(dx + plane * S, dx + (plane + 1) * S, g);
+    }
+  });
+}
+
+#define ORTM_INSTANTIATE_POOL(T)                                                          \
+  template void maxpool2d_forward<T>(const Pool2dParams&, const T*, T*, int64_t*);        \
+  template void maxpool2d_backward<T>(const Pool2dParams&, const T*, const int64_t*, T*); \
+  template void avgpool2d_forward<T>(const Pool2dParams&, const T*, T*);                  \
+  template void avgpool2d_backward<T>(const Pool2dParams&, const T*, T*);                 \
+  template void global_avgpool_forward<T>(int64_t, int64_t, int64_t, const T*, T*);       \
+  template void global_avgpool_backward<T>(int64_t, int64_t, int64_t, const T*, T*);
+
+ORTM_INSTANTIATE_POOL(float)
+ORTM_INSTANTIATE_POOL(double)
+#undef ORTM_INSTANTIATE_POOL
+
+}  // namespace ortmodule

@@ -1,0 +1,42 @@
+// 2-D max/average pooling and global average pooling over contiguous NCHW tensors.
+#pragma once
+
+#include <cstdint>
+
+namespace ortmodule {
+
+struct Pool2dParams {
+  int64_t N, C, H, W, kH, kW, outH, outW;
+  int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
+  bool count_include_pad;  // AveragePool only
+};
+
+// x: [N, C, H, W] -> y: [N, C, outH, outW], indices (nullable): [N, C, outH, outW].
+// ONNX MaxPool indices: positions in the flattened input, n*C*H*W + c*H*W + h*W + w.
+// Padding cells never win; a window holding no input cell yields -inf and index -1.
+template <typename T>
+void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices);
+
+// dy, indices: [N, C, outH, outW] -> dx: [N, C, H, W]. dx is overwritten; overlapping windows
+// accumulate. Negative indices (empty windows) contribute nothing.
+template <typename T>
+void maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx);
+
+// x: [N, C, H, W] -> y: [N, C, outH, outW]. ONNX AveragePool: the divisor is kH*kW when
+// count_include_pad, otherwise the number of input cells in the window.
+template <typename T>
+void avgpool2d_forward(const Pool2dParams& p, const T* x, T* y);
+
+// dy: [N, C, outH, outW] -> dx: [N, C, H, W] (overwritten).
+template <typename T>
+void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx);
+
+// x: [N, C, S] -> y: [N, C]
+template <typename T>
+void global_avgpool_forward(int64_t N, int64_t C, int64_t S, const T* x, T* y);
+
+// dy: [N, C] -> dx: [N, C, S] (overwritten)
+template <typename T>
+void global_avgpool_backward(int64_t N, int64_t C, int64_t S, const T* dy, T* dx);
+
+}  // namespace ortmodule

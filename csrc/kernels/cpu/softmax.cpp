@@ -1,0 +1,194 @@
+#include "kernels/cpu/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/math/softmax.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+namespace {
+
+// Sums along the axis are accumulated in double so that float results over long
+// axes do not drift; for double inputs this changes nothing.
+using Acc = double;
+
+// When inner > 1 the axis is strided; processing a tile of neighbouring inner
+// positions together turns every pass over the axis into contiguous loads.
+constexpr int64_t kInnerTile = 64;
+
+// Rows per chunk so that one chunk touches roughly 32K elements.
+int64_t row_grain(int64_t dim) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, dim)); }
+
+// Runs fn(row_offset) for every contiguous row of an [outer, dim] matrix.
+template <typename Fn>
+void for_each_row(int64_t outer, int64_t dim, const Fn& fn) {
+  parallel_for(0, outer, row_grain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) fn(o * dim);
+  });
+}
+
+// Runs fn(offset, len) over runs of at most kInnerTile consecutive inner positions
+// of one outer index; offset is the element offset of (o, 0, i). Parallelised over
+// the outer * inner rows, so a small `outer` still uses every thread.
+template <typename Fn>
+void for_each_inner_tile(int64_t outer, int64_t dim, int64_t inner, const Fn& fn) {
+  parallel_for(0, outer * inner, row_grain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end;) {
+      const int64_t o = r / inner;
+      const int64_t i = r % inner;
+      const int64_t len = std::min({kInnerTile, inner - i, end - r});
+      fn(o * dim * inner + i, len);
+      r += len;
+    }
+  });
+}
+
+// x, y: [dim] contiguous. Reads each x[k] before writing y[k], so y may alias x.
+template <typename T>
+void softmax_forward_row(int64_t dim, const T* x, T* y, bool log) {
+  // std::max keeps the running max when x[k] is NaN; the NaN still reaches the
+  // output through exp(x[k] - max) and the sum.
+  T max = x[0];
+  for (int64_t k = 1; k < dim; ++k) max = std::max(max, x[k]);
+  Acc sum = 0;
+  if (log) {
+    for (int64_t k = 0; k < dim; ++k) sum += std::exp(x[k] - max);
+    const T log_sum = static_cast<T>(std::log(sum));
+    // (x - max) - log_sum rather than x - (max + log_sum): exact near the max.
+    for (int64_t k = 0; k < dim; ++k) y[k] = (x[k] - max) - log_sum;
+  } else {
+    for (int64_t k = 0; k < dim; ++k) {
+      const T e = std::exp(x[k] - max);
+      y[k] = e;
+      sum += e;
+    }
+    const T inv_sum = static_cast<T>(1.0 / sum);
+    for (int64_t k = 0; k < dim; ++k) y[k] *= inv_sum;
+  }
+}
+
+// x, y: [dim, len] with row stride `inner` (len <= kInnerTile); y may alias x.
+template <typename T>
+void softmax_forward_tile(int64_t dim, int64_t inner, int64_t len, const T* x, T* y, bool log) {
+  T max[kInnerTile];
+  Acc sum[kInnerTile];
+  for (int64_t j = 0; j < len; ++j) {
+    max[j] = x[j];
+    sum[j] = 0;
+  }
+  for (int64_t d = 1; d < dim; ++d) {
+    const T* xd = x + d * inner;
+    for (int64_t j = 0; j < len; ++j) max[j] = std::max(max[j], xd[j]);
+  }
+  if (log) {
+    for (int64_t d = 0; d < dim; ++d) {
+      const T* xd = x + d * inner;
+      for (int64_t j = 0; j < len; ++j) sum[j] += std::exp(xd[j] - max[j]);
+    }
+    T log_sum[kInnerTile];
+    for (int64_t j = 0; j < len; ++j) log_sum[j] = static_cast<T>(std::log(sum[j]));
+    for (int64_t d = 0; d < dim; ++d) {
+      const T* xd = x + d * inner;
+      T* yd = y + d * inner;
+      for (int64_t j = 0; j < len; ++j) yd[j] = (xd[j] - max[j]) - log_sum[j];
+    }
+  } else {
+    for (int64_t d = 0; d < dim; ++d) {
+      const T* xd = x + d * inner;
+      T* yd = y + d * inner;
+      for (int64_t j = 0; j < len; ++j) {
+        const T e = std::exp(xd[j] - max[j]);
+        yd[j] = e;
+        sum[j] += e;
+      }
+    }
+    T inv_sum[kInnerTile];
+    for (int64_t j = 0; j < len; ++j) inv_sum[j] = static_cast<T>(1.0 / sum[j]);
+    for (int64_t d = 0; d < dim; ++d) {
+      T* yd = y + d * inner;
+      for (int64_t j = 0; j < len; ++j) yd[j] *= inv_sum[j];
+    }
+  }
+}
+
+// dy, y, dx: [dim] contiguous; dx may alias dy because the sum is taken first.
+template <typename T>
+void softmax_backward_row(int64_t dim, const T* dy, const T* y, T* dx, bool log) {
+  Acc sum = 0;
+  if (log) {
+    for (int64_t k = 0; k < dim; ++k) sum += dy[k];
+    const T s = static_cast<T>(sum);
+    for (int64_t k = 0; k < dim; ++k) dx[k] = log_softmax_grad(dy[k], y[k], s);
+  } else {
+    for (int64_t k = 0; k < dim; ++k) sum += static_cast<Acc>(dy[k]) * y[k];
+    const T s = static_cast<T>(sum);
+    for (int64_t k = 0; k < dim; ++k) dx[k] = softmax_grad(dy[k], y[k], s);
+  }
+}
+
+// dy, y, dx: [dim, len] with row stride `inner`; dx may alias dy.
+template <typename T>
+void softmax_backward_tile(int64_t dim, int64_t inner, int64_t len, const T* dy, const T* y, T* dx,
+                           bool log) {
+  Acc sum[kInnerTile];
+  for (int64_t j = 0; j < len; ++j) sum[j] = 0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const T* dyd = dy + d * inner;
+    const T* yd = y + d * inner;
+    if (log) {
+      for (int64_t j = 0; j < len; ++j) sum[j] += dyd[j];
+    } else {
+      for (int64_t j = 0; j < len; ++j) sum[j] += static_cast<Acc>(dyd[j]) * yd[j];
+    }
+  }
+  T s[kInnerTile];
+  for (int64_t j = 0; j < len; ++j) s[j] = static_cast<T>(sum[j]);
+  for (int64_t d = 0; d < dim; ++d) {
+    const T* dyd = dy + d * inner;
+    const T* yd = y + d * inner;
+    T* dxd = dx + d * inner;
+    if (log) {
+      for (int64_t j = 0; j < len; ++j) dxd[j] = log_softmax_grad(dyd[j], yd[j], s[j]);
+    } else {
+      for (int64_t j = 0; j < len; ++j) dxd[j] = softmax_grad(dyd[j], yd[j], s[j]);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void softmax_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, T* y, bool log) {
+  if (outer <= 0 || dim <= 0 || inner <= 0) return;
+  if (inner == 1) {
+    for_each_row(outer, dim, [&](int64_t off) { softmax_forward_row(dim, x + off, y + off, log); });
+  } else {
+    for_each_inner_tile(outer, dim, inner, [&](int64_t off, int64_t len) {
+      softmax_forward_tile(dim, inner, len, x + off, y + off, log);
+    });
+  }
+}
+
+template <typename T>
+void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* y, T* dx,
+                      bool log) {
+  if (outer <= 0 || dim <= 0 || inner <= 0) return;
+  if (inner == 1) {
+    for_each_row(outer, dim,
+                 [&](int64_t off) { softmax_backward_row(dim, dy + off, y + off, dx + off, log); });
+  } else {
+    for_each_inner_tile(outer, dim, inner, [&](int64_t off, int64_t len) {
+      softmax_backward_tile(dim, inner, len, dy + off, y + off, dx + off, log);
+    });
+  }
+}
+
+template void softmax_forward<float>(int64_t, int64_t, int64_t, const float*, float*, bool);
+template void softmax_forward<double>(int64_t, int64_t, int64_t, const double*, double*, bool);
+template void softmax_backward<float>(int64_t, int64_t, int64_t, const float*, const float*, float*,
+                                      bool);
+template void softmax_backward<double>(int64_t, int64_t, int64_t, const double*, const double*,
+                                       double*, bool);
+
+}  // namespace ortmodule

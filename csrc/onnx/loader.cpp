@@ -1,0 +1,267 @@
+#include "onnx/loader.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "ops/op_table.h"
+#include "ortmodule_onnx.pb.h"
+
+namespace ortmodule {
+namespace {
+
+namespace pb = ::ortmodule_onnx;
+
+[[noreturn]] void load_error(const std::string& what) {
+  throw std::invalid_argument("invalid ONNX model: " + what);
+}
+
+template <typename Src, typename Dst>
+void copy_field(const Src& field, Tensor& t) {
+  if (static_cast<int64_t>(field.size()) != t.numel()) {
+    load_error("tensor data has " + std::to_string(field.size()) + " elements, shape says " +
+               std::to_string(t.numel()));
+  }
+  Dst* out = t.data<Dst>();
+  for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
+}
+
+Tensor tensor_from_proto(const pb::TensorProto& tp) {
+  if (!dtype_is_supported(tp.data_type())) {
+    load_error("tensor '" + tp.name() + "' has unsupported ONNX data type " +
+               std::to_string(tp.data_type()));
+  }
+  if (tp.data_location() == pb::TensorProto::EXTERNAL) {
+    load_error("tensor '" + tp.name() +
+               "' stores its data externally; save the model with its data inline");
+  }
+  DType dt = static_cast<DType>(tp.data_type());
+  Shape shape(tp.dims().begin(), tp.dims().end());
+  Tensor t = Tensor::empty(dt, shape);
+  if (tp.has_raw_data()) {
+    if (tp.raw_data().size() != t.nbytes()) {
+      load_error("tensor '" + tp.name() + "' has " + std::to_string(tp.raw_data().size()) +
+                 " bytes of raw data, expected " + std::to_string(t.nbytes()));
+    }
+    if (t.nbytes()) std::memcpy(t.raw(), tp.raw_data().data(), t.nbytes());
+    return t;
+  }
+  switch (dt) {
+    case DType::Float32: copy_field<decltype(tp.float_data()), float>(tp.float_data(), t); break;
+    case DType::Float64: copy_field<decltype(tp.double_data()), double>(tp.double_data(), t); break;
+    case DType::Int64: copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t); break;
+    case DType::Int32: copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t); break;
+    case DType::Int8: copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t); break;
+    case DType::UInt8:
+    case DType::Bool: copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t); break;
+    case DType::Float16:
+    case DType::BFloat16:
+      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
+      break;
+    default: load_error("tensor '" + tp.name() + "' has no data");
+  }
+  return t;
+}
+
+Attribute attribute_from_proto(const pb::AttributeProto& ap, const std::string& node) {
+  Attribute a;
+  switch (ap.type()) {
+    case pb::AttributeProto::INT: a.kind = Attribute::Kind::Int; a.i = ap.i(); break;
+    case pb::AttributeProto::FLOAT: a.kind = Attribute::Kind::Float; a.f = ap.f(); break;
+    case pb::AttributeProto::STRING: a.kind = Attribute::Kind::String; a.s = ap.s(); break;
+    case pb::AttributeProto::INTS:
+      a.kind = Attribute::Kind::Ints;
+      a.ints.assign(ap.ints().begin(), ap.ints().end());
+      break;
+    case pb::AttributeProto::FLOATS:
+      a.kind = Attribute::Kind::Floats;
+      a.floats.assign(ap.floats().begin(), ap.floats().end());
+      break;
+    case pb::AttributeProto::STRINGS:
+      a.kind = Attribute::Kind::Strings;
+      a.strings.assign(ap.strings().begin(), ap.strings().end());
+      break;
+    case pb::AttributeProto::TENSOR:
+      a.kind = Attribute::Kind::Tensor;
+      a.t = tensor_from_proto(ap.t());
+      a.t.storage()->writable = false;
+      break;
+    default:
+      load_error("attribute '" + ap.name() + "' of node '" + node + "' has unsupported type " +
+                 std::to_string(ap.type()));
+  }
+  return a;
+}
+
+void set_type(Value* v, const pb::ValueInfoProto& vi) {
+  if (!vi.has_type() || !vi.type().has_tensor_type()) return;
+  const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type() != 0) {
+    if (!dtype_is_supported(tt.elem_type())) {
+      load_error("value '" + vi.name() + "' has unsupported ONNX data type " +
+                 std::to_string(tt.elem_type()));
+    }
+    v->dtype = static_cast<DType>(tt.elem_type());
+  }
+  if (tt.has_shape()) {
+    v->has_shape = true;
+    v->shape.clear();
+    for (const auto& d : tt.shape().dim())
+      v->shape.push_back(d.has_dim_value() ? Dim{d.dim_value(), ""} : Dim{-1, d.dim_param()});
+  }
+}
+
+std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOptions& options) {
+  auto graph = std::make_unique<Graph>();
+  graph->opset_version = -1;
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") graph->opset_version = op.version();
+  }
+  if (graph->opset_version < 0) load_error("the model imports no opset of the ONNX domain");
+  const int64_t kMinOpset = 7, kMaxOpset = 23;
+  if (graph->opset_version < kMinOpset || graph->opset_version > kMaxOpset) {
+    load_error("opset " + std::to_string(graph->opset_version) + " is not supported (supported: " +
+               std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+               "); export with opset_version=17");
+  }
+  const pb::GraphProto& gp = model.graph();
+  graph->name = gp.name();
+
+  std::unordered_set<std::string> feed(options.feed_initializers.begin(),
+                                       options.feed_initializers.end());
+  std::unordered_set<std::string> initializer_names;
+  for (const auto& vi : gp.input()) {
+    if (graph->find_value(vi.name())) load_error("graph input '" + vi.name() + "' is duplicated");
+    Value* v = graph->new_value(vi.name());
+    set_type(v, vi);
+    graph->mutable_inputs().push_back(v);
+  }
+  std::unordered_map<std::string, Value*> fed;
+  for (const auto& tp : gp.initializer()) {
+    initializer_names.insert(tp.name());
+    Value* v = graph->find_value(tp.name());
+    bool is_fed = feed.count(tp.name()) != 0;
+    if (!v) v = graph->new_value(tp.name());
+    v->dtype = static_cast<DType>(tp.data_type());
+    v->has_shape = true;
+    v->shape.clear();
+    for (int64_t d : tp.dims()) v->shape.push_back(Dim{d, ""});
+    if (is_fed) {
+      fed[tp.name()] = v;
+    } else {
+      // An initializer that is also listed as input is a default the caller may
+      // override; we treat it as a constant only when it is not an input.
+      bool listed_as_input = false;
+      for (Value* in : graph->inputs()) listed_as_input = listed_as_input || in == v;
+      if (!listed_as_input) {
+        v->initializer = tensor_from_proto(tp);
+        v->initializer.storage()->writable = false;
+      }
+    }
+  }
+  for (const std::string& name : options.feed_initializers) {
+    auto it = fed.find(name);
+    if (it == fed.end()) {
+      load_error("initializer '" + name + "' was requested as a fed input but the model has none");
+    }
+    graph->mutable_inputs().push_back(it->second);
+  }
+  for (const auto& vi : gp.value_info()) {
+    // Types of intermediates, when the exporter recorded them.
+    if (Value* v = graph->find_value(vi.name())) set_type(v, vi);
+  }
+
+  std::unordered_map<std::string, Value*> produced;
+  int index = 0;
+  for (const auto& np : gp.node()) {
+    std::string node_name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+    ++index;
+    std::vector<Value*> inputs;
+    for (const std::string& in : np.input()) {
+      if (in.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      Value* v = graph->find_value(in);
+      if (!v) {
+        v = graph->new_value(in);  // produced by a later node, or dangling (checked below)
+      }
+      inputs.push_back(v);
+    }
+    std::vector<Value*> outputs;
+    for (const std::string& out : np.output()) {
+      if (out.empty()) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      Value* v = graph->find_value(out);
+      if (v && (v->producer || v->initializer.defined() || produced.count(out))) {
+        load_error("value '" + out + "' is produced twice (second time by node '" + node_name + "')");
+      }
+      if (!v) v = graph->new_value(out);
+      produced[out] = v;
+      outputs.push_back(v);
+    }
+    Node* node = graph->add_node(np.op_type(), np.domain() == "ai.onnx" ? "" : np.domain(), inputs,
+                                 outputs, node_name);
+    for (const auto& ap : np.attribute()) node->attrs[ap.name()] = attribute_from_proto(ap, node_name);
+    node->def = find_op(node->domain, node->op_type, graph->opset_version);
+    if (!node->def) {
+      bool known_elsewhere = false;
+      for (const OpDef& d : op_table()) known_elsewhere |= d.domain == node->domain && d.op_type == node->op_type;
+      std::string why = known_elsewhere
+                            ? " is not supported at opset " + std::to_string(graph->opset_version)
+                            : " is not supported";
+      throw std::runtime_error("unsupported op: " + node->describe() + why +
+                               ". Supported ops: " + supported_ops_list());
+    }
+  }
+  for (Node* n : graph->nodes()) {
+    for (Value* in : n->inputs) {
+      if (!in || in->producer || in->initializer.defined()) continue;
+      bool is_input = false;
+      for (Value* gi : graph->inputs()) is_input = is_input || gi == in;
+      if (!is_input) {
+        load_error("input '" + in->name + "' of " + n->describe() +
+                   " is not a graph input, an initializer or the output of any node");
+      }
+    }
+  }
+  for (const auto& vi : gp.output()) {
+    Value* v = graph->find_value(vi.name());
+    if (!v) load_error("graph output '" + vi.name() + "' is not produced by any node");
+    set_type(v, vi);
+    graph->mutable_outputs().push_back(v);
+  }
+  graph->topological_sort();
+  return graph;
+}
+
+}  // namespace
+
+std::unique_ptr<Graph> load_onnx_model(const std::string& bytes, const LoadOptions& options) {
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  pb::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    load_error("the bytes (" + std::to_string(bytes.size()) +
+               ") do not parse as an ONNX ModelProto (truncated or not an ONNX file?)");
+  }
+  if (!model.has_graph()) load_error("the model has no graph");
+  return build_graph(model, options);
+}
+
+std::unique_ptr<Graph> load_onnx_file(const std::string& path, const LoadOptions& options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::invalid_argument("cannot open ONNX file '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  try {
+    return load_onnx_model(ss.str(), options);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(e.what()) + " (file '" + path + "')");
+  }
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,149 @@
+// Gemm, MatMul and com.microsoft FusedMatMul (used by MatMul's gradient).
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/gemm.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+// ---- Gemm: y[M,N] = alpha * op(a) @ op(b) + beta * c ----
+
+std::vector<OutputInfo> shape_gemm(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  const Shape& a = ctx.in(0).shape();
+  const Shape& b = ctx.in(1).shape();
+  if (a.size() != 2 || b.size() != 2) {
+    ctx.fail("inputs must be 2-D, got " + shape_str(a) + " and " + shape_str(b));
+  }
+  bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1];
+  int64_t Kb = tb ? b[1] : b[0], N = tb ? b[0] : b[1];
+  if (K != Kb) {
+    ctx.fail("inner dimensions differ: A " + shape_str(a) + (ta ? " (transposed)" : "") + ", B " +
+             shape_str(b) + (tb ? " (transposed)" : ""));
+  }
+  if (ctx.has_input(2)) broadcast_shapes(ctx, ctx.in(2).shape(), {M, N});
+  return one_output(ctx.in(0).dtype(), {M, N});
+}
+
+void cpu_gemm(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  double alpha = ctx.node.attr_float("alpha", 1.0), beta = ctx.node.attr_float("beta", 1.0);
+  const int64_t M = y.dim(0), N = y.dim(1), K = ta ? a.dim(0) : a.dim(1);
+  ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
+    scalar_t* yp = y.data<scalar_t>();
+    scalar_t gemm_beta = 0;
+    if (ctx.has_input(2) && beta != 0.0) {
+      const Tensor& c = ctx.in(2);
+      scalar_t bt = static_cast<scalar_t>(beta);
+      binary_map(c.shape(), c.data<scalar_t>(), Shape{}, c.data<scalar_t>(), y.shape(), yp,
+                 [bt](scalar_t p, scalar_t) { return bt * p; });
+      gemm_beta = 1;
+    }
+    gemm<scalar_t>(ta, tb, M, N, K, static_cast<scalar_t>(alpha), a.data<scalar_t>(), a.dim(1),
+                   b.data<scalar_t>(), b.dim(1), gemm_beta, yp, N);
+  });
+}
+
+void grad_gemm(GradContext& g) {
+  Node& n = g.node();
+  bool ta = n.attr_int("transA", 0), tb = n.attr_int("transB", 0);
+  double alpha = n.attr_float("alpha", 1.0), beta = n.attr_float("beta", 1.0);
+  Value* dy = g.output_grad(0);
+  Value* a = g.input(0);
+  Value* b = g.input(1);
+  auto gemm_node = [&](Value* p, Value* q, bool tp, bool tq) {
+    return g.emit("Gemm", {p, q},
+                  {{"transA", Attribute::make_int(tp)}, {"transB", Attribute::make_int(tq)},
+                   {"alpha", Attribute::make_float(alpha)}});
+  };
+  if (g.needs_grad(0)) {
+    // d op(A) = dY op(B)^T, then undo op on A.
+    g.set_input_grad(0, ta ? gemm_node(b, dy, tb, true) : gemm_node(dy, b, false, !tb));
+  }
+  if (g.needs_grad(1)) {
+    // d op(B) = op(A)^T dY, then undo op on B.
+    g.set_input_grad(1, tb ? gemm_node(dy, a, true, ta) : gemm_node(a, dy, !ta, false));
+  }
+  if (g.needs_grad(2)) {
+    Value* dc = dy;
+    if (beta != 1.0) dc = g.emit("Mul", {dy, g.scalar_constant(beta, dy)});
+    g.set_input_grad(2, g.sum_to_shape(dc, g.input(2)));
+  }
+}
+
+// ---- MatMul / FusedMatMul ----
+
+std::vector<OutputInfo> shape_fused_matmul(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
+  bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a.empty() || b.empty()) ctx.fail("inputs must have rank >= 1");
+  if (a_vec) a = {1, a[0]};
+  if (b_vec) b = {b[0], 1};
+  int64_t M = ta ? a[a.size() - 1] : a[a.size() - 2], K = ta ? a[a.size() - 2] : a[a.size() - 1];
+  int64_t Kb = tb ? b[b.size() - 1] : b[b.size() - 2], N = tb ? b[b.size() - 2] : b[b.size() - 1];
+  if (K != Kb) {
+    ctx.fail("inner dimensions differ: " + shape_str(ctx.in(0).shape()) + " @ " +
+             shape_str(ctx.in(1).shape()));
+  }
+  Shape batch = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!a_vec) batch.push_back(M);
+  if (!b_vec) batch.push_back(N);
+  return one_output(ctx.in(0).dtype(), batch);
+}
+
+void cpu_fused_matmul(OpContext& ctx) {
+  Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
+  bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  if (a.size() == 1) a = {1, a[0]};
+  if (b.size() == 1) b = {b[0], 1};
+  Shape batch = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  Shape y = batch;
+  y.push_back(ta ? a[a.size() - 1] : a[a.size() - 2]);
+  y.push_back(tb ? b[b.size() - 2] : b[b.size() - 1]);
+  double alpha = ctx.node.attr_float("alpha", 1.0);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                      batched_matmul<scalar_t>(a, ctx.in(0).data<scalar_t>(), ta, b,
+                                               ctx.in(1).data<scalar_t>(), tb,
+                                               static_cast<scalar_t>(alpha), y,
+                                               ctx.out(0).data<scalar_t>()));
+}
+
+void grad_matmul(GradContext& g) {
+  Value* dy = g.output_grad(0);
+  Value* a = g.input(0);
+  Value* b = g.input(1);
+  bool ta = g.node().attr_int("transA", 0), tb = g.node().attr_int("transB", 0);
+  double alpha = g.node().attr_float("alpha", 1.0);
+  auto fused = [&](Value* p, Value* q, bool tp, bool tq) {
+    return g.emit("FusedMatMul", {p, q},
+                  {{"transA", Attribute::make_int(tp)}, {"transB", Attribute::make_int(tq)},
+                   {"alpha", Attribute::make_float(alpha)}},
+                  "com.microsoft");
+  };
+  // Rank-1 operands are promoted inside the kernel; their gradients would need the
+  // promotion undone, which these rules do not do.
+  for (int i = 0; i < 2; ++i) {
+    Value* v = g.input(i);
+    if (g.needs_grad(i) && v->has_shape && v->shape.size() < 2) {
+      g.fail("gradient through a rank-1 MatMul operand is not supported; reshape it to 2-D");
+    }
+  }
+  if (g.needs_grad(0)) {
+    Value* da = ta ? fused(b, dy, tb, true) : fused(dy, b, false, !tb);
+    g.set_input_grad(0, g.sum_to_shape(da, a));
+  }
+  if (g.needs_grad(1)) {
+    Value* db = tb ? fused(dy, a, true, ta) : fused(a, dy, !ta, false);
+    g.set_input_grad(1, g.sum_to_shape(db, b));
+  }
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,274 @@
+// Softmax, LogSoftmax, Dropout and the classification losses, with gradients.
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cpu/softmax.h"
+#include "kernels/math/random.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+// ---- Softmax / LogSoftmax (opset 13: one axis; older: coerced to 2-D) ----
+
+namespace {
+void softmax_dims(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim, int64_t* inner) {
+  int64_t rank = static_cast<int64_t>(s.size());
+  // Rows exist from opset 13 on (one axis); opset_legacy is not emitted yet but keeps
+  // the pre-13 coercion to 2-D in one place.
+  bool legacy = ctx.node.attr_int("opset_legacy", 0) != 0;
+  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", legacy ? 1 : -1), rank);
+  *outer = dims_product(s, 0, axis);
+  *dim = legacy ? dims_product(s, axis, s.size()) : s[axis];
+  *inner = legacy ? 1 : dims_product(s, axis + 1, s.size());
+}
+
+void run_softmax(OpContext& ctx, bool log) {
+  const Tensor& x = ctx.in(0);
+  int64_t outer, dim, inner;
+  softmax_dims(ctx, x.shape(), &outer, &dim, &inner);
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
+                      softmax_forward<scalar_t>(outer, dim, inner, x.data<scalar_t>(),
+                                                ctx.out(0).data<scalar_t>(), log));
+}
+
+void run_softmax_grad(OpContext& ctx, bool log) {
+  expect_same_dtype(ctx, 1);
+  const Tensor& dy = ctx.in(0);
+  const Tensor& y = ctx.in(1);
+  int64_t outer, dim, inner;
+  softmax_dims(ctx, y.shape(), &outer, &dim, &inner);
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx,
+                      softmax_backward<scalar_t>(outer, dim, inner, dy.data<scalar_t>(),
+                                                 y.data<scalar_t>(), ctx.out(0).data<scalar_t>(), log));
+}
+
+void grad_softmax_common(GradContext& g, const char* op) {
+  Node& n = g.node();
+  int64_t legacy = n.attr_int("opset_legacy", 0);
+  g.set_input_grad(0, g.emit(op, {g.output_grad(0), g.output(0)},
+                             {{"axis", Attribute::make_int(n.attr_int("axis", legacy ? 1 : -1))},
+                              {"opset_legacy", Attribute::make_int(legacy)}},
+                             "com.microsoft"));
+}
+}  // namespace
+
+void cpu_softmax(OpContext& ctx) { run_softmax(ctx, false); }
+void cpu_log_softmax(OpContext& ctx) { run_softmax(ctx, true); }
+void cpu_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, false); }
+void cpu_log_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, true); }
+void grad_softmax(GradContext& g) { grad_softmax_common(g, "SoftmaxGrad_13"); }
+void grad_log_softmax(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGrad_13"); }
+
+// ---- Dropout(data, ratio?, training_mode?) -> output, mask? ----
+
+namespace {
+double dropout_ratio(const OpContext& ctx, size_t index) {
+  double r = ctx.has_input(index) ? ctx.in(index).float_at(0) : ctx.node.attr_float("ratio", 0.5);
+  if (r < 0.0 || r >= 1.0) ctx.fail("ratio must be in [0, 1), got " + std::to_string(r));
+  return r;
+}
+bool dropout_training(const OpContext& ctx, size_t index) {
+  return ctx.has_input(index) && ctx.in(index).int_at(0) != 0;
+}
+}  // namespace
+
+std::vector<OutputInfo> shape_dropout(const OpContext& ctx) {
+  OutputInfo y, mask;
+  y.dtype = ctx.in(0).dtype();
+  y.shape = ctx.in(0).shape();
+  mask.dtype = DType::Bool;
+  mask.shape = y.shape;
+  return {y, mask};
+}
+
+void cpu_dropout(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  double ratio = dropout_ratio(ctx, 1);
+  bool active = dropout_training(ctx, 2) && ratio > 0.0;
+  uint8_t* mask = ctx.has_output(1) ? ctx.out(1).data<uint8_t>() : nullptr;
+  const int64_t n = x.numel();
+  // Mix the node id into the per-run seed so two dropout nodes draw different masks.
+  const uint64_t seed = math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(ctx.node.id) << 32));
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
+    const scalar_t* xp = x.data<scalar_t>();
+    scalar_t* yp = ctx.out(0).data<scalar_t>();
+    const scalar_t scale = static_cast<scalar_t>(active ? 1.0 / (1.0 - ratio) : 1.0);
+    parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        bool keep = !active || math::uniform01(seed, static_cast<uint64_t>(i)) >= ratio;
+        if (mask) mask[i] = keep;
+        yp[i] = keep ? xp[i] * scale : scalar_t(0);
+      }
+    });
+  });
+}
+
+// DropoutGrad(dY, mask, ratio?, training_mode?) -> dX
+void cpu_dropout_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  const uint8_t* mask = ctx.in(1).data<uint8_t>();
+  double ratio = dropout_ratio(ctx, 2);
+  bool active = (!ctx.has_input(3) || dropout_training(ctx, 3)) && ratio > 0.0;
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
+    const scalar_t* g = dy.data<scalar_t>();
+    scalar_t* dx = ctx.out(0).data<scalar_t>();
+    const scalar_t scale = static_cast<scalar_t>(active ? 1.0 / (1.0 - ratio) : 1.0);
+    parallel_for(0, dy.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dx[i] = mask[i] ? g[i] * scale : scalar_t(0);
+    });
+  });
+}
+
+void grad_dropout(GradContext& g) {
+  Value* mask = g.forward_output(1, "mask");
+  g.set_input_grad(0, g.emit("DropoutGrad", {g.output_grad(0), mask, g.input(1), g.input(2)}, {},
+                             "com.microsoft"));
+}
+
+// ---- SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss ----
+
+namespace {
+Reduction reduction_of(const OpContext& ctx) {
+  std::string r = ctx.node.attr_string("reduction", "mean");
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  ctx.fail("unknown reduction '" + r + "' (expected mean, sum or none)");
+}
+
+// scores [N, C, d1, ...] with labels [N, d1, ...] -> N, C, D
+void loss_dims(const OpContext& ctx, const Shape& scores, const Shape& labels, int64_t* N,
+               int64_t* C, int64_t* D) {
+  if (scores.size() < 2) ctx.fail("scores must have shape [N, C, ...], got " + shape_str(scores));
+  Shape expect{scores[0]};
+  expect.insert(expect.end(), scores.begin() + 2, scores.end());
+  if (labels != expect) {
+    ctx.fail("labels have shape " + shape_str(labels) + " but scores " + shape_str(scores) +
+             " require " + shape_str(expect));
+  }
+  *N = scores[0];
+  *C = scores[1];
+  *D = dims_product(scores, 2, scores.size());
+}
+
+void expect_labels(const OpContext& ctx, size_t i) {
+  if (ctx.in(i).dtype() != DType::Int64) {
+    ctx.fail("labels must be int64, got " + dtype_name(ctx.in(i).dtype()));
+  }
+}
+
+Shape loss_shape(const OpContext& ctx, const Shape& labels) {
+  return reduction_of(ctx) == Reduction::None ? labels : Shape{};
+}
+}  // namespace
+
+std::vector<OutputInfo> shape_softmax_cross_entropy(const OpContext& ctx) {
+  expect_labels(ctx, 1);
+  int64_t N, C, D;
+  loss_dims(ctx, ctx.in(0).shape(), ctx.in(1).shape(), &N, &C, &D);
+  OutputInfo loss, log_prob;
+  loss.dtype = log_prob.dtype = ctx.in(0).dtype();
+  loss.shape = loss_shape(ctx, ctx.in(1).shape());
+  log_prob.shape = ctx.in(0).shape();
+  return {loss, log_prob};
+}
+
+void cpu_softmax_cross_entropy(OpContext& ctx) {
+  const Tensor& scores = ctx.in(0);
+  int64_t N, C, D;
+  loss_dims(ctx, scores.shape(), ctx.in(1).shape(), &N, &C, &D);
+  bool has_ignore = ctx.node.has_attr("ignore_index");
+  int64_t ignore = ctx.node.attr_int("ignore_index", -100);
+  Tensor log_prob = ctx.has_output(1) ? ctx.out(1) : Tensor::empty(scores.dtype(), scores.shape());
+  ORTM_DISPATCH_FLOAT(scores.dtype(), ctx, {
+    const scalar_t* w = ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr;
+    softmax_cross_entropy_forward<scalar_t>(N, C, D, scores.data<scalar_t>(),
+                                            ctx.in(1).data<int64_t>(), w, reduction_of(ctx), ignore,
+                                            has_ignore, ctx.out(0).data<scalar_t>(),
+                                            log_prob.data<scalar_t>());
+  });
+}
+
+// SoftmaxCrossEntropyLossGrad(dY, log_prob, labels, weight?) -> d_scores
+std::vector<OutputInfo> shape_softmax_cross_entropy_grad(const OpContext& ctx) {
+  return one_output(ctx.in(1).dtype(), ctx.in(1).shape());
+}
+
+void cpu_softmax_cross_entropy_grad(OpContext& ctx) {
+  const Tensor& log_prob = ctx.in(1);
+  int64_t N, C, D;
+  loss_dims(ctx, log_prob.shape(), ctx.in(2).shape(), &N, &C, &D);
+  bool has_ignore = ctx.node.has_attr("ignore_index");
+  int64_t ignore = ctx.node.attr_int("ignore_index", -100);
+  ORTM_DISPATCH_FLOAT(log_prob.dtype(), ctx, {
+    const scalar_t* w = ctx.has_input(3) ? ctx.in(3).data<scalar_t>() : nullptr;
+    softmax_cross_entropy_backward<scalar_t>(N, C, D, ctx.in(0).data<scalar_t>(),
+                                             log_prob.data<scalar_t>(), ctx.in(2).data<int64_t>(),
+                                             w, reduction_of(ctx), ignore, has_ignore,
+                                             ctx.out(0).data<scalar_t>());
+  });
+}
+
+void grad_softmax_cross_entropy(GradContext& g) {
+  if (g.needs_grad(2)) g.fail("gradient with respect to the class weights is not supported");
+  Node& n = g.node();
+  Value* log_prob = g.forward_output(1, "log_prob");
+  Node* grad_node = g.emit("SoftmaxCrossEntropyLossGrad",
+                           {g.output_grad(0), log_prob, g.input(1), g.input(2)},
+                           {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
+                           "com.microsoft")->producer;
+  if (n.has_attr("ignore_index")) grad_node->attrs["ignore_index"] = n.attrs.at("ignore_index");
+  g.set_input_grad(0, grad_node->outputs[0]);
+}
+
+std::vector<OutputInfo> shape_nll_loss(const OpContext& ctx) {
+  expect_labels(ctx, 1);
+  int64_t N, C, D;
+  loss_dims(ctx, ctx.in(0).shape(), ctx.in(1).shape(), &N, &C, &D);
+  return one_output(ctx.in(0).dtype(), loss_shape(ctx, ctx.in(1).shape()));
+}
+
+void cpu_nll_loss(OpContext& ctx) {
+  const Tensor& input = ctx.in(0);
+  int64_t N, C, D;
+  loss_dims(ctx, input.shape(), ctx.in(1).shape(), &N, &C, &D);
+  bool has_ignore = ctx.node.has_attr("ignore_index");
+  int64_t ignore = ctx.node.attr_int("ignore_index", -100);
+  ORTM_DISPATCH_FLOAT(input.dtype(), ctx, {
+    const scalar_t* w = ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr;
+    nll_loss_forward<scalar_t>(N, C, D, input.data<scalar_t>(), ctx.in(1).data<int64_t>(), w,
+                               reduction_of(ctx), ignore, has_ignore, ctx.out(0).data<scalar_t>());
+  });
+}
+
+// NegativeLogLikelihoodLossGrad(dY, input_shape, target, weight?) -> d_input
+std::vector<OutputInfo> shape_nll_loss_grad(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+}
+
+void cpu_nll_loss_grad(OpContext& ctx) {
+  Tensor& dx = ctx.out(0);
+  int64_t N, C, D;
+  loss_dims(ctx, dx.shape(), ctx.in(2).shape(), &N, &C, &D);
+  bool has_ignore = ctx.node.has_attr("ignore_index");
+  int64_t ignore = ctx.node.attr_int("ignore_index", -100);
+  ORTM_DISPATCH_FLOAT(dx.dtype(), ctx, {
+    const scalar_t* w = ctx.has_input(3) ? ctx.in(3).data<scalar_t>() : nullptr;
+    nll_loss_backward<scalar_t>(N, C, D, ctx.in(0).data<scalar_t>(), ctx.in(2).data<int64_t>(), w,
+                                reduction_of(ctx), ignore, has_ignore, dx.data<scalar_t>());
+  });
+}
+
+void grad_nll_loss(GradContext& g) {
+  if (g.needs_grad(2)) g.fail("gradient with respect to the class weights is not supported");
+  Node& n = g.node();
+  Node* grad_node = g.emit("NegativeLogLikelihoodLossGrad",
+                           {g.output_grad(0), g.shape_of(g.input(0)), g.input(1), g.input(2)},
+                           {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
+                           "ai.ortmodule")->producer;
+  if (n.has_attr("ignore_index")) grad_node->attrs["ignore_index"] = n.attrs.at("ignore_index");
+  g.set_input_grad(0, grad_node->outputs[0]);
+}
+
+}  // namespace ortmodule

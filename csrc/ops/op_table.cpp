@@ -1,0 +1,139 @@
+// The op table. Adding an op: one row here plus its shape rule, kernel and
+// gradient rule in the op family's file. Tests, docs and the registry read this.
+#include "ops/op_table.h"
+
+#include <algorithm>
+
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+namespace {
+
+const char* kMs = "com.microsoft";
+const char* kOwn = "ai.ortmodule";
+
+struct Row {
+  OpDef def;
+  Row(const char* domain, const char* op, int since, ShapeFn shape, KernelFn cpu, GradFn grad) {
+    def.domain = domain;
+    def.op_type = op;
+    def.since_version = since;
+    def.shape = shape;
+    def.cpu = cpu;
+    def.grad = grad;
+  }
+  Row& inplace(int input) { def.inplace_input = input; return *this; }
+  Row& tolerance(double rtol, double atol) { def.grad_rtol = rtol; def.grad_atol = atol; return *this; }
+  Row& internal() { def.internal = true; def.differentiable = false; return *this; }
+  Row& not_differentiable() { def.differentiable = false; return *this; }
+  Row& writeback(std::vector<std::pair<int, int>> pairs) { def.state_writeback = std::move(pairs); return *this; }
+  operator OpDef() const { return def; }
+};
+
+std::vector<OpDef> build_table() {
+  return {
+      // ---- element-wise ----
+      Row("", "Add", 7, shape_binary_broadcast, cpu_add, grad_add).inplace(0),
+      Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).inplace(0),
+      Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).inplace(0),
+      Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).inplace(0),
+      Row("", "Pow", 7, shape_binary_broadcast, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
+      Row("", "Sum", 8, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
+      Row("", "Neg", 6, shape_same_as_input0, cpu_neg, grad_neg).inplace(0),
+      Row("", "Relu", 6, shape_same_as_input0, cpu_relu, grad_relu).inplace(0),
+      Row("", "Sigmoid", 6, shape_same_as_input0, cpu_sigmoid, grad_sigmoid).inplace(0),
+      Row("", "Tanh", 6, shape_same_as_input0, cpu_tanh, grad_tanh).inplace(0),
+      Row("", "Exp", 6, shape_same_as_input0, cpu_exp, grad_exp).inplace(0),
+      Row("", "Log", 6, shape_same_as_input0, cpu_log, grad_log).inplace(0),
+      Row("", "Sqrt", 6, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
+      Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity),
+      Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
+      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
+      Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand),
+      // ---- matrix products ----
+      Row("", "Gemm", 7, shape_gemm, cpu_gemm, grad_gemm),
+      Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      // ---- data movement ----
+      Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like),
+      Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like),
+      Row("", "Squeeze", 1, shape_squeeze, cpu_view, grad_reshape_like),
+      Row("", "Unsqueeze", 1, shape_unsqueeze, cpu_view, grad_reshape_like),
+      Row("", "Transpose", 1, shape_transpose, cpu_transpose, grad_transpose),
+      Row("", "Concat", 4, shape_concat, cpu_concat, grad_concat),
+      Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather),
+      Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
+      Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable(),
+      // ---- reductions ----
+      Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
+      Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),
+      // ---- neural-network layers ----
+      Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
+      Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
+      Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
+      Row("", "MaxPool", 8, shape_maxpool, cpu_maxpool, grad_maxpool),
+      Row("", "AveragePool", 7, shape_avgpool, cpu_avgpool, grad_avgpool),
+      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool, grad_global_avgpool),
+      Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
+          .writeback({{1, 3}, {2, 4}})
+          .tolerance(1e-4, 1e-5),
+      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout),
+      Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
+          grad_softmax_cross_entropy),
+      Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),
+      // ---- ops emitted by gradient rules ----
+      Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr).internal().inplace(0),
+      Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr).internal().inplace(0),
+      Row(kMs, "TanhGrad", 1, shape_same_as_input0, cpu_tanh_grad, nullptr).internal().inplace(0),
+      Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
+      Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
+      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, nullptr).internal(),
+      Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
+      Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)
+          .internal()
+          .writeback({{1, 3}, {2, 4}}),
+      Row(kMs, "BatchNormalizationGrad", 1, shape_batchnorm_grad, cpu_batchnorm_grad, nullptr).internal(),
+      Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr).internal().inplace(0),
+      Row(kMs, "SoftmaxCrossEntropyLossGrad", 1, shape_softmax_cross_entropy_grad,
+          cpu_softmax_cross_entropy_grad, nullptr).internal(),
+      Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr).internal(),
+      Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
+      Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
+      Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),
+      Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr).internal(),
+      Row(kOwn, "MaxPoolGrad", 1, shape_pool_grad, cpu_maxpool_grad, nullptr).internal(),
+      Row(kOwn, "AveragePoolGrad", 1, shape_pool_grad, cpu_avgpool_grad, nullptr).internal(),
+      Row(kOwn, "GlobalAveragePoolGrad", 1, shape_pool_grad, cpu_global_avgpool_grad, nullptr)
+          .internal(),
+      Row(kOwn, "NegativeLogLikelihoodLossGrad", 1, shape_nll_loss_grad, cpu_nll_loss_grad, nullptr)
+          .internal(),
+  };
+}
+
+}  // namespace
+
+const std::vector<OpDef>& op_table() {
+  static const std::vector<OpDef> table = build_table();
+  return table;
+}
+
+const OpDef* find_op(const std::string& domain, const std::string& op_type, int64_t opset) {
+  for (const OpDef& d : op_table()) {
+    if (d.domain != domain || d.op_type != op_type) continue;
+    // Versions of other domains are independent of the ONNX opset.
+    if (!domain.empty() || (opset >= d.since_version && opset <= d.until_version)) return &d;
+  }
+  return nullptr;
+}
+
+std::string supported_ops_list() {
+  std::vector<std::string> names;
+  for (const OpDef& d : op_table())
+    if (!d.internal) names.push_back(d.op_type);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,68 @@
+// The op table: one row per op, naming everything the engine needs to know about
+// it (shape rule, CPU kernel, CUDA kernel, gradient rule, in-place eligibility,
+// gradient-check tolerance). The registry, the per-op tests (through
+// op_table() in the bindings) and the docs are generated from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ortmodule {
+
+class GradContext;
+
+struct OutputInfo {
+  DType dtype = DType::Undefined;
+  Shape shape;
+  int alias_of = -1;  // >= 0: output is a view of that input (same memory, this shape)
+};
+
+// What a shape rule and a kernel see of one node execution.
+struct OpContext {
+  const Node& node;
+  std::vector<const Tensor*> inputs;  // nullptr for omitted optional inputs
+  std::vector<Tensor> outputs;        // allocated by the executor from the shape rule
+  uint64_t seed = 0;                  // for random ops, drawn from torch's generator
+
+  size_t num_inputs() const { return inputs.size(); }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  const Tensor& in(size_t i) const;  // throws naming the node when absent
+  bool has_output(size_t i) const { return i < outputs.size() && outputs[i].defined(); }
+  Tensor& out(size_t i) { return outputs[i]; }
+  [[noreturn]] void fail(const std::string& message) const;
+};
+
+using ShapeFn = std::vector<OutputInfo> (*)(const OpContext&);
+using KernelFn = void (*)(OpContext&);
+using GradFn = void (*)(GradContext&);
+
+struct OpDef {
+  std::string domain;  // "" = ONNX default domain, "com.microsoft", "ai.ortmodule"
+  std::string op_type;
+  int since_version = 1;
+  int until_version = 1 << 30;
+  ShapeFn shape = nullptr;
+  KernelFn cpu = nullptr;
+  KernelFn cuda = nullptr;
+  GradFn grad = nullptr;    // nullptr: no gradient rule
+  bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
+  int inplace_input = -1;   // output 0 may take over this input's buffer at its last use
+  double grad_rtol = 1e-5;  // finite-difference check tolerances (double precision)
+  double grad_atol = 1e-6;
+  bool internal = false;    // emitted only by the gradient builder / graph rewrites
+  // Outputs whose values are written back into an input after forward:
+  // {output index, input index} (BatchNormalization running statistics).
+  std::vector<std::pair<int, int>> state_writeback;
+};
+
+const std::vector<OpDef>& op_table();
+// The row for (domain, op_type) valid at `opset`, or nullptr.
+const OpDef* find_op(const std::string& domain, const std::string& op_type, int64_t opset);
+// Sorted "Op (domain)" names, for error messages.
+std::string supported_ops_list();
+
+}  // namespace ortmodule

@@ -1,0 +1,67 @@
+// Helpers shared by the op files: dtype dispatch, broadcasting, axis handling.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops/op_table.h"
+
+namespace ortmodule {
+
+// Runs BODY with `scalar_t` bound to the C++ type of DTYPE (floating types only).
+#define ORTM_DISPATCH_FLOAT(DTYPE, CTX, ...)                                          \
+  switch (DTYPE) {                                                                    \
+    case DType::Float32: {                                                            \
+      using scalar_t = float; (void)sizeof(scalar_t);                                                         \
+      __VA_ARGS__;                                                                    \
+      break;                                                                          \
+    }                                                                                 \
+    case DType::Float64: {                                                            \
+      using scalar_t = double; (void)sizeof(scalar_t);                                    \
+      __VA_ARGS__;                                                                    \
+      break;                                                                          \
+    }                                                                                 \
+    default:                                                                          \
+      (CTX).fail("dtype " + dtype_name(DTYPE) + " is not supported (float32, float64)"); \
+  }
+
+// Floating types plus the integer types shape arithmetic uses.
+#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                         \
+  switch (DTYPE) {                                                                     \
+    case DType::Float32: {                                                             \
+      using scalar_t = float; (void)sizeof(scalar_t);                                                          \
+      __VA_ARGS__;                                                                     \
+      break;                                                                           \
+    }                                                                                  \
+    case DType::Float64: {                                                             \
+      using scalar_t = double; (void)sizeof(scalar_t);                                                         \
+      __VA_ARGS__;                                                                     \
+      break;                                                                           \
+    }                                                                                  \
+    case DType::Int64: {                                                               \
+      using scalar_t = int64_t; (void)sizeof(scalar_t);                                    \
+      __VA_ARGS__;                                                                     \
+      break;                                                                           \
+    }                                                                                  \
+    case DType::Int32: {                                                               \
+      using scalar_t = int32_t; (void)sizeof(scalar_t);                                    \
+      __VA_ARGS__;                                                                     \
+      break;                                                                           \
+    }                                                                                  \
+    default:                                                                           \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                         \
+                 " is not supported (float32, float64, int64, int32)");                \
+  }
+
+// Numpy-style broadcast of two shapes; fails naming the node on mismatch.
+Shape broadcast_shapes(const OpContext& ctx, const Shape& a, const Shape& b);
+// Normalises a possibly negative axis against `rank`; fails naming the node.
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+// Input k must have dtype equal to input 0's.
+void expect_same_dtype(const OpContext& ctx, size_t k);
+// Single output with the given dtype and shape.
+std::vector<OutputInfo> one_output(DType dtype, Shape shape);
+// Product of dims [begin, end).
+int64_t dims_product(const Shape& s, size_t begin, size_t end);
+
+}  // namespace ortmodule

@@ -1,0 +1,121 @@
+// ReduceSum / ReduceMean and their gradient ReduceGrad(dY, x_shape[, axes];
+// keepdims, noop_with_empty_axes, mean), which broadcasts dY back over the
+// reduced axes (scaled by 1/count for the mean).
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+namespace {
+
+struct ReducePlan {
+  Shape keep_shape;  // input shape with reduced dims set to 1
+  Shape out_shape;   // final shape (keepdims applied)
+  int64_t count = 1;  // elements reduced into each output
+};
+
+ReducePlan plan_reduce(const OpContext& ctx, const Shape& in, const std::vector<int64_t>& axes_in,
+                       bool axes_given) {
+  bool keepdims = ctx.node.attr_int("keepdims", 1) != 0;
+  bool noop = ctx.node.attr_int("noop_with_empty_axes", 0) != 0;
+  int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<bool> reduced(in.size(), false);
+  // No axes: reduce everything, unless noop_with_empty_axes asks for identity.
+  (void)axes_given;
+  if (axes_in.empty() && !noop) std::fill(reduced.begin(), reduced.end(), true);
+  for (int64_t a : axes_in) reduced[normalize_axis(ctx, a, rank)] = true;
+  ReducePlan p;
+  for (size_t i = 0; i < in.size(); ++i) {
+    p.keep_shape.push_back(reduced[i] ? 1 : in[i]);
+    if (reduced[i]) p.count *= in[i];
+    if (!reduced[i] || keepdims) p.out_shape.push_back(reduced[i] ? 1 : in[i]);
+  }
+  return p;
+}
+
+// Axes from input 1 (ReduceSum >= 13, ReduceMean >= 18) or the attribute.
+std::vector<int64_t> reduce_axes(const OpContext& ctx, size_t input_index, bool* given) {
+  if (ctx.has_input(input_index)) {
+    *given = true;
+    return ctx.in(input_index).to_int_vector();
+  }
+  *given = ctx.node.has_attr("axes");
+  return ctx.node.attr_ints("axes");
+}
+
+}  // namespace
+
+std::vector<OutputInfo> shape_reduce(const OpContext& ctx) {
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 1, &given);
+  ReducePlan p = plan_reduce(ctx, ctx.in(0).shape(), axes, given);
+  return one_output(ctx.in(0).dtype(), p.out_shape);
+}
+
+namespace {
+void run_reduce(OpContext& ctx, bool mean) {
+  const Tensor& x = ctx.in(0);
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 1, &given);
+  ReducePlan p = plan_reduce(ctx, x.shape(), axes, given);
+  Tensor& y = ctx.out(0);
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
+    sum_to_shape(x.shape(), x.data<scalar_t>(), p.keep_shape, y.data<scalar_t>());
+    if (mean && p.count != 1) {
+      // Integer means truncate, as ONNX Runtime does.
+      scalar_t* out = y.data<scalar_t>();
+      for (int64_t i = 0; i < y.numel(); ++i) out[i] = static_cast<scalar_t>(out[i] / static_cast<double>(p.count));
+    }
+  });
+}
+}  // namespace
+
+void cpu_reduce_sum(OpContext& ctx) { run_reduce(ctx, false); }
+void cpu_reduce_mean(OpContext& ctx) { run_reduce(ctx, true); }
+
+std::vector<OutputInfo> shape_reduce_grad(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+}
+
+void cpu_reduce_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  Shape x_shape = ctx.in(1).to_int_vector();
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 2, &given);
+  ReducePlan p = plan_reduce(ctx, x_shape, axes, given);
+  bool mean = ctx.node.attr_int("mean", 0) != 0;
+  Tensor& dx = ctx.out(0);
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
+    scalar_t scale = mean ? static_cast<scalar_t>(1.0 / static_cast<double>(p.count)) : scalar_t(1);
+    binary_map(p.keep_shape, dy.data<scalar_t>(), Shape{}, dy.data<scalar_t>(), x_shape,
+               dx.data<scalar_t>(), [scale](scalar_t g, scalar_t) { return g * scale; });
+  });
+}
+
+namespace {
+void grad_reduce(GradContext& g, bool mean) {
+  Node& n = g.node();
+  std::vector<Value*> inputs{g.output_grad(0), g.shape_of(g.input(0))};
+  if (n.input(1)) inputs.push_back(n.input(1));
+  Value* dx = g.emit(
+      "ReduceGrad", inputs,
+      {{"keepdims", Attribute::make_int(n.attr_int("keepdims", 1))},
+       {"noop_with_empty_axes", Attribute::make_int(n.attr_int("noop_with_empty_axes", 0))},
+       {"axes", Attribute::make_ints(n.attr_ints("axes"))},
+       {"mean", Attribute::make_int(mean)}},
+      "ai.ortmodule");
+  // An empty "axes" attribute means "absent" for plan_reduce's purposes.
+  if (!n.has_attr("axes")) {
+    Node* emitted = dx->producer;
+    emitted->attrs.erase("axes");
+  }
+  g.set_input_grad(0, dx);
+}
+}  // namespace
+
+void grad_reduce_sum(GradContext& g) { grad_reduce(g, false); }
+void grad_reduce_mean(GradContext& g) { grad_reduce(g, true); }
+
+}  // namespace ortmodule

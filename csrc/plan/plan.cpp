@@ -1,0 +1,159 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ortmodule {
+namespace {
+
+int id_of(const Value* v) { return v ? v->id : -1; }
+
+PlanStep make_step(const Node* n) {
+  PlanStep s;
+  s.node = n;
+  s.def = n->def;
+  for (Value* in : n->inputs) s.inputs.push_back(id_of(in));
+  for (Value* out : n->outputs) s.outputs.push_back(id_of(out));
+  return s;
+}
+
+// Assigns release points: each value in `candidates` is released after the last step
+// of `steps` that reads or writes it, unless it is in `keep`.
+void assign_releases(std::vector<PlanStep>& steps, const std::unordered_set<int>& keep) {
+  std::unordered_map<int, size_t> last_use;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    for (int id : steps[i].inputs)
+      if (id >= 0) last_use[id] = i;
+    for (int id : steps[i].outputs)
+      if (id >= 0) last_use[id] = std::max(last_use[id], i);
+  }
+  for (const auto& kv : last_use)
+    if (!keep.count(kv.first)) steps[kv.second].release_after.push_back(kv.first);
+  for (PlanStep& s : steps) std::sort(s.release_after.begin(), s.release_after.end());
+}
+
+}  // namespace
+
+Plan make_plan(const Graph& graph, const PlanRequest& request) {
+  Plan plan;
+  plan.num_values = static_cast<int>(graph.num_values());
+  for (size_t i = 0; i < graph.num_values(); ++i) plan.value_names.push_back(graph.value_by_id(i)->name);
+  for (Value* v : graph.inputs()) plan.inputs.push_back(v->id);
+  for (Value* v : graph.outputs()) plan.outputs.push_back(v->id);
+  for (Value* v : request.output_grads) plan.output_grads.push_back(id_of(v));
+  for (Value* v : request.input_grads) plan.input_grads.push_back(id_of(v));
+
+  const std::vector<Node*> nodes = graph.nodes();
+  // Backward = nodes that depend on an output gradient.
+  std::unordered_set<const Value*> grad_dependent;
+  for (Value* g : request.output_grads)
+    if (g) grad_dependent.insert(g);
+  std::unordered_set<const Node*> is_backward;
+  for (Node* n : nodes) {
+    bool dep = false;
+    for (Value* in : n->inputs) dep = dep || (in && grad_dependent.count(in));
+    if (!dep) continue;
+    is_backward.insert(n);
+    for (Value* out : n->outputs)
+      if (out) grad_dependent.insert(out);
+  }
+
+  // Keep only nodes that contribute to something wanted (dead code elimination).
+  std::unordered_set<const Value*> wanted(graph.outputs().begin(), graph.outputs().end());
+  for (Value* g : request.input_grads)
+    if (g) wanted.insert(g);
+  std::unordered_map<const Value*, int> input_index;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) input_index[graph.inputs()[i]] = static_cast<int>(i);
+  std::unordered_set<const Node*> live;
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    bool needed = !n->def->state_writeback.empty();
+    for (Value* out : n->outputs) needed = needed || (out && wanted.count(out));
+    if (!needed) continue;
+    live.insert(n);
+    for (Value* in : n->inputs)
+      if (in) wanted.insert(in);
+  }
+
+  for (Node* n : nodes) {
+    if (!live.count(n)) continue;
+    (is_backward.count(n) ? plan.backward : plan.forward).push_back(make_step(n));
+    for (const auto& wb : n->def->state_writeback) {
+      Value* produced = n->output(wb.first);
+      Value* target = n->input(wb.second);
+      if (!produced || !target) continue;
+      auto it = input_index.find(target);
+      if (it != input_index.end()) plan.writebacks.push_back({produced->id, it->second});
+    }
+  }
+
+  // Constants used by live nodes.
+  std::unordered_set<int> seen;
+  for (const auto* part : {&plan.forward, &plan.backward}) {
+    for (const PlanStep& s : *part) {
+      for (int id : s.inputs) {
+        if (id < 0 || seen.count(id)) continue;
+        const Value* v = graph.value_by_id(id);
+        if (v->initializer.defined()) {
+          plan.constants.push_back({id, v->initializer});
+          seen.insert(id);
+        }
+      }
+    }
+  }
+
+  // The stash: values available after forward (fed inputs, constants, forward
+  // results) that backward reads.
+  std::unordered_set<int> produced_in_backward;
+  for (int id : plan.output_grads)
+    if (id >= 0) produced_in_backward.insert(id);
+  for (const PlanStep& s : plan.backward)
+    for (int id : s.outputs)
+      if (id >= 0) produced_in_backward.insert(id);
+  std::unordered_set<int> stash;
+  for (const PlanStep& s : plan.backward)
+    for (int id : s.inputs)
+      if (id >= 0 && !produced_in_backward.count(id)) stash.insert(id);
+  for (int id : plan.input_grads)
+    if (id >= 0 && !produced_in_backward.count(id)) stash.insert(id);  // gradient passes through
+  plan.stash.assign(stash.begin(), stash.end());
+  std::sort(plan.stash.begin(), plan.stash.end());
+
+  std::unordered_set<int> keep_forward(stash.begin(), stash.end());
+  for (int id : plan.outputs) keep_forward.insert(id);
+  for (const auto& wb : plan.writebacks) keep_forward.insert(wb.first);
+  assign_releases(plan.forward, keep_forward);
+  for (int id : plan.outputs)
+    if (!stash.count(id)) plan.release_after_outputs.push_back(id);
+  for (const auto& wb : plan.writebacks)
+    if (!stash.count(wb.first)) plan.release_after_outputs.push_back(wb.first);
+
+  std::unordered_set<int> keep_backward;
+  for (int id : plan.input_grads)
+    if (id >= 0) keep_backward.insert(id);
+  assign_releases(plan.backward, keep_backward);
+  return plan;
+}
+
+std::string Plan::describe() const {
+  std::ostringstream os;
+  auto dump = [&](const char* title, const std::vector<PlanStep>& steps) {
+    os << title << ":\n";
+    for (const PlanStep& s : steps) {
+      os << "  " << s.node->op_type << " '" << s.node->name << "' releases";
+      for (int id : s.release_after) os << " " << value_names[id];
+      os << "\n";
+    }
+  };
+  dump("forward", forward);
+  dump("backward", backward);
+  os << "stash:";
+  for (int id : stash) os << " " << value_names[id];
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,109 @@
+// Python bindings: one module, ortmodule._C.
+#include <torch/extension.h>
+
+#include "onnx/loader.h"
+#include "ops/op_table.h"
+#include "python/torch_boundary.h"
+#include "runtime/allocator.h"
+#include "runtime/program.h"
+
+namespace py = pybind11;
+using namespace ortmodule;
+
+namespace {
+
+std::string domain_label(const std::string& d) { return d; }
+
+std::string inplace_label(const OpDef& d) {
+  if (d.inplace_input >= 0) return "in-place on input " + std::to_string(d.inplace_input);
+  return "";
+}
+
+py::list op_table_py() {
+  py::list rows;
+  for (const OpDef& d : op_table()) {
+    py::dict r;
+    r["domain"] = domain_label(d.domain);
+    r["op_type"] = d.op_type;
+    r["since_version"] = d.since_version;
+    r["until_version"] = d.until_version;
+    r["has_gradient"] = d.grad != nullptr;
+    r["differentiable"] = d.differentiable;
+    r["internal"] = d.internal;
+    r["inplace"] = inplace_label(d);
+    r["grad_rtol"] = d.grad_rtol;
+    r["grad_atol"] = d.grad_atol;
+    rows.append(r);
+  }
+  return rows;
+}
+
+py::dict describe_graph(const Graph& g) {
+  py::dict d;
+  py::list inputs, outputs, nodes;
+  for (Value* v : g.inputs()) inputs.append(v->name);
+  for (Value* v : g.outputs()) outputs.append(v->name);
+  for (Node* n : g.nodes()) nodes.append(py::make_tuple(n->domain, n->op_type, n->name));
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["nodes"] = nodes;
+  d["opset"] = g.opset_version;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "ortmodule engine";
+  m.def("op_table", &op_table_py, "One dict per op-table row.");
+  m.def(
+      "load_onnx",
+      [](py::bytes data, std::vector<std::string> feed) {
+        LoadOptions o;
+        o.feed_initializers = std::move(feed);
+        return describe_graph(*load_onnx_model(std::string(data), o));
+      },
+      py::arg("data"), py::arg("feed_initializers") = std::vector<std::string>{},
+      "Loads and validates ONNX bytes; returns a summary of the graph.");
+  m.def(
+      "load_onnx_file",
+      [](const std::string& path) { return describe_graph(*load_onnx_file(path)); },
+      py::arg("path"));
+
+  py::class_<Program, std::shared_ptr<Program>>(m, "Program")
+      .def(py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt) {
+             ProgramOptions o;
+             o.feed_initializers = std::move(feed);
+             o.wrt = std::move(wrt);
+             std::string bytes(data);
+             py::gil_scoped_release release;
+             return std::make_shared<Program>(bytes, o);
+           }),
+           py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"))
+      .def_property_readonly("input_names", &Program::input_names)
+      .def_property_readonly("output_names", &Program::output_names)
+      .def_property_readonly("output_differentiable", &Program::output_differentiable)
+      .def("training_graph_onnx", [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
+      .def("plan_description", &Program::plan_description);
+
+  m.def(
+      "run",
+      [](const std::shared_ptr<Program>& p, const std::vector<at::Tensor>& inputs) {
+        py::gil_scoped_release release;
+        return run_program(p, inputs);
+      },
+      py::arg("program"), py::arg("inputs"),
+      "Runs the program's forward; outputs carry an autograd node when gradients flow.");
+
+  m.def("allocator_stats", []() {
+    AllocatorStats s = allocator_stats();
+    py::dict d;
+    d["allocated_bytes"] = s.allocated_bytes;
+    d["cached_bytes"] = s.cached_bytes;
+    d["peak_allocated_bytes"] = s.peak_allocated_bytes;
+    d["os_allocations"] = s.os_allocations;
+    return d;
+  });
+  m.def("allocator_reset_peak", &allocator_reset_peak);
+  m.def("allocator_empty_cache", &allocator_empty_cache);
+}

@@ -1,0 +1,162 @@
+#include "python/torch_boundary.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+
+#include <mutex>
+#include <stdexcept>
+
+namespace ortmodule {
+
+namespace {
+
+DType dtype_from_torch(at::ScalarType t, const std::string& what) {
+  switch (t) {
+    case at::kFloat: return DType::Float32;
+    case at::kDouble: return DType::Float64;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kLong: return DType::Int64;
+    case at::kInt: return DType::Int32;
+    case at::kChar: return DType::Int8;
+    case at::kByte: return DType::UInt8;
+    case at::kBool: return DType::Bool;
+    default:
+      throw std::invalid_argument(what + " has dtype " + std::string(c10::toString(t)) +
+                                  ", which the engine does not support");
+  }
+}
+
+at::ScalarType dtype_to_torch(DType t) {
+  switch (t) {
+    case DType::Float32: return at::kFloat;
+    case DType::Float64: return at::kDouble;
+    case DType::Float16: return at::kHalf;
+    case DType::BFloat16: return at::kBFloat16;
+    case DType::Int64: return at::kLong;
+    case DType::Int32: return at::kInt;
+    case DType::Int8: return at::kChar;
+    case DType::UInt8: return at::kByte;
+    case DType::Bool: return at::kBool;
+    default: throw std::logic_error("tensor with undefined dtype");
+  }
+}
+
+uint64_t draw_seed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+// Backward of one forward run. Its next edges are the program inputs; its inputs
+// (in autograd's sense) are the differentiable outputs.
+struct ProgramBackward : public torch::autograd::Node {
+  std::shared_ptr<Program> program;
+  std::shared_ptr<RunState> state;
+  std::vector<int> output_slot;  // autograd input index -> program output index
+  size_t program_outputs = 0;
+
+  std::string name() const override { return "ortmodule::ProgramBackward"; }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (!state) {
+      throw std::runtime_error(
+          "ortmodule: backward ran twice through the same forward call; its saved values were "
+          "freed after the first backward (retain_graph=True is not supported)");
+    }
+    std::vector<Tensor> output_grads(program_outputs);
+    std::vector<at::Tensor> keep_alive;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      at::Tensor g = grads[i].defined() ? grads[i] : input_metadata(i).zeros_like();
+      g = g.contiguous();
+      keep_alive.push_back(g);
+      output_grads[output_slot[i]] = from_torch(g, "gradient of output " + std::to_string(output_slot[i]));
+    }
+    std::vector<Tensor> input_grads;
+    {
+      // Free the stash as soon as backward is done, even if it throws.
+      std::shared_ptr<RunState> s = std::move(state);
+      input_grads = program->executor().backward(*s, output_grads);
+    }
+    torch::autograd::variable_list result(num_outputs());
+    const std::vector<int>& positions = program->wrt_positions();
+    for (size_t k = 0; k < positions.size(); ++k) {
+      if (!input_grads[k].defined() || !should_compute_output(positions[k])) continue;
+      result[positions[k]] = to_torch(input_grads[k]);
+    }
+    return result;
+  }
+
+  void release_variables() override { state.reset(); }
+};
+
+}  // namespace
+
+Tensor from_torch(const at::Tensor& t_in, const std::string& what) {
+  if (!t_in.defined()) throw std::invalid_argument(what + " is undefined");
+  if (!t_in.device().is_cpu()) {
+    throw std::invalid_argument(what + " is on " + t_in.device().str() +
+                                "; this build of the engine runs on the CPU only");
+  }
+  at::Tensor t = t_in.contiguous();
+  DType dt = dtype_from_torch(t.scalar_type(), what);
+  auto holder = std::make_shared<at::Tensor>(t);
+  auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [holder](void*) {});
+  storage->writable = false;
+  return Tensor(storage, dt, Shape(t.sizes().begin(), t.sizes().end()));
+}
+
+at::Tensor to_torch(const Tensor& t) {
+  std::shared_ptr<Storage> storage = t.storage();
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  return at::from_blob(t.raw(), shape, [storage](void*) {},
+                       at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
+}
+
+std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
+                                    const std::vector<at::Tensor>& inputs) {
+  const std::vector<std::string>& names = program->input_names();
+  if (inputs.size() != names.size()) {
+    throw std::invalid_argument("program expects " + std::to_string(names.size()) + " inputs, got " +
+                                std::to_string(inputs.size()));
+  }
+  std::vector<Tensor> engine_inputs;
+  engine_inputs.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) engine_inputs.push_back(from_torch(inputs[i], "input '" + names[i] + "'"));
+
+  bool needs_graph = false;
+  if (torch::autograd::GradMode::is_enabled()) {
+    for (int p : program->wrt_positions()) needs_graph = needs_graph || inputs[p].requires_grad();
+  }
+  if (needs_graph && !program->has_backward()) {
+    throw std::logic_error("program was built without gradients but inputs require grad");
+  }
+  std::shared_ptr<RunState> state;
+  std::vector<Tensor> outs;
+  {
+    // Buffers written back in place must not trip autograd's version checks.
+    at::NoGradGuard no_grad;
+    outs = program->executor().forward(engine_inputs, draw_seed(), needs_graph ? &state : nullptr);
+  }
+  std::vector<at::Tensor> results;
+  results.reserve(outs.size());
+  for (const Tensor& o : outs) results.push_back(to_torch(o));
+  if (!needs_graph) return results;
+
+  auto node = c10::make_intrusive<ProgramBackward>();
+  node->program = program;
+  node->state = std::move(state);
+  node->program_outputs = outs.size();
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  const std::vector<bool>& differentiable = program->output_differentiable();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!differentiable[i]) continue;
+    node->output_slot.push_back(static_cast<int>(i));
+    torch::autograd::set_history(results[i], node);
+  }
+  return results;
+}
+
+}  // namespace ortmodule

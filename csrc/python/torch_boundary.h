@@ -1,0 +1,24 @@
+// The only place where torch tensors meet engine tensors: zero-copy conversion
+// both ways and the autograd node that runs the backward part of a Program.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "runtime/program.h"
+
+namespace ortmodule {
+
+Tensor from_torch(const at::Tensor& t, const std::string& what);
+at::Tensor to_torch(const Tensor& t);
+
+// Runs the program's forward on `inputs` (user tensors, then parameters and
+// buffers, in the program's input order). When gradients are enabled and some wrt
+// input requires grad, the outputs are attached to an autograd node whose backward
+// runs the program's backward part, so gradients flow into param.grad.
+std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
+                                    const std::vector<at::Tensor>& inputs);
+
+}  // namespace ortmodule

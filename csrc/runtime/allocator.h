@@ -1,0 +1,26 @@
+// Caching host allocator: freed blocks are kept in size buckets and handed out
+// again, so the steady-state training step allocates no new memory from the OS
+// (large glibc allocations would otherwise be fresh, zero-filled mmap pages).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "ir/tensor.h"
+
+namespace ortmodule {
+
+std::shared_ptr<Storage> allocate_storage(size_t bytes);
+
+struct AllocatorStats {
+  size_t allocated_bytes;  // live bytes handed out
+  size_t cached_bytes;     // bytes held in free lists
+  size_t peak_allocated_bytes;
+  size_t os_allocations;   // blocks obtained from the OS (cache misses)
+};
+AllocatorStats allocator_stats();
+void allocator_reset_peak();
+// Returns cached blocks to the OS.
+void allocator_empty_cache();
+
+}  // namespace ortmodule

@@ -1,0 +1,128 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace ortmodule {
+
+namespace {
+
+bool releases(const PlanStep& step, int id) {
+  return std::binary_search(step.release_after.begin(), step.release_after.end(), id);
+}
+
+}  // namespace
+
+void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
+  OpContext ctx{*step.node, {}, {}, seed};
+  ctx.inputs.reserve(step.inputs.size());
+  for (int id : step.inputs) {
+    if (id < 0) {
+      ctx.inputs.push_back(nullptr);
+      continue;
+    }
+    if (!slots[id].defined()) {
+      throw std::logic_error("internal error: input " + std::to_string(id) + " of " +
+                             step.node->describe() + " was not computed");
+    }
+    ctx.inputs.push_back(&slots[id]);
+  }
+  std::vector<OutputInfo> infos = step.def->shape(ctx);
+  ctx.outputs.resize(step.outputs.size());
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.outputs[i] < 0 || i >= infos.size()) continue;
+    const OutputInfo& info = infos[i];
+    if (info.alias_of >= 0) {
+      ctx.outputs[i] = ctx.in(info.alias_of).view(info.shape);
+      continue;
+    }
+    if (info.alias_of == -2) continue;  // the kernel provides the output
+    int k = step.def->inplace_input;
+    if (i == 0 && k >= 0 && static_cast<size_t>(k) < step.inputs.size() && step.inputs[k] >= 0 &&
+        releases(step, step.inputs[k])) {
+      Tensor& src = slots[step.inputs[k]];
+      if (src.storage()->writable && src.storage().use_count() == 1 && src.dtype() == info.dtype &&
+          src.numel() == shape_numel(info.shape)) {
+        ctx.outputs[i] = Tensor(src.storage(), info.dtype, info.shape);
+        continue;
+      }
+    }
+    ctx.outputs[i] = Tensor::empty(info.dtype, info.shape);
+  }
+  step.def->cpu(ctx);
+  for (size_t i = 0; i < step.outputs.size(); ++i)
+    if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
+  for (int id : step.release_after) slots[id] = Tensor();
+}
+
+void Executor::run_steps(const std::vector<PlanStep>& steps, std::vector<Tensor>& slots,
+                         uint64_t seed) {
+  for (const PlanStep& step : steps) run_step(step, slots, seed);
+}
+
+std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
+                                      std::shared_ptr<RunState>* state_out) {
+  if (inputs.size() != plan_.inputs.size()) {
+    throw std::invalid_argument("expected " + std::to_string(plan_.inputs.size()) +
+                                " inputs, got " + std::to_string(inputs.size()));
+  }
+  auto state = std::make_shared<RunState>();
+  std::vector<Tensor>& slots = state->slots;
+  slots.resize(plan_.num_values);
+  for (size_t i = 0; i < inputs.size(); ++i) slots[plan_.inputs[i]] = inputs[i];
+  for (const auto& c : plan_.constants) slots[c.first] = c.second;
+  run_steps(plan_.forward, slots, seed);
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(plan_.outputs.size());
+  for (int id : plan_.outputs) outputs.push_back(slots[id]);
+  for (const auto& wb : plan_.writebacks) {
+    const Tensor& src = slots[wb.first];
+    const Tensor& dst = inputs[wb.second];
+    if (src.nbytes() != dst.nbytes() || src.dtype() != dst.dtype()) {
+      throw std::runtime_error("state update '" + plan_.value_names[wb.first] + "' has shape " +
+                               shape_str(src.shape()) + " but the buffer it updates has " +
+                               shape_str(dst.shape()));
+    }
+    if (src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+  }
+  for (int id : plan_.release_after_outputs) slots[id] = Tensor();
+  // Fed inputs that backward does not read are not kept alive by the state.
+  for (int id : plan_.inputs)
+    if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), id)) slots[id] = Tensor();
+  for (const auto& c : plan_.constants)
+    if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first)) slots[c.first] = Tensor();
+  if (state_out) *state_out = state;
+  return outputs;
+}
+
+std::vector<Tensor> Executor::backward(RunState& state, const std::vector<Tensor>& output_grads) {
+  if (state.backward_done) {
+    throw std::runtime_error(
+        "backward through the same forward run twice; the saved values were already freed "
+        "(pass retain_graph=True is not supported yet)");
+  }
+  if (output_grads.size() != plan_.outputs.size()) {
+    throw std::invalid_argument("expected " + std::to_string(plan_.outputs.size()) +
+                                " output gradients, got " + std::to_string(output_grads.size()));
+  }
+  std::vector<Tensor>& slots = state.slots;
+  for (size_t i = 0; i < output_grads.size(); ++i) {
+    int id = plan_.output_grads[i];
+    if (id >= 0) {
+      if (!output_grads[i].defined()) {
+        throw std::invalid_argument("gradient of output " + std::to_string(i) + " is missing");
+      }
+      slots[id] = output_grads[i];
+    }
+  }
+  run_steps(plan_.backward, slots, 0);
+  std::vector<Tensor> grads;
+  for (int id : plan_.input_grads) grads.push_back(id >= 0 ? slots[id] : Tensor());
+  state.slots.clear();
+  state.backward_done = true;
+  return grads;
+}
+
+}  // namespace ortmodule

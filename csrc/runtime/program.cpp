@@ -1,0 +1,41 @@
+#include "runtime/program.h"
+
+#include <stdexcept>
+
+#include "grad/gradient_builder.h"
+#include "onnx/loader.h"
+#include "onnx/saver.h"
+
+namespace ortmodule {
+
+Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
+  LoadOptions load;
+  load.feed_initializers = options.feed_initializers;
+  graph_ = load_onnx_model(onnx_bytes, load);
+  for (Value* v : graph_->inputs()) input_names_.push_back(v->name);
+  for (Value* v : graph_->outputs()) output_names_.push_back(v->name);
+
+  PlanRequest request;
+  if (!options.wrt.empty()) {
+    std::vector<Value*> wrt;
+    for (const std::string& name : options.wrt) {
+      int position = -1;
+      for (size_t i = 0; i < input_names_.size(); ++i)
+        if (input_names_[i] == name) position = static_cast<int>(i);
+      if (position < 0) throw std::invalid_argument("gradient requested for '" + name + "', which is not a graph input");
+      wrt_positions_.push_back(position);
+      wrt.push_back(graph_->inputs()[position]);
+    }
+    GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
+    request.output_grads = info.output_grads;
+    request.input_grads = info.input_grads;
+    for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
+  } else {
+    output_differentiable_.assign(output_names_.size(), false);
+  }
+  executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
+}
+
+std::string Program::training_graph_onnx() const { return save_onnx_model(*graph_); }
+
+}  // namespace ortmodule

@@ -1,0 +1,43 @@
+// A compiled program: the loaded ONNX graph, its gradient graph (when gradients
+// are requested), the plan and the executor. Built once per graph-cache entry.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/executor.h"
+
+namespace ortmodule {
+
+struct ProgramOptions {
+  std::vector<std::string> feed_initializers;  // initializers fed every run (parameters, buffers)
+  std::vector<std::string> wrt;                // graph inputs that need gradients (may be empty)
+};
+
+class Program {
+ public:
+  Program(const std::string& onnx_bytes, const ProgramOptions& options);
+
+  Executor& executor() { return *executor_; }
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  // Position (in input_names) of each wrt input, in wrt order.
+  const std::vector<int>& wrt_positions() const { return wrt_positions_; }
+  // Per output: whether it carries a gradient into backward.
+  const std::vector<bool>& output_differentiable() const { return output_differentiable_; }
+  bool has_backward() const { return !wrt_positions_.empty(); }
+  // The graph after gradient building, as ONNX bytes.
+  std::string training_graph_onnx() const;
+  std::string plan_description() const { return executor_->plan().describe(); }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<std::string> input_names_, output_names_;
+  std::vector<int> wrt_positions_;
+  std::vector<bool> output_differentiable_;
+};
+
+}  // namespace ortmodule

@@ -1,0 +1,60 @@
+// The engine's thread pool and CPU GEMM, borrowed from libtorch so there is one
+// pool (governed by torch.set_num_threads) and one BLAS.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  if (end <= begin) return;
+  if (end - begin <= grain || at::in_parallel_region() || at::get_num_threads() == 1) {
+    fn(begin, end);
+    return;
+  }
+  at::parallel_for(begin, end, grain, fn);
+}
+
+namespace {
+template <typename T>
+constexpr at::ScalarType scalar_type();
+template <>
+constexpr at::ScalarType scalar_type<float>() { return at::kFloat; }
+template <>
+constexpr at::ScalarType scalar_type<double>() { return at::kDouble; }
+}  // namespace
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  auto opts = at::TensorOptions().dtype(scalar_type<T>());
+  at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, opts);
+  if (K == 0) {
+    if (beta == T(0)) c.zero_();
+    else c.mul_(beta);
+    return;
+  }
+  at::Tensor a = trans_a ? at::from_blob(const_cast<T*>(A), {K, M}, {lda, 1}, opts).t()
+                         : at::from_blob(const_cast<T*>(A), {M, K}, {lda, 1}, opts);
+  at::Tensor b = trans_b ? at::from_blob(const_cast<T*>(B), {N, K}, {ldb, 1}, opts).t()
+                         : at::from_blob(const_cast<T*>(B), {K, N}, {ldb, 1}, opts);
+  if (beta == T(0) && ldc == N) {
+    at::mm_out(c, a, b);
+    if (alpha != T(1)) c.mul_(alpha);
+  } else if (beta == T(0)) {
+    c.copy_(at::mm(a, b).mul_(alpha));
+  } else {
+    c.addmm_(a, b, beta, alpha);
+  }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
+
+}  // namespace ortmodule

@@ -1,0 +1,11 @@
+"""ortmodule: train any torch.nn.Module on the ortmodule engine.
+
+    from ortmodule import ORTModule
+    model = ORTModule(MyModel())
+"""
+
+from ortmodule.module import ORTModule
+from ortmodule.options import DebugOptions, LogLevel
+
+__all__ = ["ORTModule", "DebugOptions", "LogLevel"]
+__version__ = "0.1.0"

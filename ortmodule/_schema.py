@@ -1,0 +1,61 @@
+"""Flattening of call arguments and outputs into tensor lists plus a schema.
+
+The schema (structure, dtypes, ranks, requires_grad, non-tensor constants) is part
+of the graph-cache key: a call whose schema differs from every compiled one builds
+a new graph instead of reusing a wrong one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Schema nodes: ("T", index) for a tensor, ("C", value) for a constant,
+# ("tuple"/"list", [children]), ("dict", [(key, child), ...]).
+Spec = tuple
+
+
+def flatten(obj: Any, tensors: list[torch.Tensor]) -> Spec:
+    if isinstance(obj, torch.Tensor):
+        tensors.append(obj)
+        return ("T", len(tensors) - 1)
+    if isinstance(obj, (tuple, list)):
+        kind = "tuple" if isinstance(obj, tuple) else "list"
+        return (kind, tuple(flatten(o, tensors) for o in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple((k, flatten(v, tensors)) for k, v in obj.items()))
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return ("C", obj)
+    raise TypeError(
+        f"ORTModule inputs and outputs may be tensors, tuples, lists, dicts and Python "
+        f"scalars/strings/None; got {type(obj).__name__}"
+    )
+
+
+def unflatten(spec: Spec, tensors: list[Any]) -> Any:
+    kind, payload = spec
+    if kind == "T":
+        return tensors[payload]
+    if kind == "C":
+        return payload
+    if kind in ("tuple", "list"):
+        items = [unflatten(s, tensors) for s in payload]
+        return tuple(items) if kind == "tuple" else items
+    return {k: unflatten(s, tensors) for k, s in payload}
+
+
+@dataclass(frozen=True)
+class TensorSignature:
+    dtype: torch.dtype
+    rank: int
+    requires_grad: bool
+    device: torch.device
+
+
+def signature(tensors: list[torch.Tensor]) -> tuple[TensorSignature, ...]:
+    grad = torch.is_grad_enabled()
+    return tuple(
+        TensorSignature(t.dtype, t.dim(), grad and t.requires_grad, t.device) for t in tensors
+    )

@@ -1,0 +1,162 @@
+"""ORTModule: runs forward and backward of a torch.nn.Module on the ortmodule engine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ortmodule import _C, _capture, _schema
+from ortmodule.options import DebugOptions
+
+logger = logging.getLogger("ortmodule")
+
+
+@dataclass
+class _Entry:
+    """One compiled graph: a program plus how to feed it from a call."""
+
+    program: Any  # _C.Program
+    # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
+    feeds: list[tuple]
+    output_spec: _schema.Spec
+    bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
+
+
+class ORTModule(torch.nn.Module):
+    """Wraps ``module`` so that its forward and backward run on the ortmodule engine.
+
+    The module is exported to ONNX on the first call for each input schema; the
+    engine builds the gradient graph, plans memory and runs every later call.
+    Parameters and buffers stay owned by PyTorch.
+    """
+
+    def __init__(self, module: torch.nn.Module, debug_options: DebugOptions | None = None) -> None:
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(
+                f"ORTModule wraps a torch.nn.Module; got {type(module).__name__}. "
+                "Pass the model instance, e.g. ORTModule(MyModel())."
+            )
+        if isinstance(module, ORTModule):
+            raise TypeError("the module is already an ORTModule")
+        super().__init__()
+        self._modules["_module"] = module
+        opts = DebugOptions.from_env(debug_options)
+        object.__setattr__(self, "_debug", opts)
+        object.__setattr__(self, "_cache", {})
+        logger.setLevel(opts.log_level.to_logging())
+        if not logger.handlers:
+            logger.addHandler(logging.StreamHandler())
+
+    # ---- nn.Module API passes through to the wrapped module ----
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._modules["_module"]
+
+    def add_module(self, name: str, module: torch.nn.Module | None) -> None:
+        raise NotImplementedError(
+            "ORTModule does not support adding modules to it; add them to the wrapped module "
+            "before wrapping it"
+        )
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]:
+        return self.module.parameters(recurse)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        return self.module.named_parameters(*args, **kwargs)
+
+    def buffers(self, recurse: bool = True) -> Iterator[torch.Tensor]:
+        return self.module.buffers(recurse)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.Tensor]]:
+        return self.module.named_buffers(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_module"], name)
+
+    # ---- the per-call path ----
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        tensors: list[torch.Tensor] = []
+        in_spec = _schema.flatten((args, kwargs), tensors)
+        module = self.module
+        grad = torch.is_grad_enabled()
+        key = (
+            in_spec,
+            _schema.signature(tensors),
+            module.training,
+            grad,
+            tuple(p.requires_grad for p in module.parameters()) if grad else (),
+        )
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(in_spec, tensors, key)
+            self._cache[key] = entry
+        inputs = [
+            tensors[f[1]] if f[0] == "input" else getattr(f[1], f[2])
+            for f in entry.feeds
+        ]
+        outputs = _C.run(entry.program, inputs)
+        for bn in entry.bn_counters:
+            bn.num_batches_tracked.add_(1)
+        return _schema.unflatten(entry.output_spec, outputs)
+
+    def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], key: tuple) -> _Entry:
+        module = self.module
+        verbose = self._debug.log_level <= 0
+        captured = _capture.export(module, in_spec, tensors, verbose)
+        input_index = {name: i for i, name in enumerate(f"input_{k}" for k in range(len(tensors)))}
+        feed_inits = [n for n in captured.bindings]
+        grad = torch.is_grad_enabled()
+        wrt: list[str] = []
+        if grad:
+            for name in captured.input_names:
+                t = tensors[input_index[name]]
+                if t.requires_grad and t.is_floating_point():
+                    wrt.append(name)
+            for name, (owner, kind, attr, _) in captured.bindings.items():
+                if kind == "param" and getattr(owner, attr).requires_grad:
+                    wrt.append(name)
+        program = _C.Program(captured.onnx_bytes, feed_inits, wrt)
+        feeds: list[tuple] = []
+        for name in program.input_names:
+            if name in input_index:
+                feeds.append(("input", input_index[name]))
+            else:
+                owner, kind, attr, _ = captured.bindings[name]
+                feeds.append((kind, owner, attr))
+        bn_counters = []
+        if module.training:
+            for m in module.modules():
+                if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+                        and m.num_batches_tracked is not None):
+                    bn_counters.append(m)
+        logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients)",
+                    len(self._cache) + 1, module.training, grad, len(wrt))
+        if self._debug.save_onnx:
+            self._save(captured.onnx_bytes, program, module.training)
+        return _Entry(program, feeds, captured.output_spec, bn_counters)
+
+    def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
+        folder = self._debug.save_path or os.getcwd()
+        mode = "training" if training else "inference"
+        base = os.path.join(folder, f"{self._debug.onnx_prefix}_{mode}")
+        with open(base + "_forward.onnx", "wb") as f:
+            f.write(forward_bytes)
+        with open(base + "_training.onnx", "wb") as f:
+            f.write(program.training_graph_onnx())
+        logger.info("saved %s_forward.onnx and %s_training.onnx", base, base)

@@ -1,0 +1,223 @@
+// conv2d_forward / conv2d_backward against direct-loop references (float and double) and, in
+// double, the backward against central finite differences of the forward.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+
+namespace ortmodule {
+namespace {
+
+struct ConvCase {
+  std::string name;
+  Conv2dParams p;
+};
+
+// pad_bottom / pad_right only shape the output, as they do for the caller.
+Conv2dParams make_conv(int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t kH,
+                       int64_t kW, int64_t group, int64_t sh, int64_t sw, int64_t pt, int64_t pl,
+                       int64_t pb, int64_t pr, int64_t dh, int64_t dw) {
+  Conv2dParams p;
+  p.N = N, p.C = C, p.H = H, p.W = W, p.M = M, p.kH = kH, p.kW = kW, p.group = group;
+  p.stride_h = sh, p.stride_w = sw, p.pad_top = pt, p.pad_left = pl, p.dil_h = dh, p.dil_w = dw;
+  p.outH = (H + pt + pb - dh * (kH - 1) - 1) / sh + 1;
+  p.outW = (W + pl + pr - dw * (kW - 1) - 1) / sw + 1;
+  return p;
+}
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"basic_3x3_pad1", make_conv(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"strided_asym_pad", make_conv(2, 2, 9, 8, 3, 3, 2, 1, 2, 3, 1, 2, 0, 1, 1, 1)},
+      {"dilated", make_conv(1, 2, 8, 9, 2, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 3)},
+      {"grouped", make_conv(3, 4, 5, 5, 6, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"depthwise_strided", make_conv(2, 3, 6, 5, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1)},
+      {"pointwise", make_conv(3, 5, 4, 3, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1)},
+      {"pointwise_strided", make_conv(2, 3, 7, 7, 4, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1)},
+      {"conv1d", make_conv(2, 3, 1, 11, 2, 1, 3, 1, 1, 2, 0, 1, 0, 1, 1, 2)},
+      {"pad_beyond_kernel", make_conv(1, 2, 3, 3, 2, 2, 2, 1, 1, 1, 3, 3, 3, 3, 1, 1)},
+      {"even_kernel_odd_stride", make_conv(5, 2, 6, 7, 3, 2, 4, 1, 3, 2, 0, 1, 2, 0, 1, 1)},
+      {"wide_single_image", make_conv(1, 64, 16, 16, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1)},
+  };
+}
+
+int64_t x_size(const Conv2dParams& p) { return p.N * p.C * p.H * p.W; }
+int64_t w_size(const Conv2dParams& p) { return p.M * (p.C / p.group) * p.kH * p.kW; }
+int64_t y_size(const Conv2dParams& p) { return p.N * p.M * p.outH * p.outW; }
+
+std::vector<double> random_values(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(n);
+  for (auto& e : v) e = dist(gen);
+  return v;
+}
+
+template <typename T>
+std::vector<T> cast_to(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Calls fn(y_index, x_index, w_index) for every (output, tap) pair that reads an input cell,
+// testing bounds tap by tap; padding taps contribute nothing.
+template <typename Fn>
+void for_each_product(const Conv2dParams& p, Fn fn) {
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t oh = 0; oh < p.outH; ++oh)
+        for (int64_t ow = 0; ow < p.outW; ++ow)
+          for (int64_t cg = 0; cg < Cg; ++cg)
+            for (int64_t kh = 0; kh < p.kH; ++kh)
+              for (int64_t kw = 0; kw < p.kW; ++kw) {
+                const int64_t ih = oh * p.stride_h - p.pad_top + kh * p.dil_h;
+                const int64_t iw = ow * p.stride_w - p.pad_left + kw * p.dil_w;
+                if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) continue;
+                const int64_t c = (m / Mg) * Cg + cg;
+                fn(((n * p.M + m) * p.outH + oh) * p.outW + ow,
+                   ((n * p.C + c) * p.H + ih) * p.W + iw, ((m * Cg + cg) * p.kH + kh) * p.kW + kw);
+              }
+}
+
+std::vector<double> ref_forward(const Conv2dParams& p, const std::vector<double>& x,
+                                const std::vector<double>& w, const std::vector<double>* bias) {
+  std::vector<double> y(y_size(p), 0.0);
+  const int64_t P = p.outH * p.outW;
+  if (bias != nullptr)
+    for (int64_t i = 0; i < y_size(p); ++i) y[i] = (*bias)[(i / P) % p.M];
+  for_each_product(p, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x[xi] * w[wi]; });
+  return y;
+}
+
+struct Grads {
+  std::vector<double> dx, dw, dbias;
+};
+
+Grads ref_backward(const Conv2dParams& p, const std::vector<double>& x,
+                   const std::vector<double>& w, const std::vector<double>& dy) {
+  Grads g{std::vector<double>(x_size(p), 0.0), std::vector<double>(w_size(p), 0.0),
+          std::vector<double>(p.M, 0.0)};
+  const int64_t P = p.outH * p.outW;
+  for (int64_t i = 0; i < y_size(p); ++i) g.dbias[(i / P) % p.M] += dy[i];
+  for_each_product(p, [&](int64_t yi, int64_t xi, int64_t wi) {
+    g.dx[xi] += w[wi] * dy[yi];
+    g.dw[wi] += x[xi] * dy[yi];
+  });
+  return g;
+}
+
+template <typename T>
+double tolerance() {
+  return std::is_same<T, float>::value ? 1e-4 : 1e-11;
+}
+
+template <typename T>
+void expect_close(const std::vector<T>& actual, const std::vector<double>& expected,
+                  const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], tolerance<T>() * (1.0 + std::fabs(expected[i])))
+        << what << "[" << i << "]";
+  }
+}
+
+template <typename T>
+class ConvKernelTest : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(ConvKernelTest, FloatTypes);
+
+TYPED_TEST(ConvKernelTest, ForwardMatchesReference) {
+  using T = TypeParam;
+  for (const auto& tc : conv_cases()) {
+    SCOPED_TRACE(tc.name);
+    const Conv2dParams& p = tc.p;
+    const auto x = random_values(x_size(p), 1), w = random_values(w_size(p), 2);
+    const auto b = random_values(p.M, 3);
+    const auto xt = cast_to<T>(x), wt = cast_to<T>(w), bt = cast_to<T>(b);
+    std::vector<T> y(y_size(p), std::numeric_limits<T>::quiet_NaN());
+    conv2d_forward<T>(p, xt.data(), wt.data(), bt.data(), y.data());
+    expect_close(y, ref_forward(p, x, w, &b), "y");
+    std::fill(y.begin(), y.end(), std::numeric_limits<T>::quiet_NaN());
+    conv2d_forward<T>(p, xt.data(), wt.data(), nullptr, y.data());
+    expect_close(y, ref_forward(p, x, w, nullptr), "y_nobias");
+  }
+}
+
+TYPED_TEST(ConvKernelTest, BackwardMatchesReference) {
+  using T = TypeParam;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (const auto& tc : conv_cases()) {
+    SCOPED_TRACE(tc.name);
+    const Conv2dParams& p = tc.p;
+    const auto x = random_values(x_size(p), 4), w = random_values(w_size(p), 5);
+    const auto dy = random_values(y_size(p), 6);
+    const auto xt = cast_to<T>(x), wt = cast_to<T>(w), dyt = cast_to<T>(dy);
+    const Grads ref = ref_backward(p, x, w, dy);
+    // NaN prefill proves every output is overwritten rather than accumulated into.
+    std::vector<T> dx(x_size(p), nan), dw(w_size(p), nan), db(p.M, nan);
+    conv2d_backward<T>(p, xt.data(), wt.data(), dyt.data(), dx.data(), dw.data(), db.data());
+    expect_close(dx, ref.dx, "dx");
+    expect_close(dw, ref.dw, "dw");
+    expect_close(db, ref.dbias, "dbias");
+
+    // Each output alone: the skipped ones must stay untouched.
+    std::vector<T> only(x_size(p), nan);
+    conv2d_backward<T>(p, xt.data(), wt.data(), dyt.data(), only.data(), nullptr, nullptr);
+    expect_close(only, ref.dx, "dx_only");
+    only.assign(w_size(p), nan);
+    conv2d_backward<T>(p, xt.data(), wt.data(), dyt.data(), nullptr, only.data(), nullptr);
+    expect_close(only, ref.dw, "dw_only");
+    only.assign(p.M, nan);
+    conv2d_backward<T>(p, xt.data(), wt.data(), dyt.data(), nullptr, nullptr, only.data());
+    expect_close(only, ref.dbias, "dbias_only");
+  }
+}
+
+// Central differences of L = sum(conv(x, w, b) * r): its gradients are the backward's outputs
+// for dy = r.
+TEST(ConvKernelGradCheck, BackwardMatchesFiniteDifferences) {
+  constexpr double kEps = 1e-6, kTol = 1e-6;
+  for (const auto& tc : conv_cases()) {
+    const Conv2dParams& p = tc.p;
+    if (x_size(p) + w_size(p) > 1000) continue;
+    SCOPED_TRACE(tc.name);
+    auto x = random_values(x_size(p), 7), w = random_values(w_size(p), 8);
+    auto b = random_values(p.M, 9);
+    const auto r = random_values(y_size(p), 10);
+    std::vector<double> y(y_size(p));
+    auto loss = [&] {
+      conv2d_forward<double>(p, x.data(), w.data(), b.data(), y.data());
+      double l = 0;
+      for (int64_t i = 0; i < y_size(p); ++i) l += y[i] * r[i];
+      return l;
+    };
+    std::vector<double> dx(x_size(p)), dw(w_size(p)), db(p.M);
+    conv2d_backward<double>(p, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+    auto check = [&](std::vector<double>& param, const std::vector<double>& grad,
+                     const char* what) {
+      for (size_t i = 0; i < param.size(); ++i) {
+        const double saved = param[i];
+        param[i] = saved + kEps;
+        const double up = loss();
+        param[i] = saved - kEps;
+        const double down = loss();
+        param[i] = saved;
+        const double fd = (up - down) / (2 * kEps);
+        ASSERT_NEAR(grad[i], fd, kTol * (1.0 + std::fabs(fd))) << what << "[" << i << "]";
+      }
+    };
+    check(x, dx, "dx");
+    check(w, dw, "dw");
+    check(b, db, "dbias");
+  }
+}
+
+}  // namespace
+}  // namespace ortmodule
