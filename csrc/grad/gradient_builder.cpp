@@ -112,7 +112,9 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
   std::unordered_map<Value*, std::vector<Value*>> contributions;
   for (Value* out : graph.outputs()) {
     Value* g = nullptr;
-    if (req.count(out) && dtype_is_floating(out->dtype)) {
+    // Outputs of unknown type may carry gradients; the boundary attaches autograd
+    // history only to floating-point results.
+    if (req.count(out) && (out->dtype == DType::Undefined || dtype_is_floating(out->dtype))) {
       g = graph.new_value(out->name + "_grad");
       g->dtype = out->dtype;
       g->shape = out->shape;

@@ -109,7 +109,7 @@ void cpu_dropout_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
   const uint8_t* mask = ctx.in(1).data<uint8_t>();
   double ratio = dropout_ratio(ctx, 2);
-  bool active = (!ctx.has_input(3) || dropout_training(ctx, 3)) && ratio > 0.0;
+  bool active = dropout_training(ctx, 3) && ratio > 0.0;
   ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
     const scalar_t* g = dy.data<scalar_t>();
     scalar_t* dx = ctx.out(0).data<scalar_t>();

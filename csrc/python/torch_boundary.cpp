@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <mutex>
 #include <stdexcept>
@@ -63,8 +64,8 @@ struct ProgramBackward : public torch::autograd::Node {
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     if (!state) {
       throw std::runtime_error(
-          "ortmodule: backward ran twice through the same forward call; its saved values were "
-          "freed after the first backward (retain_graph=True is not supported)");
+          "ortmodule: backward ran twice through the same forward call, but its saved values "
+          "were freed after the first backward; pass retain_graph=True to the first backward");
     }
     std::vector<Tensor> output_grads(program_outputs);
     std::vector<at::Tensor> keep_alive;
@@ -75,8 +76,12 @@ struct ProgramBackward : public torch::autograd::Node {
       output_grads[output_slot[i]] = from_torch(g, "gradient of output " + std::to_string(output_slot[i]));
     }
     std::vector<Tensor> input_grads;
-    {
-      // Free the stash as soon as backward is done, even if it throws.
+    if (torch::autograd::get_current_graph_task_keep_graph()) {
+      // retain_graph: run on a copy of the stash so a later backward finds it intact.
+      RunState copy = *state;
+      input_grads = program->executor().backward(copy, output_grads);
+    } else {
+      // Free stashed values as backward consumes them, and the rest when it ends.
       std::shared_ptr<RunState> s = std::move(state);
       input_grads = program->executor().backward(*s, output_grads);
     }
@@ -152,7 +157,7 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!differentiable[i]) continue;
+    if (!differentiable[i] || !results[i].is_floating_point()) continue;
     node->output_slot.push_back(static_cast<int>(i));
     torch::autograd::set_history(results[i], node);
   }

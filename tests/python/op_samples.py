@@ -1,0 +1,157 @@
+"""Sample inputs for every op in the op table (like PyTorch's OpInfo).
+
+test_ops.py generates, from ortmodule._C.op_table(), a forward test (against the
+ONNX reference implementation) and a finite-difference gradient check (double
+precision, the row's tolerances) for every sample of every exporter-facing op.
+A row without samples fails the coverage test, so adding an op means adding
+samples here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return rng.uniform(low, high, size=shape).astype(np.float64)
+
+
+def away_from_zero(*shape: int) -> np.ndarray:
+    """Values with |x| in [0.2, 1]: keeps kinks (Relu) out of finite differences."""
+    return rand(*shape, low=0.2, high=1.0) * rng.choice([-1.0, 1.0], size=shape)
+
+
+def distinct(*shape: int) -> np.ndarray:
+    """A random permutation of well separated values: no ties for max pooling."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n).astype(np.float64) / n).reshape(shape)
+
+
+def i64(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+@dataclass
+class Sample:
+    inputs: dict[str, np.ndarray]          # graph inputs, in order
+    attrs: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # initializers
+    order: list[str] | None = None        # node input order (names; "" = omitted)
+    num_outputs: int = 1
+    grad: list[str] | None = None          # inputs to differentiate (default: all float inputs)
+    reference: bool = True                 # compare forward with onnx.reference
+    random: bool = False                   # draws random numbers: reseed per call
+    name: str = ""
+
+
+S = Sample
+
+SAMPLES: dict[str, list[Sample]] = {
+    "Add": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(2, 1, 3), "b": rand(4, 1)})],
+    "Sub": [S({"a": rand(2, 3), "b": rand(2, 1)}), S({"a": rand(3), "b": rand(2, 3)})],
+    "Mul": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(4, 1, 2), "b": rand(3, 1)})],
+    "Div": [S({"a": rand(2, 3), "b": rand(2, 3, low=0.5, high=1.5)}),
+            S({"a": rand(2, 3), "b": rand(3, low=0.5, high=1.5)})],
+    "Pow": [S({"a": rand(2, 3, low=0.5, high=1.5), "b": rand(3, low=1.0, high=3.0)})],
+    "Sum": [S({"a": rand(2, 3), "b": rand(2, 3), "c": rand(3)})],
+    "Neg": [S({"x": rand(2, 3)})],
+    "Relu": [S({"x": away_from_zero(3, 4)})],
+    "Sigmoid": [S({"x": rand(3, 4, low=-3, high=3)})],
+    "Tanh": [S({"x": rand(3, 4, low=-2, high=2)})],
+    "Exp": [S({"x": rand(3, 4)})],
+    "Log": [S({"x": rand(3, 4, low=0.5, high=2.0)})],
+    "Sqrt": [S({"x": rand(3, 4, low=0.5, high=2.0)})],
+    "Identity": [S({"x": rand(2, 3)})],
+    "Cast": [S({"x": rand(2, 3)}, attrs={"to": 11})],
+    "CastLike": [S({"x": rand(2, 3), "like": rand(1)}, grad=["x"])],
+    "Expand": [S({"x": rand(3, 1)}, constants={"shape": i64([2, 3, 4])}, order=["x", "shape"])],
+    "Gemm": [
+        S({"a": rand(3, 4), "b": rand(4, 5), "c": rand(5)}),
+        S({"a": rand(4, 3), "b": rand(5, 4), "c": rand(3, 5)},
+          attrs={"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
+        S({"a": rand(3, 4), "b": rand(5, 4), "c": rand(1, 5)}, attrs={"transB": 1}),
+        S({"a": rand(4, 3), "b": rand(4, 5)}, attrs={"transA": 1}),
+    ],
+    "MatMul": [S({"a": rand(2, 3, 4), "b": rand(4, 5)}), S({"a": rand(3, 4), "b": rand(2, 4, 5)}),
+               S({"a": rand(2, 1, 3, 4), "b": rand(3, 4, 2)})],
+    "Reshape": [S({"x": rand(2, 3, 4)}, constants={"shape": i64([4, -1])}, order=["x", "shape"]),
+                S({"x": rand(2, 3, 4)}, constants={"shape": i64([0, 12])}, order=["x", "shape"])],
+    "Flatten": [S({"x": rand(2, 3, 4)}, attrs={"axis": 2}), S({"x": rand(2, 3, 4)})],
+    "Squeeze": [S({"x": rand(2, 1, 3)}, constants={"axes": i64([1])}, order=["x", "axes"])],
+    "Unsqueeze": [S({"x": rand(2, 3)}, constants={"axes": i64([0, 3])}, order=["x", "axes"])],
+    "Transpose": [S({"x": rand(2, 3, 4)}, attrs={"perm": [2, 0, 1]}), S({"x": rand(2, 3)})],
+    "Concat": [S({"a": rand(2, 1, 3), "b": rand(2, 2, 3), "c": rand(2, 3, 3)}, attrs={"axis": 1})],
+    "Gather": [
+        S({"data": rand(5, 3)}, constants={"idx": i64([[0, 2], [4, 0]])}, order=["data", "idx"]),
+        S({"data": rand(2, 4, 3)}, constants={"idx": i64([3, -1, 1])}, attrs={"axis": 1},
+          order=["data", "idx"]),
+    ],
+    "Constant": [S({}, attrs={"value": rand(2, 3)})],
+    "Shape": [S({"x": rand(2, 3, 4)}), S({"x": rand(2, 3, 4)}, attrs={"start": 1})],
+    "ReduceSum": [
+        S({"x": rand(2, 3, 4)}, constants={"axes": i64([1])}, attrs={"keepdims": 0},
+          order=["x", "axes"]),
+        S({"x": rand(2, 3, 4)}),
+    ],
+    "ReduceMean": [S({"x": rand(2, 3, 4)}, attrs={"axes": [0, 2]}),
+                   S({"x": rand(2, 3, 4)}, attrs={"axes": [-1], "keepdims": 0})],
+    "Softmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
+    "LogSoftmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
+    "Conv": [
+        S({"x": rand(2, 4, 5, 5), "w": rand(6, 2, 3, 3), "b": rand(6)},
+          attrs={"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}),
+        S({"x": rand(1, 2, 6, 6), "w": rand(3, 2, 2, 2)}, attrs={"dilations": [2, 2]}),
+        S({"x": rand(2, 3, 7), "w": rand(4, 3, 3), "b": rand(4)}, attrs={"pads": [1, 1]}),
+    ],
+    "MaxPool": [
+        S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                               "pads": [1, 1, 1, 1]}),
+        S({"x": distinct(2, 1, 5, 5)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                               "ceil_mode": 1}),
+    ],
+    "AveragePool": [
+        S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+        S({"x": rand(1, 2, 5, 5)}, attrs={"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                          "count_include_pad": 1}),
+        S({"x": rand(1, 2, 5, 5)}, attrs={"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ],
+    "GlobalAveragePool": [S({"x": rand(2, 3, 4, 5)})],
+    "BatchNormalization": [
+        S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
+           "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.9}, grad=["x", "scale", "bias"]),
+        S({"x": rand(5, 3), "scale": rand(3), "bias": rand(3), "mean": rand(3),
+           "var": rand(3, low=0.5, high=1.5)}, attrs={"training_mode": 1},
+          grad=["x", "scale", "bias"]),
+    ],
+    "Dropout": [
+        S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},
+          order=["x", "ratio", "training"], reference=False, random=True),
+        S({"x": rand(4, 5)}),
+    ],
+    "SoftmaxCrossEntropyLoss": [
+        S({"scores": rand(3, 4)}, constants={"labels": i64([1, 0, 3])},
+          order=["scores", "labels"]),
+        S({"scores": rand(2, 3, 4)}, constants={"labels": i64([[0, 2, 1, 1], [2, 2, 0, 1]])},
+          attrs={"reduction": "sum", "ignore_index": 1}, order=["scores", "labels"]),
+        S({"scores": rand(4, 3)}, constants={"labels": i64([0, 2, 1, 2]),
+                                             "w": rand(3, low=0.5, high=1.5)},
+          attrs={"reduction": "none"}, order=["scores", "labels", "w"]),
+        S({"scores": rand(4, 3)}, constants={"labels": i64([0, 2, 1, 2]),
+                                             "w": rand(3, low=0.5, high=1.5)},
+          attrs={"ignore_index": 2}, order=["scores", "labels", "w"]),
+    ],
+    "NegativeLogLikelihoodLoss": [
+        S({"input": rand(3, 4)}, constants={"target": i64([1, 0, 3])}, order=["input", "target"]),
+        S({"input": rand(2, 3, 4)}, constants={"target": i64([[0, 2, 1, 1], [2, 2, 0, 1]])},
+          attrs={"reduction": "none"}, order=["input", "target"]),
+        S({"input": rand(4, 3)}, constants={"target": i64([0, 2, 1, 2]),
+                                            "w": rand(3, low=0.5, high=1.5)},
+          attrs={"ignore_index": 1}, order=["input", "target", "w"]),
+    ],
+}
