@@ -1,0 +1,249 @@
+// Loader validation, IR ordering, planner lifetimes and buffer reuse, and an
+// end-to-end forward/backward of a tiny graph.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "grad/gradient_builder.h"
+#include "onnx/loader.h"
+#include "ortmodule_onnx.pb.h"
+#include "plan/plan.h"
+#include "runtime/allocator.h"
+#include "runtime/executor.h"
+#include "runtime/program.h"
+
+namespace ortmodule {
+namespace {
+
+namespace pb = ::ortmodule_onnx;
+
+pb::ValueInfoProto* add_float_input(pb::GraphProto* g, const std::string& name,
+                                    std::initializer_list<int64_t> dims) {
+  pb::ValueInfoProto* vi = g->add_input();
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(pb::TensorProto::FLOAT);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  return vi;
+}
+
+void add_output(pb::GraphProto* g, const std::string& name) {
+  pb::ValueInfoProto* vi = g->add_output();
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(pb::TensorProto::FLOAT);
+}
+
+pb::NodeProto* add_node(pb::GraphProto* g, const std::string& op, std::initializer_list<const char*> in,
+                        std::initializer_list<const char*> out) {
+  pb::NodeProto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + std::to_string(g->node_size()));
+  for (const char* s : in) n->add_input(s);
+  for (const char* s : out) n->add_output(s);
+  return n;
+}
+
+// y = Relu(x * w) + x, loss-free: two consumers of x, a broadcast-free chain.
+pb::ModelProto small_model() {
+  pb::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  pb::GraphProto* g = m.mutable_graph();
+  add_float_input(g, "x", {2, 3});
+  add_float_input(g, "w", {2, 3});
+  add_node(g, "Mul", {"x", "w"}, {"t"});
+  add_node(g, "Relu", {"t"}, {"r"});
+  add_node(g, "Add", {"r", "x"}, {"y"});
+  add_output(g, "y");
+  return m;
+}
+
+std::string bytes(const pb::ModelProto& m) { return m.SerializeAsString(); }
+
+std::string error_of(const std::string& data) {
+  try {
+    load_onnx_model(data);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Loader, LoadsValidModel) {
+  auto g = load_onnx_model(bytes(small_model()));
+  ASSERT_EQ(g->nodes().size(), 3u);
+  EXPECT_EQ(g->inputs().size(), 2u);
+  EXPECT_EQ(g->outputs()[0]->name, "y");
+  EXPECT_EQ(g->value("y")->dtype, DType::Float32);
+}
+
+TEST(Loader, RejectsGarbageBytes) {
+  std::string err = error_of("this is not a protobuf \xff\xff\xff");
+  EXPECT_NE(err.find("do not parse as an ONNX ModelProto"), std::string::npos) << err;
+}
+
+TEST(Loader, RejectsUnknownOpAndListsSupported) {
+  pb::ModelProto m = small_model();
+  m.mutable_graph()->mutable_node(1)->set_op_type("Erf");
+  std::string err = error_of(bytes(m));
+  EXPECT_NE(err.find("unsupported op: Erf node"), std::string::npos) << err;
+  EXPECT_NE(err.find("Supported ops: "), std::string::npos) << err;
+  EXPECT_NE(err.find("Relu"), std::string::npos) << err;
+}
+
+TEST(Loader, RejectsBadOpset) {
+  pb::ModelProto m = small_model();
+  m.mutable_opset_import(0)->set_version(99);
+  EXPECT_NE(error_of(bytes(m)).find("opset 99 is not supported"), std::string::npos);
+}
+
+TEST(Loader, RejectsOpBelowItsFirstOpset) {
+  pb::ModelProto m = small_model();
+  m.mutable_opset_import(0)->set_version(11);
+  add_node(m.mutable_graph(), "Softmax", {"y"}, {"s"});
+  std::string err = error_of(bytes(m));
+  EXPECT_NE(err.find("is not supported at opset 11"), std::string::npos) << err;
+}
+
+TEST(Loader, RejectsDanglingValue) {
+  pb::ModelProto m = small_model();
+  m.mutable_graph()->mutable_node(2)->set_input(1, "nowhere");
+  std::string err = error_of(bytes(m));
+  EXPECT_NE(err.find("input 'nowhere'"), std::string::npos) << err;
+  EXPECT_NE(err.find("not a graph input, an initializer or the output of any node"), std::string::npos);
+}
+
+TEST(Loader, RejectsMissingFedInitializer) {
+  LoadOptions o;
+  o.feed_initializers = {"weight_that_does_not_exist"};
+  try {
+    load_onnx_model(bytes(small_model()), o);
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("weight_that_does_not_exist"), std::string::npos);
+  }
+}
+
+TEST(Loader, RejectsCycle) {
+  pb::ModelProto m;
+  m.add_opset_import()->set_version(17);
+  pb::GraphProto* g = m.mutable_graph();
+  add_float_input(g, "x", {2});
+  add_node(g, "Add", {"x", "b"}, {"a"});
+  add_node(g, "Relu", {"a"}, {"b"});
+  add_output(g, "a");
+  std::string err = error_of(bytes(m));
+  EXPECT_NE(err.find("cycle"), std::string::npos) << err;
+}
+
+TEST(Loader, RejectsMissingGraphOutput) {
+  pb::ModelProto m = small_model();
+  add_output(m.mutable_graph(), "ghost");
+  EXPECT_NE(error_of(bytes(m)).find("graph output 'ghost'"), std::string::npos);
+}
+
+TEST(Graph, TopologicalSortOrdersProducersFirst) {
+  Graph g;
+  Value* x = g.new_value("x");
+  g.mutable_inputs().push_back(x);
+  Value* a = g.new_value("a");
+  Value* b = g.new_value("b");
+  g.add_node("Relu", "", {a}, {b}, "second");
+  g.add_node("Neg", "", {x}, {a}, "first");
+  g.topological_sort();
+  auto nodes = g.nodes();
+  EXPECT_EQ(nodes[0]->name, "first");
+  EXPECT_EQ(nodes[1]->name, "second");
+}
+
+TEST(Graph, NewValueNamesAreUnique) {
+  Graph g;
+  Value* a = g.new_value("v");
+  Value* b = g.new_value("v");
+  EXPECT_NE(a->name, b->name);
+}
+
+TEST(Planner, ReleasesValuesAfterLastUseAndStashesForBackward) {
+  auto g = load_onnx_model(bytes(small_model()));
+  GradientGraphInfo info = build_gradient_graph(*g, {g->value("w")});
+  Plan plan = make_plan(*g, PlanRequest{info.output_grads, info.input_grads});
+  // The three forward ops plus the Shape nodes whose results backward needs to undo
+  // broadcasting (they read only forward values, so they run in forward).
+  size_t shape_nodes = 0;
+  for (const PlanStep& s : plan.forward) shape_nodes += s.node->op_type == "Shape";
+  EXPECT_EQ(plan.forward.size() - shape_nodes, 3u) << plan.describe();
+  // Relu's output is read by backward (ReluGrad) and must be stashed; t (Mul's output) is not.
+  auto in_stash = [&](const std::string& name) {
+    for (int id : plan.stash)
+      if (plan.value_names[id] == name) return true;
+    return false;
+  };
+  EXPECT_TRUE(in_stash("r"));
+  EXPECT_TRUE(in_stash("x"));
+  EXPECT_FALSE(in_stash("t"));
+  // t dies at Relu, its only consumer.
+  const PlanStep* relu_step = nullptr;
+  for (const PlanStep& s : plan.forward)
+    if (s.node->op_type == "Relu") relu_step = &s;
+  ASSERT_NE(relu_step, nullptr);
+  const PlanStep& relu = *relu_step;
+  bool releases_t = false;
+  for (int id : relu.release_after) releases_t |= plan.value_names[id] == "t";
+  EXPECT_TRUE(releases_t) << plan.describe();
+  // No gradient work for x, which was not requested.
+  for (const PlanStep& s : plan.backward) EXPECT_NE(s.node->op_type, "Sum") << plan.describe();
+}
+
+TEST(Planner, InPlaceReuseOfDeadBuffer) {
+  // Forward only: Relu writes into Mul's dead output, Add into Relu's.
+  Program program(bytes(small_model()), ProgramOptions{});
+  Tensor x = Tensor::empty(DType::Float32, {2, 3});
+  Tensor w = Tensor::empty(DType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) {
+    x.data<float>()[i] = static_cast<float>(i) - 2.5f;
+    w.data<float>()[i] = 2.0f;
+  }
+  size_t before = allocator_stats().os_allocations;
+  std::vector<Tensor> out = program.executor().forward({x, w}, 0, nullptr);
+  // Warm: a second run must not need new memory from the OS.
+  out.clear();
+  size_t after_first = allocator_stats().os_allocations;
+  out = program.executor().forward({x, w}, 0, nullptr);
+  EXPECT_EQ(allocator_stats().os_allocations, after_first);
+  EXPECT_LE(after_first - before, 1u) << "three steps should share one buffer";
+  for (int i = 0; i < 6; ++i) {
+    float xi = static_cast<float>(i) - 2.5f;
+    EXPECT_FLOAT_EQ(out[0].data<float>()[i], std::max(xi * 2.0f, 0.0f) + xi);
+  }
+}
+
+TEST(Program, ForwardBackwardMatchesHandDerivative) {
+  ProgramOptions o;
+  o.wrt = {"x", "w"};
+  Program program(bytes(small_model()), o);
+  Tensor x = Tensor::empty(DType::Float32, {2, 3});
+  Tensor w = Tensor::empty(DType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) {
+    x.data<float>()[i] = static_cast<float>(i) - 2.5f;
+    w.data<float>()[i] = 0.5f + static_cast<float>(i);
+  }
+  std::shared_ptr<RunState> state;
+  program.executor().forward({x, w}, 0, &state);
+  Tensor dy = Tensor::empty(DType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) dy.data<float>()[i] = 1.0f;
+  std::vector<Tensor> grads = program.executor().backward(*state, {dy});
+  ASSERT_EQ(grads.size(), 2u);
+  for (int i = 0; i < 6; ++i) {
+    float xi = x.data<float>()[i], wi = w.data<float>()[i];
+    bool on = xi * wi > 0;
+    EXPECT_FLOAT_EQ(grads[0].data<float>()[i], (on ? wi : 0.0f) + 1.0f);  // dy/dx
+    EXPECT_FLOAT_EQ(grads[1].data<float>()[i], on ? xi : 0.0f);           // dy/dw
+  }
+  EXPECT_THROW(program.executor().backward(*state, {dy}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ortmodule
