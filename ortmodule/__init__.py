@@ -7,5 +7,5 @@
 from ortmodule.module import ORTModule
 from ortmodule.options import DebugOptions, LogLevel
 
-__all__ = ["ORTModule", "DebugOptions", "LogLevel"]
+__all__ = ["DebugOptions", "LogLevel", "ORTModule"]
 __version__ = "0.1.0"

@@ -83,7 +83,14 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     wrapper = _FlatWrapper(module, in_spec, [])
     input_names = [f"input_{i}" for i in range(len(tensors))]
     dynamic_axes = {n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)}
-    mode = torch.onnx.TrainingMode.TRAINING if module.training else torch.onnx.TrainingMode.EVAL
+    # PRESERVE exports every submodule in its own mode (an eval() submodule inside a
+    # train() model stays in eval) and leaves the modes untouched. The wrapper itself
+    # claims training so that the exporter keeps training-style symbolics available
+    # and deduplicates initializers by identity only: in eval mode it would merge
+    # parameters and buffers that merely hold equal values (zero biases, fresh
+    # BatchNorm statistics), breaking their binding to the module.
+    wrapper.training = True
+    mode = torch.onnx.TrainingMode.PRESERVE
     buf = io.BytesIO()
     with _preserve_state(module), warnings.catch_warnings():
         if not verbose:
@@ -123,7 +130,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     params = dict(module.named_parameters(remove_duplicate=False))
     buffers = dict(module.named_buffers(remove_duplicate=False))
     for init in model.graph.initializer:
-        name = init.name[len("module."):] if init.name.startswith("module.") else init.name
+        name = init.name.removeprefix("module.")
         if name in params:
             owner, attr = _owner(module, name)
             bindings[init.name] = (owner, "param", attr, name)

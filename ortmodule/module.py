@@ -98,7 +98,7 @@ class ORTModule(torch.nn.Module):
         key = (
             in_spec,
             _schema.signature(tensors),
-            module.training,
+            tuple(m.training for m in module.modules()),
             grad,
             tuple(p.requires_grad for p in module.parameters()) if grad else (),
         )
@@ -140,11 +140,10 @@ class ORTModule(torch.nn.Module):
                 owner, kind, attr, _ = captured.bindings[name]
                 feeds.append((kind, owner, attr))
         bn_counters = []
-        if module.training:
-            for m in module.modules():
-                if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-                        and m.num_batches_tracked is not None):
-                    bn_counters.append(m)
+        for m in module.modules():
+            if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+                    and m.track_running_stats and m.num_batches_tracked is not None):
+                bn_counters.append(m)
         logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients)",
                     len(self._cache) + 1, module.training, grad, len(wrt))
         if self._debug.save_onnx:

@@ -9,5 +9,5 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_supported_ops_doc_is_current() -> None:
     result = subprocess.run([sys.executable, "tools/gen_ops_doc.py", "--check"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr

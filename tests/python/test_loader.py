@@ -37,7 +37,7 @@ assert [n[1] for n in info["nodes"]] == ["Gemm", "Relu"], info
 """
     for prelude in ("", "from ortmodule import _C\n"):
         result = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
-                                text=True, timeout=300)
+                                text=True, timeout=300, check=False)
         assert result.returncode == 0, result.stderr
 
 
