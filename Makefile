@@ -12,7 +12,7 @@ DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make
 example: build
 	$(PY) examples/train_digits_cnn.py
 
-test: build test-cpp test-python
+test: build test-cpp test-python lint
 
 system-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \

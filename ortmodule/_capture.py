@@ -78,11 +78,34 @@ def _owner(module: torch.nn.Module, dotted: str) -> tuple[torch.nn.Module, str]:
     return owner, attr
 
 
+def check_supported(module: torch.nn.Module) -> None:
+    """Rejects module configurations the exported graph cannot reproduce."""
+    for name, m in module.named_modules():
+        if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+                and m.track_running_stats and m.momentum is None):
+            raise NotImplementedError(
+                f"{type(m).__name__} '{name}' uses momentum=None (cumulative moving average), "
+                "whose factor changes every step while the exported graph fixes it; "
+                "give it a numeric momentum (PyTorch's default is 0.1)"
+            )
+
+
+def needs_static_shapes(module: torch.nn.Module) -> bool:
+    """The exporter cannot lower batch norm without running statistics for symbolic
+    shapes; such modules are exported per concrete input shape instead."""
+    return any(
+        isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is None
+        for m in module.modules()
+    )
+
+
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool) -> Captured:
+           verbose: bool, static_shapes: bool = False) -> Captured:
     wrapper = _FlatWrapper(module, in_spec, [])
     input_names = [f"input_{i}" for i in range(len(tensors))]
-    dynamic_axes = {n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)}
+    dynamic_axes = None if static_shapes else {
+        n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)
+    }
     # PRESERVE exports every submodule in its own mode (an eval() submodule inside a
     # train() model stays in eval) and leaves the modes untouched. The wrapper itself
     # claims training so that the exporter keeps training-style symbolics available

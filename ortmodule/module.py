@@ -48,6 +48,8 @@ class ORTModule(torch.nn.Module):
         opts = DebugOptions.from_env(debug_options)
         object.__setattr__(self, "_debug", opts)
         object.__setattr__(self, "_cache", {})
+        object.__setattr__(self, "_static_shapes", _capture.needs_static_shapes(module))
+        object.__setattr__(self, "_saved_names", set())
         logger.setLevel(opts.log_level.to_logging())
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler())
@@ -95,12 +97,17 @@ class ORTModule(torch.nn.Module):
         in_spec = _schema.flatten((args, kwargs), tensors)
         module = self.module
         grad = torch.is_grad_enabled()
+        if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+            raise NotImplementedError(
+                "ORTModule does not support torch.autocast yet; run the module outside autocast"
+            )
         key = (
             in_spec,
             _schema.signature(tensors),
             tuple(m.training for m in module.modules()),
             grad,
             tuple(p.requires_grad for p in module.parameters()) if grad else (),
+            tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
         )
         entry = self._cache.get(key)
         if entry is None:
@@ -118,7 +125,8 @@ class ORTModule(torch.nn.Module):
     def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], key: tuple) -> _Entry:
         module = self.module
         verbose = self._debug.log_level <= 0
-        captured = _capture.export(module, in_spec, tensors, verbose)
+        _capture.check_supported(module)
+        captured = _capture.export(module, in_spec, tensors, verbose, self._static_shapes)
         input_index = {name: i for i, name in enumerate(f"input_{k}" for k in range(len(tensors)))}
         feed_inits = [n for n in captured.bindings]
         grad = torch.is_grad_enabled()
@@ -153,7 +161,14 @@ class ORTModule(torch.nn.Module):
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()
         mode = "training" if training else "inference"
-        base = os.path.join(folder, f"{self._debug.onnx_prefix}_{mode}")
+        # Later graphs of the same mode (another input schema) get a numbered name.
+        stem = f"{self._debug.onnx_prefix}_{mode}"
+        n = 1
+        while (stem if n == 1 else f"{stem}_{n}") in self._saved_names:
+            n += 1
+        stem = stem if n == 1 else f"{stem}_{n}"
+        self._saved_names.add(stem)
+        base = os.path.join(folder, stem)
         with open(base + "_forward.onnx", "wb") as f:
             f.write(forward_bytes)
         with open(base + "_training.onnx", "wb") as f:

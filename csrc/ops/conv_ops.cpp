@@ -332,7 +332,8 @@ void grad_batchnorm(GradContext& g) {
     g.fail("gradient of inference-mode BatchNormalization (module in eval() with gradients "
            "enabled) is not supported yet; call train() or wrap the step in torch.no_grad()");
   }
-  if (g.needs_grad(3) || g.needs_grad(4)) g.fail("running statistics cannot require gradients");
+  // In training mode Y does not depend on input_mean/input_var (batch statistics are
+  // used), so they get no gradient even when computed from differentiable values.
   g.replace_forward_op("BatchNormInternal", "com.microsoft");
   Value* saved_mean = g.forward_output(3, "saved_mean");
   Value* saved_inv_std = g.forward_output(4, "saved_inv_std");

@@ -8,49 +8,34 @@
 
 namespace ortmodule {
 
-// Runs BODY with `scalar_t` bound to the C++ type of DTYPE (floating types only).
-#define ORTM_DISPATCH_FLOAT(DTYPE, CTX, ...)                                          \
-  switch (DTYPE) {                                                                    \
-    case DType::Float32: {                                                            \
-      using scalar_t = float; (void)sizeof(scalar_t);                                                         \
-      __VA_ARGS__;                                                                    \
-      break;                                                                          \
-    }                                                                                 \
-    case DType::Float64: {                                                            \
-      using scalar_t = double; (void)sizeof(scalar_t);                                    \
-      __VA_ARGS__;                                                                    \
-      break;                                                                          \
-    }                                                                                 \
-    default:                                                                          \
+// One case of a dtype switch: binds `scalar_t` to TYPE and runs the body.
+#define ORTM_DTYPE_CASE(ENUM, TYPE, ...) \
+  case DType::ENUM: {                     \
+    using scalar_t = TYPE;                \
+    (void)sizeof(scalar_t);               \
+    __VA_ARGS__;                          \
+    break;                                \
+  }
+
+// Runs the body with `scalar_t` bound to the C++ type of DTYPE (floating types only).
+#define ORTM_DISPATCH_FLOAT(DTYPE, CTX, ...)                                            \
+  switch (DTYPE) {                                                                      \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                        \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                       \
+    default:                                                                            \
       (CTX).fail("dtype " + dtype_name(DTYPE) + " is not supported (float32, float64)"); \
   }
 
 // Floating types plus the integer types shape arithmetic uses.
-#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                         \
-  switch (DTYPE) {                                                                     \
-    case DType::Float32: {                                                             \
-      using scalar_t = float; (void)sizeof(scalar_t);                                                          \
-      __VA_ARGS__;                                                                     \
-      break;                                                                           \
-    }                                                                                  \
-    case DType::Float64: {                                                             \
-      using scalar_t = double; (void)sizeof(scalar_t);                                                         \
-      __VA_ARGS__;                                                                     \
-      break;                                                                           \
-    }                                                                                  \
-    case DType::Int64: {                                                               \
-      using scalar_t = int64_t; (void)sizeof(scalar_t);                                    \
-      __VA_ARGS__;                                                                     \
-      break;                                                                           \
-    }                                                                                  \
-    case DType::Int32: {                                                               \
-      using scalar_t = int32_t; (void)sizeof(scalar_t);                                    \
-      __VA_ARGS__;                                                                     \
-      break;                                                                           \
-    }                                                                                  \
-    default:                                                                           \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                         \
-                 " is not supported (float32, float64, int64, int32)");                \
+#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                   \
+  switch (DTYPE) {                                                               \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                 \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                 \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                 \
+    default:                                                                     \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                  \
+                 " is not supported (float32, float64, int64, int32)");          \
   }
 
 // Numpy-style broadcast of two shapes; fails naming the node on mismatch.

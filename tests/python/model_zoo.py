@@ -79,18 +79,14 @@ def make_model(name: str, loss_inside: bool = False, seed: int = 0) -> nn.Module
     return MODELS[name](loss_inside=loss_inside)
 
 
-def make_pair(
-    name: str, loss_inside: bool = False, seed: int = 0
-) -> tuple[ORTModule, nn.Module]:
+def make_pair(name: str, loss_inside: bool = False, seed: int = 0) -> tuple[ORTModule, nn.Module]:
     """An ORTModule and an eager deep copy of the same freshly initialised model."""
     model = make_model(name, loss_inside, seed)
     eager = copy.deepcopy(model)
     return ORTModule(model), eager
 
 
-def make_batch(
-    name: str, batch: int = 6, seed: int = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
+def make_batch(name: str, batch: int = 6, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     shape = (batch, MLP_IN) if name == "mlp" else (batch, *CNN_SHAPE)
     x = torch.randn(shape, generator=gen)

@@ -183,9 +183,7 @@ def test_structured_outputs_and_kwargs(kind: str) -> None:
     shift_ort = shift.clone().requires_grad_(True)
     shift_eager = shift.clone().requires_grad_(True)
     ort_logits, ort_hidden, ort_total = _combine(ort(x, shift=shift_ort, scale=0.5), kind)
-    eager_logits, eager_hidden, eager_total = _combine(
-        eager(x, shift=shift_eager, scale=0.5), kind
-    )
+    eager_logits, eager_hidden, eager_total = _combine(eager(x, shift=shift_eager, scale=0.5), kind)
     assert_close(ort_logits, eager_logits, "logits")
     assert_close(ort_hidden, eager_hidden, "hidden")
     ort_total.backward()
@@ -413,3 +411,31 @@ def test_debug_options_save_onnx(tmp_path: Path) -> None:
         ort(x)
     for suffix in ("forward", "training"):
         onnx.load(str(tmp_path / f"m_inference_{suffix}.onnx"))
+
+
+# ---- input layouts ----
+
+
+@pytest.mark.parametrize("layout", ["transposed", "expanded", "offset_view", "image_hw_swapped"])
+def test_non_contiguous_inputs(layout: str) -> None:
+    name = "cnn" if layout == "image_hw_swapped" else "mlp"
+    ort, eager = make_pair(name)
+    x, target = make_batch(name, batch=5)
+    if layout == "transposed":
+        x = x.t().contiguous().t()
+    elif layout == "expanded":
+        x = x[:1].expand(5, -1)
+    elif layout == "offset_view":
+        x = torch.cat([torch.randn(3, x.shape[1]), x])[3:]
+    else:
+        x = x.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not x.is_contiguous() or x.storage_offset() > 0
+    x_ort = x.detach().requires_grad_(True)
+    x_eager = x.detach().clone().requires_grad_(True)
+    ort_loss = loss_of(ort, x_ort, target, False)
+    eager_loss = loss_of(eager, x_eager, target, False)
+    assert_close(ort_loss, eager_loss, f"loss with a {layout} input")
+    ort_loss.backward()
+    eager_loss.backward()
+    assert_grads_match(ort, eager)
+    assert_close(x_ort.grad, x_eager.grad, f"gradient of a {layout} input")

@@ -162,3 +162,53 @@ def test_gradient_wrt_input_with_all_parameters_frozen() -> None:
     assert_close(x_ort.grad, x_eager.grad, "input gradient")
     assert all(p.grad is None for p in ort.parameters())
     assert_buffers_match(ort, eager)
+
+
+# ---- BatchNorm variants ----
+
+
+def _bn_net(**bn_kwargs: object) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 3, 3),
+        torch.nn.BatchNorm2d(3, **bn_kwargs),  # type: ignore[arg-type]
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3 * 6 * 6, 4),
+    )
+
+
+def _check_bn_steps(bn_kwargs: dict[str, object]) -> None:
+    eager = _bn_net(**bn_kwargs)
+    ort = ORTModule(copy.deepcopy(eager))
+    gen = torch.Generator().manual_seed(0)
+    for step in range(3):
+        x = torch.randn(4, 1, 8, 8, generator=gen)
+        ort_out = ort(x)
+        eager_out = eager(x)
+        assert_close(ort_out, eager_out, f"outputs at step {step}")
+        ort_out.pow(2).sum().backward()
+        eager_out.pow(2).sum().backward()
+        assert_buffers_match(ort, eager)
+    assert_grads_match(ort, eager)
+    ort.eval()
+    eager.eval()
+    with torch.no_grad():
+        assert_close(ort(x), eager(x), "eval outputs")
+
+
+@pytest.mark.parametrize(
+    "bn_kwargs", [{"momentum": 0.3}, {"affine": False}], ids=["momentum0.3", "no_affine"]
+)
+def test_batchnorm_variants(bn_kwargs: dict[str, object]) -> None:
+    _check_bn_steps(bn_kwargs)
+
+
+def test_batchnorm_cumulative_average_is_rejected_clearly() -> None:
+    # The cumulative-average factor changes every step; a fixed graph would be wrong.
+    with pytest.raises(NotImplementedError, match="momentum=None"):
+        _check_bn_steps({"momentum": None})
+
+
+def test_batchnorm_without_running_stats() -> None:
+    _check_bn_steps({"track_running_stats": False})
