@@ -57,7 +57,8 @@ void fill_attribute(const std::string& name, const Attribute& a, pb::AttributePr
 
 }  // namespace
 
-std::string save_onnx_model(const Graph& graph) {
+std::string save_onnx_model(const Graph& graph, const std::vector<Value*>& extra_inputs,
+                            const std::vector<Value*>& extra_outputs) {
   pb::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("ortmodule");
@@ -65,7 +66,11 @@ std::string save_onnx_model(const Graph& graph) {
   pb::GraphProto* gp = model.mutable_graph();
   gp->set_name(graph.name.empty() ? "ortmodule_graph" : graph.name);
   for (const Value* v : graph.inputs()) fill_value_info(v, gp->add_input());
+  for (const Value* v : extra_inputs)
+    if (v) fill_value_info(v, gp->add_input());
   for (const Value* v : graph.outputs()) fill_value_info(v, gp->add_output());
+  for (const Value* v : extra_outputs)
+    if (v) fill_value_info(v, gp->add_output());
   std::set<const Value*> written;
   for (const Node* n : graph.nodes()) {
     pb::NodeProto* np = gp->add_node();

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
 namespace ortmodule {
 
-std::string save_onnx_model(const Graph& graph);
+// extra_inputs / extra_outputs: values to list as graph inputs/outputs besides the
+// graph's own (the output gradients fed to backward and the input gradients it returns).
+std::string save_onnx_model(const Graph& graph, const std::vector<Value*>& extra_inputs = {},
+                            const std::vector<Value*>& extra_outputs = {});
 
 }  // namespace ortmodule

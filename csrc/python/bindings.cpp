@@ -5,6 +5,7 @@
 #include "ops/op_table.h"
 #include "python/torch_boundary.h"
 #include "runtime/allocator.h"
+#include "runtime/profiler.h"
 #include "runtime/program.h"
 
 namespace py = pybind11;
@@ -105,5 +106,16 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("allocator_reset_peak", &allocator_reset_peak);
+  m.def("set_profiling", &set_profiling, py::arg("enabled"),
+        "Times every executed op (for benchmarks/profile_ops.py).");
+  m.def(
+      "profile_snapshot",
+      [](bool reset) {
+        py::dict d;
+        for (const auto& kv : profile_snapshot(reset))
+          d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
+        return d;
+      },
+      py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
   m.def("allocator_empty_cache", &allocator_empty_cache);
 }

@@ -1,6 +1,9 @@
 #include "runtime/executor.h"
 
+#include "runtime/profiler.h"
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -15,6 +18,8 @@ bool releases(const PlanStep& step, int id) {
 }  // namespace
 
 void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
+  const bool timed = profiling_enabled();
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   OpContext ctx{*step.node, {}, {}, seed};
   ctx.inputs.reserve(step.inputs.size());
   for (int id : step.inputs) {
@@ -54,6 +59,10 @@ void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
   for (size_t i = 0; i < step.outputs.size(); ++i)
     if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
   for (int id : step.release_after) slots[id] = Tensor();
+  if (timed) {
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    record_op_time(step.node->op_type, elapsed.count());
+  }
 }
 
 void Executor::run_steps(const std::vector<PlanStep>& steps, std::vector<Tensor>& slots,

@@ -27,8 +27,8 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       wrt.push_back(graph_->inputs()[position]);
     }
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
-    request.output_grads = info.output_grads;
-    request.input_grads = info.input_grads;
+    request.output_grads = output_grads_ = info.output_grads;
+    request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
   } else {
     output_differentiable_.assign(output_names_.size(), false);
@@ -36,6 +36,8 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
 }
 
-std::string Program::training_graph_onnx() const { return save_onnx_model(*graph_); }
+std::string Program::training_graph_onnx() const {
+  return save_onnx_model(*graph_, output_grads_, input_grads_);
+}
 
 }  // namespace ortmodule

@@ -38,6 +38,7 @@ class Program {
   std::vector<std::string> input_names_, output_names_;
   std::vector<int> wrt_positions_;
   std::vector<bool> output_differentiable_;
+  std::vector<Value*> output_grads_, input_grads_;
 };
 
 }  // namespace ortmodule

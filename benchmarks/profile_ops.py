@@ -1,0 +1,49 @@
+"""Where does an ORTModule training step spend its time? Prints per-op totals.
+
+    python benchmarks/profile_ops.py --model cnn28 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from bench_train_step import BATCH_SIZE, make_model  # type: ignore[import-not-found]
+
+from ortmodule import _C, ORTModule
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="cnn", choices=["mlp", "cnn", "cnn28"])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    module, x = make_model(args.model)
+    y = torch.randint(0, 10, (BATCH_SIZE,))
+    model = ORTModule(module)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for _ in range(3):
+        loss_fn(model(x), y).backward()
+    _C.set_profiling(True)
+    _C.profile_snapshot(reset=True)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss_fn(model(x), y).backward()
+    total = (time.perf_counter() - start) / args.steps
+    _C.set_profiling(False)
+    rows = sorted(_C.profile_snapshot().items(), key=lambda kv: -kv[1][1])
+    engine = sum(s for _, (_, s) in rows) / args.steps
+    print(f"step {total * 1e3:.3f} ms, of which engine ops {engine * 1e3:.3f} ms")
+    print(f"{'op':32s} {'calls/step':>10s} {'ms/step':>9s} {'share':>6s}")
+    for op, (calls, seconds) in rows:
+        per_step = seconds / args.steps
+        print(f"{op:32s} {calls / args.steps:10.1f} {per_step * 1e3:9.3f} {per_step / total:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
