@@ -50,6 +50,14 @@ class ORTModule(torch.nn.Module):
         object.__setattr__(self, "_cache", {})
         object.__setattr__(self, "_static_shapes", _capture.needs_static_shapes(module))
         object.__setattr__(self, "_saved_names", set())
+        # The module structure is fixed once wrapped (as for any exported graph); caching
+        # the module list and parameter owners keeps the per-call cache key cheap. Parameter
+        # objects are still looked up on every call, so load_state_dict(assign=True) works.
+        modules = list(module.modules())
+        object.__setattr__(self, "_all_modules", modules)
+        object.__setattr__(self, "_param_slots", [
+            (m, name) for m in modules for name, p in m._parameters.items() if p is not None
+        ])
         logger.setLevel(opts.log_level.to_logging())
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler())
@@ -95,7 +103,6 @@ class ORTModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         tensors: list[torch.Tensor] = []
         in_spec = _schema.flatten((args, kwargs), tensors)
-        module = self.module
         grad = torch.is_grad_enabled()
         if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
             raise NotImplementedError(
@@ -104,9 +111,9 @@ class ORTModule(torch.nn.Module):
         key = (
             in_spec,
             _schema.signature(tensors),
-            tuple(m.training for m in module.modules()),
+            tuple(m.training for m in self._all_modules),
             grad,
-            tuple(p.requires_grad for p in module.parameters()) if grad else (),
+            tuple(m._parameters[n].requires_grad for m, n in self._param_slots) if grad else (),
             tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
         )
         entry = self._cache.get(key)
