@@ -57,6 +57,10 @@ struct ProgramBackward : public torch::autograd::Node {
   std::shared_ptr<Program> program;
   std::shared_ptr<RunState> state;
   std::vector<int> output_slot;  // autograd input index -> program output index
+  // Inputs backward reads, with their version at forward time: an in-place change
+  // in between would silently corrupt the gradient, so it is reported instead.
+  std::vector<std::pair<at::Tensor, uint32_t>> saved_versions;
+  std::vector<std::string> saved_names;
   size_t program_outputs = 0;
 
   std::string name() const override { return "ortmodule::ProgramBackward"; }
@@ -66,6 +70,15 @@ struct ProgramBackward : public torch::autograd::Node {
       throw std::runtime_error(
           "ortmodule: backward ran twice through the same forward call, but its saved values "
           "were freed after the first backward; pass retain_graph=True to the first backward");
+    }
+    for (size_t i = 0; i < saved_versions.size(); ++i) {
+      const auto& [tensor, version] = saved_versions[i];
+      if (tensor._version() != version) {
+        throw std::runtime_error(
+            "ortmodule: input '" + saved_names[i] + "', which backward needs, was modified in place "
+            "after the forward call (version " + std::to_string(version) + " -> " +
+            std::to_string(tensor._version()) + "); modify a copy or move the change after backward");
+      }
     }
     std::vector<Tensor> output_grads(program_outputs);
     std::vector<at::Tensor> keep_alive;
@@ -94,7 +107,10 @@ struct ProgramBackward : public torch::autograd::Node {
     return result;
   }
 
-  void release_variables() override { state.reset(); }
+  void release_variables() override {
+    state.reset();
+    saved_versions.clear();
+  }
 };
 
 }  // namespace
@@ -155,6 +171,10 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   node->state = std::move(state);
   node->program_outputs = outs.size();
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  for (int p : program->stashed_input_positions()) {
+    node->saved_versions.emplace_back(inputs[p], inputs[p]._version());
+    node->saved_names.push_back(names[p]);
+  }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
     if (!differentiable[i] || !results[i].is_floating_point()) continue;

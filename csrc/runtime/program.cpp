@@ -1,5 +1,6 @@
 #include "runtime/program.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "grad/gradient_builder.h"
@@ -34,6 +35,10 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
     output_differentiable_.assign(output_names_.size(), false);
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
+  const Plan& plan = executor_->plan();
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    if (std::binary_search(plan.stash.begin(), plan.stash.end(), plan.inputs[i]))
+      stashed_inputs_.push_back(static_cast<int>(i));
 }
 
 std::string Program::training_graph_onnx() const {

@@ -28,6 +28,9 @@ class Program {
   // Per output: whether it carries a gradient into backward.
   const std::vector<bool>& output_differentiable() const { return output_differentiable_; }
   bool has_backward() const { return !wrt_positions_.empty(); }
+  // Positions (in input_names) of fed inputs that backward reads: they must not be
+  // modified in place between forward and backward.
+  const std::vector<int>& stashed_input_positions() const { return stashed_inputs_; }
   // The graph after gradient building, as ONNX bytes.
   std::string training_graph_onnx() const;
   std::string plan_description() const { return executor_->plan().describe(); }
@@ -39,6 +42,7 @@ class Program {
   std::vector<int> wrt_positions_;
   std::vector<bool> output_differentiable_;
   std::vector<Value*> output_grads_, input_grads_;
+  std::vector<int> stashed_inputs_;
 };
 
 }  // namespace ortmodule

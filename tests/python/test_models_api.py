@@ -439,3 +439,13 @@ def test_non_contiguous_inputs(layout: str) -> None:
     eager_loss.backward()
     assert_grads_match(ort, eager)
     assert_close(x_ort.grad, x_eager.grad, f"gradient of a {layout} input")
+
+
+def test_in_place_change_of_saved_input_before_backward_raises() -> None:
+    # Eager PyTorch refuses this too: the gradient would use the modified weight.
+    model = ORTModule(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    out = model(torch.randn(5, 4))
+    with torch.no_grad():
+        model.module[2].weight.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        out.sum().backward()

@@ -1,0 +1,220 @@
+"""Kernel lab: our Conv / MaxPool / BatchNormalization CPU kernels against PyTorch eager.
+
+Each case is one ONNX node run through the engine (`_C.Program` + `_C.run`), forward and
+backward, next to the matching ATen kernels on the same tensors. Our per-kernel time comes from
+the engine's op profiler (one reset per iteration, so the framework around the op is not
+counted); PyTorch's from timing the ATen forward and backward calls on their own. Before timing,
+every case checks that outputs and gradients agree with PyTorch, so a fast wrong variant fails
+loudly instead of winning.
+
+    python benchmarks/kernels/bench_kernels.py                  # all cases, 2 threads
+    python benchmarks/kernels/bench_kernels.py --filter conv --runs 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import helper
+
+from ortmodule import _C
+
+OPSET = 17
+FORWARD_OPS = {"Conv", "MaxPool", "BatchNormalization", "BatchNormInternal"}
+BACKWARD_OPS = {"ConvGrad", "MaxPoolGrad", "BatchNormalizationGrad"}
+
+
+@dataclass
+class Case:
+    name: str
+    op: str  # ONNX op type
+    inputs: dict[str, torch.Tensor]
+    attrs: dict
+    outputs: list[str]
+    wrt: list[str]
+    # (inputs) -> (forward thunk, backward thunk given dy): PyTorch's ATen kernels.
+    torch_kernels: Callable[[dict[str, torch.Tensor]], tuple[Callable, Callable]]
+    # Float sums over N*H*W terms differ in rounding order from PyTorch's, so errors are
+    # measured relative to the largest reference magnitude rather than elementwise.
+    tol: float = 1e-5
+
+
+def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 1) -> Case:
+    x, w, b = torch.randn(n, c, h, h), torch.randn(m, c, k, k) * 0.2, torch.randn(m)
+
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        def fwd() -> torch.Tensor:
+            return F.conv2d(t["x"], t["w"], t["b"], padding=pad)
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return torch.ops.aten.convolution_backward(
+                dy, t["x"], t["w"], [m], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
+                [True, True, True])
+
+        return fwd, bwd
+
+    return Case(name, "Conv", {"x": x, "w": w, "b": b}, {"pads": [pad] * 4}, ["y"],
+                ["x", "w", "b"], kernels)
+
+
+def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        saved = {}
+
+        def fwd() -> torch.Tensor:
+            y, saved["idx"] = F.max_pool2d(t["x"], 2, 2, return_indices=True)
+            return y
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return (torch.ops.aten.max_pool2d_with_indices_backward(
+                dy, t["x"], [2, 2], [2, 2], [0, 0], [1, 1], False, saved["idx"]),)
+
+        return fwd, bwd
+
+    return Case(name, "MaxPool", {"x": torch.randn(n, c, h, h)},
+                {"kernel_shape": [2, 2], "strides": [2, 2]}, ["y", "indices"], ["x"], kernels)
+
+
+def batchnorm_case(name: str, n: int, c: int, h: int) -> Case:
+    inputs = {"x": torch.randn(n, c, h, h) * 2 + 1, "scale": torch.rand(c) + 0.5,
+              "bias": torch.randn(c), "mean": torch.zeros(c), "var": torch.ones(c)}
+
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        saved = {}
+        rm, rv = t["mean"].clone(), t["var"].clone()
+
+        def fwd() -> torch.Tensor:
+            y, saved["mean"], saved["invstd"] = torch.ops.aten.native_batch_norm(
+                t["x"], t["scale"], t["bias"], rm, rv, True, 0.1, 1e-5)
+            return y
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return torch.ops.aten.native_batch_norm_backward(
+                dy, t["x"], t["scale"], rm, rv, saved["mean"], saved["invstd"], True, 1e-5,
+                [True, True, True])
+
+        return fwd, bwd
+
+    return Case(name, "BatchNormalization", inputs,
+                {"training_mode": 1, "momentum": 0.9, "epsilon": 1e-5}, ["y"],
+                ["x", "scale", "bias"], kernels)
+
+
+def cases() -> list[Case]:
+    torch.manual_seed(0)
+    return [
+        # cnn28 (batch 64, 32/64 channels, 28x28) and the brief's reference shape.
+        conv_case("conv 1->32 28x28", 64, 1, 28, 32),
+        conv_case("conv 32->32 28x28", 64, 32, 28, 32),
+        conv_case("conv 32->64 14x14", 64, 32, 14, 64),
+        maxpool_case("maxpool 32x28x28", 64, 32, 28),
+        maxpool_case("maxpool 64x14x14", 64, 64, 14),
+        batchnorm_case("batchnorm 32x28x28", 64, 32, 28),
+        batchnorm_case("batchnorm 64x14x14", 64, 64, 14),
+        # cnn (batch 64, 16/32 channels, 8x8): per-call overhead dominates.
+        conv_case("conv 1->16 8x8", 64, 1, 8, 16),
+        conv_case("conv 16->32 4x4", 64, 16, 4, 32),
+        maxpool_case("maxpool 16x8x8", 64, 16, 8),
+        batchnorm_case("batchnorm 16x8x8", 64, 16, 8),
+        batchnorm_case("batchnorm 32x4x4", 64, 32, 4),
+    ]
+
+
+def build_program(case: Case, wrt: list[str]) -> object:
+    infos = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+             for n, v in case.inputs.items()]
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+            for n in case.outputs]
+    node = helper.make_node(case.op, list(case.inputs), case.outputs, **case.attrs)
+    graph = helper.make_graph([node], case.name, infos, outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return _C.Program(model.SerializeToString(), [], wrt)
+
+
+def ours_step(program: object, case: Case) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One forward + backward with dy = 1 (the gradient of y.sum())."""
+    leaves = {n: v.clone().requires_grad_(n in case.wrt) for n, v in case.inputs.items()}
+    y = _C.run(program, list(leaves.values()))[0]
+    y.sum().backward()
+    return y.detach(), {n: leaves[n].grad for n in case.wrt}
+
+
+def assert_close_scaled(got: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> None:
+    err = (got - ref).abs().max().item()
+    scale = max(1.0, ref.abs().max().item())
+    assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol:g} * {scale:.3g}"
+
+
+def check(case: Case, program: object) -> None:
+    y, grads = ours_step(program, case)
+    fwd, bwd = case.torch_kernels({n: v.clone() for n, v in case.inputs.items()})
+    y_ref = fwd()
+    assert_close_scaled(y, y_ref, case.tol, f"{case.name} y")
+    for name, g_ref in zip(case.wrt, bwd(torch.ones_like(y_ref))):
+        assert_close_scaled(grads[name], g_ref, case.tol, f"{case.name} d{name}")
+
+
+def time_ours(case: Case, program: object, runs: int) -> tuple[float, float]:
+    fwd, bwd = [], []
+    _C.set_profiling(True)
+    try:
+        for i in range(runs + 3):
+            _C.profile_snapshot(reset=True)
+            ours_step(program, case)
+            ops = _C.profile_snapshot(reset=True)
+            if i >= 3:
+                fwd.append(sum(s for op, (_, s) in ops.items() if op in FORWARD_OPS))
+                bwd.append(sum(s for op, (_, s) in ops.items() if op in BACKWARD_OPS))
+    finally:
+        _C.set_profiling(False)
+    return statistics.median(fwd), statistics.median(bwd)
+
+
+def median_time(fn: Callable[[], object], runs: int) -> float:
+    samples = []
+    for i in range(runs + 3):
+        start = time.perf_counter()
+        fn()
+        if i >= 3:
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def time_torch(case: Case, runs: int) -> tuple[float, float]:
+    fwd, bwd = case.torch_kernels({n: v.clone() for n, v in case.inputs.items()})
+    dy = torch.ones_like(fwd())
+    return median_time(fwd, runs), median_time(lambda: bwd(dy), runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--filter", default="", help="only cases whose name contains this")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{args.threads} threads, median of {args.runs} runs, ms per call "
+          "(ratio = ours / torch; below 1 is faster)")
+    print(f"{'case':22s} {'fwd ours':>9s} {'torch':>7s} {'ratio':>6s}   "
+          f"{'bwd ours':>9s} {'torch':>7s} {'ratio':>6s}")
+    for case in cases():
+        if args.filter not in case.name:
+            continue
+        program = build_program(case, case.wrt)
+        check(case, program)
+        of, ob = time_ours(case, program, args.runs)
+        tf, tb = time_torch(case, args.runs)
+        print(f"{case.name:22s} {of * 1e3:9.3f} {tf * 1e3:7.3f} {of / tf:6.2f}   "
+              f"{ob * 1e3:9.3f} {tb * 1e3:7.3f} {ob / tb:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
