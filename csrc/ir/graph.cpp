@@ -146,6 +146,21 @@ Value* Graph::add_node_output(Node* node, size_t index, const std::string& name_
 
 std::vector<Node*> Graph::nodes() const { return order_; }
 
+void Graph::remove_nodes(const std::vector<Node*>& nodes) {
+  std::unordered_set<Node*> drop(nodes.begin(), nodes.end());
+  std::vector<Node*> kept;
+  for (Node* n : order_) {
+    if (!drop.count(n)) {
+      kept.push_back(n);
+      continue;
+    }
+    for (Value* out : n->outputs)
+      if (out && out->producer == n) out->producer = nullptr;
+  }
+  order_ = std::move(kept);
+  rebuild_consumers();
+}
+
 void Graph::rebuild_consumers() {
   for (auto& v : values_) v->consumers.clear();
   for (Node* n : order_)

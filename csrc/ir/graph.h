@@ -94,6 +94,8 @@ class Graph {
 
   // Orders nodes so producers come before consumers; throws naming a node on a cycle.
   void topological_sort();
+  // Drops nodes from the order (their outputs must no longer be read).
+  void remove_nodes(const std::vector<Node*>& nodes);
   // Recomputes consumer lists from node inputs.
   void rebuild_consumers();
 

@@ -9,18 +9,15 @@
 
 namespace ortmodule {
 
-// ---- Softmax / LogSoftmax (opset 13: one axis; older: coerced to 2-D) ----
+// ---- Softmax / LogSoftmax (opset 13 semantics: normalised along one axis) ----
 
 namespace {
 void softmax_dims(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim, int64_t* inner) {
   int64_t rank = static_cast<int64_t>(s.size());
-  // Rows exist from opset 13 on (one axis); opset_legacy is not emitted yet but keeps
-  // the pre-13 coercion to 2-D in one place.
-  bool legacy = ctx.node.attr_int("opset_legacy", 0) != 0;
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", legacy ? 1 : -1), rank);
+  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", -1), rank);
   *outer = dims_product(s, 0, axis);
-  *dim = legacy ? dims_product(s, axis, s.size()) : s[axis];
-  *inner = legacy ? 1 : dims_product(s, axis + 1, s.size());
+  *dim = s[axis];
+  *inner = dims_product(s, axis + 1, s.size());
 }
 
 void run_softmax(OpContext& ctx, bool log) {
@@ -44,11 +41,8 @@ void run_softmax_grad(OpContext& ctx, bool log) {
 }
 
 void grad_softmax_common(GradContext& g, const char* op) {
-  Node& n = g.node();
-  int64_t legacy = n.attr_int("opset_legacy", 0);
   g.set_input_grad(0, g.emit(op, {g.output_grad(0), g.output(0)},
-                             {{"axis", Attribute::make_int(n.attr_int("axis", legacy ? 1 : -1))},
-                              {"opset_legacy", Attribute::make_int(legacy)}},
+                             {{"axis", Attribute::make_int(g.node().attr_int("axis", -1))}},
                              "com.microsoft"));
 }
 }  // namespace

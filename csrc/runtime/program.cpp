@@ -6,6 +6,7 @@
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "passes/cse.h"
 
 namespace ortmodule {
 
@@ -28,6 +29,13 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       wrt.push_back(graph_->inputs()[position]);
     }
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
+    std::unordered_map<Value*, Value*> replaced;
+    eliminate_common_subexpressions(*graph_, &replaced);
+    for (auto* list : {&info.output_grads, &info.input_grads})
+      for (Value*& v : *list) {
+        auto it = v ? replaced.find(v) : replaced.end();
+        if (it != replaced.end()) v = it->second;
+      }
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);

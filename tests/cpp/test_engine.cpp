@@ -7,6 +7,7 @@
 
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
+#include "passes/cse.h"
 #include "ortmodule_onnx.pb.h"
 #include "plan/plan.h"
 #include "runtime/allocator.h"
@@ -243,6 +244,42 @@ TEST(Program, ForwardBackwardMatchesHandDerivative) {
     EXPECT_FLOAT_EQ(grads[1].data<float>()[i], on ? xi : 0.0f);           // dy/dw
   }
   EXPECT_THROW(program.executor().backward(*state, {dy}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ortmodule
+
+namespace ortmodule {
+namespace {
+
+TEST(Passes, CommonSubexpressionsAreMerged) {
+  Graph g;
+  Value* x = g.new_value("x");
+  g.mutable_inputs().push_back(x);
+  Value* s1 = g.new_value("s1");
+  Value* s2 = g.new_value("s2");
+  Value* y = g.new_value("y");
+  g.add_node("Shape", "", {x}, {s1});
+  g.add_node("Shape", "", {x}, {s2});
+  g.add_node("Add", "", {s1, s2}, {y});
+  g.mutable_outputs().push_back(y);
+  std::unordered_map<Value*, Value*> replaced;
+  EXPECT_EQ(eliminate_common_subexpressions(g, &replaced), 1);
+  ASSERT_EQ(g.nodes().size(), 2u);
+  EXPECT_EQ(g.nodes()[1]->inputs[0], s1);
+  EXPECT_EQ(g.nodes()[1]->inputs[1], s1);
+  EXPECT_EQ(replaced.at(s2), s1);
+}
+
+TEST(Passes, RandomOpsAreNeverMerged) {
+  Graph g;
+  Value* x = g.new_value("x");
+  g.mutable_inputs().push_back(x);
+  Value* a = g.new_value("a");
+  Value* b = g.new_value("b");
+  g.add_node("Dropout", "", {x}, {a});
+  g.add_node("Dropout", "", {x}, {b});
+  EXPECT_EQ(eliminate_common_subexpressions(g), 0);
 }
 
 }  // namespace
