@@ -98,6 +98,17 @@ class ORTModule(torch.nn.Module):
         except AttributeError:
             return getattr(self._modules["_module"], name)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Compiled programs are not picklable and are cheap to rebuild: drop them, so
+        # torch.save(model), pickle and copy.deepcopy work and re-export on first use.
+        state = self.__dict__.copy()
+        state["_cache"] = {}
+        state["_saved_names"] = set()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # ---- the per-call path ----
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

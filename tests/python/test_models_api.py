@@ -449,3 +449,21 @@ def test_in_place_change_of_saved_input_before_backward_raises() -> None:
         model.module[2].weight.add_(1.0)
     with pytest.raises(RuntimeError, match="modified in place"):
         out.sum().backward()
+
+
+def test_deepcopy_and_pickle_of_wrapped_module_rebuild_their_graphs() -> None:
+    model = ORTModule(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    x = torch.randn(5, 4)
+    expected = model(x).detach()
+    clone = copy.deepcopy(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    for other in (clone, loaded):
+        assert len(other._cache) == 0
+        torch.testing.assert_close(other(x), expected)
+        other(x).sum().backward()
+        assert all(p.grad is not None for p in other.parameters())
+        # Copies own their parameters: the original is untouched.
+        assert all(p is not q for p, q in zip(other.parameters(), model.parameters()))
