@@ -3,12 +3,15 @@
 Each case is one ONNX node run through the engine (`_C.Program` + `_C.run`), forward and
 backward, next to the matching ATen kernels on the same tensors. Our per-kernel time comes from
 the engine's op profiler (one reset per iteration, so the framework around the op is not
-counted); PyTorch's from timing the ATen forward and backward calls on their own. Before timing,
-every case checks that outputs and gradients agree with PyTorch, so a fast wrong variant fails
-loudly instead of winning.
+counted); PyTorch's from timing the ATen forward and backward calls on their own. The four are
+sampled in turn each iteration, so that all see the same load on a shared machine; --stat min
+is the steadier summary there. Before timing, every case checks that outputs and gradients agree
+with PyTorch, so a fast wrong variant fails loudly instead of winning.
 
     python benchmarks/kernels/bench_kernels.py                  # all cases, 2 threads
-    python benchmarks/kernels/bench_kernels.py --filter conv --runs 50
+    python benchmarks/kernels/bench_kernels.py --filter conv --runs 50 --stat min
+
+Cases are one list (cases()); adding a shape is one line.
 """
 
 from __future__ import annotations
@@ -55,13 +58,24 @@ def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 
 
         def bwd(dy: torch.Tensor) -> tuple:
             return torch.ops.aten.convolution_backward(
-                dy, t["x"], t["w"], [m], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1,
-                [True, True, True])
+                dy,
+                t["x"],
+                t["w"],
+                [m],
+                [1, 1],
+                [pad, pad],
+                [1, 1],
+                False,
+                [0, 0],
+                1,
+                [True, True, True],
+            )
 
         return fwd, bwd
 
-    return Case(name, "Conv", {"x": x, "w": w, "b": b}, {"pads": [pad] * 4}, ["y"],
-                ["x", "w", "b"], kernels)
+    return Case(
+        name, "Conv", {"x": x, "w": w, "b": b}, {"pads": [pad] * 4}, ["y"], ["x", "w", "b"], kernels
+    )
 
 
 def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
@@ -73,18 +87,33 @@ def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
             return y
 
         def bwd(dy: torch.Tensor) -> tuple:
-            return (torch.ops.aten.max_pool2d_with_indices_backward(
-                dy, t["x"], [2, 2], [2, 2], [0, 0], [1, 1], False, saved["idx"]),)
+            return (
+                torch.ops.aten.max_pool2d_with_indices_backward(
+                    dy, t["x"], [2, 2], [2, 2], [0, 0], [1, 1], False, saved["idx"]
+                ),
+            )
 
         return fwd, bwd
 
-    return Case(name, "MaxPool", {"x": torch.randn(n, c, h, h)},
-                {"kernel_shape": [2, 2], "strides": [2, 2]}, ["y", "indices"], ["x"], kernels)
+    return Case(
+        name,
+        "MaxPool",
+        {"x": torch.randn(n, c, h, h)},
+        {"kernel_shape": [2, 2], "strides": [2, 2]},
+        ["y"],
+        ["x"],
+        kernels,
+    )
 
 
 def batchnorm_case(name: str, n: int, c: int, h: int) -> Case:
-    inputs = {"x": torch.randn(n, c, h, h) * 2 + 1, "scale": torch.rand(c) + 0.5,
-              "bias": torch.randn(c), "mean": torch.zeros(c), "var": torch.ones(c)}
+    inputs = {
+        "x": torch.randn(n, c, h, h) * 2 + 1,
+        "scale": torch.rand(c) + 0.5,
+        "bias": torch.randn(c),
+        "mean": torch.zeros(c),
+        "var": torch.ones(c),
+    }
 
     def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
         saved = {}
@@ -92,19 +121,35 @@ def batchnorm_case(name: str, n: int, c: int, h: int) -> Case:
 
         def fwd() -> torch.Tensor:
             y, saved["mean"], saved["invstd"] = torch.ops.aten.native_batch_norm(
-                t["x"], t["scale"], t["bias"], rm, rv, True, 0.1, 1e-5)
+                t["x"], t["scale"], t["bias"], rm, rv, True, 0.1, 1e-5
+            )
             return y
 
         def bwd(dy: torch.Tensor) -> tuple:
             return torch.ops.aten.native_batch_norm_backward(
-                dy, t["x"], t["scale"], rm, rv, saved["mean"], saved["invstd"], True, 1e-5,
-                [True, True, True])
+                dy,
+                t["x"],
+                t["scale"],
+                rm,
+                rv,
+                saved["mean"],
+                saved["invstd"],
+                True,
+                1e-5,
+                [True, True, True],
+            )
 
         return fwd, bwd
 
-    return Case(name, "BatchNormalization", inputs,
-                {"training_mode": 1, "momentum": 0.9, "epsilon": 1e-5}, ["y"],
-                ["x", "scale", "bias"], kernels)
+    return Case(
+        name,
+        "BatchNormalization",
+        inputs,
+        {"training_mode": 1, "momentum": 0.9, "epsilon": 1e-5},
+        ["y"],
+        ["x", "scale", "bias"],
+        kernels,
+    )
 
 
 def cases() -> list[Case]:
@@ -128,21 +173,26 @@ def cases() -> list[Case]:
 
 
 def build_program(case: Case, wrt: list[str]) -> object:
-    infos = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
-             for n, v in case.inputs.items()]
-    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
-            for n in case.outputs]
+    infos = [
+        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+        for n, v in case.inputs.items()
+    ]
+    outs = [
+        helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in case.outputs
+    ]
     node = helper.make_node(case.op, list(case.inputs), case.outputs, **case.attrs)
     graph = helper.make_graph([node], case.name, infos, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     return _C.Program(model.SerializeToString(), [], wrt)
 
 
-def ours_step(program: object, case: Case) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One forward + backward with dy = 1 (the gradient of y.sum())."""
+def ours_step(
+    program: object, case: Case, dy: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One forward + backward; dy defaults to ones (the gradient of y.sum())."""
     leaves = {n: v.clone().requires_grad_(n in case.wrt) for n, v in case.inputs.items()}
     y = _C.run(program, list(leaves.values()))[0]
-    y.sum().backward()
+    y.backward(torch.ones_like(y) if dy is None else dy)
     return y.detach(), {n: leaves[n].grad for n in case.wrt}
 
 
@@ -153,67 +203,87 @@ def assert_close_scaled(got: torch.Tensor, ref: torch.Tensor, tol: float, what: 
 
 
 def check(case: Case, program: object) -> None:
-    y, grads = ours_step(program, case)
     fwd, bwd = case.torch_kernels({n: v.clone() for n, v in case.inputs.items()})
     y_ref = fwd()
+    # A random dy: with dy = 1 batch normalization's gradients are sums that cancel to ~0.
+    dy = torch.randn_like(y_ref)
+    y, grads = ours_step(program, case, dy)
     assert_close_scaled(y, y_ref, case.tol, f"{case.name} y")
-    for name, g_ref in zip(case.wrt, bwd(torch.ones_like(y_ref))):
+    for name, g_ref in zip(case.wrt, bwd(dy)):
         assert_close_scaled(grads[name], g_ref, case.tol, f"{case.name} d{name}")
 
 
-def time_ours(case: Case, program: object, runs: int) -> tuple[float, float]:
-    fwd, bwd = [], []
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_case(case: Case, program: object, runs: int) -> dict[str, list[float]]:
+    """Seconds per call of our forward / backward kernels and PyTorch's, one sample of each per
+    iteration, interleaved so that all four see the same load on a shared machine."""
+    torch_fwd, torch_bwd = case.torch_kernels({n: v.clone() for n, v in case.inputs.items()})
+    dy = torch.ones_like(torch_fwd())
+    samples: dict[str, list[float]] = {
+        "ours_fwd": [],
+        "ours_bwd": [],
+        "torch_fwd": [],
+        "torch_bwd": [],
+    }
     _C.set_profiling(True)
     try:
         for i in range(runs + 3):
             _C.profile_snapshot(reset=True)
             ours_step(program, case)
             ops = _C.profile_snapshot(reset=True)
-            if i >= 3:
-                fwd.append(sum(s for op, (_, s) in ops.items() if op in FORWARD_OPS))
-                bwd.append(sum(s for op, (_, s) in ops.items() if op in BACKWARD_OPS))
+            tf = timed(torch_fwd)
+            tb = timed(lambda: torch_bwd(dy))
+            if i < 3:  # warm-up
+                continue
+            samples["ours_fwd"].append(sum(s for op, (_, s) in ops.items() if op in FORWARD_OPS))
+            samples["ours_bwd"].append(sum(s for op, (_, s) in ops.items() if op in BACKWARD_OPS))
+            samples["torch_fwd"].append(tf)
+            samples["torch_bwd"].append(tb)
     finally:
         _C.set_profiling(False)
-    return statistics.median(fwd), statistics.median(bwd)
-
-
-def median_time(fn: Callable[[], object], runs: int) -> float:
-    samples = []
-    for i in range(runs + 3):
-        start = time.perf_counter()
-        fn()
-        if i >= 3:
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def time_torch(case: Case, runs: int) -> tuple[float, float]:
-    fwd, bwd = case.torch_kernels({n: v.clone() for n, v in case.inputs.items()})
-    dy = torch.ones_like(fwd())
-    return median_time(fwd, runs), median_time(lambda: bwd(dy), runs)
+    return samples
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
+    parser.add_argument(
+        "--stat",
+        choices=["median", "min"],
+        default="median",
+        help="min is steadier on a machine shared with other jobs",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"{args.threads} threads, median of {args.runs} runs, ms per call "
-          "(ratio = ours / torch; below 1 is faster)")
-    print(f"{'case':22s} {'fwd ours':>9s} {'torch':>7s} {'ratio':>6s}   "
-          f"{'bwd ours':>9s} {'torch':>7s} {'ratio':>6s}")
+    stat = statistics.median if args.stat == "median" else min
+    print(
+        f"{args.threads} threads, {args.stat} of {args.runs} runs, ms per call "
+        "(ratio = ours / torch; below 1 is faster)"
+    )
+    print(
+        f"{'case':22s} {'fwd ours':>9s} {'torch':>7s} {'ratio':>6s}   "
+        f"{'bwd ours':>9s} {'torch':>7s} {'ratio':>6s}"
+    )
     for case in cases():
         if args.filter not in case.name:
             continue
         program = build_program(case, case.wrt)
         check(case, program)
-        of, ob = time_ours(case, program, args.runs)
-        tf, tb = time_torch(case, args.runs)
-        print(f"{case.name:22s} {of * 1e3:9.3f} {tf * 1e3:7.3f} {of / tf:6.2f}   "
-              f"{ob * 1e3:9.3f} {tb * 1e3:7.3f} {ob / tb:6.2f}")
+        t = {k: stat(v) for k, v in time_case(case, program, args.runs).items()}
+        of, ob, tf, tb = t["ours_fwd"], t["ours_bwd"], t["torch_fwd"], t["torch_bwd"]
+        print(
+            f"{case.name:22s} {of * 1e3:9.3f} {tf * 1e3:7.3f} {of / tf:6.2f}   "
+            f"{ob * 1e3:9.3f} {tb * 1e3:7.3f} {ob / tb:6.2f}"
+        )
 
 
 if __name__ == "__main__":

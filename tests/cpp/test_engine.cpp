@@ -284,3 +284,28 @@ TEST(Passes, RandomOpsAreNeverMerged) {
 
 }  // namespace
 }  // namespace ortmodule
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+namespace {
+
+TEST(Threads, ParallelForUsesTorchThreadPool) {
+  // A serial parallel_for (e.g. ATen's OpenMP region compiled without -fopenmp) would run
+  // every chunk on the calling thread.
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  parallel_for(0, 1 << 20, 1, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_GE(ids.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ortmodule

@@ -120,6 +120,39 @@ TYPED_TEST(BatchNormKernelTest, TrainForwardMatchesReference) {
   }
 }
 
+// The statistics take one pass; summing about a shift must keep a mean a thousand standard
+// deviations from zero from cancelling the variance (E[x^2] - E[x]^2 would lose six digits).
+// The reference sums x - 1000, which is exact here, so that its own mean is not the weak link.
+TYPED_TEST(BatchNormKernelTest, TrainForwardKeepsVarianceOfOffsetData) {
+  using T = TypeParam;
+  const int64_t N = 8, C = 3, S = 700;
+  const double count = static_cast<double>(N * S);
+  const auto x = random_values<T>(N * C * S, 11, 999.0, 1001.0);
+  const auto scale = random_values<T>(C, 12), bias = random_values<T>(C, 13);
+  std::vector<double> ref_y(x.size()), ref_inv_std(C);
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < S; ++k) sum += x[(n * C + c) * S + k] - 1000.0;
+    const double mean = 1000.0 + sum / count;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < S; ++k) sq += std::pow(x[(n * C + c) * S + k] - mean, 2);
+    ref_inv_std[c] = 1.0 / std::sqrt(sq / count + kEpsilon);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < S; ++k) {
+        const int64_t i = (n * C + c) * S + k;
+        ref_y[i] = (x[i] - mean) * ref_inv_std[c] * scale[c] + bias[c];
+      }
+  }
+  const auto xt = cast_to<T>(x), st = cast_to<T>(scale), bt = cast_to<T>(bias);
+  std::vector<T> y(x.size()), rm(C, T(0)), rv(C, T(1)), mean(C), inv_std(C);
+  batchnorm_train_forward<T>(N, C, S, kEpsilon, kMomentum, xt.data(), st.data(), bt.data(),
+                             rm.data(), rv.data(), y.data(), rm.data(), rv.data(), mean.data(),
+                             inv_std.data());
+  expect_close(inv_std, ref_inv_std, "saved_inv_std");
+  expect_close(y, ref_y, "y");
+}
+
 TYPED_TEST(BatchNormKernelTest, InferForwardMatchesReference) {
   using T = TypeParam;
   for (const auto& s : bn_shapes()) {

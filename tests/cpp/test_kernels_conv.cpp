@@ -45,6 +45,10 @@ std::vector<ConvCase> conv_cases() {
       {"pad_beyond_kernel", make_conv(1, 2, 3, 3, 2, 2, 2, 1, 1, 1, 3, 3, 3, 3, 1, 1)},
       {"even_kernel_odd_stride", make_conv(5, 2, 6, 7, 3, 2, 4, 1, 3, 2, 0, 1, 2, 0, 1, 1)},
       {"wide_single_image", make_conv(1, 64, 16, 16, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1)},
+      // Enough column-buffer work that images are split into several gemm chunks, the last
+      // one a single image.
+      {"chunked_images", make_conv(8, 32, 16, 16, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"chunked_pointwise", make_conv(9, 96, 24, 24, 6, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1)},
   };
 }
 

@@ -231,6 +231,30 @@ TYPED_TEST(PoolKernelTest, MaxPoolPropagatesNaNAndHandlesEmptyWindows) {
   EXPECT_EQ(dx, std::vector<T>(4, T(1)));
 }
 
+// The unrolled 2x2 path must keep the general rule: the first maximum wins ties, NaN wins
+// (the last NaN of a window when there are several), and -inf is a value like any other.
+TYPED_TEST(PoolKernelTest, MaxPool2x2KeepsTieAndNaNRules) {
+  using T = TypeParam;
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  Pool2dParams p = make_pool("2x2", 1, 1, 2, 10, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false).p;
+  // Five windows, columns (2k, 2k + 1) of both rows: row 0 holds taps 0, 1; row 1 taps 2, 3.
+  std::vector<T> x = {nan, 1, 5, 5,   -inf, -inf, 0, nan, nan, 2,  //
+                      1,   2, 5, nan, -inf, -inf, 3, 7,   4,   nan};
+  std::vector<T> y(out_size(p));
+  std::vector<int64_t> idx(out_size(p));
+  maxpool2d_forward<T>(p, x.data(), y.data(), idx.data());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(idx[0], 0);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_EQ(idx[1], 13);
+  EXPECT_EQ(y[2], -inf);
+  EXPECT_EQ(idx[2], 4);
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_EQ(idx[3], 7);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_EQ(idx[4], 19);
+}
+
 TYPED_TEST(PoolKernelTest, AvgPoolMatchesReference) {
   using T = TypeParam;
   for (const auto& tc : pool_cases()) {

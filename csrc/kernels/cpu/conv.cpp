@@ -1,11 +1,24 @@
-// 2-D convolution as im2col + gemm per (image, group).
+// 2-D convolution as im2col + gemm over chunks of images.
 //
-// Forward and dx run one image per parallel_for iteration, so each chunk owns its column buffer
-// and its slice of y or dx. dw sums over images; rather than keeping per-thread partial weights
-// it loops images serially and lets each gemm (multithreaded internally) accumulate with beta=1.
+// Every gemm goes through ortmodule::gemm (at::mm on from_blob views), which costs ~10 us per
+// call whatever its size, so images are batched: a chunk of B images becomes one column buffer
+// [Cg * kH * kW, B * outH * outW] and one gemm per group. B grows until the column buffer reaches
+// kChunkColElems, so small images (8x8, 4x4) take a few large gemms instead of one tiny gemm
+// per image, while large images stay at one image per gemm and keep their column buffer in
+// cache between im2col and gemm.
+//
+// Images are split into one contiguous range per thread; each range runs its chunks serially
+// with single-threaded gemms (nested parallelism is serial), so no two threads share output
+// memory. When parallel_for runs serially (one thread, one image) the gemms are called outside
+// any parallel region and use the BLAS's own threads instead. dw and dbias sum over images: each
+// range keeps its own partial sums, reduced in range order afterwards so the result does not
+// depend on thread timing.
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -14,92 +27,215 @@
 namespace ortmodule {
 namespace {
 
-// Elements of column-buffer work per parallel chunk; below this threads cost more than they save.
+// Column-buffer elements per chunk of images (1 MiB of float): large enough to amortise the
+// gemm call overhead, small enough to stay in L2.
+constexpr int64_t kChunkColElems = 1 << 18;
+
+// Elements of column-buffer work per parallel chunk of a single-image im2col; below this
+// threads cost more than they save.
 constexpr int64_t kColGrainElems = 1 << 15;
 
-// Output positions o in [lo, hi) for which the input position o * stride + offset lies in
-// [0, size). Computed once per kernel tap so the copy loops carry no bounds checks.
-struct OutRange {
-  int64_t lo, hi;
-};
-
-OutRange valid_outputs(int64_t offset, int64_t stride, int64_t size, int64_t out) {
-  int64_t lo = offset < 0 ? (-offset + stride - 1) / stride : 0;
-  int64_t hi = size - offset <= 0 ? 0 : (size - offset + stride - 1) / stride;
-  lo = std::min(lo, out);
-  hi = std::max(lo, std::min(hi, out));
-  return {lo, hi};
-}
-
-// A 1x1 kernel that maps each input pixel to the same output pixel makes the column buffer
-// identical to the input, so the copy is skipped.
+// A 1x1 kernel that maps each input pixel to the same output pixel makes one image's column
+// buffer identical to its input, so a single-image chunk skips the copy.
 bool is_pointwise(const Conv2dParams& p) {
   return p.kH == 1 && p.kW == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
          p.pad_left == 0 && p.outH == p.H && p.outW == p.W;
 }
 
-// Calls fn(c, row, oh, ih, ow_range, iw_offset) for every output row oh of every kernel tap of
-// channels [c0, c1): row = (c * kH + kh) * kW + kw indexes the column buffer
-// [Cg * kH * kW, outH * outW], ih is the input row read (-1 when it lies in the padding), and
-// output column ow in ow_range reads input column ow * stride_w + iw_offset.
+// Shapes derived once per call. The column buffer of a chunk of B images is [K, B * P]: image b
+// occupies columns [b * P, (b + 1) * P) of every row.
+//
+// im2col and col2im work on a zero-padded copy of each image plane, [Hp, Wp] with the input at
+// row pad_top, column pad_left, large enough for every tap of every output. Their copy loops
+// then have no bounds tests and no short zero-fills, which dominate for small images (a 4x4
+// output row is 4 elements). Without padding the plane is the input itself.
+struct ConvDims {
+  int64_t Cg, Mg, K, P, HW;
+  int64_t Hp, Wp;
+  bool padded;
+  int64_t chunk;  // images per gemm
+  bool pointwise;
+};
+
+ConvDims conv_dims(const Conv2dParams& p) {
+  ConvDims d;
+  d.Cg = p.C / p.group;
+  d.Mg = p.M / p.group;
+  d.K = d.Cg * p.kH * p.kW;
+  d.P = p.outH * p.outW;
+  d.HW = p.H * p.W;
+  // One past the last row / column any tap reads, in padded coordinates.
+  const int64_t rows = (p.outH - 1) * p.stride_h + (p.kH - 1) * p.dil_h + 1;
+  const int64_t cols = (p.outW - 1) * p.stride_w + (p.kW - 1) * p.dil_w + 1;
+  d.Hp = std::max(p.H + p.pad_top, rows);
+  d.Wp = std::max(p.W + p.pad_left, cols);
+  d.padded = d.Hp != p.H || d.Wp != p.W;
+  d.chunk = std::max<int64_t>(1, std::min(p.N, kChunkColElems / std::max<int64_t>(1, d.K * d.P)));
+  d.pointwise = is_pointwise(p);
+  return d;
+}
+
+// x: [Cg, H, W] -> xp: [Cg, Hp, Wp], zero outside the input.
+template <typename T>
+void pad_planes(const Conv2dParams& p, const ConvDims& d, const T* x, T* xp) {
+  for (int64_t c = 0; c < d.Cg; ++c) {
+    T* plane = xp + c * d.Hp * d.Wp;
+    std::fill(plane, plane + p.pad_top * d.Wp, T(0));
+    for (int64_t h = 0; h < p.H; ++h) {
+      T* row = plane + (p.pad_top + h) * d.Wp;
+      std::fill(row, row + p.pad_left, T(0));
+      std::copy(x + (c * p.H + h) * p.W, x + (c * p.H + h + 1) * p.W, row + p.pad_left);
+      std::fill(row + p.pad_left + p.W, row + d.Wp, T(0));
+    }
+    std::fill(plane + (p.pad_top + p.H) * d.Wp, plane + d.Hp * d.Wp, T(0));
+  }
+}
+
+// Calls fn(col_row, plane_at, oh) for every output row oh of every kernel tap of channels
+// [c0, c1): col_row = (c * kH + kh) * kW + kw is the column-buffer row, and output (oh, ow)
+// of that tap reads padded-plane element plane_at + ow * stride_w.
 template <typename Fn>
-void for_each_tap_row(const Conv2dParams& p, int64_t c0, int64_t c1, const Fn& fn) {
+void for_each_tap_row(const Conv2dParams& p, const ConvDims& d, int64_t c0, int64_t c1,
+                      const Fn& fn) {
   for (int64_t c = c0; c < c1; ++c) {
     for (int64_t kh = 0; kh < p.kH; ++kh) {
-      const OutRange rh = valid_outputs(kh * p.dil_h - p.pad_top, p.stride_h, p.H, p.outH);
       for (int64_t kw = 0; kw < p.kW; ++kw) {
         const int64_t row = (c * p.kH + kh) * p.kW + kw;
-        const int64_t iw_offset = kw * p.dil_w - p.pad_left;
-        const OutRange rw = valid_outputs(iw_offset, p.stride_w, p.W, p.outW);
-        for (int64_t oh = 0; oh < p.outH; ++oh) {
-          const bool inside = oh >= rh.lo && oh < rh.hi;
-          const int64_t ih = inside ? oh * p.stride_h + kh * p.dil_h - p.pad_top : -1;
-          fn(c, row, oh, ih, rw, iw_offset);
-        }
+        const int64_t tap_at = (c * d.Hp + kh * p.dil_h) * d.Wp + kw * p.dil_w;
+        for (int64_t oh = 0; oh < p.outH; ++oh) fn(row, tap_at + oh * p.stride_h * d.Wp, oh);
       }
     }
   }
 }
 
-// Channels per parallel chunk of im2col / col2im.
+// Channels per parallel chunk of im2col / col2im (only parallel when not already nested).
 int64_t channel_grain(const Conv2dParams& p) {
   const int64_t per_channel = std::max<int64_t>(1, p.kH * p.kW * p.outH * p.outW);
   return std::max<int64_t>(1, kColGrainElems / per_channel);
 }
 
-// x: [Cg, H, W] -> col: [Cg * kH * kW, outH * outW]; padding taps read as zero.
+// xp: [Cg, Hp, Wp] -> col: [Cg * kH * kW, outH * outW] with row stride ld.
 template <typename T>
-void im2col(const Conv2dParams& p, int64_t Cg, const T* x, T* col) {
-  const int64_t P = p.outH * p.outW;
-  auto copy_row = [&](int64_t c, int64_t row, int64_t oh, int64_t ih, OutRange rw, int64_t off) {
-    T* out = col + row * P + oh * p.outW;
-    if (ih < 0) {
-      std::fill(out, out + p.outW, T(0));
-      return;
+void im2col(const Conv2dParams& p, const ConvDims& d, const T* xp, T* col, int64_t ld) {
+  const int64_t outW = p.outW, sw = p.stride_w;
+  auto copy_row = [&](int64_t row, int64_t at, int64_t oh) {
+    const T* in = xp + at;
+    T* out = col + row * ld + oh * outW;
+    if (sw == 1) {
+      for (int64_t ow = 0; ow < outW; ++ow) out[ow] = in[ow];
+    } else {
+      for (int64_t ow = 0; ow < outW; ++ow) out[ow] = in[ow * sw];
     }
-    const T* in = x + (c * p.H + ih) * p.W;
-    std::fill(out, out + rw.lo, T(0));
-    for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = in[ow * p.stride_w + off];
-    std::fill(out + rw.hi, out + p.outW, T(0));
   };
-  parallel_for(0, Cg, channel_grain(p),
-               [&](int64_t c0, int64_t c1) { for_each_tap_row(p, c0, c1, copy_row); });
+  parallel_for(0, d.Cg, channel_grain(p),
+               [&](int64_t c0, int64_t c1) { for_each_tap_row(p, d, c0, c1, copy_row); });
 }
 
-// col: [Cg * kH * kW, outH * outW] -> x: [Cg, H, W], accumulating (x must be initialised).
-// Chunks split channels, and every row of channel c lands in plane c only, so chunks never
+// col: [Cg * kH * kW, outH * outW] with row stride ld -> xp: [Cg, Hp, Wp], accumulating (xp
+// must be initialised). Every row of channel c lands in plane c only, so channel chunks never
 // write the same memory.
 template <typename T>
-void col2im_add(const Conv2dParams& p, int64_t Cg, const T* col, T* x) {
-  const int64_t P = p.outH * p.outW;
-  auto add_row = [&](int64_t c, int64_t row, int64_t oh, int64_t ih, OutRange rw, int64_t off) {
-    if (ih < 0) return;
-    const T* in = col + row * P + oh * p.outW;
-    T* out = x + (c * p.H + ih) * p.W;
-    for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow * p.stride_w + off] += in[ow];
+void col2im_add(const Conv2dParams& p, const ConvDims& d, const T* col, int64_t ld, T* xp) {
+  const int64_t outW = p.outW, sw = p.stride_w;
+  auto add_row = [&](int64_t row, int64_t at, int64_t oh) {
+    const T* in = col + row * ld + oh * outW;
+    T* out = xp + at;
+    if (sw == 1) {
+      for (int64_t ow = 0; ow < outW; ++ow) out[ow] += in[ow];
+    } else {
+      for (int64_t ow = 0; ow < outW; ++ow) out[ow * sw] += in[ow];
+    }
   };
-  parallel_for(0, Cg, channel_grain(p),
-               [&](int64_t c0, int64_t c1) { for_each_tap_row(p, c0, c1, add_row); });
+  parallel_for(0, d.Cg, channel_grain(p),
+               [&](int64_t c0, int64_t c1) { for_each_tap_row(p, d, c0, c1, add_row); });
+}
+
+// Uninitialised scratch memory: every use writes before it reads, and zero-filling megabytes
+// of column buffer per call (as std::vector would) costs a measurable share of a small conv.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n = 0) : data_(n > 0 ? new T[n] : nullptr) {}
+  T* data() { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+};
+
+// Per-thread scratch: the column buffer and, when the input needs padding, one padded image.
+template <typename T>
+struct ConvScratch {
+  Scratch<T> col, plane;
+};
+
+template <typename T>
+ConvScratch<T> make_scratch(const ConvDims& d, int64_t max_b, bool needs_columns) {
+  ConvScratch<T> s;
+  if (!needs_columns) return s;
+  if (!(d.pointwise && max_b == 1)) s.col = Scratch<T>(d.K * max_b * d.P);
+  if (d.padded) s.plane = Scratch<T>(d.Cg * d.Hp * d.Wp);
+  return s;
+}
+
+// y[m, :] += bias[m] over rows of length P.
+template <typename T>
+void add_bias(const T* bias, int64_t rows, int64_t P, T* y) {
+  for (int64_t m = 0; m < rows; ++m) {
+    const T bm = bias[m];
+    for (int64_t q = 0; q < P; ++q) y[m * P + q] += bm;
+  }
+}
+
+// Sum of a row in double, over four independent partial sums so the adds need not wait on
+// one another (the compiler may not reorder floating-point sums itself).
+template <typename T>
+double sum_row(const T* v, int64_t n) {
+  double s[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int k = 0; k < 4; ++k) s[k] += v[i + k];
+  }
+  for (; i < n; ++i) s[0] += v[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// The column buffer of group g of images [n0, n0 + B): x itself for a single pointwise image,
+// otherwise im2col'ed into s->col.
+template <typename T>
+const T* columns(const Conv2dParams& p, const ConvDims& d, const T* x, int64_t n0, int64_t B,
+                 int64_t g, ConvScratch<T>* s) {
+  const T* xg = x + (n0 * p.C + g * d.Cg) * d.HW;
+  if (B == 1 && d.pointwise) return xg;
+  for (int64_t b = 0; b < B; ++b) {
+    const T* image = xg + b * p.C * d.HW;
+    if (d.padded) {
+      pad_planes(p, d, image, s->plane.data());
+      image = s->plane.data();
+    }
+    im2col(p, d, image, s->col.data() + b * d.P, B * d.P);
+  }
+  return s->col.data();
+}
+
+// dx of group g of one image from its column gradient dcol (row stride ld): dx_g is
+// overwritten.
+template <typename T>
+void col2im(const Conv2dParams& p, const ConvDims& d, const T* dcol, int64_t ld, T* dx_g,
+            ConvScratch<T>* s) {
+  if (!d.padded) {
+    std::fill(dx_g, dx_g + d.Cg * d.HW, T(0));
+    col2im_add(p, d, dcol, ld, dx_g);
+    return;
+  }
+  T* plane = s->plane.data();
+  std::fill(plane, plane + d.Cg * d.Hp * d.Wp, T(0));
+  col2im_add(p, d, dcol, ld, plane);
+  for (int64_t c = 0; c < d.Cg; ++c) {
+    for (int64_t h = 0; h < p.H; ++h) {
+      const T* row = plane + (c * d.Hp + p.pad_top + h) * d.Wp + p.pad_left;
+      std::copy(row, row + p.W, dx_g + (c * p.H + h) * p.W);
+    }
+  }
 }
 
 }  // namespace
@@ -107,89 +243,132 @@ void col2im_add(const Conv2dParams& p, int64_t Cg, const T* col, T* x) {
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
 template <typename T>
 void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
-  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
-  const int64_t K = Cg * p.kH * p.kW, P = p.outH * p.outW, HW = p.H * p.W;
-  const bool pointwise = is_pointwise(p);
-  parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<T> col(pointwise ? 0 : K * P);
-    for (int64_t n = n0; n < n1; ++n) {
+  const ConvDims d = conv_dims(p);
+  const int64_t P = d.P;
+  parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
+    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    ConvScratch<T> s = make_scratch<T>(d, max_b, true);
+    // gemm result [Mg, B * P] of a multi-image chunk, before it is spread over images.
+    Scratch<T> out(max_b > 1 ? d.Mg * max_b * P : 0);
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
+      const int64_t B = std::min(max_b, n_end - n0), L = B * P;
       for (int64_t g = 0; g < p.group; ++g) {
-        const T* xg = x + (n * p.C + g * Cg) * HW;
-        const T* cols = xg;
-        if (!pointwise) {
-          im2col(p, Cg, xg, col.data());
-          cols = col.data();
+        const T* cols = columns(p, d, x, n0, B, g, &s);
+        const T* wg = w + g * d.Mg * d.K;
+        T* yg = y + (n0 * p.M + g * d.Mg) * P;
+        if (B == 1) {
+          gemm<T>(false, false, d.Mg, P, d.K, T(1), wg, d.K, cols, P, T(0), yg, P);
+          if (bias != nullptr) add_bias(bias + g * d.Mg, d.Mg, P, yg);
+          continue;
         }
-        gemm<T>(false, false, Mg, P, K, T(1), w + g * Mg * K, K, cols, P, T(0),
-                y + (n * p.M + g * Mg) * P, P);
-      }
-      if (bias == nullptr) continue;
-      for (int64_t m = 0; m < p.M; ++m) {
-        T* ym = y + (n * p.M + m) * P;
-        for (int64_t q = 0; q < P; ++q) ym[q] += bias[m];
+        gemm<T>(false, false, d.Mg, L, d.K, T(1), wg, d.K, cols, L, T(0), out.data(), L);
+        for (int64_t b = 0; b < B; ++b) {
+          for (int64_t m = 0; m < d.Mg; ++m) {
+            const T* src = out.data() + m * L + b * P;
+            T* dst = yg + (b * p.M + m) * P;
+            const T bm = bias != nullptr ? bias[g * d.Mg + m] : T(0);
+            for (int64_t q = 0; q < P; ++q) dst[q] = src[q] + bm;
+          }
+        }
       }
     }
   });
 }
 
 // dy: [N, M, outH, outW] -> dx: [N, C, H, W], dw: [M, C/group, kH, kW], dbias: [M]
+//
+// One pass over chunks of images: per group, the chunk's dy is gathered into [Mg, B * P]
+// (a view of dy itself for a single image), then
+//   dw_g += dy_g [Mg, B*P] * col^T [B*P, K]      (col = im2col of x)
+//   dcol  = w_g^T [K, Mg] * dy_g [Mg, B*P]       -> col2im onto dx
+// When K < Mg (a first layer: C = 1 or 3) the dw product is taken transposed,
+// dw_g^T [K, Mg] = col * dy_g^T, which MKL runs about 1.7x faster for such thin outputs.
 template <typename T>
 void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
-  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
-  const int64_t K = Cg * p.kH * p.kW, P = p.outH * p.outW, HW = p.H * p.W;
-  const bool pointwise = is_pointwise(p);
+  const ConvDims d = conv_dims(p);
+  const int64_t P = d.P, wsize = p.M * d.K;
+  const bool dw_transposed = d.K < d.Mg;
+  // Partial dw (per group [Mg, K], or [K, Mg] when dw_transposed) and dbias of each image
+  // range, keyed by its first image.
+  struct Partial {
+    int64_t n_begin;
+    std::vector<T> dw;
+    std::vector<double> dbias;  // double: float images with many pixels keep PyTorch accuracy
+  };
+  std::vector<Partial> partials;
+  std::mutex partials_mutex;
 
-  if (dbias != nullptr) {
-    parallel_for(0, p.M, 1, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m) {
-        double sum = 0;  // double so float images with many pixels keep PyTorch-level accuracy
-        for (int64_t n = 0; n < p.N; ++n) {
-          const T* dym = dy + (n * p.M + m) * P;
-          for (int64_t q = 0; q < P; ++q) sum += dym[q];
+  parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
+    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    ConvScratch<T> s = make_scratch<T>(d, max_b, dw != nullptr || dx != nullptr);
+    Scratch<T> dy_chunk(max_b > 1 ? d.Mg * max_b * P : 0);
+    Partial part{n_begin, std::vector<T>(dw != nullptr ? wsize : 0),
+                 std::vector<double>(dbias != nullptr ? p.M : 0, 0.0)};
+    bool first_chunk = true;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
+      const int64_t B = std::min(max_b, n_end - n0), L = B * P;
+      for (int64_t g = 0; g < p.group; ++g) {
+        const T* dyg = dy + (n0 * p.M + g * d.Mg) * P;
+        // Gather the chunk's dy rows (summing them for dbias on the way).
+        for (int64_t m = 0; m < d.Mg; ++m) {
+          for (int64_t b = 0; b < B; ++b) {
+            const T* src = dyg + (b * p.M + m) * P;
+            if (dbias != nullptr) part.dbias[g * d.Mg + m] += sum_row(src, P);
+            if (B > 1) std::copy(src, src + P, dy_chunk.data() + m * L + b * P);
+          }
         }
-        dbias[m] = static_cast<T>(sum);
-      }
-    });
-  }
-
-  if (dx != nullptr) {
-    // dcol = w_g^T [K, Mg] * dy_g [Mg, P], scattered back onto the input plane.
-    parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
-      std::vector<T> col(pointwise ? 0 : K * P);
-      for (int64_t n = n0; n < n1; ++n) {
-        T* dxn = dx + n * p.C * HW;
-        if (!pointwise) std::fill(dxn, dxn + p.C * HW, T(0));
-        for (int64_t g = 0; g < p.group; ++g) {
-          const T* wg = w + g * Mg * K;
-          const T* dyg = dy + (n * p.M + g * Mg) * P;
-          T* dxg = dxn + g * Cg * HW;
-          if (pointwise) {
-            gemm<T>(true, false, K, P, Mg, T(1), wg, K, dyg, P, T(0), dxg, P);
+        if (dw == nullptr && dx == nullptr) continue;
+        if (B > 1) dyg = dy_chunk.data();
+        if (dw != nullptr) {
+          const T* cols = columns(p, d, x, n0, B, g, &s);
+          T* dwg = part.dw.data() + g * d.Mg * d.K;
+          const T beta = first_chunk ? T(0) : T(1);
+          if (dw_transposed) {
+            gemm<T>(false, true, d.K, d.Mg, L, T(1), cols, L, dyg, L, beta, dwg, d.Mg);
           } else {
-            gemm<T>(true, false, K, P, Mg, T(1), wg, K, dyg, P, T(0), col.data(), P);
-            col2im_add(p, Cg, col.data(), dxg);
+            gemm<T>(false, true, d.Mg, d.K, L, T(1), dyg, L, cols, L, beta, dwg, d.K);
+          }
+        }
+        if (dx == nullptr) continue;
+        const T* wg = w + g * d.Mg * d.K;
+        T* dxg = dx + (n0 * p.C + g * d.Cg) * d.HW;
+        if (d.pointwise && B == 1) {
+          gemm<T>(true, false, d.K, P, d.Mg, T(1), wg, d.K, dyg, P, T(0), dxg, P);
+          continue;
+        }
+        gemm<T>(true, false, d.K, L, d.Mg, T(1), wg, d.K, dyg, L, T(0), s.col.data(), L);
+        for (int64_t b = 0; b < B; ++b) {
+          col2im(p, d, s.col.data() + b * P, L, dxg + b * p.C * d.HW, &s);
+        }
+      }
+      first_chunk = false;
+    }
+    std::lock_guard<std::mutex> lock(partials_mutex);
+    partials.push_back(std::move(part));
+  });
+
+  std::sort(partials.begin(), partials.end(),
+            [](const Partial& a, const Partial& b) { return a.n_begin < b.n_begin; });
+  if (dw != nullptr) {
+    std::fill(dw, dw + wsize, T(0));
+    for (const Partial& part : partials) {
+      for (int64_t g = 0; g < p.group; ++g) {
+        const T* src = part.dw.data() + g * d.Mg * d.K;
+        T* dst = dw + g * d.Mg * d.K;
+        for (int64_t m = 0; m < d.Mg; ++m) {
+          for (int64_t k = 0; k < d.K; ++k) {
+            dst[m * d.K + k] += dw_transposed ? src[k * d.Mg + m] : src[m * d.K + k];
           }
         }
       }
-    });
+    }
   }
-
-  if (dw != nullptr) {
-    // dw_g [Mg, K] = sum_n dy_g [Mg, P] * col_n^T [P, K].
-    if (p.N == 0) std::fill(dw, dw + p.M * K, T(0));
-    std::vector<T> col(pointwise ? 0 : K * P);
-    for (int64_t n = 0; n < p.N; ++n) {
-      for (int64_t g = 0; g < p.group; ++g) {
-        const T* xg = x + (n * p.C + g * Cg) * HW;
-        const T* cols = xg;
-        if (!pointwise) {
-          im2col(p, Cg, xg, col.data());
-          cols = col.data();
-        }
-        gemm<T>(false, true, Mg, K, P, T(1), dy + (n * p.M + g * Mg) * P, P, cols, P,
-                n == 0 ? T(0) : T(1), dw + g * Mg * K, K);
-      }
+  if (dbias != nullptr) {
+    for (int64_t m = 0; m < p.M; ++m) {
+      double sum = 0;
+      for (const Partial& part : partials) sum += part.dbias[m];
+      dbias[m] = static_cast<T>(sum);
     }
   }
 }

@@ -33,6 +33,20 @@ Window window_at(const Pool2dParams& p, int64_t oh, int64_t ow) {
   return win;
 }
 
+// Outputs o in [lo, hi) whose whole window, taps o * stride - pad + k * dilation for k in
+// [0, kernel), lies in [0, size).
+struct OutRange {
+  int64_t lo, hi;
+};
+
+OutRange inside_windows(int64_t out, int64_t stride, int64_t pad, int64_t dilation, int64_t kernel,
+                        int64_t size) {
+  const int64_t lo = std::min(out, (pad + stride - 1) / stride);
+  const int64_t last_start = size - 1 - (kernel - 1) * dilation + pad;  // largest o * stride
+  const int64_t hi = last_start < 0 ? 0 : std::min(out, last_start / stride + 1);
+  return {lo, std::max(lo, hi)};
+}
+
 // With count_include_pad the divisor is kH * kW. That matches PyTorch's avg_pool2d when
 // ceil_mode=False, where windows never reach past the padded input. With ceil_mode=True PyTorch
 // would also drop the cells beyond the bottom/right padding; callers do not send that case here.
@@ -41,34 +55,117 @@ int64_t avg_divisor(const Pool2dParams& p, const Window& win) {
   return (win.kh1 - win.kh0) * (win.kw1 - win.kw0);
 }
 
+// Outputs [lo, hi) of one output row of a 2x2, dilation-1 max pool whose windows lie inside the
+// input: output ow reads r0[ow * stride + {0, 1}] and the same two cells of the next row,
+// r0 + W. first_at is the flat input index of r0[0]; y and idx (nullable) point at the output
+// row. Tap offsets are int32 and every select is branch-free, which lets the compiler vectorise
+// the loop when the stride is a compile-time constant (kStride 2, MaxPool(2)'s; 0 means the
+// runtime stride).
+template <int kStride, bool kIndices, typename T>
+void maxpool_row_2x2_loop(const T* r0, int64_t W, int64_t runtime_stride, int64_t lo, int64_t hi,
+                          int64_t first_at, T* y, int64_t* idx) {
+  const int64_t stride = kStride > 0 ? kStride : runtime_stride;
+  const int32_t w = static_cast<int32_t>(W);
+  const T* r1 = r0 + W;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const T a = r0[ow * stride], b = r0[ow * stride + 1];
+    const T c = r1[ow * stride], d = r1[ow * stride + 1];
+    T best = a;
+    int32_t off = 0;
+    bool r = pool_max_replaces(b, best);
+    best = r ? b : best;
+    off = r ? 1 : off;
+    r = pool_max_replaces(c, best);
+    best = r ? c : best;
+    off = r ? w : off;
+    r = pool_max_replaces(d, best);
+    best = r ? d : best;
+    off = r ? w + 1 : off;
+    y[ow] = best;
+    if (kIndices) idx[ow] = first_at + ow * stride + off;
+  }
+}
+
+template <typename T>
+void maxpool_row_2x2(const T* r0, int64_t W, int64_t stride, int64_t lo, int64_t hi,
+                     int64_t first_at, T* y, int64_t* idx) {
+  if (stride == 2 && idx != nullptr) {
+    maxpool_row_2x2_loop<2, true>(r0, W, stride, lo, hi, first_at, y, idx);
+  } else if (stride == 2) {
+    maxpool_row_2x2_loop<2, false>(r0, W, stride, lo, hi, first_at, y, idx);
+  } else if (idx != nullptr) {
+    maxpool_row_2x2_loop<0, true>(r0, W, stride, lo, hi, first_at, y, idx);
+  } else {
+    maxpool_row_2x2_loop<0, false>(r0, W, stride, lo, hi, first_at, y, idx);
+  }
+}
+
 }  // namespace
 
 // x: [N, C, H, W] -> y, indices: [N, C, outH, outW]
+//
+// Windows that lie wholly inside the input (all of them without padding or ceil_mode) take a
+// loop with no bounds arithmetic, and 2x2 windows with dilation 1 (the common MaxPool(2)) an
+// unrolled one; only the border windows pay for window_at's clipping.
 template <typename T>
 void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices) {
   const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  const OutRange rows = inside_windows(p.outH, p.stride_h, p.pad_top, p.dil_h, p.kH, p.H);
+  const OutRange cols = inside_windows(p.outW, p.stride_w, p.pad_left, p.dil_w, p.kW, p.W);
+  // The 2x2 row loop keeps tap offsets in int32.
+  const bool two_by_two =
+      p.kH == 2 && p.kW == 2 && p.dil_h == 1 && p.dil_w == 1 && p.W < (int64_t{1} << 30);
   parallel_for(0, p.N * p.C, plane_grain(P * p.kH * p.kW), [&](int64_t b0, int64_t b1) {
     for (int64_t plane = b0; plane < b1; ++plane) {
       const T* xp = x + plane * HW;
-      for (int64_t oh = 0; oh < p.outH; ++oh) {
-        for (int64_t ow = 0; ow < p.outW; ++ow) {
-          const Window win = window_at(p, oh, ow);
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t best_at = -1;
-          for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
-            const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
-            for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
-              const int64_t at = row + kw * p.dil_w;
-              if (best_at < 0 || pool_max_replaces(xp[at], best)) {
-                best = xp[at];
-                best_at = at;
-              }
+      T* yp = y + plane * P;
+      int64_t* ip = indices != nullptr ? indices + plane * P : nullptr;
+      // Positions within the plane; made absolute (plane * HW) on store.
+      auto store = [&](int64_t o, T best, int64_t best_at) {
+        yp[o] = best;
+        if (ip != nullptr) ip[o] = best_at < 0 ? -1 : plane * HW + best_at;
+      };
+      auto clipped = [&](int64_t oh, int64_t ow) {
+        const Window win = window_at(p, oh, ow);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t best_at = -1;
+        for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
+          const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
+          for (int64_t kw = win.kw0; kw < win.kw1; ++kw) {
+            const int64_t at = row + kw * p.dil_w;
+            if (best_at < 0 || pool_max_replaces(xp[at], best)) {
+              best = xp[at];
+              best_at = at;
             }
           }
-          const int64_t o = plane * P + oh * p.outW + ow;
-          y[o] = best;
-          if (indices != nullptr) indices[o] = best_at < 0 ? -1 : plane * HW + best_at;
         }
+        store(oh * p.outW + ow, best, best_at);
+      };
+      for (int64_t oh = 0; oh < p.outH; ++oh) {
+        const bool row_inside = oh >= rows.lo && oh < rows.hi;
+        const int64_t lo = row_inside ? cols.lo : p.outW, hi = row_inside ? cols.hi : p.outW;
+        for (int64_t ow = 0; ow < lo; ++ow) clipped(oh, ow);
+        const int64_t row0 = (oh * p.stride_h - p.pad_top) * p.W - p.pad_left;
+        if (two_by_two) {
+          maxpool_row_2x2(xp + row0, p.W, p.stride_w, lo, hi, plane * HW + row0, yp + oh * p.outW,
+                          ip != nullptr ? ip + oh * p.outW : nullptr);
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) {
+            const int64_t at0 = row0 + ow * p.stride_w;
+            T best = xp[at0];
+            int64_t best_at = at0;
+            for (int64_t kh = 0; kh < p.kH; ++kh) {
+              for (int64_t kw = 0; kw < p.kW; ++kw) {
+                const int64_t at = at0 + kh * p.dil_h * p.W + kw * p.dil_w;
+                const bool r = pool_max_replaces(xp[at], best);
+                best = r ? xp[at] : best;
+                best_at = r ? at : best_at;
+              }
+            }
+            store(oh * p.outW + ow, best, best_at);
+          }
+        }
+        for (int64_t ow = hi; ow < p.outW; ++ow) clipped(oh, ow);
       }
     }
   });
@@ -79,10 +176,13 @@ template <typename T>
 void maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx) {
   const int64_t HW = p.H * p.W, P = p.outH * p.outW;
   parallel_for(0, p.N * p.C, plane_grain(P + HW), [&](int64_t b0, int64_t b1) {
-    // Indices of plane b point into plane b, so zeroing and scattering per plane is race-free.
-    std::fill(dx + b0 * HW, dx + b1 * HW, T(0));
-    for (int64_t o = b0 * P; o < b1 * P; ++o) {
-      if (indices[o] >= 0) dx[indices[o]] += dy[o];
+    // Indices of plane b point into plane b, so zeroing and scattering per plane is race-free;
+    // doing both per plane keeps the plane in cache between them.
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      std::fill(dx + plane * HW, dx + (plane + 1) * HW, T(0));
+      for (int64_t o = plane * P; o < (plane + 1) * P; ++o) {
+        if (indices[o] >= 0) dx[indices[o]] += dy[o];
+      }
     }
   });
 }

@@ -23,20 +23,47 @@ ORTM_HOST_DEVICE double batchnorm_running_update(double running, double batch, d
   return momentum * running + (1.0 - momentum) * batch;
 }
 
-// y = (x - mean) * inv_std * scale + bias is applied as y = x * alpha + beta so the per-element
-// work is one fused multiply-add, with alpha and beta computed once per channel.
+// y = (x - mean) * inv_std * scale + bias is applied as y = (x - mean) * alpha + bias, with
+// alpha computed once per channel. Centring first (rather than x * alpha + (bias - mean * alpha))
+// keeps data far from zero from cancelling in the last add.
 ORTM_HOST_DEVICE double batchnorm_alpha(double scale, double inv_std) { return scale * inv_std; }
-ORTM_HOST_DEVICE double batchnorm_beta(double bias, double mean, double alpha) {
-  return bias - mean * alpha;
+
+// Batch mean and biased variance from sums taken about a shift (any value near the data, e.g.
+// its first element): sum = sum(x - shift), sq = sum((x - shift)^2). The shift keeps the
+// one-pass formula var = E[d^2] - E[d]^2 free of the cancellation that E[x^2] - E[x]^2 suffers
+// when |mean| >> std. Rounding can leave a tiny negative variance; it is clamped to zero.
+ORTM_HOST_DEVICE void batchnorm_moments(double shift, double sum, double sq, int64_t count,
+                                        double* mean, double* var) {
+  if (count <= 0) {
+    *mean = 0.0;
+    *var = 0.0;
+    return;
+  }
+  const double n = static_cast<double>(count);
+  const double mean_d = sum / n;
+  const double v = sq / n - mean_d * mean_d;
+  *mean = shift + mean_d;
+  *var = v > 0.0 ? v : 0.0;
 }
 
 // Gradient of the training-mode output with respect to x, given per-channel means over the
 // batch of dy and of dy * xhat (xhat = (x - mean) * inv_std):
 //   dx = scale * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
-ORTM_HOST_DEVICE double batchnorm_dx(double dy, double x, double mean, double inv_std, double scale,
-                                     double mean_dy, double mean_dy_xhat) {
-  const double xhat = (x - mean) * inv_std;
-  return scale * inv_std * (dy - mean_dy - xhat * mean_dy_xhat);
+// rearranged per channel into dx = dy_coef * dy + xc_coef * (x - mean) + constant, so the
+// per-element work is three multiply-adds.
+struct BatchNormDxCoefs {
+  double dy_coef, xc_coef, constant;
+};
+
+ORTM_HOST_DEVICE BatchNormDxCoefs batchnorm_dx_coefs(double scale, double inv_std, double mean_dy,
+                                                     double mean_dy_xhat) {
+  const double a = scale * inv_std;
+  return {a, -a * inv_std * mean_dy_xhat, -a * mean_dy};
+}
+
+template <typename T>
+ORTM_HOST_DEVICE T batchnorm_dx(T dy, T x_centered, T dy_coef, T xc_coef, T constant) {
+  return dy * dy_coef + x_centered * xc_coef + constant;
 }
 
 }  // namespace ortmodule
