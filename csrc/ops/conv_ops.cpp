@@ -326,11 +326,33 @@ void cpu_batchnorm_grad(OpContext& ctx) {
   });
 }
 
+// BatchNormInferenceGrad(dY, X, scale, mean, var; epsilon) -> dX, dScale, dBias
+void cpu_batchnorm_inference_grad(OpContext& ctx) {
+  const Shape& x = ctx.in(1).shape();
+  int64_t N = x[0], C = x[1], S = dims_product(x, 2, x.size());
+  double eps = ctx.node.attr_float("epsilon", 1e-5);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
+    auto in = [&](size_t i) { return ctx.in(i).data<scalar_t>(); };
+    auto out = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
+    batchnorm_infer_backward<scalar_t>(N, C, S, eps, in(1), in(0), in(2), in(3), in(4), out(0),
+                                       out(1), out(2));
+  });
+}
+
 void grad_batchnorm(GradContext& g) {
   Node& n = g.node();
   if (n.attr_int("training_mode", 0) == 0) {
-    g.fail("gradient of inference-mode BatchNormalization (module in eval() with gradients "
-           "enabled) is not supported yet; call train() or wrap the step in torch.no_grad()");
+    // Statistics are constants here (a BatchNorm in eval() inside a model being trained).
+    if (g.needs_grad(3) || g.needs_grad(4)) {
+      g.fail("inference-mode BatchNormalization cannot pass gradients to its mean and variance");
+    }
+    std::vector<Value*> grads = g.emit_multi(
+        "BatchNormInferenceGrad",
+        {g.output_grad(0), g.input(0), g.input(1), g.input(3), g.input(4)},
+        {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)},
+        {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5))}}, "ai.ortmodule");
+    for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);
+    return;
   }
   // In training mode Y does not depend on input_mean/input_var (batch statistics are
   // used), so they get no gradient even when computed from differentiable values.

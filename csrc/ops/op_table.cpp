@@ -93,6 +93,8 @@ std::vector<OpDef> build_table() {
           .internal()
           .writeback({{1, 3}, {2, 4}}),
       Row(kMs, "BatchNormalizationGrad", 1, shape_batchnorm_grad, cpu_batchnorm_grad, nullptr).internal(),
+      Row(kOwn, "BatchNormInferenceGrad", 1, shape_batchnorm_grad, cpu_batchnorm_inference_grad,
+          nullptr).internal(),
       Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxCrossEntropyLossGrad", 1, shape_softmax_cross_entropy_grad,
           cpu_softmax_cross_entropy_grad, nullptr).internal(),

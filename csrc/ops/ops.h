@@ -32,6 +32,7 @@ std::vector<OutputInfo> shape_batchnorm(const OpContext&);
 void cpu_batchnorm(OpContext&);
 std::vector<OutputInfo> shape_batchnorm_grad(const OpContext&);
 void cpu_batchnorm_grad(OpContext&);
+void cpu_batchnorm_inference_grad(OpContext&);
 void grad_batchnorm(GradContext&);
 // elementwise_ops.cpp
 std::vector<OutputInfo> shape_same_as_input0(const OpContext&);

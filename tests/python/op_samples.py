@@ -128,6 +128,10 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"x": rand(5, 3), "scale": rand(3), "bias": rand(3), "mean": rand(3),
            "var": rand(3, low=0.5, high=1.5)}, attrs={"training_mode": 1},
           grad=["x", "scale", "bias"]),
+        # Inference mode (a BatchNorm in eval() inside a model being trained).
+        S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
+           "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
+          attrs={"epsilon": 1e-3}, grad=["x", "scale", "bias"]),
     ],
     "Dropout": [
         S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},

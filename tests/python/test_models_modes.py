@@ -266,3 +266,20 @@ def test_dropout_is_identity_in_eval() -> None:
     x = torch.randn(4, 16)
     with torch.no_grad():
         torch.testing.assert_close(ort(x), x, rtol=0, atol=0)
+
+
+def test_frozen_batchnorm_in_eval_inside_training_model() -> None:
+    # Fine-tuning pattern: BatchNorm layers in eval() (fixed statistics) while the rest trains;
+    # gradients flow through inference-mode BatchNorm to the conv before it.
+    ort, eager = make_pair("cnn")
+    for model in (ort.module, eager):
+        model.train()
+        model.bn.eval()
+    x, y = make_batch("cnn")
+    for step in range(2):
+        ort_out, eager_out = ort(x), eager(x)
+        assert_close(ort_out, eager_out, f"outputs at step {step}")
+        ort_out.square().sum().backward()
+        eager_out.square().sum().backward()
+        assert_grads_match(ort, eager)
+        assert_buffers_match(ort, eager)  # statistics untouched

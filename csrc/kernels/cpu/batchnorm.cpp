@@ -181,6 +181,31 @@ void batchnorm_infer_forward(int64_t N, int64_t C, int64_t S, double eps, const 
   });
 }
 
+// x, dy: [N, C, S], scale, mean, var: [C] -> dx: [N, C, S], dscale, dbias: [C]
+template <typename T>
+void batchnorm_infer_backward(int64_t N, int64_t C, int64_t S, double eps, const T* x, const T* dy,
+                              const T* scale, const T* mean, const T* var, T* dx, T* dscale,
+                              T* dbias) {
+  parallel_for(0, C, channel_grain(3 * N * S), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double inv_std = batchnorm_inv_std(var[c], eps);
+      const double k = static_cast<double>(scale[c]) * inv_std;
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t base = (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double g = dy[base + s];
+          sum_dy += g;
+          sum_dy_xhat += g * (static_cast<double>(x[base + s]) - mean[c]) * inv_std;
+          if (dx) dx[base + s] = static_cast<T>(g * k);
+        }
+      }
+      if (dscale) dscale[c] = static_cast<T>(sum_dy_xhat);
+      if (dbias) dbias[c] = static_cast<T>(sum_dy);
+    }
+  });
+}
+
 // x, dy: [N, C, S], scale, saved_mean, saved_inv_std: [C] -> dx: [N, C, S], dscale, dbias: [C]
 template <typename T>
 void batchnorm_train_backward(int64_t N, int64_t C, int64_t S, const T* x, const T* dy,
@@ -226,6 +251,8 @@ void batchnorm_train_backward(int64_t N, int64_t C, int64_t S, const T* x, const
   template void batchnorm_infer_forward<T>(int64_t, int64_t, int64_t, double, const T*, const T*,  \
                                            const T*, const T*, const T*, T*);                      \
   template void batchnorm_train_backward<T>(int64_t, int64_t, int64_t, const T*, const T*,         \
+                                            const T*, const T*, const T*, T*, T*, T*);              \
+  template void batchnorm_infer_backward<T>(int64_t, int64_t, int64_t, double, const T*, const T*,  \
                                             const T*, const T*, const T*, T*, T*, T*);
 
 ORTM_INSTANTIATE_BATCHNORM(float)

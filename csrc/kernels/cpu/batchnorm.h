@@ -23,6 +23,15 @@ template <typename T>
 void batchnorm_infer_forward(int64_t N, int64_t C, int64_t S, double eps, const T* x,
                              const T* scale, const T* bias, const T* mean, const T* var, T* y);
 
+// Backward of batchnorm_infer_forward, where mean and var are constants (a module in
+// eval() that still passes gradients): x, dy: [N, C, S], scale, mean, var: [C] ->
+// dx = dy * scale * inv_std, dscale = sum(dy * (x - mean) * inv_std), dbias = sum(dy).
+// dx, dscale, dbias nullable.
+template <typename T>
+void batchnorm_infer_backward(int64_t N, int64_t C, int64_t S, double eps, const T* x, const T* dy,
+                              const T* scale, const T* mean, const T* var, T* dx, T* dscale,
+                              T* dbias);
+
 // Backward of batchnorm_train_forward: x, dy: [N, C, S], scale, saved_*: [C] ->
 // dx: [N, C, S], dscale, dbias: [C]. Each output is nullable and is overwritten.
 template <typename T>
