@@ -275,7 +275,7 @@ def test_frozen_batchnorm_in_eval_inside_training_model() -> None:
     for model in (ort.module, eager):
         model.train()
         model.bn.eval()
-    x, y = make_batch("cnn")
+    x, _ = make_batch("cnn")
     for step in range(2):
         ort_out, eager_out = ort(x), eager(x)
         assert_close(ort_out, eager_out, f"outputs at step {step}")
