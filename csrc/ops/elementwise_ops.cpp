@@ -1,5 +1,6 @@
 // Element-wise ops: shape rules, CPU kernels and gradient rules side by side.
 #include <cmath>
+#include <limits>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
@@ -105,6 +106,12 @@ void cpu_tanh(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return math::t
 void cpu_exp(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::exp(v); }); }
 void cpu_log(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::log(v); }); }
 void cpu_sqrt(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::sqrt(v); }); }
+void cpu_erf(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::erf(v); }); }
+void cpu_abs(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::abs(v); }); }
+void cpu_leaky_relu(OpContext& ctx) {
+  const double alpha = ctx.node.attr_float("alpha", 0.01f);
+  run_unary_float(ctx, [alpha](auto v) { return math::leaky_relu(v, static_cast<decltype(v)>(alpha)); });
+}
 void cpu_view(OpContext&) {}  // the output is a view made by the executor
 
 template <typename F>
@@ -123,6 +130,49 @@ void run_grad_binary(OpContext& ctx, F f) {
 void cpu_relu_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::relu_grad(g, v); }); }
 void cpu_sigmoid_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::sigmoid_grad(g, v); }); }
 void cpu_tanh_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::tanh_grad(g, v); }); }
+
+void cpu_erf_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::erf_grad(g, v); }); }
+// LeakyReluGrad(dY, Y; alpha)
+void cpu_leaky_relu_grad(OpContext& ctx) {
+  const double alpha = ctx.node.attr_float("alpha", 0.01f);
+  run_grad_binary(ctx, [alpha](auto g, auto v) {
+    return math::leaky_relu_grad(g, v, static_cast<decltype(g)>(alpha));
+  });
+}
+
+// ---- Clip(x, min?, max?) and ClipGrad(dY, x, min?, max?) ----
+
+namespace {
+template <typename T>
+void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
+  *lo = ctx.has_input(first) ? static_cast<T>(ctx.in(first).float_at(0))
+                             : std::numeric_limits<T>::lowest();
+  *hi = ctx.has_input(first + 1) ? static_cast<T>(ctx.in(first + 1).float_at(0))
+                                 : std::numeric_limits<T>::max();
+}
+}  // namespace
+
+void cpu_clip(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
+    scalar_t lo, hi;
+    clip_bounds(ctx, 1, &lo, &hi);
+    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+              [lo, hi](scalar_t v) { return v < lo ? lo : (v > hi ? hi : v); });
+  });
+}
+
+void cpu_clip_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  const Tensor& x = ctx.in(1);
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
+    scalar_t lo, hi;
+    clip_bounds(ctx, 2, &lo, &hi);
+    binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), dy.shape(),
+               ctx.out(0).data<scalar_t>(),
+               [lo, hi](scalar_t g, scalar_t v) { return math::clip_grad(g, v, lo, hi); });
+  });
+}
 
 // ---- Cast / CastLike ----
 
@@ -257,6 +307,24 @@ void grad_sigmoid(GradContext& g) {
 }
 void grad_tanh(GradContext& g) {
   g.set_input_grad(0, g.emit("TanhGrad", {g.output_grad(0), g.output(0)}, {}, "com.microsoft"));
+}
+void grad_erf(GradContext& g) {
+  g.set_input_grad(0, g.emit("ErfGrad", {g.output_grad(0), g.input(0)}, {}, "ai.ortmodule"));
+}
+void grad_abs(GradContext& g) {
+  // sign(x) = x / max(|x|, tiny): exact away from 0 and 0 at 0, as in PyTorch.
+  Value* sign = g.emit("Div", {g.input(0), g.emit("Clip", {g.output(0), g.scalar_constant(1e-30, g.output(0))})});
+  g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), sign}));
+}
+void grad_leaky_relu(GradContext& g) {
+  g.set_input_grad(0, g.emit("LeakyReluGrad", {g.output_grad(0), g.output(0)},
+                             {{"alpha", Attribute::make_float(g.node().attr_float("alpha", 0.01f))}},
+                             "com.microsoft"));
+}
+void grad_clip(GradContext& g) {
+  if (g.needs_grad(1) || g.needs_grad(2)) g.fail("gradients with respect to the bounds are not supported");
+  g.set_input_grad(0, g.emit("ClipGrad", {g.output_grad(0), g.input(0), g.input(1), g.input(2)}, {},
+                             "ai.ortmodule"));
 }
 void grad_exp(GradContext& g) { g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.output(0)})); }
 void grad_log(GradContext& g) { g.set_input_grad(0, g.emit("Div", {g.output_grad(0), g.input(0)})); }

@@ -47,6 +47,10 @@ std::vector<OpDef> build_table() {
       Row("", "Exp", 6, shape_same_as_input0, cpu_exp, grad_exp).inplace(0),
       Row("", "Log", 6, shape_same_as_input0, cpu_log, grad_log).inplace(0),
       Row("", "Sqrt", 6, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
+      Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).inplace(0),
+      Row("", "Abs", 6, shape_same_as_input0, cpu_abs, grad_abs).inplace(0),
+      Row("", "LeakyRelu", 6, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
+      Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
       Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
       Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
@@ -85,6 +89,11 @@ std::vector<OpDef> build_table() {
       Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr).internal().inplace(0),
       Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr).internal().inplace(0),
       Row(kMs, "TanhGrad", 1, shape_same_as_input0, cpu_tanh_grad, nullptr).internal().inplace(0),
+      Row(kMs, "LeakyReluGrad", 1, shape_same_as_input0, cpu_leaky_relu_grad, nullptr)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr).internal().inplace(0),
+      Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
       Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, nullptr).internal(),

@@ -46,6 +46,7 @@ class Sample:
     grad: list[str] | None = None          # inputs to differentiate (default: all float inputs)
     reference: bool = True                 # compare forward with onnx.reference
     random: bool = False                   # draws random numbers: reseed per call
+    reference_rtol: float = 1e-10          # looser where onnx.reference computes in float32
     name: str = ""
 
 
@@ -67,6 +68,15 @@ SAMPLES: dict[str, list[Sample]] = {
     "Log": [S({"x": rand(3, 4, low=0.5, high=2.0)})],
     "Sqrt": [S({"x": rand(3, 4, low=0.5, high=2.0)})],
     "Identity": [S({"x": rand(2, 3)})],
+    "Erf": [S({"x": rand(3, 4, low=-2, high=2)}, reference_rtol=1e-6)],
+    "Abs": [S({"x": away_from_zero(3, 4)})],
+    "LeakyRelu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.1}), S({"x": away_from_zero(5)})],
+    "Clip": [
+        S({"x": np.array([-0.9, -0.6, -0.3, 0.1, 0.4, 0.8])},
+          constants={"lo": np.asarray(-0.5), "hi": np.asarray(0.5)}, order=["x", "lo", "hi"]),
+        S({"x": np.array([-0.9, -0.2, 0.3])}, constants={"lo": np.asarray(0.0)},
+          order=["x", "lo"]),
+    ],
     "Cast": [S({"x": rand(2, 3)}, attrs={"to": 11})],
     "CastLike": [S({"x": rand(2, 3), "like": rand(1)}, grad=["x"])],
     "Expand": [S({"x": rand(3, 1)}, constants={"shape": i64([2, 3, 4])}, order=["x", "shape"])],
