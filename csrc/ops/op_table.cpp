@@ -68,6 +68,8 @@ std::vector<OpDef> build_table() {
       Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather),
       Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
       Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable(),
+      Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
+          .not_differentiable(),
       // ---- reductions ----
       Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
       Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),

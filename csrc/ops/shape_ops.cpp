@@ -286,6 +286,31 @@ void cpu_shape(OpContext& ctx) {
   for (int64_t i = 0; i < ctx.out(0).numel(); ++i) ctx.out(0).data<int64_t>()[i] = ctx.in(0).dim(start + i);
 }
 
+// ---- ConstantOfShape(shape; value): a tensor of that shape filled with value ----
+
+std::vector<OutputInfo> shape_constant_of_shape(const OpContext& ctx) {
+  const Attribute* value = ctx.node.attr("value");
+  DType t = value ? value->t.dtype() : DType::Float32;
+  if (value && value->t.numel() != 1) ctx.fail("value must hold exactly one element");
+  Shape shape = ctx.in(0).to_int_vector();
+  for (int64_t d : shape)
+    if (d < 0) ctx.fail("negative dimension in shape " + shape_str(shape));
+  return one_output(t, shape);
+}
+
+void cpu_constant_of_shape(OpContext& ctx) {
+  Tensor& y = ctx.out(0);
+  const Attribute* value = ctx.node.attr("value");
+  const size_t elem = dtype_size(y.dtype());
+  const char* fill = value ? static_cast<const char*>(value->t.raw()) : nullptr;
+  char* out = static_cast<char*>(y.raw());
+  if (!fill) {
+    std::memset(out, 0, y.nbytes());
+    return;
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) std::memcpy(out + i * elem, fill, elem);
+}
+
 // ---- Gather (and com.microsoft GatherGrad(shape, indices, dY; axis)) ----
 
 std::vector<OutputInfo> shape_gather(const OpContext& ctx) {

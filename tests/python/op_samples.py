@@ -102,6 +102,11 @@ SAMPLES: dict[str, list[Sample]] = {
           order=["data", "idx"]),
     ],
     "Constant": [S({}, attrs={"value": rand(2, 3)})],
+    "ConstantOfShape": [
+        S({}, constants={"shape": i64([2, 3])}, order=["shape"],
+          attrs={"value": np.array([1.5], dtype=np.float32)}),
+        S({}, constants={"shape": i64([4])}, order=["shape"]),
+    ],
     "Shape": [S({"x": rand(2, 3, 4)}), S({"x": rand(2, 3, 4)}, attrs={"start": 1})],
     "ReduceSum": [
         S({"x": rand(2, 3, 4)}, constants={"axes": i64([1])}, attrs={"keepdims": 0},

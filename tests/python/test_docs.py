@@ -11,3 +11,9 @@ def test_supported_ops_doc_is_current() -> None:
     result = subprocess.run([sys.executable, "tools/gen_ops_doc.py", "--check"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ops_header_is_current() -> None:
+    result = subprocess.run([sys.executable, "tools/gen_ops_header.py", "--check"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -34,7 +34,7 @@ def build_model(op: str, sample: Sample) -> onnx.ModelProto:
     ]
     inits = [numpy_helper.from_array(v, n) for n, v in sample.constants.items()]
     attrs = dict(sample.attrs)
-    if op == "Constant":
+    if isinstance(attrs.get("value"), np.ndarray):
         attrs["value"] = numpy_helper.from_array(attrs["value"], "value")
     node = helper.make_node(op, order, ["y"], name=f"{op}_under_test", **attrs)
     out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
