@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
+import sys
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +73,27 @@ def _preserve_state(module: torch.nn.Module):
         torch.random.set_rng_state(rng)
 
 
+@contextlib.contextmanager
+def _quiet_fds(enabled: bool):
+    """Sends what C++ code writes to stdout/stderr to a temporary file meanwhile."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as sink:
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
 def _owner(module: torch.nn.Module, dotted: str) -> tuple[torch.nn.Module, str]:
     *path, attr = dotted.split(".")
     owner = module
@@ -122,7 +146,10 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
             # The TorchScript exporter honours training mode (dropout, train-mode
             # BatchNorm with running-stat outputs) and keeps parameters as named
             # initializers when constant folding is off.
-            with torch.no_grad():
+            # verbose=True makes the exporter record each node's Python stack in its
+            # doc_string (the engine's errors quote the user's source line); the graph
+            # dump it also prints from C++ is kept off the terminal unless asked for.
+            with torch.no_grad(), _quiet_fds(enabled=not verbose):
                 torch.onnx.export(
                     wrapper,
                     tuple(t.detach() for t in tensors),
@@ -135,6 +162,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                     input_names=input_names,
                     opset_version=OPSET,
                     dynamic_axes=dynamic_axes,
+                    verbose=True,
                 )
         except ExportError:
             raise

@@ -74,7 +74,9 @@ size_t Node::num_inputs() const {
 
 std::string Node::describe() const {
   std::string d = domain.empty() ? op_type : domain + "::" + op_type;
-  return d + " node '" + name + "'";
+  d += " node '" + name + "'";
+  if (!source.empty()) d += " (from " + source + ")";
+  return d;
 }
 
 Value* Graph::find_value(const std::string& n) const {

@@ -60,6 +60,7 @@ struct Node {
   std::vector<Value*> outputs;  // nullptr marks an omitted optional output
   std::map<std::string, Attribute> attrs;
   const OpDef* def = nullptr;  // resolved against the op table
+  std::string source;          // Python location that produced the node, when the exporter said
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t def_value) const;

@@ -113,6 +113,24 @@ void set_type(Value* v, const pb::ValueInfoProto& vi) {
   }
 }
 
+// The exporter's doc_string is a Python stack, innermost frame first, one
+// "file(line): function" per line. The first frame outside torch's own package is the
+// user's code; otherwise the innermost frame.
+std::string source_of(const std::string& doc) {
+  std::string first;
+  size_t start = 0;
+  while (start < doc.size()) {
+    size_t end = doc.find('\n', start);
+    if (end == std::string::npos) end = doc.size();
+    std::string frame = doc.substr(start, end - start);
+    start = end + 1;
+    if (frame.empty()) continue;
+    if (first.empty()) first = frame;
+    if (frame.find("/torch/") == std::string::npos) return frame;
+  }
+  return first;
+}
+
 std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOptions& options) {
   auto graph = std::make_unique<Graph>();
   graph->opset_version = -1;
@@ -207,6 +225,7 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     Node* node = graph->add_node(np.op_type(), np.domain() == "ai.onnx" ? "" : np.domain(), inputs,
                                  outputs, node_name);
     for (const auto& ap : np.attribute()) node->attrs[ap.name()] = attribute_from_proto(ap, node_name);
+    node->source = source_of(np.doc_string());
     node->def = find_op(node->domain, node->op_type, graph->opset_version);
     if (!node->def) {
       bool known_elsewhere = false;

@@ -389,6 +389,8 @@ def test_unsupported_op_names_the_op_and_lists_supported_ops(module: nn.Module, 
     message = str(info.value)
     assert op in message
     assert "Supported ops" in message
+    # The Python line that produced the node, from the exporter's recorded stack.
+    assert "test_models_api.py(" in message
     assert "Gemm" in message.split("Supported ops", 1)[1]  # the list itself follows
 
 
