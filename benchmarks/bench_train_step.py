@@ -37,6 +37,11 @@ from typing import Any
 import torch
 from torch import nn
 
+# The example's model (examples/digits_cnn.py imports only torch, so the eager and compile
+# runners never import ortmodule).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from digits_cnn import DigitsCNN
+
 MODELS = ("mlp", "cnn", "cnn28")
 RUNNERS = ("ortmodule", "eager", "compile")
 BATCH_SIZE = 64
@@ -44,33 +49,6 @@ RESULT_PREFIX = "RESULT "
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "train_step.md"
 
 Result = dict[str, Any]  # median_ms, first_step_s, peak_rss_growth_mib, threads; or error
-
-
-class DigitsCNN(nn.Module):
-    """Same architecture as examples/train_digits_cnn.py; kept here so that the eager and
-    compile runners never import ortmodule."""
-
-    def __init__(self, channels: int, image_size: int, num_classes: int = 10) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, channels, 3, padding=1),
-            nn.BatchNorm2d(channels),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(channels, 2 * channels, 3, padding=1),
-            nn.BatchNorm2d(2 * channels),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
-        side = image_size // 4
-        self.classifier = nn.Sequential(
-            nn.Dropout(0.1),
-            nn.Flatten(),
-            nn.Linear(2 * channels * side * side, num_classes),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
 
 
 def make_model(name: str) -> tuple[nn.Module, torch.Tensor]:
