@@ -43,7 +43,9 @@ class GradContext {
   // Switches the forward node to an op with the same inputs and more outputs
   // (BatchNormalization -> BatchNormInternal).
   void replace_forward_op(const std::string& op, const std::string& domain);
-  Value* output_grad(size_t i) const { return i < output_grads_.size() ? output_grads_[i] : nullptr; }
+  Value* output_grad(size_t i) const {
+    return i < output_grads_.size() ? output_grads_[i] : nullptr;
+  }
   bool needs_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
   void set_input_grad(size_t i, Value* grad);
   const std::vector<Value*>& input_grads() const { return input_grads_; }

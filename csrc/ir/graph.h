@@ -55,7 +55,7 @@ struct Node {
   int id = -1;
   std::string name;
   std::string op_type;
-  std::string domain;  // "" is the ONNX default domain
+  std::string domain;           // "" is the ONNX default domain
   std::vector<Value*> inputs;   // nullptr marks an omitted optional input
   std::vector<Value*> outputs;  // nullptr marks an omitted optional output
   std::map<std::string, Attribute> attrs;

@@ -29,16 +29,26 @@ size_t dtype_size(DType t) {
 
 std::string dtype_name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int64: return "int64";
-    case DType::Int32: return "int32";
-    case DType::Int8: return "int8";
-    case DType::UInt8: return "uint8";
-    case DType::Bool: return "bool";
-    default: return "undefined";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Int64:
+      return "int64";
+    case DType::Int32:
+      return "int32";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Bool:
+      return "bool";
+    default:
+      return "undefined";
   }
 }
 
@@ -99,22 +109,32 @@ Tensor Tensor::view(const Shape& shape) const {
 
 int64_t Tensor::int_at(int64_t i) const {
   switch (dtype_) {
-    case DType::Int64: return data<int64_t>()[i];
-    case DType::Int32: return data<int32_t>()[i];
-    case DType::Float32: return static_cast<int64_t>(data<float>()[i]);
-    case DType::Float64: return static_cast<int64_t>(data<double>()[i]);
+    case DType::Int64:
+      return data<int64_t>()[i];
+    case DType::Int32:
+      return data<int32_t>()[i];
+    case DType::Float32:
+      return static_cast<int64_t>(data<float>()[i]);
+    case DType::Float64:
+      return static_cast<int64_t>(data<double>()[i]);
     case DType::Bool:
-    case DType::UInt8: return data<uint8_t>()[i];
-    case DType::Int8: return data<int8_t>()[i];
-    default: throw std::runtime_error("int_at: unsupported dtype " + dtype_name(dtype_));
+    case DType::UInt8:
+      return data<uint8_t>()[i];
+    case DType::Int8:
+      return data<int8_t>()[i];
+    default:
+      throw std::runtime_error("int_at: unsupported dtype " + dtype_name(dtype_));
   }
 }
 
 double Tensor::float_at(int64_t i) const {
   switch (dtype_) {
-    case DType::Float32: return data<float>()[i];
-    case DType::Float64: return data<double>()[i];
-    default: return static_cast<double>(int_at(i));
+    case DType::Float32:
+      return data<float>()[i];
+    case DType::Float64:
+      return data<double>()[i];
+    default:
+      return static_cast<double>(int_at(i));
   }
 }
 

@@ -29,7 +29,8 @@ struct Storage {
   // never overwritten by in-place kernels.
   bool writable = true;
   Storage() = default;
-  Storage(void* d, size_t b, std::function<void(void*)> del) : data(d), bytes(b), deleter(std::move(del)) {}
+  Storage(void* d, size_t b, std::function<void(void*)> del)
+      : data(d), bytes(b), deleter(std::move(del)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage() {

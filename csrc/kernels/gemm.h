@@ -12,7 +12,7 @@
 namespace ortmodule {
 
 template <typename T>
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
-          const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
 }  // namespace ortmodule

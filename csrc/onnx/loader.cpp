@@ -49,18 +49,31 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
     return t;
   }
   switch (dt) {
-    case DType::Float32: copy_field<decltype(tp.float_data()), float>(tp.float_data(), t); break;
-    case DType::Float64: copy_field<decltype(tp.double_data()), double>(tp.double_data(), t); break;
-    case DType::Int64: copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t); break;
-    case DType::Int32: copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t); break;
-    case DType::Int8: copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t); break;
+    case DType::Float32:
+      copy_field<decltype(tp.float_data()), float>(tp.float_data(), t);
+      break;
+    case DType::Float64:
+      copy_field<decltype(tp.double_data()), double>(tp.double_data(), t);
+      break;
+    case DType::Int64:
+      copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t);
+      break;
+    case DType::Int32:
+      copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t);
+      break;
+    case DType::Int8:
+      copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t);
+      break;
     case DType::UInt8:
-    case DType::Bool: copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t); break;
+    case DType::Bool:
+      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
+      break;
     case DType::Float16:
     case DType::BFloat16:
       copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
       break;
-    default: load_error("tensor '" + tp.name() + "' has no data");
+    default:
+      load_error("tensor '" + tp.name() + "' has no data");
   }
   return t;
 }
@@ -68,9 +81,18 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
 Attribute attribute_from_proto(const pb::AttributeProto& ap, const std::string& node) {
   Attribute a;
   switch (ap.type()) {
-    case pb::AttributeProto::INT: a.kind = Attribute::Kind::Int; a.i = ap.i(); break;
-    case pb::AttributeProto::FLOAT: a.kind = Attribute::Kind::Float; a.f = ap.f(); break;
-    case pb::AttributeProto::STRING: a.kind = Attribute::Kind::String; a.s = ap.s(); break;
+    case pb::AttributeProto::INT:
+      a.kind = Attribute::Kind::Int;
+      a.i = ap.i();
+      break;
+    case pb::AttributeProto::FLOAT:
+      a.kind = Attribute::Kind::Float;
+      a.f = ap.f();
+      break;
+    case pb::AttributeProto::STRING:
+      a.kind = Attribute::Kind::String;
+      a.s = ap.s();
+      break;
     case pb::AttributeProto::INTS:
       a.kind = Attribute::Kind::Ints;
       a.ints.assign(ap.ints().begin(), ap.ints().end());
@@ -140,9 +162,9 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
   if (graph->opset_version < 0) load_error("the model imports no opset of the ONNX domain");
   const int64_t kMinOpset = 7, kMaxOpset = 23;
   if (graph->opset_version < kMinOpset || graph->opset_version > kMaxOpset) {
-    load_error("opset " + std::to_string(graph->opset_version) + " is not supported (supported: " +
-               std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-               "); export with opset_version=17");
+    load_error("opset " + std::to_string(graph->opset_version) +
+               " is not supported (supported: " + std::to_string(kMinOpset) + " to " +
+               std::to_string(kMaxOpset) + "); export with opset_version=17");
   }
   const pb::GraphProto& gp = model.graph();
   graph->name = gp.name();
@@ -194,7 +216,8 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
   std::unordered_map<std::string, Value*> produced;
   int index = 0;
   for (const auto& np : gp.node()) {
-    std::string node_name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+    std::string node_name =
+        np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
     ++index;
     std::vector<Value*> inputs;
     for (const std::string& in : np.input()) {
@@ -216,7 +239,8 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
       }
       Value* v = graph->find_value(out);
       if (v && (v->producer || v->initializer.defined() || produced.count(out))) {
-        load_error("value '" + out + "' is produced twice (second time by node '" + node_name + "')");
+        load_error("value '" + out + "' is produced twice (second time by node '" + node_name +
+                   "')");
       }
       if (!v) v = graph->new_value(out);
       produced[out] = v;
@@ -224,12 +248,14 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     }
     Node* node = graph->add_node(np.op_type(), np.domain() == "ai.onnx" ? "" : np.domain(), inputs,
                                  outputs, node_name);
-    for (const auto& ap : np.attribute()) node->attrs[ap.name()] = attribute_from_proto(ap, node_name);
+    for (const auto& ap : np.attribute())
+      node->attrs[ap.name()] = attribute_from_proto(ap, node_name);
     node->source = source_of(np.doc_string());
     node->def = find_op(node->domain, node->op_type, graph->opset_version);
     if (!node->def) {
       bool known_elsewhere = false;
-      for (const OpDef& d : op_table()) known_elsewhere |= d.domain == node->domain && d.op_type == node->op_type;
+      for (const OpDef& d : op_table())
+        known_elsewhere |= d.domain == node->domain && d.op_type == node->op_type;
       std::string why = known_elsewhere
                             ? " is not supported at opset " + std::to_string(graph->opset_version)
                             : " is not supported";

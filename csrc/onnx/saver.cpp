@@ -25,17 +25,28 @@ void fill_value_info(const Value* v, pb::ValueInfoProto* vi) {
   auto* shape = tt->mutable_shape();
   for (const Dim& d : v->shape) {
     auto* dim = shape->add_dim();
-    if (d.value >= 0) dim->set_dim_value(d.value);
-    else if (!d.param.empty()) dim->set_dim_param(d.param);
+    if (d.value >= 0)
+      dim->set_dim_value(d.value);
+    else if (!d.param.empty())
+      dim->set_dim_param(d.param);
   }
 }
 
 void fill_attribute(const std::string& name, const Attribute& a, pb::AttributeProto* ap) {
   ap->set_name(name);
   switch (a.kind) {
-    case Attribute::Kind::Int: ap->set_type(pb::AttributeProto::INT); ap->set_i(a.i); break;
-    case Attribute::Kind::Float: ap->set_type(pb::AttributeProto::FLOAT); ap->set_f(static_cast<float>(a.f)); break;
-    case Attribute::Kind::String: ap->set_type(pb::AttributeProto::STRING); ap->set_s(a.s); break;
+    case Attribute::Kind::Int:
+      ap->set_type(pb::AttributeProto::INT);
+      ap->set_i(a.i);
+      break;
+    case Attribute::Kind::Float:
+      ap->set_type(pb::AttributeProto::FLOAT);
+      ap->set_f(static_cast<float>(a.f));
+      break;
+    case Attribute::Kind::String:
+      ap->set_type(pb::AttributeProto::STRING);
+      ap->set_s(a.s);
+      break;
     case Attribute::Kind::Ints:
       ap->set_type(pb::AttributeProto::INTS);
       for (int64_t v : a.ints) ap->add_ints(v);

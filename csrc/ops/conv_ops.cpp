@@ -36,7 +36,9 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   }
   bool one_d = x.size() == 3;
   size_t sd = x.size() - 2;
-  if (kernel.size() != sd) ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for " + std::to_string(sd) + " spatial dims");
+  if (kernel.size() != sd)
+    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for " +
+             std::to_string(sd) + " spatial dims");
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
@@ -46,7 +48,8 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < sd; ++i) {
       int64_t out = (in[i] + strides[i] - 1) / strides[i];
-      int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1 - in[i]);
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * strides[i] + dil[i] * (kernel[i] - 1) + 1 - in[i]);
       int64_t small = total / 2, big = total - small;
       pads[i] = auto_pad == "SAME_UPPER" ? small : big;
       pads[i + sd] = auto_pad == "SAME_UPPER" ? big : small;
@@ -83,8 +86,9 @@ Shape window_out_shape(const Window& w, int64_t channels) {
 }
 
 Pool2dParams pool_params(const Window& w, bool count_include_pad) {
-  return Pool2dParams{w.N, w.C, w.H, w.W, w.kH, w.kW, w.outH, w.outW, w.stride_h, w.stride_w,
-                      w.pad_top, w.pad_left, w.dil_h, w.dil_w, count_include_pad};
+  return Pool2dParams{w.N,       w.C,        w.H,     w.W,        w.kH,
+                      w.kW,      w.outH,     w.outW,  w.stride_h, w.stride_w,
+                      w.pad_top, w.pad_left, w.dil_h, w.dil_w,    count_include_pad};
 }
 
 std::vector<int64_t> conv_kernel_shape(const OpContext& ctx, const Shape& weight) {
@@ -100,8 +104,9 @@ Conv2dParams conv_params(const OpContext& ctx, const Shape& x, const Shape& weig
     ctx.fail("input " + shape_str(x) + " and weight " + shape_str(weight) +
              " do not match group=" + std::to_string(group));
   }
-  return Conv2dParams{w.N, w.C, w.H, w.W, weight[0], w.kH, w.kW, w.outH, w.outW, group,
-                      w.stride_h, w.stride_w, w.pad_top, w.pad_left, w.dil_h, w.dil_w};
+  return Conv2dParams{w.N,       w.C,        w.H,     w.W,    weight[0],  w.kH,
+                      w.kW,      w.outH,     w.outW,  group,  w.stride_h, w.stride_w,
+                      w.pad_top, w.pad_left, w.dil_h, w.dil_w};
 }
 
 // Copies the attributes that define the window geometry onto a gradient node.
@@ -121,7 +126,8 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   const Shape& x = ctx.in(0).shape();
   const Shape& w = ctx.in(1).shape();
-  if (w.size() != x.size()) ctx.fail("weight " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
+  if (w.size() != x.size())
+    ctx.fail("weight " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
   Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
   conv_params(ctx, x, w);
   return one_output(ctx.in(0).dtype(), window_out_shape(win, w[0]));
@@ -129,10 +135,11 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
 
 void cpu_conv(OpContext& ctx) {
   Conv2dParams p = conv_params(ctx, ctx.in(0).shape(), ctx.in(1).shape());
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      conv2d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
-                                               ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr,
-                                               ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      conv2d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
+                               ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr,
+                               ctx.out(0).data<scalar_t>()));
 }
 
 std::vector<OutputInfo> shape_conv_grad(const OpContext& ctx) {
@@ -151,10 +158,12 @@ void cpu_conv_grad(OpContext& ctx) {
 }
 
 void grad_conv(GradContext& g) {
-  std::vector<Value*> grads = g.emit_multi("ConvGrad", {g.output_grad(0), g.input(0), g.input(1)},
-                                           {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)}, {},
-                                           "com.microsoft");
-  copy_window_attrs(g.node(), grads[0] ? grads[0]->producer : grads[1] ? grads[1]->producer : grads[2]->producer);
+  std::vector<Value*> grads =
+      g.emit_multi("ConvGrad", {g.output_grad(0), g.input(0), g.input(1)},
+                   {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)}, {}, "com.microsoft");
+  copy_window_attrs(g.node(), grads[0]   ? grads[0]->producer
+                              : grads[1] ? grads[1]->producer
+                                         : grads[2]->producer);
   for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);
 }
 
@@ -183,14 +192,16 @@ std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {
 
 void cpu_maxpool_grad(OpContext& ctx) {
   Window w = make_window(ctx, ctx.in(2).to_int_vector(), ctx.node.attr_ints("kernel_shape"));
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
-                                                   ctx.in(1).data<int64_t>(), ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
+                                   ctx.in(1).data<int64_t>(), ctx.out(0).data<scalar_t>()));
 }
 
 void grad_maxpool(GradContext& g) {
   Value* indices = g.forward_output(1, "indices");
-  Value* dx = g.emit("MaxPoolGrad", {g.output_grad(0), indices, g.shape_of(g.input(0))}, {}, "ai.ortmodule");
+  Value* dx = g.emit("MaxPoolGrad", {g.output_grad(0), indices, g.shape_of(g.input(0))}, {},
+                     "ai.ortmodule");
   copy_window_attrs(g.node(), dx->producer);
   g.set_input_grad(0, dx);
 }
@@ -205,21 +216,24 @@ std::vector<OutputInfo> shape_avgpool(const OpContext& ctx) {
 void cpu_avgpool(OpContext& ctx) {
   Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      avgpool2d_forward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
-                                                  ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      avgpool2d_forward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
+                                  ctx.out(0).data<scalar_t>()));
 }
 
 void cpu_avgpool_grad(OpContext& ctx) {
   Window w = make_window(ctx, ctx.in(1).to_int_vector(), ctx.node.attr_ints("kernel_shape"));
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      avgpool2d_backward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
-                                                   ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      avgpool2d_backward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
+                                   ctx.out(0).data<scalar_t>()));
 }
 
 void grad_avgpool(GradContext& g) {
-  Value* dx = g.emit("AveragePoolGrad", {g.output_grad(0), g.shape_of(g.input(0))}, {}, "ai.ortmodule");
+  Value* dx =
+      g.emit("AveragePoolGrad", {g.output_grad(0), g.shape_of(g.input(0))}, {}, "ai.ortmodule");
   copy_window_attrs(g.node(), dx->producer);
   g.set_input_grad(0, dx);
 }
@@ -235,21 +249,23 @@ std::vector<OutputInfo> shape_global_avgpool(const OpContext& ctx) {
 
 void cpu_global_avgpool(OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      global_avgpool_forward<scalar_t>(s[0], s[1], dims_product(s, 2, s.size()),
-                                                       ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      global_avgpool_forward<scalar_t>(s[0], s[1], dims_product(s, 2, s.size()),
+                                       ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
 }
 
 void cpu_global_avgpool_grad(OpContext& ctx) {
   Shape s = ctx.in(1).to_int_vector();
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      global_avgpool_backward<scalar_t>(s[0], s[1], dims_product(s, 2, s.size()),
-                                                        ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      global_avgpool_backward<scalar_t>(s[0], s[1], dims_product(s, 2, s.size()),
+                                        ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
 }
 
 void grad_global_avgpool(GradContext& g) {
-  g.set_input_grad(0, g.emit("GlobalAveragePoolGrad", {g.output_grad(0), g.shape_of(g.input(0))}, {},
-                             "ai.ortmodule"));
+  g.set_input_grad(0, g.emit("GlobalAveragePoolGrad", {g.output_grad(0), g.shape_of(g.input(0))},
+                             {}, "ai.ortmodule"));
 }
 
 // ---- BatchNormalization / com.microsoft BatchNormInternal / BatchNormalizationGrad ----
@@ -285,7 +301,8 @@ std::vector<OutputInfo> shape_batchnorm(const OpContext& ctx) {
 void cpu_batchnorm(OpContext& ctx) {
   int64_t N, C, S;
   bn_dims(ctx, &N, &C, &S);
-  double eps = ctx.node.attr_float("epsilon", 1e-5), momentum = ctx.node.attr_float("momentum", 0.9);
+  double eps = ctx.node.attr_float("epsilon", 1e-5),
+         momentum = ctx.node.attr_float("momentum", 0.9);
   bool training = ctx.node.attr_int("training_mode", 0) != 0;
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     auto in = [&](size_t i) { return ctx.in(i).data<scalar_t>(); };
@@ -320,9 +337,9 @@ void cpu_batchnorm_grad(OpContext& ctx) {
   int64_t N = x[0], C = x[1], S = dims_product(x, 2, x.size());
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     auto ptr = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
-    batchnorm_train_backward<scalar_t>(N, C, S, ctx.in(1).data<scalar_t>(), ctx.in(0).data<scalar_t>(),
-                                       ctx.in(2).data<scalar_t>(), ctx.in(3).data<scalar_t>(),
-                                       ctx.in(4).data<scalar_t>(), ptr(0), ptr(1), ptr(2));
+    batchnorm_train_backward<scalar_t>(
+        N, C, S, ctx.in(1).data<scalar_t>(), ctx.in(0).data<scalar_t>(), ctx.in(2).data<scalar_t>(),
+        ctx.in(3).data<scalar_t>(), ctx.in(4).data<scalar_t>(), ptr(0), ptr(1), ptr(2));
   });
 }
 
@@ -360,7 +377,8 @@ void grad_batchnorm(GradContext& g) {
   Value* saved_mean = g.forward_output(3, "saved_mean");
   Value* saved_inv_std = g.forward_output(4, "saved_inv_std");
   std::vector<Value*> grads = g.emit_multi(
-      "BatchNormalizationGrad", {g.output_grad(0), g.input(0), g.input(1), saved_mean, saved_inv_std},
+      "BatchNormalizationGrad",
+      {g.output_grad(0), g.input(0), g.input(1), saved_mean, saved_inv_std},
       {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)},
       {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5))}}, "com.microsoft");
   for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);

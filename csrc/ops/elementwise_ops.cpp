@@ -45,13 +45,20 @@ void run_binary(OpContext& ctx, F f) {
   Tensor& y = ctx.out(0);
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx,
                         binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
-                                   y.shape(), y.data<scalar_t>(),
-                                   [&](scalar_t p, scalar_t q) { return static_cast<scalar_t>(f(p, q)); }));
+                                   y.shape(), y.data<scalar_t>(), [&](scalar_t p, scalar_t q) {
+                                     return static_cast<scalar_t>(f(p, q));
+                                   }));
 }
 
-void cpu_add(OpContext& ctx) { run_binary(ctx, [](auto p, auto q) { return p + q; }); }
-void cpu_sub(OpContext& ctx) { run_binary(ctx, [](auto p, auto q) { return p - q; }); }
-void cpu_mul(OpContext& ctx) { run_binary(ctx, [](auto p, auto q) { return p * q; }); }
+void cpu_add(OpContext& ctx) {
+  run_binary(ctx, [](auto p, auto q) { return p + q; });
+}
+void cpu_sub(OpContext& ctx) {
+  run_binary(ctx, [](auto p, auto q) { return p - q; });
+}
+void cpu_mul(OpContext& ctx) {
+  run_binary(ctx, [](auto p, auto q) { return p * q; });
+}
 void cpu_div(OpContext& ctx) {
   if (!dtype_is_floating(ctx.in(0).dtype())) {
     // Integer division truncates toward zero like C++, which is what ONNX requires.
@@ -74,9 +81,8 @@ void cpu_sum(OpContext& ctx) {
                  y.data<scalar_t>(), [](scalar_t p, scalar_t) { return p; });
       break;
     }
-    binary_map(first.shape(), first.data<scalar_t>(), ctx.in(1).shape(),
-               ctx.in(1).data<scalar_t>(), y.shape(), y.data<scalar_t>(),
-               [](scalar_t p, scalar_t q) { return p + q; });
+    binary_map(first.shape(), first.data<scalar_t>(), ctx.in(1).shape(), ctx.in(1).data<scalar_t>(),
+               y.shape(), y.data<scalar_t>(), [](scalar_t p, scalar_t q) { return p + q; });
     for (size_t i = 2; i < ctx.num_inputs(); ++i) {
       binary_map(y.shape(), y.data<scalar_t>(), ctx.in(i).shape(), ctx.in(i).data<scalar_t>(),
                  y.shape(), y.data<scalar_t>(), [](scalar_t p, scalar_t q) { return p + q; });
@@ -100,17 +106,34 @@ void cpu_neg(OpContext& ctx) {
                         unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
                                   [](scalar_t v) { return static_cast<scalar_t>(-v); }));
 }
-void cpu_relu(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return math::relu(v); }); }
-void cpu_sigmoid(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return math::sigmoid(v); }); }
-void cpu_tanh(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return math::tanh_fwd(v); }); }
-void cpu_exp(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::exp(v); }); }
-void cpu_log(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::log(v); }); }
-void cpu_sqrt(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::sqrt(v); }); }
-void cpu_erf(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::erf(v); }); }
-void cpu_abs(OpContext& ctx) { run_unary_float(ctx, [](auto v) { return std::abs(v); }); }
+void cpu_relu(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return math::relu(v); });
+}
+void cpu_sigmoid(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return math::sigmoid(v); });
+}
+void cpu_tanh(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return math::tanh_fwd(v); });
+}
+void cpu_exp(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return std::exp(v); });
+}
+void cpu_log(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return std::log(v); });
+}
+void cpu_sqrt(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return std::sqrt(v); });
+}
+void cpu_erf(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return std::erf(v); });
+}
+void cpu_abs(OpContext& ctx) {
+  run_unary_float(ctx, [](auto v) { return std::abs(v); });
+}
 void cpu_leaky_relu(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
-  run_unary_float(ctx, [alpha](auto v) { return math::leaky_relu(v, static_cast<decltype(v)>(alpha)); });
+  run_unary_float(ctx,
+                  [alpha](auto v) { return math::leaky_relu(v, static_cast<decltype(v)>(alpha)); });
 }
 void cpu_view(OpContext&) {}  // the output is a view made by the executor
 
@@ -122,16 +145,24 @@ void run_grad_binary(OpContext& ctx, F f) {
   if (dy.numel() != y.numel()) {
     ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(y.shape()));
   }
-  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx,
-                      binary_map(dy.shape(), dy.data<scalar_t>(), y.shape(), y.data<scalar_t>(),
-                                 ctx.out(0).shape(), ctx.out(0).data<scalar_t>(),
-                                 [&](scalar_t g, scalar_t v) { return f(g, v); }));
+  ORTM_DISPATCH_FLOAT(
+      dy.dtype(), ctx,
+      binary_map(dy.shape(), dy.data<scalar_t>(), y.shape(), y.data<scalar_t>(), ctx.out(0).shape(),
+                 ctx.out(0).data<scalar_t>(), [&](scalar_t g, scalar_t v) { return f(g, v); }));
 }
-void cpu_relu_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::relu_grad(g, v); }); }
-void cpu_sigmoid_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::sigmoid_grad(g, v); }); }
-void cpu_tanh_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::tanh_grad(g, v); }); }
+void cpu_relu_grad(OpContext& ctx) {
+  run_grad_binary(ctx, [](auto g, auto v) { return math::relu_grad(g, v); });
+}
+void cpu_sigmoid_grad(OpContext& ctx) {
+  run_grad_binary(ctx, [](auto g, auto v) { return math::sigmoid_grad(g, v); });
+}
+void cpu_tanh_grad(OpContext& ctx) {
+  run_grad_binary(ctx, [](auto g, auto v) { return math::tanh_grad(g, v); });
+}
 
-void cpu_erf_grad(OpContext& ctx) { run_grad_binary(ctx, [](auto g, auto v) { return math::erf_grad(g, v); }); }
+void cpu_erf_grad(OpContext& ctx) {
+  run_grad_binary(ctx, [](auto g, auto v) { return math::erf_grad(g, v); });
+}
 // LeakyReluGrad(dY, Y; alpha)
 void cpu_leaky_relu_grad(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
@@ -180,12 +211,23 @@ template <typename Src>
 void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
   int64_t n = y.numel();
   switch (y.dtype()) {
-    case DType::Float32: unary_map(n, x, y.data<float>(), [](Src v) { return static_cast<float>(v); }); break;
-    case DType::Float64: unary_map(n, x, y.data<double>(), [](Src v) { return static_cast<double>(v); }); break;
-    case DType::Int64: unary_map(n, x, y.data<int64_t>(), [](Src v) { return static_cast<int64_t>(v); }); break;
-    case DType::Int32: unary_map(n, x, y.data<int32_t>(), [](Src v) { return static_cast<int32_t>(v); }); break;
-    case DType::Bool: unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v != Src(0)); }); break;
-    default: ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
+    case DType::Float32:
+      unary_map(n, x, y.data<float>(), [](Src v) { return static_cast<float>(v); });
+      break;
+    case DType::Float64:
+      unary_map(n, x, y.data<double>(), [](Src v) { return static_cast<double>(v); });
+      break;
+    case DType::Int64:
+      unary_map(n, x, y.data<int64_t>(), [](Src v) { return static_cast<int64_t>(v); });
+      break;
+    case DType::Int32:
+      unary_map(n, x, y.data<int32_t>(), [](Src v) { return static_cast<int32_t>(v); });
+      break;
+    case DType::Bool:
+      unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v != Src(0)); });
+      break;
+    default:
+      ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
   }
 }
 
@@ -193,18 +235,30 @@ void cpu_cast(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
   switch (x.dtype()) {
-    case DType::Float32: cast_from(ctx, x.data<float>(), y); break;
-    case DType::Float64: cast_from(ctx, x.data<double>(), y); break;
-    case DType::Int64: cast_from(ctx, x.data<int64_t>(), y); break;
-    case DType::Int32: cast_from(ctx, x.data<int32_t>(), y); break;
-    case DType::Bool: cast_from(ctx, x.data<uint8_t>(), y); break;
-    default: ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");
+    case DType::Float32:
+      cast_from(ctx, x.data<float>(), y);
+      break;
+    case DType::Float64:
+      cast_from(ctx, x.data<double>(), y);
+      break;
+    case DType::Int64:
+      cast_from(ctx, x.data<int64_t>(), y);
+      break;
+    case DType::Int32:
+      cast_from(ctx, x.data<int32_t>(), y);
+      break;
+    case DType::Bool:
+      cast_from(ctx, x.data<uint8_t>(), y);
+      break;
+    default:
+      ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");
   }
 }
 
 std::vector<OutputInfo> shape_cast(const OpContext& ctx) {
   int64_t to = ctx.node.attr_int("to", 0);
-  if (!dtype_is_supported(static_cast<int32_t>(to))) ctx.fail("unsupported target type " + std::to_string(to));
+  if (!dtype_is_supported(static_cast<int32_t>(to)))
+    ctx.fail("unsupported target type " + std::to_string(to));
   return one_output(static_cast<DType>(to), ctx.in(0).shape());
 }
 
@@ -231,10 +285,13 @@ void cpu_sum_to_shape(OpContext& ctx) {
 }
 
 // ScalarLike(x; value): a 0-d tensor holding `value` in x's dtype.
-std::vector<OutputInfo> shape_scalar_like(const OpContext& ctx) { return one_output(ctx.in(0).dtype(), {}); }
+std::vector<OutputInfo> shape_scalar_like(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), {});
+}
 void cpu_scalar_like(OpContext& ctx) {
   double v = ctx.node.attr_float("value", 0.0);
-  ORTM_DISPATCH_NUMERIC(ctx.out(0).dtype(), ctx, ctx.out(0).data<scalar_t>()[0] = static_cast<scalar_t>(v));
+  ORTM_DISPATCH_NUMERIC(ctx.out(0).dtype(), ctx,
+                        ctx.out(0).data<scalar_t>()[0] = static_cast<scalar_t>(v));
 }
 
 // Expand(x, shape)
@@ -245,9 +302,10 @@ std::vector<OutputInfo> shape_expand(const OpContext& ctx) {
 void cpu_expand(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
-                        binary_map(x.shape(), x.data<scalar_t>(), Shape{}, x.data<scalar_t>(),
-                                   y.shape(), y.data<scalar_t>(), [](scalar_t p, scalar_t) { return p; }));
+  ORTM_DISPATCH_NUMERIC(
+      x.dtype(), ctx,
+      binary_map(x.shape(), x.data<scalar_t>(), Shape{}, x.data<scalar_t>(), y.shape(),
+                 y.data<scalar_t>(), [](scalar_t p, scalar_t) { return p; }));
 }
 
 // ---- gradient rules ----
@@ -259,13 +317,16 @@ void grad_add(GradContext& g) {
 
 void grad_sub(GradContext& g) {
   if (g.needs_grad(0)) g.set_input_grad(0, g.sum_to_shape(g.output_grad(0), g.input(0)));
-  if (g.needs_grad(1)) g.set_input_grad(1, g.sum_to_shape(g.emit("Neg", {g.output_grad(0)}), g.input(1)));
+  if (g.needs_grad(1))
+    g.set_input_grad(1, g.sum_to_shape(g.emit("Neg", {g.output_grad(0)}), g.input(1)));
 }
 
 void grad_mul(GradContext& g) {
   Value* dy = g.output_grad(0);
-  if (g.needs_grad(0)) g.set_input_grad(0, g.sum_to_shape(g.emit("Mul", {dy, g.input(1)}), g.input(0)));
-  if (g.needs_grad(1)) g.set_input_grad(1, g.sum_to_shape(g.emit("Mul", {dy, g.input(0)}), g.input(1)));
+  if (g.needs_grad(0))
+    g.set_input_grad(0, g.sum_to_shape(g.emit("Mul", {dy, g.input(1)}), g.input(0)));
+  if (g.needs_grad(1))
+    g.set_input_grad(1, g.sum_to_shape(g.emit("Mul", {dy, g.input(0)}), g.input(1)));
 }
 
 void grad_div(GradContext& g) {
@@ -313,26 +374,37 @@ void grad_erf(GradContext& g) {
 }
 void grad_abs(GradContext& g) {
   // sign(x) = x / max(|x|, tiny): exact away from 0 and 0 at 0, as in PyTorch.
-  Value* sign = g.emit("Div", {g.input(0), g.emit("Clip", {g.output(0), g.scalar_constant(1e-30, g.output(0))})});
+  Value* sign = g.emit(
+      "Div", {g.input(0), g.emit("Clip", {g.output(0), g.scalar_constant(1e-30, g.output(0))})});
   g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), sign}));
 }
 void grad_leaky_relu(GradContext& g) {
-  g.set_input_grad(0, g.emit("LeakyReluGrad", {g.output_grad(0), g.output(0)},
-                             {{"alpha", Attribute::make_float(g.node().attr_float("alpha", 0.01f))}},
-                             "com.microsoft"));
+  g.set_input_grad(0,
+                   g.emit("LeakyReluGrad", {g.output_grad(0), g.output(0)},
+                          {{"alpha", Attribute::make_float(g.node().attr_float("alpha", 0.01f))}},
+                          "com.microsoft"));
 }
 void grad_clip(GradContext& g) {
-  if (g.needs_grad(1) || g.needs_grad(2)) g.fail("gradients with respect to the bounds are not supported");
+  if (g.needs_grad(1) || g.needs_grad(2))
+    g.fail("gradients with respect to the bounds are not supported");
   g.set_input_grad(0, g.emit("ClipGrad", {g.output_grad(0), g.input(0), g.input(1), g.input(2)}, {},
                              "ai.ortmodule"));
 }
-void grad_exp(GradContext& g) { g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.output(0)})); }
-void grad_log(GradContext& g) { g.set_input_grad(0, g.emit("Div", {g.output_grad(0), g.input(0)})); }
+void grad_exp(GradContext& g) {
+  g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.output(0)}));
+}
+void grad_log(GradContext& g) {
+  g.set_input_grad(0, g.emit("Div", {g.output_grad(0), g.input(0)}));
+}
 void grad_sqrt(GradContext& g) {
   Value* half = g.scalar_constant(0.5, g.output(0));
   g.set_input_grad(0, g.emit("Mul", {g.emit("Div", {g.output_grad(0), g.output(0)}), half}));
 }
-void grad_cast(GradContext& g) { g.set_input_grad(0, g.emit("CastLike", {g.output_grad(0), g.input(0)})); }
-void grad_expand(GradContext& g) { g.set_input_grad(0, g.sum_to_shape(g.output_grad(0), g.input(0))); }
+void grad_cast(GradContext& g) {
+  g.set_input_grad(0, g.emit("CastLike", {g.output_grad(0), g.input(0)}));
+}
+void grad_expand(GradContext& g) {
+  g.set_input_grad(0, g.sum_to_shape(g.output_grad(0), g.input(0)));
+}
 
 }  // namespace ortmodule

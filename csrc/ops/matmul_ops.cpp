@@ -59,7 +59,8 @@ void grad_gemm(GradContext& g) {
   Value* b = g.input(1);
   auto gemm_node = [&](Value* p, Value* q, bool tp, bool tq) {
     return g.emit("Gemm", {p, q},
-                  {{"transA", Attribute::make_int(tp)}, {"transB", Attribute::make_int(tq)},
+                  {{"transA", Attribute::make_int(tp)},
+                   {"transB", Attribute::make_int(tq)},
                    {"alpha", Attribute::make_float(alpha)}});
   };
   if (g.needs_grad(0)) {
@@ -109,11 +110,10 @@ void cpu_fused_matmul(OpContext& ctx) {
   y.push_back(ta ? a[a.size() - 1] : a[a.size() - 2]);
   y.push_back(tb ? b[b.size() - 2] : b[b.size() - 1]);
   double alpha = ctx.node.attr_float("alpha", 1.0);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      batched_matmul<scalar_t>(a, ctx.in(0).data<scalar_t>(), ta, b,
-                                               ctx.in(1).data<scalar_t>(), tb,
-                                               static_cast<scalar_t>(alpha), y,
-                                               ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      batched_matmul<scalar_t>(a, ctx.in(0).data<scalar_t>(), ta, b, ctx.in(1).data<scalar_t>(), tb,
+                               static_cast<scalar_t>(alpha), y, ctx.out(0).data<scalar_t>()));
 }
 
 void grad_matmul(GradContext& g) {
@@ -124,7 +124,8 @@ void grad_matmul(GradContext& g) {
   double alpha = g.node().attr_float("alpha", 1.0);
   auto fused = [&](Value* p, Value* q, bool tp, bool tq) {
     return g.emit("FusedMatMul", {p, q},
-                  {{"transA", Attribute::make_int(tp)}, {"transB", Attribute::make_int(tq)},
+                  {{"transA", Attribute::make_int(tp)},
+                   {"transB", Attribute::make_int(tq)},
                    {"alpha", Attribute::make_float(alpha)}},
                   "com.microsoft");
   };

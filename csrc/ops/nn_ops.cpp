@@ -12,7 +12,8 @@ namespace ortmodule {
 // ---- Softmax / LogSoftmax (opset 13 semantics: normalised along one axis) ----
 
 namespace {
-void softmax_dims(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim, int64_t* inner) {
+void softmax_dims(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
+                  int64_t* inner) {
   int64_t rank = static_cast<int64_t>(s.size());
   int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", -1), rank);
   *outer = dims_product(s, 0, axis);
@@ -35,15 +36,16 @@ void run_softmax_grad(OpContext& ctx, bool log) {
   const Tensor& y = ctx.in(1);
   int64_t outer, dim, inner;
   softmax_dims(ctx, y.shape(), &outer, &dim, &inner);
-  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx,
-                      softmax_backward<scalar_t>(outer, dim, inner, dy.data<scalar_t>(),
-                                                 y.data<scalar_t>(), ctx.out(0).data<scalar_t>(), log));
+  ORTM_DISPATCH_FLOAT(
+      dy.dtype(), ctx,
+      softmax_backward<scalar_t>(outer, dim, inner, dy.data<scalar_t>(), y.data<scalar_t>(),
+                                 ctx.out(0).data<scalar_t>(), log));
 }
 
 void grad_softmax_common(GradContext& g, const char* op) {
-  g.set_input_grad(0, g.emit(op, {g.output_grad(0), g.output(0)},
-                             {{"axis", Attribute::make_int(g.node().attr_int("axis", -1))}},
-                             "com.microsoft"));
+  g.set_input_grad(
+      0, g.emit(op, {g.output_grad(0), g.output(0)},
+                {{"axis", Attribute::make_int(g.node().attr_int("axis", -1))}}, "com.microsoft"));
 }
 }  // namespace
 
@@ -177,10 +179,9 @@ void cpu_softmax_cross_entropy(OpContext& ctx) {
   Tensor log_prob = ctx.has_output(1) ? ctx.out(1) : Tensor::empty(scores.dtype(), scores.shape());
   ORTM_DISPATCH_FLOAT(scores.dtype(), ctx, {
     const scalar_t* w = ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr;
-    softmax_cross_entropy_forward<scalar_t>(N, C, D, scores.data<scalar_t>(),
-                                            ctx.in(1).data<int64_t>(), w, reduction_of(ctx), ignore,
-                                            has_ignore, ctx.out(0).data<scalar_t>(),
-                                            log_prob.data<scalar_t>());
+    softmax_cross_entropy_forward<scalar_t>(
+        N, C, D, scores.data<scalar_t>(), ctx.in(1).data<int64_t>(), w, reduction_of(ctx), ignore,
+        has_ignore, ctx.out(0).data<scalar_t>(), log_prob.data<scalar_t>());
   });
 }
 
@@ -197,10 +198,9 @@ void cpu_softmax_cross_entropy_grad(OpContext& ctx) {
   int64_t ignore = ctx.node.attr_int("ignore_index", -100);
   ORTM_DISPATCH_FLOAT(log_prob.dtype(), ctx, {
     const scalar_t* w = ctx.has_input(3) ? ctx.in(3).data<scalar_t>() : nullptr;
-    softmax_cross_entropy_backward<scalar_t>(N, C, D, ctx.in(0).data<scalar_t>(),
-                                             log_prob.data<scalar_t>(), ctx.in(2).data<int64_t>(),
-                                             w, reduction_of(ctx), ignore, has_ignore,
-                                             ctx.out(0).data<scalar_t>());
+    softmax_cross_entropy_backward<scalar_t>(
+        N, C, D, ctx.in(0).data<scalar_t>(), log_prob.data<scalar_t>(), ctx.in(2).data<int64_t>(),
+        w, reduction_of(ctx), ignore, has_ignore, ctx.out(0).data<scalar_t>());
   });
 }
 
@@ -208,10 +208,11 @@ void grad_softmax_cross_entropy(GradContext& g) {
   if (g.needs_grad(2)) g.fail("gradient with respect to the class weights is not supported");
   Node& n = g.node();
   Value* log_prob = g.forward_output(1, "log_prob");
-  Node* grad_node = g.emit("SoftmaxCrossEntropyLossGrad",
-                           {g.output_grad(0), log_prob, g.input(1), g.input(2)},
-                           {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
-                           "com.microsoft")->producer;
+  Node* grad_node =
+      g.emit("SoftmaxCrossEntropyLossGrad", {g.output_grad(0), log_prob, g.input(1), g.input(2)},
+             {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
+             "com.microsoft")
+          ->producer;
   if (n.has_attr("ignore_index")) grad_node->attrs["ignore_index"] = n.attrs.at("ignore_index");
   g.set_input_grad(0, grad_node->outputs[0]);
 }
@@ -257,10 +258,12 @@ void cpu_nll_loss_grad(OpContext& ctx) {
 void grad_nll_loss(GradContext& g) {
   if (g.needs_grad(2)) g.fail("gradient with respect to the class weights is not supported");
   Node& n = g.node();
-  Node* grad_node = g.emit("NegativeLogLikelihoodLossGrad",
-                           {g.output_grad(0), g.shape_of(g.input(0)), g.input(1), g.input(2)},
-                           {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
-                           "ai.ortmodule")->producer;
+  Node* grad_node =
+      g.emit("NegativeLogLikelihoodLossGrad",
+             {g.output_grad(0), g.shape_of(g.input(0)), g.input(1), g.input(2)},
+             {{"reduction", Attribute::make_string(n.attr_string("reduction", "mean"))}},
+             "ai.ortmodule")
+          ->producer;
   if (n.has_attr("ignore_index")) grad_node->attrs["ignore_index"] = n.attrs.at("ignore_index");
   g.set_input_grad(0, grad_node->outputs[0]);
 }

@@ -23,11 +23,28 @@ struct Row {
     def.cpu = cpu;
     def.grad = grad;
   }
-  Row& inplace(int input) { def.inplace_input = input; return *this; }
-  Row& tolerance(double rtol, double atol) { def.grad_rtol = rtol; def.grad_atol = atol; return *this; }
-  Row& internal() { def.internal = true; def.differentiable = false; return *this; }
-  Row& not_differentiable() { def.differentiable = false; return *this; }
-  Row& writeback(std::vector<std::pair<int, int>> pairs) { def.state_writeback = std::move(pairs); return *this; }
+  Row& inplace(int input) {
+    def.inplace_input = input;
+    return *this;
+  }
+  Row& tolerance(double rtol, double atol) {
+    def.grad_rtol = rtol;
+    def.grad_atol = atol;
+    return *this;
+  }
+  Row& internal() {
+    def.internal = true;
+    def.differentiable = false;
+    return *this;
+  }
+  Row& not_differentiable() {
+    def.differentiable = false;
+    return *this;
+  }
+  Row& writeback(std::vector<std::pair<int, int>> pairs) {
+    def.state_writeback = std::move(pairs);
+    return *this;
+  }
   operator OpDef() const { return def; }
 };
 
@@ -79,7 +96,8 @@ std::vector<OpDef> build_table() {
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
       Row("", "MaxPool", 8, shape_maxpool, cpu_maxpool, grad_maxpool),
       Row("", "AveragePool", 7, shape_avgpool, cpu_avgpool, grad_avgpool),
-      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool, grad_global_avgpool),
+      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool,
+          grad_global_avgpool),
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
           .writeback({{1, 3}, {2, 4}})
           .tolerance(1e-4, 1e-5),
@@ -89,7 +107,9 @@ std::vector<OpDef> build_table() {
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),
       // ---- ops emitted by gradient rules ----
       Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr).internal().inplace(0),
-      Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr).internal().inplace(0),
+      Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kMs, "TanhGrad", 1, shape_same_as_input0, cpu_tanh_grad, nullptr).internal().inplace(0),
       Row(kMs, "LeakyReluGrad", 1, shape_same_as_input0, cpu_leaky_relu_grad, nullptr)
           .internal()
@@ -97,18 +117,24 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr).internal().inplace(0),
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
-      Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
+      Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
+          .internal(),
       Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, nullptr).internal(),
       Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
       Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)
           .internal()
           .writeback({{1, 3}, {2, 4}}),
-      Row(kMs, "BatchNormalizationGrad", 1, shape_batchnorm_grad, cpu_batchnorm_grad, nullptr).internal(),
+      Row(kMs, "BatchNormalizationGrad", 1, shape_batchnorm_grad, cpu_batchnorm_grad, nullptr)
+          .internal(),
       Row(kOwn, "BatchNormInferenceGrad", 1, shape_batchnorm_grad, cpu_batchnorm_inference_grad,
-          nullptr).internal(),
-      Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr).internal().inplace(0),
+          nullptr)
+          .internal(),
+      Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kMs, "SoftmaxCrossEntropyLossGrad", 1, shape_softmax_cross_entropy_grad,
-          cpu_softmax_cross_entropy_grad, nullptr).internal(),
+          cpu_softmax_cross_entropy_grad, nullptr)
+          .internal(),
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr).internal(),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),

@@ -48,12 +48,12 @@ struct OpDef {
   ShapeFn shape = nullptr;
   KernelFn cpu = nullptr;
   KernelFn cuda = nullptr;
-  GradFn grad = nullptr;    // nullptr: no gradient rule
+  GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
-  int inplace_input = -1;   // output 0 may take over this input's buffer at its last use
-  double grad_rtol = 1e-5;  // finite-difference check tolerances (double precision)
+  int inplace_input = -1;      // output 0 may take over this input's buffer at its last use
+  double grad_rtol = 1e-5;     // finite-difference check tolerances (double precision)
   double grad_atol = 1e-6;
-  bool internal = false;    // emitted only by the gradient builder / graph rewrites
+  bool internal = false;  // emitted only by the gradient builder / graph rewrites
   // Outputs whose values are written back into an input after forward:
   // {output index, input index} (BatchNormalization running statistics).
   std::vector<std::pair<int, int>> state_writeback;

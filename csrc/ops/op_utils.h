@@ -10,32 +10,32 @@ namespace ortmodule {
 
 // One case of a dtype switch: binds `scalar_t` to TYPE and runs the body.
 #define ORTM_DTYPE_CASE(ENUM, TYPE, ...) \
-  case DType::ENUM: {                     \
-    using scalar_t = TYPE;                \
-    (void)sizeof(scalar_t);               \
-    __VA_ARGS__;                          \
-    break;                                \
+  case DType::ENUM: {                    \
+    using scalar_t = TYPE;               \
+    (void)sizeof(scalar_t);              \
+    __VA_ARGS__;                         \
+    break;                               \
   }
 
 // Runs the body with `scalar_t` bound to the C++ type of DTYPE (floating types only).
-#define ORTM_DISPATCH_FLOAT(DTYPE, CTX, ...)                                            \
-  switch (DTYPE) {                                                                      \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                        \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                       \
-    default:                                                                            \
+#define ORTM_DISPATCH_FLOAT(DTYPE, CTX, ...)                                             \
+  switch (DTYPE) {                                                                       \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                         \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                        \
+    default:                                                                             \
       (CTX).fail("dtype " + dtype_name(DTYPE) + " is not supported (float32, float64)"); \
   }
 
 // Floating types plus the integer types shape arithmetic uses.
-#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                   \
-  switch (DTYPE) {                                                               \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                 \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                 \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                 \
-    default:                                                                     \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                  \
-                 " is not supported (float32, float64, int64, int32)");          \
+#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                          \
+  switch (DTYPE) {                                                      \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                        \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                       \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                        \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                        \
+    default:                                                            \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                         \
+                 " is not supported (float32, float64, int64, int32)"); \
   }
 
 // Numpy-style broadcast of two shapes; fails naming the node on mismatch.

@@ -11,8 +11,8 @@ namespace ortmodule {
 namespace {
 
 struct ReducePlan {
-  Shape keep_shape;  // input shape with reduced dims set to 1
-  Shape out_shape;   // final shape (keepdims applied)
+  Shape keep_shape;   // input shape with reduced dims set to 1
+  Shape out_shape;    // final shape (keepdims applied)
   int64_t count = 1;  // elements reduced into each output
 };
 
@@ -66,7 +66,8 @@ void run_reduce(OpContext& ctx, bool mean) {
     if (mean && p.count != 1) {
       // Integer means truncate, as ONNX Runtime does.
       scalar_t* out = y.data<scalar_t>();
-      for (int64_t i = 0; i < y.numel(); ++i) out[i] = static_cast<scalar_t>(out[i] / static_cast<double>(p.count));
+      for (int64_t i = 0; i < y.numel(); ++i)
+        out[i] = static_cast<scalar_t>(out[i] / static_cast<double>(p.count));
     }
   });
 }
@@ -99,13 +100,13 @@ void grad_reduce(GradContext& g, bool mean) {
   Node& n = g.node();
   std::vector<Value*> inputs{g.output_grad(0), g.shape_of(g.input(0))};
   if (n.input(1)) inputs.push_back(n.input(1));
-  Value* dx = g.emit(
-      "ReduceGrad", inputs,
-      {{"keepdims", Attribute::make_int(n.attr_int("keepdims", 1))},
-       {"noop_with_empty_axes", Attribute::make_int(n.attr_int("noop_with_empty_axes", 0))},
-       {"axes", Attribute::make_ints(n.attr_ints("axes"))},
-       {"mean", Attribute::make_int(mean)}},
-      "ai.ortmodule");
+  Value* dx =
+      g.emit("ReduceGrad", inputs,
+             {{"keepdims", Attribute::make_int(n.attr_int("keepdims", 1))},
+              {"noop_with_empty_axes", Attribute::make_int(n.attr_int("noop_with_empty_axes", 0))},
+              {"axes", Attribute::make_ints(n.attr_ints("axes"))},
+              {"mean", Attribute::make_int(mean)}},
+             "ai.ortmodule");
   // An empty "axes" attribute means "absent" for plan_reduce's purposes.
   if (!n.has_attr("axes")) {
     Node* emitted = dx->producer;

@@ -36,7 +36,8 @@ std::vector<OutputInfo> shape_reshape(const OpContext& ctx) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == 0 && !allowzero) {
-      if (i >= in.size()) ctx.fail("shape entry 0 at position " + std::to_string(i) + " has no input dim to copy");
+      if (i >= in.size())
+        ctx.fail("shape entry 0 at position " + std::to_string(i) + " has no input dim to copy");
       target[i] = in[i];
     }
     if (target[i] == -1) {
@@ -78,7 +79,8 @@ std::vector<OutputInfo> shape_squeeze(const OpContext& ctx) {
   }
   for (int64_t a : axes) {
     a = normalize_axis(ctx, a, rank);
-    if (in[a] != 1) ctx.fail("cannot squeeze axis " + std::to_string(a) + " of shape " + shape_str(in));
+    if (in[a] != 1)
+      ctx.fail("cannot squeeze axis " + std::to_string(a) + " of shape " + shape_str(in));
     drop[a] = true;
   }
   Shape out;
@@ -116,7 +118,9 @@ std::vector<int64_t> perm_of(const OpContext& ctx) {
   if (perm.empty()) {
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
   }
-  if (perm.size() != rank) ctx.fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(rank));
+  if (perm.size() != rank)
+    ctx.fail("perm has " + std::to_string(perm.size()) + " entries for rank " +
+             std::to_string(rank));
   return perm;
 }
 }  // namespace
@@ -141,7 +145,8 @@ void grad_transpose(GradContext& g) {
   if (perm.empty()) {
     g.set_input_grad(0, g.emit("Transpose", {g.output_grad(0)}));
   } else {
-    g.set_input_grad(0, g.emit("Transpose", {g.output_grad(0)}, {{"perm", Attribute::make_ints(inverse)}}));
+    g.set_input_grad(
+        0, g.emit("Transpose", {g.output_grad(0)}, {{"perm", Attribute::make_ints(inverse)}}));
   }
 }
 
@@ -155,10 +160,14 @@ std::vector<OutputInfo> shape_concat(const OpContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     expect_same_dtype(ctx, i);
     const Shape& s = ctx.in(i).shape();
-    if (s.size() != first.size()) ctx.fail("input " + std::to_string(i) + " has rank " + std::to_string(s.size()) + ", input 0 has " + std::to_string(first.size()));
+    if (s.size() != first.size())
+      ctx.fail("input " + std::to_string(i) + " has rank " + std::to_string(s.size()) +
+               ", input 0 has " + std::to_string(first.size()));
     for (size_t d = 0; d < s.size(); ++d) {
       if (static_cast<int64_t>(d) != axis && s[d] != first[d]) {
-        ctx.fail("input " + std::to_string(i) + " has shape " + shape_str(s) + ", incompatible with " + shape_str(first) + " outside axis " + std::to_string(axis));
+        ctx.fail("input " + std::to_string(i) + " has shape " + shape_str(s) +
+                 ", incompatible with " + shape_str(first) + " outside axis " +
+                 std::to_string(axis));
       }
     }
     out[axis] += s[axis];
@@ -180,8 +189,10 @@ void concat_copy(const Shape& full, int64_t axis, const std::vector<int64_t>& si
         for (int64_t o = o0; o < o1; ++o) {
           char* w = whole + o * whole_row + offset;
           char* p = parts[i] + o * part_row;
-          if (to_whole) std::memcpy(w, p, part_row);
-          else std::memcpy(p, w, part_row);
+          if (to_whole)
+            std::memcpy(w, p, part_row);
+          else
+            std::memcpy(p, w, part_row);
         }
       });
     }
@@ -199,7 +210,8 @@ void cpu_concat(OpContext& ctx) {
     sizes.push_back(ctx.in(i).shape()[axis]);
     parts.push_back(static_cast<char*>(ctx.in(i).raw()));
   }
-  concat_copy(y.shape(), axis, sizes, parts, static_cast<char*>(y.raw()), dtype_size(y.dtype()), true);
+  concat_copy(y.shape(), axis, sizes, parts, static_cast<char*>(y.raw()), dtype_size(y.dtype()),
+              true);
 }
 
 std::vector<OutputInfo> shape_concat_grad(const OpContext& ctx) {
@@ -222,7 +234,8 @@ void cpu_concat_grad(OpContext& ctx) {
     sizes.push_back(ctx.in(i).int_at(axis));
     parts.push_back(ctx.has_output(i - 1) ? static_cast<char*>(ctx.out(i - 1).raw()) : nullptr);
   }
-  concat_copy(dy.shape(), axis, sizes, parts, static_cast<char*>(dy.raw()), dtype_size(dy.dtype()), false);
+  concat_copy(dy.shape(), axis, sizes, parts, static_cast<char*>(dy.raw()), dtype_size(dy.dtype()),
+              false);
 }
 
 void grad_concat(GradContext& g) {
@@ -232,9 +245,9 @@ void grad_concat(GradContext& g) {
     inputs.push_back(g.shape_of(g.input(i)));
     wanted.push_back(g.needs_grad(i));
   }
-  std::vector<Value*> grads = g.emit_multi(
-      "ConcatGrad", inputs, wanted, {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}},
-      "ai.ortmodule");
+  std::vector<Value*> grads =
+      g.emit_multi("ConcatGrad", inputs, wanted,
+                   {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}}, "ai.ortmodule");
   for (size_t i = 0; i < grads.size(); ++i) g.set_input_grad(i, grads[i]);
 }
 
@@ -267,7 +280,8 @@ void cpu_constant(OpContext& ctx) {
     std::copy(is->ints.begin(), is->ints.end(), ctx.out(0).data<int64_t>());
   } else if (const Attribute* fs = n.attr("value_floats")) {
     ctx.out(0) = Tensor::empty(DType::Float32, {static_cast<int64_t>(fs->floats.size())});
-    for (size_t k = 0; k < fs->floats.size(); ++k) ctx.out(0).data<float>()[k] = static_cast<float>(fs->floats[k]);
+    for (size_t k = 0; k < fs->floats.size(); ++k)
+      ctx.out(0).data<float>()[k] = static_cast<float>(fs->floats[k]);
   }
 }
 
@@ -283,7 +297,8 @@ void cpu_shape(OpContext& ctx) {
   int64_t rank = static_cast<int64_t>(ctx.in(0).rank());
   int64_t start = ctx.node.attr_int("start", 0);
   start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
-  for (int64_t i = 0; i < ctx.out(0).numel(); ++i) ctx.out(0).data<int64_t>()[i] = ctx.in(0).dim(start + i);
+  for (int64_t i = 0; i < ctx.out(0).numel(); ++i)
+    ctx.out(0).data<int64_t>()[i] = ctx.in(0).dim(start + i);
 }
 
 // ---- ConstantOfShape(shape; value): a tensor of that shape filled with value ----
@@ -382,9 +397,9 @@ void cpu_gather_grad(OpContext& ctx) {
 }
 
 void grad_gather(GradContext& g) {
-  g.set_input_grad(0, g.emit("GatherGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
-                             {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}},
-                             "com.microsoft"));
+  g.set_input_grad(
+      0, g.emit("GatherGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
+                {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}}, "com.microsoft"));
 }
 
 }  // namespace ortmodule

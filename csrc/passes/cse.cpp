@@ -20,9 +20,15 @@ std::string node_key(const Node& n) {
   for (const auto& [name, a] : n.attrs) {
     os << "|" << name << "=";
     switch (a.kind) {
-      case Attribute::Kind::Int: os << a.i; break;
-      case Attribute::Kind::Float: os << a.f; break;
-      case Attribute::Kind::String: os << a.s; break;
+      case Attribute::Kind::Int:
+        os << a.i;
+        break;
+      case Attribute::Kind::Float:
+        os << a.f;
+        break;
+      case Attribute::Kind::String:
+        os << a.s;
+        break;
       case Attribute::Kind::Ints:
         for (int64_t v : a.ints) os << v << ",";
         break;
@@ -32,7 +38,9 @@ std::string node_key(const Node& n) {
       case Attribute::Kind::Strings:
         for (const auto& v : a.strings) os << v << ",";
         break;
-      case Attribute::Kind::Tensor: os << "tensor@" << a.t.raw(); break;
+      case Attribute::Kind::Tensor:
+        os << "tensor@" << a.t.raw();
+        break;
     }
   }
   return os.str();

@@ -40,7 +40,8 @@ void assign_releases(std::vector<PlanStep>& steps, const std::unordered_set<int>
 Plan make_plan(const Graph& graph, const PlanRequest& request) {
   Plan plan;
   plan.num_values = static_cast<int>(graph.num_values());
-  for (size_t i = 0; i < graph.num_values(); ++i) plan.value_names.push_back(graph.value_by_id(i)->name);
+  for (size_t i = 0; i < graph.num_values(); ++i)
+    plan.value_names.push_back(graph.value_by_id(i)->name);
   for (Value* v : graph.inputs()) plan.inputs.push_back(v->id);
   for (Value* v : graph.outputs()) plan.outputs.push_back(v->id);
   for (Value* v : request.output_grads) plan.output_grads.push_back(id_of(v));
@@ -66,7 +67,8 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
   for (Value* g : request.input_grads)
     if (g) wanted.insert(g);
   std::unordered_map<const Value*, int> input_index;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) input_index[graph.inputs()[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    input_index[graph.inputs()[i]] = static_cast<int>(i);
   std::unordered_set<const Node*> live;
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* n = *it;

@@ -16,8 +16,8 @@ namespace ortmodule {
 struct PlanStep {
   const Node* node = nullptr;
   const OpDef* def = nullptr;
-  std::vector<int> inputs;   // value ids, -1 for omitted
-  std::vector<int> outputs;  // value ids, -1 for omitted
+  std::vector<int> inputs;         // value ids, -1 for omitted
+  std::vector<int> outputs;        // value ids, -1 for omitted
   std::vector<int> release_after;  // value ids whose last use is this step
 };
 
@@ -25,12 +25,12 @@ struct Plan {
   int num_values = 0;
   std::vector<PlanStep> forward;
   std::vector<PlanStep> backward;
-  std::vector<int> inputs;        // fed graph inputs, in feed order
-  std::vector<int> outputs;       // forward graph outputs
-  std::vector<int> output_grads;  // backward inputs, one per output (-1: none)
-  std::vector<int> input_grads;   // backward results, one per wrt input (-1: zero)
-  std::vector<int> stash;         // kept from forward for backward
-  std::vector<int> release_after_outputs;  // outputs not in the stash, dropped once returned
+  std::vector<int> inputs;                      // fed graph inputs, in feed order
+  std::vector<int> outputs;                     // forward graph outputs
+  std::vector<int> output_grads;                // backward inputs, one per output (-1: none)
+  std::vector<int> input_grads;                 // backward results, one per wrt input (-1: zero)
+  std::vector<int> stash;                       // kept from forward for backward
+  std::vector<int> release_after_outputs;       // outputs not in the stash, dropped once returned
   std::vector<std::pair<int, int>> writebacks;  // {produced value, fed input index}
   std::vector<std::pair<int, Tensor>> constants;
   std::vector<std::string> value_names;

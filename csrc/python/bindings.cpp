@@ -72,19 +72,21 @@ PYBIND11_MODULE(_C, m) {
       py::arg("path"));
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
-      .def(py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt) {
-             ProgramOptions o;
-             o.feed_initializers = std::move(feed);
-             o.wrt = std::move(wrt);
-             std::string bytes(data);
-             py::gil_scoped_release release;
-             return std::make_shared<Program>(bytes, o);
-           }),
-           py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"))
+      .def(
+          py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt) {
+            ProgramOptions o;
+            o.feed_initializers = std::move(feed);
+            o.wrt = std::move(wrt);
+            std::string bytes(data);
+            py::gil_scoped_release release;
+            return std::make_shared<Program>(bytes, o);
+          }),
+          py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"))
       .def_property_readonly("input_names", &Program::input_names)
       .def_property_readonly("output_names", &Program::output_names)
       .def_property_readonly("output_differentiable", &Program::output_differentiable)
-      .def("training_graph_onnx", [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
+      .def("training_graph_onnx",
+           [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
       .def("plan_description", &Program::plan_description);
 
   m.def(

@@ -1,7 +1,7 @@
 #include "python/torch_boundary.h"
 
-#include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -15,15 +15,24 @@ namespace {
 
 DType dtype_from_torch(at::ScalarType t, const std::string& what) {
   switch (t) {
-    case at::kFloat: return DType::Float32;
-    case at::kDouble: return DType::Float64;
-    case at::kHalf: return DType::Float16;
-    case at::kBFloat16: return DType::BFloat16;
-    case at::kLong: return DType::Int64;
-    case at::kInt: return DType::Int32;
-    case at::kChar: return DType::Int8;
-    case at::kByte: return DType::UInt8;
-    case at::kBool: return DType::Bool;
+    case at::kFloat:
+      return DType::Float32;
+    case at::kDouble:
+      return DType::Float64;
+    case at::kHalf:
+      return DType::Float16;
+    case at::kBFloat16:
+      return DType::BFloat16;
+    case at::kLong:
+      return DType::Int64;
+    case at::kInt:
+      return DType::Int32;
+    case at::kChar:
+      return DType::Int8;
+    case at::kByte:
+      return DType::UInt8;
+    case at::kBool:
+      return DType::Bool;
     default:
       throw std::invalid_argument(what + " has dtype " + std::string(c10::toString(t)) +
                                   ", which the engine does not support");
@@ -32,16 +41,26 @@ DType dtype_from_torch(at::ScalarType t, const std::string& what) {
 
 at::ScalarType dtype_to_torch(DType t) {
   switch (t) {
-    case DType::Float32: return at::kFloat;
-    case DType::Float64: return at::kDouble;
-    case DType::Float16: return at::kHalf;
-    case DType::BFloat16: return at::kBFloat16;
-    case DType::Int64: return at::kLong;
-    case DType::Int32: return at::kInt;
-    case DType::Int8: return at::kChar;
-    case DType::UInt8: return at::kByte;
-    case DType::Bool: return at::kBool;
-    default: throw std::logic_error("tensor with undefined dtype");
+    case DType::Float32:
+      return at::kFloat;
+    case DType::Float64:
+      return at::kDouble;
+    case DType::Float16:
+      return at::kHalf;
+    case DType::BFloat16:
+      return at::kBFloat16;
+    case DType::Int64:
+      return at::kLong;
+    case DType::Int32:
+      return at::kInt;
+    case DType::Int8:
+      return at::kChar;
+    case DType::UInt8:
+      return at::kByte;
+    case DType::Bool:
+      return at::kBool;
+    default:
+      throw std::logic_error("tensor with undefined dtype");
   }
 }
 
@@ -74,10 +93,12 @@ struct ProgramBackward : public torch::autograd::Node {
     for (size_t i = 0; i < saved_versions.size(); ++i) {
       const auto& [tensor, version] = saved_versions[i];
       if (tensor._version() != version) {
-        throw std::runtime_error(
-            "ortmodule: input '" + saved_names[i] + "', which backward needs, was modified in place "
-            "after the forward call (version " + std::to_string(version) + " -> " +
-            std::to_string(tensor._version()) + "); modify a copy or move the change after backward");
+        throw std::runtime_error("ortmodule: input '" + saved_names[i] +
+                                 "', which backward needs, was modified in place "
+                                 "after the forward call (version " +
+                                 std::to_string(version) + " -> " +
+                                 std::to_string(tensor._version()) +
+                                 "); modify a copy or move the change after backward");
       }
     }
     std::vector<Tensor> output_grads(program_outputs);
@@ -86,7 +107,8 @@ struct ProgramBackward : public torch::autograd::Node {
       at::Tensor g = grads[i].defined() ? grads[i] : input_metadata(i).zeros_like();
       g = g.contiguous();
       keep_alive.push_back(g);
-      output_grads[output_slot[i]] = from_torch(g, "gradient of output " + std::to_string(output_slot[i]));
+      output_grads[output_slot[i]] =
+          from_torch(g, "gradient of output " + std::to_string(output_slot[i]));
     }
     std::vector<Tensor> input_grads;
     if (torch::autograd::get_current_graph_task_keep_graph()) {
@@ -132,20 +154,21 @@ Tensor from_torch(const at::Tensor& t_in, const std::string& what) {
 at::Tensor to_torch(const Tensor& t) {
   std::shared_ptr<Storage> storage = t.storage();
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  return at::from_blob(t.raw(), shape, [storage](void*) {},
-                       at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
+  return at::from_blob(
+      t.raw(), shape, [storage](void*) {}, at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
 }
 
 std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
                                     const std::vector<at::Tensor>& inputs) {
   const std::vector<std::string>& names = program->input_names();
   if (inputs.size() != names.size()) {
-    throw std::invalid_argument("program expects " + std::to_string(names.size()) + " inputs, got " +
-                                std::to_string(inputs.size()));
+    throw std::invalid_argument("program expects " + std::to_string(names.size()) +
+                                " inputs, got " + std::to_string(inputs.size()));
   }
   std::vector<Tensor> engine_inputs;
   engine_inputs.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) engine_inputs.push_back(from_torch(inputs[i], "input '" + names[i] + "'"));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    engine_inputs.push_back(from_torch(inputs[i], "input '" + names[i] + "'"));
 
   bool needs_graph = false;
   if (torch::autograd::GradMode::is_enabled()) {

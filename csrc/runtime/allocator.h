@@ -16,7 +16,7 @@ struct AllocatorStats {
   size_t allocated_bytes;  // live bytes handed out
   size_t cached_bytes;     // bytes held in free lists
   size_t peak_allocated_bytes;
-  size_t os_allocations;   // blocks obtained from the OS (cache misses)
+  size_t os_allocations;  // blocks obtained from the OS (cache misses)
 };
 AllocatorStats allocator_stats();
 void allocator_reset_peak();

@@ -1,11 +1,11 @@
 #include "runtime/executor.h"
 
-#include "runtime/profiler.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+
+#include "runtime/profiler.h"
 
 namespace ortmodule {
 
@@ -19,7 +19,8 @@ bool releases(const PlanStep& step, int id) {
 
 void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
   const bool timed = profiling_enabled();
-  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto start =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   OpContext ctx{*step.node, {}, {}, seed};
   ctx.inputs.reserve(step.inputs.size());
   for (int id : step.inputs) {
@@ -101,7 +102,8 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   for (int id : plan_.inputs)
     if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), id)) slots[id] = Tensor();
   for (const auto& c : plan_.constants)
-    if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first)) slots[c.first] = Tensor();
+    if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first))
+      slots[c.first] = Tensor();
   if (state_out) *state_out = state;
   return outputs;
 }

@@ -24,7 +24,9 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       int position = -1;
       for (size_t i = 0; i < input_names_.size(); ++i)
         if (input_names_[i] == name) position = static_cast<int>(i);
-      if (position < 0) throw std::invalid_argument("gradient requested for '" + name + "', which is not a graph input");
+      if (position < 0)
+        throw std::invalid_argument("gradient requested for '" + name +
+                                    "', which is not a graph input");
       wrt_positions_.push_back(position);
       wrt.push_back(graph_->inputs()[position]);
     }

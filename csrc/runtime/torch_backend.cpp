@@ -22,9 +22,13 @@ namespace {
 template <typename T>
 constexpr at::ScalarType scalar_type();
 template <>
-constexpr at::ScalarType scalar_type<float>() { return at::kFloat; }
+constexpr at::ScalarType scalar_type<float>() {
+  return at::kFloat;
+}
 template <>
-constexpr at::ScalarType scalar_type<double>() { return at::kDouble; }
+constexpr at::ScalarType scalar_type<double>() {
+  return at::kDouble;
+}
 }  // namespace
 
 template <typename T>
@@ -34,8 +38,10 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, opts);
   if (K == 0) {
-    if (beta == T(0)) c.zero_();
-    else c.mul_(beta);
+    if (beta == T(0))
+      c.zero_();
+    else
+      c.mul_(beta);
     return;
   }
   at::Tensor a = trans_a ? at::from_blob(const_cast<T*>(A), {K, M}, {lda, 1}, opts).t()

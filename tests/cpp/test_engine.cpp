@@ -7,8 +7,8 @@
 
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
-#include "passes/cse.h"
 #include "ortmodule_onnx.pb.h"
+#include "passes/cse.h"
 #include "plan/plan.h"
 #include "runtime/allocator.h"
 #include "runtime/executor.h"
@@ -35,7 +35,8 @@ void add_output(pb::GraphProto* g, const std::string& name) {
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(pb::TensorProto::FLOAT);
 }
 
-pb::NodeProto* add_node(pb::GraphProto* g, const std::string& op, std::initializer_list<const char*> in,
+pb::NodeProto* add_node(pb::GraphProto* g, const std::string& op,
+                        std::initializer_list<const char*> in,
                         std::initializer_list<const char*> out) {
   pb::NodeProto* n = g->add_node();
   n->set_op_type(op);
@@ -114,7 +115,8 @@ TEST(Loader, RejectsDanglingValue) {
   m.mutable_graph()->mutable_node(2)->set_input(1, "nowhere");
   std::string err = error_of(bytes(m));
   EXPECT_NE(err.find("input 'nowhere'"), std::string::npos) << err;
-  EXPECT_NE(err.find("not a graph input, an initializer or the output of any node"), std::string::npos);
+  EXPECT_NE(err.find("not a graph input, an initializer or the output of any node"),
+            std::string::npos);
 }
 
 TEST(Loader, RejectsMissingFedInitializer) {

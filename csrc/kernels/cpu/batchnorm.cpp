@@ -251,8 +251,8 @@ void batchnorm_train_backward(int64_t N, int64_t C, int64_t S, const T* x, const
   template void batchnorm_infer_forward<T>(int64_t, int64_t, int64_t, double, const T*, const T*,  \
                                            const T*, const T*, const T*, T*);                      \
   template void batchnorm_train_backward<T>(int64_t, int64_t, int64_t, const T*, const T*,         \
-                                            const T*, const T*, const T*, T*, T*, T*);              \
-  template void batchnorm_infer_backward<T>(int64_t, int64_t, int64_t, double, const T*, const T*,  \
+                                            const T*, const T*, const T*, T*, T*, T*);             \
+  template void batchnorm_infer_backward<T>(int64_t, int64_t, int64_t, double, const T*, const T*, \
                                             const T*, const T*, const T*, T*, T*, T*);
 
 ORTM_INSTANTIATE_BATCHNORM(float)

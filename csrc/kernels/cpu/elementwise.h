@@ -22,8 +22,9 @@ void unary_map(int64_t n, const T* x, U* y, F f) {
 
 // a: a_shape, b: b_shape -> y: out_shape (numpy broadcasting; shapes right-aligned).
 template <typename T, typename U, typename F>
-void binary_map(const std::vector<int64_t>& a_shape, const T* a, const std::vector<int64_t>& b_shape,
-                const T* b, const std::vector<int64_t>& out_shape, U* y, F f) {
+void binary_map(const std::vector<int64_t>& a_shape, const T* a,
+                const std::vector<int64_t>& b_shape, const T* b,
+                const std::vector<int64_t>& out_shape, U* y, F f) {
   const int64_t rank = static_cast<int64_t>(out_shape.size());
   int64_t n = 1;
   for (int64_t d : out_shape) n *= d;

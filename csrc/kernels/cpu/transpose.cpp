@@ -38,13 +38,21 @@ void transpose_typed(const std::vector<int64_t>& x_shape, const std::vector<int6
 
 }  // namespace
 
-void transpose(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& perm,
-               const void* x, void* y, size_t elem_size) {
+void transpose(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& perm, const void* x,
+               void* y, size_t elem_size) {
   switch (elem_size) {
-    case 8: transpose_typed(x_shape, perm, static_cast<const int64_t*>(x), static_cast<int64_t*>(y)); break;
-    case 4: transpose_typed(x_shape, perm, static_cast<const int32_t*>(x), static_cast<int32_t*>(y)); break;
-    case 2: transpose_typed(x_shape, perm, static_cast<const int16_t*>(x), static_cast<int16_t*>(y)); break;
-    default: transpose_typed(x_shape, perm, static_cast<const int8_t*>(x), static_cast<int8_t*>(y)); break;
+    case 8:
+      transpose_typed(x_shape, perm, static_cast<const int64_t*>(x), static_cast<int64_t*>(y));
+      break;
+    case 4:
+      transpose_typed(x_shape, perm, static_cast<const int32_t*>(x), static_cast<int32_t*>(y));
+      break;
+    case 2:
+      transpose_typed(x_shape, perm, static_cast<const int16_t*>(x), static_cast<int16_t*>(y));
+      break;
+    default:
+      transpose_typed(x_shape, perm, static_cast<const int8_t*>(x), static_cast<int8_t*>(y));
+      break;
   }
 }
 
