@@ -1,6 +1,7 @@
 // Softmax, LogSoftmax, Dropout and the classification losses, with gradients.
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/math/random.h"
@@ -55,6 +56,77 @@ void cpu_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, false); }
 void cpu_log_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, true); }
 void grad_softmax(GradContext& g) { grad_softmax_common(g, "SoftmaxGrad_13"); }
 void grad_log_softmax(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGrad_13"); }
+
+// ---- LayerNormalization(X, Scale, B?; axis, epsilon) -> Y, Mean?, InvStdDev? ----
+// and com.microsoft LayerNormalizationGrad(dY, X, scale, mean, inv_std) -> dX, dScale, dBias
+
+namespace {
+// rows = prod(X[:axis]), cols = prod(X[axis:]); scale (and bias) must hold cols elements.
+void layernorm_dims(const OpContext& ctx, const Tensor& x, const Tensor& scale, int64_t* axis,
+                    int64_t* rows, int64_t* cols) {
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  *axis = normalize_axis(ctx, ctx.node.attr_int("axis", -1), rank);
+  *rows = dims_product(x.shape(), 0, *axis);
+  *cols = dims_product(x.shape(), *axis, rank);
+  if (scale.numel() != *cols) {
+    ctx.fail("scale has shape " + shape_str(scale.shape()) + " but the normalised dims of " +
+             shape_str(x.shape()) + " hold " + std::to_string(*cols) +
+             " elements (broadcast scales are not supported)");
+  }
+}
+}  // namespace
+
+std::vector<OutputInfo> shape_layernorm(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  int64_t axis, rows, cols;
+  layernorm_dims(ctx, ctx.in(0), ctx.in(1), &axis, &rows, &cols);
+  Shape stat = ctx.in(0).shape();
+  for (size_t i = axis; i < stat.size(); ++i) stat[i] = 1;
+  DType t = ctx.in(0).dtype();
+  return {OutputInfo{t, ctx.in(0).shape()}, OutputInfo{t, stat}, OutputInfo{t, stat}};
+}
+
+void cpu_layernorm(OpContext& ctx) {
+  int64_t axis, rows, cols;
+  layernorm_dims(ctx, ctx.in(0), ctx.in(1), &axis, &rows, &cols);
+  double eps = ctx.node.attr_float("epsilon", 1e-5f);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
+    auto out = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
+    layernorm_forward<scalar_t>(
+        rows, cols, eps, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
+        ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr, out(0), out(1), out(2));
+  });
+}
+
+std::vector<OutputInfo> shape_layernorm_grad(const OpContext& ctx) {
+  DType t = ctx.in(0).dtype();
+  return {OutputInfo{t, ctx.in(1).shape()}, OutputInfo{t, ctx.in(2).shape()},
+          OutputInfo{t, ctx.in(2).shape()}};
+}
+
+void cpu_layernorm_grad(OpContext& ctx) {
+  int64_t axis, rows, cols;
+  layernorm_dims(ctx, ctx.in(1), ctx.in(2), &axis, &rows, &cols);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
+    auto in = [&](size_t i) { return ctx.in(i).data<scalar_t>(); };
+    auto out = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
+    layernorm_backward<scalar_t>(rows, cols, in(0), in(1), in(2), in(3), in(4), out(0), out(1),
+                                 out(2));
+  });
+}
+
+void grad_layernorm(GradContext& g) {
+  Node& n = g.node();
+  Value* mean = g.forward_output(1, "mean");
+  Value* inv_std = g.forward_output(2, "inv_std_dev");
+  std::vector<Value*> grads = g.emit_multi(
+      "LayerNormalizationGrad", {g.output_grad(0), g.input(0), g.input(1), mean, inv_std},
+      {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)},
+      {{"axis", Attribute::make_int(n.attr_int("axis", -1))},
+       {"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5f))}},
+      "com.microsoft");
+  for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);
+}
 
 // ---- Dropout(data, ratio?, training_mode?) -> output, mask? ----
 

@@ -101,6 +101,8 @@ std::vector<OpDef> build_table() {
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
           .writeback({{1, 3}, {2, 4}})
           .tolerance(1e-4, 1e-5),
+      Row("", "LayerNormalization", 17, shape_layernorm, cpu_layernorm, grad_layernorm)
+          .tolerance(1e-5, 1e-5),
       Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
           grad_softmax_cross_entropy),
@@ -128,6 +130,8 @@ std::vector<OpDef> build_table() {
           .internal(),
       Row(kOwn, "BatchNormInferenceGrad", 1, shape_batchnorm_grad, cpu_batchnorm_inference_grad,
           nullptr)
+          .internal(),
+      Row(kMs, "LayerNormalizationGrad", 1, shape_layernorm_grad, cpu_layernorm_grad, nullptr)
           .internal(),
       Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr)
           .internal()

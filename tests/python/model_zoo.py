@@ -103,6 +103,18 @@ def loss_of(
     return F.cross_entropy(model(x), target)
 
 
+def check_steps_match(ort: ORTModule, eager: nn.Module, x: torch.Tensor, steps: int = 2) -> None:
+    """Runs forward and a sum-of-squares backward on both; outputs, gradients (accumulated
+    over the steps) and buffers must match."""
+    for step in range(steps):
+        ort_out, eager_out = ort(x), eager(x)
+        assert_close(ort_out, eager_out, f"outputs at step {step}")
+        ort_out.square().sum().backward()
+        eager_out.square().sum().backward()
+        assert_grads_match(ort, eager)
+        assert_buffers_match(ort, eager)
+
+
 def assert_grads_match(ort: ORTModule, eager: nn.Module) -> None:
     ort_params = dict(ort.named_parameters())
     eager_params = dict(eager.named_parameters())

@@ -148,6 +148,11 @@ SAMPLES: dict[str, list[Sample]] = {
            "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
           attrs={"epsilon": 1e-3}, grad=["x", "scale", "bias"]),
     ],
+    "LayerNormalization": [
+        S({"x": rand(2, 3, 4), "scale": rand(4, low=0.5, high=1.5), "bias": rand(4)}),
+        S({"x": rand(3, 2, 5), "scale": rand(2, 5, low=0.5, high=1.5)},
+          attrs={"axis": 1, "epsilon": 1e-3}),
+    ],
     "Dropout": [
         S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},
           order=["x", "ratio", "training"], reference=False, random=True),

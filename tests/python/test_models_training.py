@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ortmodule import ORTModule
 from tests.python.model_zoo import (
@@ -19,6 +20,7 @@ from tests.python.model_zoo import (
     assert_close,
     assert_grads_match,
     assert_params_match,
+    check_steps_match,
     loss_of,
     make_batch,
     make_model,
@@ -212,3 +214,21 @@ def test_batchnorm_cumulative_average_is_rejected_clearly() -> None:
 
 def test_batchnorm_without_running_stats() -> None:
     _check_bn_steps({"track_running_stats": False})
+
+
+def test_layernorm_gelu_mlp_matches_eager() -> None:
+    # A transformer-style block: LayerNorm, GELU (Erf), residual connection, on 3-D input.
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(8)
+            self.up = nn.Linear(8, 16)
+            self.down = nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.down(F.gelu(self.up(self.norm(x))))
+
+    torch.manual_seed(0)
+    eager = Block()
+    ort = ORTModule(copy.deepcopy(eager))
+    check_steps_match(ort, eager, torch.randn(3, 5, 8))

@@ -1,0 +1,101 @@
+// Rows are independent for y and dx (parallel over rows); dscale and dbias sum over
+// rows, so they run parallel over column blocks, each block reading rows in order.
+#include "kernels/cpu/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+
+namespace {
+int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
+}  // namespace
+
+template <typename T>
+void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
+                       const T* bias, T* y, T* mean, T* inv_std) {
+  parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      // Two passes in double: the centred sum of squares keeps the variance accurate
+      // for rows far from zero.
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += xr[c];
+      const double m = sum / static_cast<double>(cols);
+      double sq = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double d = xr[c] - m;
+        sq += d * d;
+      }
+      const double is = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+      T* yr = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = (xr[c] - m) * is * scale[c] + (bias ? static_cast<double>(bias[c]) : 0.0);
+        yr[c] = static_cast<T>(v);
+      }
+      if (mean) mean[r] = static_cast<T>(m);
+      if (inv_std) inv_std[r] = static_cast<T>(is);
+    }
+  });
+}
+
+template <typename T>
+void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
+                        const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
+  if (dx) {
+    // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale
+    parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = x + r * cols;
+        const T* gr = dy + r * cols;
+        const double m = mean[r], is = inv_std[r];
+        double sum_g = 0, sum_gx = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double g = static_cast<double>(gr[c]) * scale[c];
+          sum_g += g;
+          sum_gx += g * (xr[c] - m) * is;
+        }
+        const double mg = sum_g / static_cast<double>(cols);
+        const double mgx = sum_gx / static_cast<double>(cols);
+        T* dr = dx + r * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double g = static_cast<double>(gr[c]) * scale[c];
+          const double xhat = (xr[c] - m) * is;
+          dr[c] = static_cast<T>(is * (g - mg - xhat * mgx));
+        }
+      }
+    });
+  }
+  if (!dscale && !dbias) return;
+  parallel_for(0, cols, 256, [&](int64_t c0, int64_t c1) {
+    std::vector<double> s_scale(c1 - c0, 0.0), s_bias(c1 - c0, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * cols;
+      const T* gr = dy + r * cols;
+      const double m = mean[r], is = inv_std[r];
+      for (int64_t c = c0; c < c1; ++c) {
+        s_scale[c - c0] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
+        s_bias[c - c0] += gr[c];
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      if (dscale) dscale[c] = static_cast<T>(s_scale[c - c0]);
+      if (dbias) dbias[c] = static_cast<T>(s_bias[c - c0]);
+    }
+  });
+}
+
+template void layernorm_forward<float>(int64_t, int64_t, double, const float*, const float*,
+                                       const float*, float*, float*, float*);
+template void layernorm_forward<double>(int64_t, int64_t, double, const double*, const double*,
+                                        const double*, double*, double*, double*);
+template void layernorm_backward<float>(int64_t, int64_t, const float*, const float*, const float*,
+                                        const float*, const float*, float*, float*, float*);
+template void layernorm_backward<double>(int64_t, int64_t, const double*, const double*,
+                                         const double*, const double*, const double*, double*,
+                                         double*, double*);
+
+}  // namespace ortmodule
