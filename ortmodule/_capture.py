@@ -14,7 +14,6 @@ import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -42,7 +41,7 @@ class Captured:
 class _FlatWrapper(torch.nn.Module):
     """Calls the module from a flat tuple of tensors and returns a flat tuple."""
 
-    def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec, consts: list[Any]) -> None:
+    def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec) -> None:
         super().__init__()
         self.module = module
         self.in_spec = in_spec
@@ -125,7 +124,7 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, static_shapes: bool = False) -> Captured:
-    wrapper = _FlatWrapper(module, in_spec, [])
+    wrapper = _FlatWrapper(module, in_spec)
     input_names = [f"input_{i}" for i in range(len(tensors))]
     dynamic_axes = None if static_shapes else {
         n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)

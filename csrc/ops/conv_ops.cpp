@@ -185,9 +185,9 @@ void cpu_maxpool(OpContext& ctx) {
                                                   ctx.out(0).data<scalar_t>(), idx));
 }
 
+// Pool gradients take dY first and the input's shape last.
 std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {
-  size_t shape_input = ctx.node.op_type == "MaxPoolGrad" ? 2 : 1;
-  return one_output(ctx.in(0).dtype(), ctx.in(shape_input).to_int_vector());
+  return one_output(ctx.in(0).dtype(), ctx.in(ctx.num_inputs() - 1).to_int_vector());
 }
 
 void cpu_maxpool_grad(OpContext& ctx) {

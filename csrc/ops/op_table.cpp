@@ -37,6 +37,10 @@ struct Row {
     def.differentiable = false;
     return *this;
   }
+  Row& random() {
+    def.random = true;
+    return *this;
+  }
   Row& not_differentiable() {
     def.differentiable = false;
     return *this;
@@ -103,7 +107,7 @@ std::vector<OpDef> build_table() {
           .tolerance(1e-4, 1e-5),
       Row("", "LayerNormalization", 17, shape_layernorm, cpu_layernorm, grad_layernorm)
           .tolerance(1e-5, 1e-5),
-      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout),
+      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random(),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
           grad_softmax_cross_entropy),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),

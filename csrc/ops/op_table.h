@@ -54,6 +54,7 @@ struct OpDef {
   double grad_rtol = 1e-5;     // finite-difference check tolerances (double precision)
   double grad_atol = 1e-6;
   bool internal = false;  // emitted only by the gradient builder / graph rewrites
+  bool random = false;    // draws random numbers: needs a per-run seed, never merged by CSE
   // Outputs whose values are written back into an input after forward:
   // {output index, input index} (BatchNormalization running statistics).
   std::vector<std::pair<int, int>> state_writeback;

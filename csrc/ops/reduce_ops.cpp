@@ -104,14 +104,10 @@ void grad_reduce(GradContext& g, bool mean) {
       g.emit("ReduceGrad", inputs,
              {{"keepdims", Attribute::make_int(n.attr_int("keepdims", 1))},
               {"noop_with_empty_axes", Attribute::make_int(n.attr_int("noop_with_empty_axes", 0))},
-              {"axes", Attribute::make_ints(n.attr_ints("axes"))},
               {"mean", Attribute::make_int(mean)}},
              "ai.ortmodule");
-  // An empty "axes" attribute means "absent" for plan_reduce's purposes.
-  if (!n.has_attr("axes")) {
-    Node* emitted = dx->producer;
-    emitted->attrs.erase("axes");
-  }
+  // Axes given as an attribute (ReduceMean before opset 18) travel as one too.
+  if (n.has_attr("axes")) dx->producer->attrs["axes"] = n.attrs.at("axes");
   g.set_input_grad(0, dx);
 }
 }  // namespace

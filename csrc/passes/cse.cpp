@@ -4,11 +4,13 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ops/op_table.h"
+
 namespace ortmodule {
 namespace {
 
 bool mergeable(const Node& n) {
-  return n.op_type != "Dropout" && n.op_type != "Constant" && !n.outputs.empty();
+  return !(n.def && n.def->random) && n.op_type != "Constant" && !n.outputs.empty();
 }
 
 // A key equal for nodes that compute the same thing: op, domain, input ids, attributes.

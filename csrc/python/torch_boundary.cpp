@@ -13,55 +13,30 @@ namespace ortmodule {
 
 namespace {
 
-DType dtype_from_torch(at::ScalarType t, const std::string& what) {
-  switch (t) {
-    case at::kFloat:
-      return DType::Float32;
-    case at::kDouble:
-      return DType::Float64;
-    case at::kHalf:
-      return DType::Float16;
-    case at::kBFloat16:
-      return DType::BFloat16;
-    case at::kLong:
-      return DType::Int64;
-    case at::kInt:
-      return DType::Int32;
-    case at::kChar:
-      return DType::Int8;
-    case at::kByte:
-      return DType::UInt8;
-    case at::kBool:
-      return DType::Bool;
-    default:
-      throw std::invalid_argument(what + " has dtype " + std::string(c10::toString(t)) +
-                                  ", which the engine does not support");
-  }
+// The dtypes both sides know, in one table for both directions.
+constexpr std::pair<at::ScalarType, DType> kDTypes[] = {
+    {at::kFloat, DType::Float32},     {at::kDouble, DType::Float64}, {at::kHalf, DType::Float16},
+    {at::kBFloat16, DType::BFloat16}, {at::kLong, DType::Int64},     {at::kInt, DType::Int32},
+    {at::kChar, DType::Int8},         {at::kByte, DType::UInt8},     {at::kBool, DType::Bool},
+};
+
+// Error messages name the tensor as "<kind> '<name>'"; they are built only on failure.
+std::string tensor_label(const char* kind, const std::string& name) {
+  return std::string(kind) + " '" + name + "'";
+}
+
+DType dtype_from_torch(at::ScalarType t, const char* kind, const std::string& name) {
+  for (const auto& [torch_type, dtype] : kDTypes)
+    if (torch_type == t) return dtype;
+  throw std::invalid_argument(tensor_label(kind, name) + " has dtype " +
+                              std::string(c10::toString(t)) +
+                              ", which the engine does not support");
 }
 
 at::ScalarType dtype_to_torch(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return at::kFloat;
-    case DType::Float64:
-      return at::kDouble;
-    case DType::Float16:
-      return at::kHalf;
-    case DType::BFloat16:
-      return at::kBFloat16;
-    case DType::Int64:
-      return at::kLong;
-    case DType::Int32:
-      return at::kInt;
-    case DType::Int8:
-      return at::kChar;
-    case DType::UInt8:
-      return at::kByte;
-    case DType::Bool:
-      return at::kBool;
-    default:
-      throw std::logic_error("tensor with undefined dtype");
-  }
+  for (const auto& [torch_type, dtype] : kDTypes)
+    if (dtype == t) return torch_type;
+  throw std::logic_error("tensor with undefined dtype");
 }
 
 uint64_t draw_seed() {
@@ -79,7 +54,7 @@ struct ProgramBackward : public torch::autograd::Node {
   // Inputs backward reads, with their version at forward time: an in-place change
   // in between would silently corrupt the gradient, so it is reported instead.
   std::vector<std::pair<at::Tensor, uint32_t>> saved_versions;
-  std::vector<std::string> saved_names;
+  std::vector<int> saved_positions;  // their program input positions, for the error message
   size_t program_outputs = 0;
 
   std::string name() const override { return "ortmodule::ProgramBackward"; }
@@ -93,7 +68,7 @@ struct ProgramBackward : public torch::autograd::Node {
     for (size_t i = 0; i < saved_versions.size(); ++i) {
       const auto& [tensor, version] = saved_versions[i];
       if (tensor._version() != version) {
-        throw std::runtime_error("ortmodule: input '" + saved_names[i] +
+        throw std::runtime_error("ortmodule: input '" + program->input_names()[saved_positions[i]] +
                                  "', which backward needs, was modified in place "
                                  "after the forward call (version " +
                                  std::to_string(version) + " -> " +
@@ -102,13 +77,11 @@ struct ProgramBackward : public torch::autograd::Node {
       }
     }
     std::vector<Tensor> output_grads(program_outputs);
-    std::vector<at::Tensor> keep_alive;
     for (size_t i = 0; i < grads.size(); ++i) {
-      at::Tensor g = grads[i].defined() ? grads[i] : input_metadata(i).zeros_like();
-      g = g.contiguous();
-      keep_alive.push_back(g);
-      output_grads[output_slot[i]] =
-          from_torch(g, "gradient of output " + std::to_string(output_slot[i]));
+      const int slot = output_slot[i];
+      output_grads[slot] =
+          from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
+                     "gradient of output", program->output_names()[slot]);
     }
     std::vector<Tensor> input_grads;
     if (torch::autograd::get_current_graph_task_keep_graph()) {
@@ -137,14 +110,14 @@ struct ProgramBackward : public torch::autograd::Node {
 
 }  // namespace
 
-Tensor from_torch(const at::Tensor& t_in, const std::string& what) {
-  if (!t_in.defined()) throw std::invalid_argument(what + " is undefined");
+Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& name) {
+  if (!t_in.defined()) throw std::invalid_argument(tensor_label(kind, name) + " is undefined");
   if (!t_in.device().is_cpu()) {
-    throw std::invalid_argument(what + " is on " + t_in.device().str() +
+    throw std::invalid_argument(tensor_label(kind, name) + " is on " + t_in.device().str() +
                                 "; this build of the engine runs on the CPU only");
   }
   at::Tensor t = t_in.contiguous();
-  DType dt = dtype_from_torch(t.scalar_type(), what);
+  DType dt = dtype_from_torch(t.scalar_type(), kind, name);
   auto holder = std::make_shared<at::Tensor>(t);
   auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [holder](void*) {});
   storage->writable = false;
@@ -168,7 +141,7 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   std::vector<Tensor> engine_inputs;
   engine_inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
-    engine_inputs.push_back(from_torch(inputs[i], "input '" + names[i] + "'"));
+    engine_inputs.push_back(from_torch(inputs[i], "input", names[i]));
 
   bool needs_graph = false;
   if (torch::autograd::GradMode::is_enabled()) {
@@ -182,7 +155,10 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   {
     // Buffers written back in place must not trip autograd's version checks.
     at::NoGradGuard no_grad;
-    outs = program->executor().forward(engine_inputs, draw_seed(), needs_graph ? &state : nullptr);
+    // Only graphs with random ops draw from torch's generator, so the user's random
+    // stream advances exactly as in eager mode.
+    const uint64_t seed = program->uses_randomness() ? draw_seed() : 0;
+    outs = program->executor().forward(engine_inputs, seed, needs_graph ? &state : nullptr);
   }
   std::vector<at::Tensor> results;
   results.reserve(outs.size());
@@ -196,7 +172,7 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   for (int p : program->stashed_input_positions()) {
     node->saved_versions.emplace_back(inputs[p], inputs[p]._version());
-    node->saved_names.push_back(names[p]);
+    node->saved_positions.push_back(p);
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {

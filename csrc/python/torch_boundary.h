@@ -11,7 +11,8 @@
 
 namespace ortmodule {
 
-Tensor from_torch(const at::Tensor& t, const std::string& what);
+// `kind` and `name` label the tensor in error messages ("input 'x'").
+Tensor from_torch(const at::Tensor& t, const char* kind, const std::string& name);
 at::Tensor to_torch(const Tensor& t);
 
 // Runs the program's forward on `inputs` (user tensors, then parameters and

@@ -46,6 +46,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
   const Plan& plan = executor_->plan();
+  for (const PlanStep& step : plan.forward) uses_randomness_ |= step.def->random;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (std::binary_search(plan.stash.begin(), plan.stash.end(), plan.inputs[i]))
       stashed_inputs_.push_back(static_cast<int>(i));

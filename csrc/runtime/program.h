@@ -28,6 +28,8 @@ class Program {
   // Per output: whether it carries a gradient into backward.
   const std::vector<bool>& output_differentiable() const { return output_differentiable_; }
   bool has_backward() const { return !wrt_positions_.empty(); }
+  // Whether some step draws random numbers (Dropout) and so needs a seed per run.
+  bool uses_randomness() const { return uses_randomness_; }
   // Positions (in input_names) of fed inputs that backward reads: they must not be
   // modified in place between forward and backward.
   const std::vector<int>& stashed_input_positions() const { return stashed_inputs_; }
@@ -43,6 +45,7 @@ class Program {
   std::vector<bool> output_differentiable_;
   std::vector<Value*> output_grads_, input_grads_;
   std::vector<int> stashed_inputs_;
+  bool uses_randomness_ = false;
 };
 
 }  // namespace ortmodule

@@ -474,3 +474,13 @@ def test_deepcopy_and_pickle_of_wrapped_module_rebuild_their_graphs() -> None:
         assert all(p.grad is not None for p in other.parameters())
         # Copies own their parameters: the original is untouched.
         assert all(p is not q for p, q in zip(other.parameters(), model.parameters()))
+
+
+def test_graph_without_random_ops_leaves_torch_rng_untouched() -> None:
+    # Eager PyTorch draws no random numbers for this model; neither must the engine.
+    model = ORTModule(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    x = torch.randn(5, 4)
+    for _ in range(2):  # the first call exports, the second runs the cached graph
+        state = torch.random.get_rng_state()
+        model(x).sum().backward()
+        assert torch.equal(torch.random.get_rng_state(), state)
