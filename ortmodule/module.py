@@ -129,7 +129,7 @@ class ORTModule(torch.nn.Module):
         )
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._compile(in_spec, tensors, key)
+            entry = self._compile(in_spec, tensors)
             self._cache[key] = entry
         inputs = [
             tensors[f[1]] if f[0] == "input" else getattr(f[1], f[2])
@@ -140,13 +140,13 @@ class ORTModule(torch.nn.Module):
             bn.num_batches_tracked.add_(1)
         return _schema.unflatten(entry.output_spec, outputs)
 
-    def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], key: tuple) -> _Entry:
+    def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor]) -> _Entry:
         module = self.module
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
         captured = _capture.export(module, in_spec, tensors, verbose, self._static_shapes)
         input_index = {name: i for i, name in enumerate(f"input_{k}" for k in range(len(tensors)))}
-        feed_inits = [n for n in captured.bindings]
+        feed_inits = list(captured.bindings)
         grad = torch.is_grad_enabled()
         wrt: list[str] = []
         if grad:
