@@ -47,6 +47,7 @@ class Sample:
     reference: bool = True                 # compare forward with onnx.reference
     random: bool = False                   # draws random numbers: reseed per call
     reference_rtol: float = 1e-10          # looser where onnx.reference computes in float32
+    opset: int = 17                        # ONNX opset of the single-op model
     name: str = ""
 
 

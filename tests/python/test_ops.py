@@ -13,7 +13,6 @@ from onnx.reference import ReferenceEvaluator
 from ortmodule import _C
 from tests.python.op_samples import SAMPLES, Sample
 
-OPSET = 17
 ROWS = [r for r in _C.op_table() if not r["internal"]]
 GRAD_ROWS = [r for r in ROWS if r["has_gradient"]]
 
@@ -36,11 +35,15 @@ def build_model(op: str, sample: Sample) -> onnx.ModelProto:
     attrs = dict(sample.attrs)
     if isinstance(attrs.get("value"), np.ndarray):
         attrs["value"] = numpy_helper.from_array(attrs["value"], "value")
-    node = helper.make_node(op, order, ["y"], name=f"{op}_under_test", **attrs)
-    out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
-    graph = helper.make_graph([node], "single_op", inputs, [out], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    return model
+    names = output_names(sample)
+    node = helper.make_node(op, order, names, name=f"{op}_under_test", **attrs)
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in names]
+    graph = helper.make_graph([node], "single_op", inputs, outs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", sample.opset)])
+
+
+def output_names(sample: Sample) -> list[str]:
+    return ["y"] if sample.num_outputs == 1 else [f"y{i}" for i in range(sample.num_outputs)]
 
 
 def grad_names(sample: Sample) -> list[str]:
@@ -59,14 +62,16 @@ def test_forward_matches_onnx_reference(row: dict, sample: Sample) -> None:
     model = build_model(row["op_type"], sample)
     program = _C.Program(model.SerializeToString(), [], [])
     inputs = [torch.from_numpy(v.copy()) for v in sample.inputs.values()]
-    (got,) = _C.run(program, inputs)
+    outputs = _C.run(program, inputs)
+    assert len(outputs) == sample.num_outputs
     if not sample.reference:
-        assert tuple(got.shape) == sample.inputs[next(iter(sample.inputs))].shape
+        assert tuple(outputs[0].shape) == sample.inputs[next(iter(sample.inputs))].shape
         return
-    (expected,) = ReferenceEvaluator(model).run(None, dict(sample.inputs))
-    expected = np.asarray(expected)
-    assert tuple(got.shape) == expected.shape, f"shape {tuple(got.shape)} != {expected.shape}"
-    np.testing.assert_allclose(got.numpy(), expected, rtol=sample.reference_rtol, atol=1e-12)
+    for got, expected in zip(outputs, ReferenceEvaluator(model).run(None, dict(sample.inputs))):
+        expected = np.asarray(expected)
+        assert tuple(got.shape) == expected.shape, f"shape {tuple(got.shape)} != {expected.shape}"
+        assert got.numpy().dtype == expected.dtype, f"dtype {got.dtype} != {expected.dtype}"
+        np.testing.assert_allclose(got.numpy(), expected, rtol=sample.reference_rtol, atol=1e-12)
 
 
 @pytest.mark.parametrize("row,sample", _cases(GRAD_ROWS))
@@ -79,13 +84,14 @@ def test_gradient_matches_finite_differences(row: dict, sample: Sample) -> None:
     names = list(sample.inputs)
     base = {n: torch.from_numpy(v.copy()) for n, v in sample.inputs.items()}
 
-    def run(*diff: torch.Tensor) -> torch.Tensor:
+    def run(*diff: torch.Tensor) -> tuple[torch.Tensor, ...]:
         feed = dict(base)
         feed.update(zip(wrt, diff))
         if sample.random:
             torch.manual_seed(1234)  # same mask on every evaluation
-        (y,) = _C.run(program, [feed[n] for n in names])
-        return y
+        # Integer and bool outputs (ArgMax, comparison results) carry no gradient.
+        return tuple(y for y in _C.run(program, [feed[n] for n in names])
+                     if y.is_floating_point())
 
     diff = [base[n].clone().requires_grad_(True) for n in wrt]
     assert torch.autograd.gradcheck(
