@@ -1,28 +1,27 @@
-"""Capture: the only code that talks to torch.onnx.
+"""Capture: the only code that talks to an exporter (torch.export + torch.onnx).
 
-Exports the wrapped module for one input schema and returns ONNX bytes plus the
-mapping from ONNX initializer names to the module's parameters and buffers.
+Exports the wrapped module for one input schema and returns one canonical ONNX model
+(bytes) plus its schema: the mapping from ONNX initializer names to the module's
+parameters and buffers, the buffers the graph updates, and the input dimensions the
+graph was specialized to. Two paths produce it: torch.export (the default,
+``_capture_dynamo``) and the TorchScript exporter (``_capture_torchscript``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from ortmodule import _schema
+from ortmodule.options import EXPORTERS
 
 logger = logging.getLogger("ortmodule")
-
-OPSET = 17
-
 
 class ExportError(RuntimeError):
     """The wrapped module could not be exported to ONNX."""
@@ -36,24 +35,48 @@ class Captured:
     output_spec: _schema.Spec
     # ONNX initializer name -> (owner module, "param"/"buffer", attribute name, state_dict name)
     bindings: dict[str, tuple[torch.nn.Module, str, str, str]] = field(default_factory=dict)
+    # (graph output, initializer) pairs: forward's new value of a buffer, which the engine
+    # writes back into it after every forward (BatchNorm running statistics, counters).
+    state_outputs: list[tuple[str, str]] = field(default_factory=list)
+    # Per user input: {dim: (min, max)} sizes the graph is valid for (max -1: unbounded).
+    # Dimensions not listed may take any size without a new export.
+    dim_guards: list[dict[int, tuple[int, int]]] = field(default_factory=list)
+    exporter: str = "dynamo"
+
+
+class _Recorded:
+    spec: _schema.Spec | None = None
 
 
 class _FlatWrapper(torch.nn.Module):
     """Calls the module from a flat tuple of tensors and returns a flat tuple."""
 
-    def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec) -> None:
+    def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec,
+                 return_buffers: bool = False) -> None:
         super().__init__()
         self.module = module
         self.in_spec = in_spec
-        self.output_spec: _schema.Spec | None = None
+        self.return_buffers = return_buffers
+        # torch.export restores attributes and containers it sees changed after tracing;
+        # a plain object's fields survive.
+        self._recorded = _Recorded()
+
+    @property
+    def output_spec(self) -> _schema.Spec | None:
+        return self._recorded.spec
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         args, kwargs = _schema.unflatten(self.in_spec, list(tensors))
         out = self.module(*args, **kwargs)
         flat: list[torch.Tensor] = []
-        self.output_spec = _schema.flatten(out, flat)
+        self._recorded.spec = _schema.flatten(out, flat)
         if not flat:
             raise ExportError("the module returned no tensors")
+        if self.return_buffers:
+            # Every buffer's value after forward, as extra outputs: the graph then computes
+            # the updates forward makes to buffers (which the exporter would otherwise
+            # drop). Outputs of unchanged buffers are pruned after export.
+            flat.extend(b.clone() for _, b in named_buffers(self.module))
         return tuple(flat)
 
 
@@ -101,6 +124,28 @@ def _owner(module: torch.nn.Module, dotted: str) -> tuple[torch.nn.Module, str]:
     return owner, attr
 
 
+def named_buffers(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [(n, b) for n, b in module.named_buffers() if b is not None]
+
+
+def bind_initializers(module: torch.nn.Module, names: list[str], prefix: str
+                      ) -> dict[str, tuple[torch.nn.Module, str, str, str]]:
+    """Maps ONNX initializer names (``prefix`` + state_dict-style name) to the parameters
+    and buffers they hold. A tied weight has several names but is one initializer."""
+    bindings: dict[str, tuple[torch.nn.Module, str, str, str]] = {}
+    params = dict(module.named_parameters(remove_duplicate=False))
+    buffers = dict(module.named_buffers(remove_duplicate=False))
+    for init_name in names:
+        name = init_name.removeprefix(prefix)
+        if name in params:
+            owner, attr = _owner(module, name)
+            bindings[init_name] = (owner, "param", attr, name)
+        elif name in buffers:
+            owner, attr = _owner(module, name)
+            bindings[init_name] = (owner, "buffer", attr, name)
+    return bindings
+
+
 def check_supported(module: torch.nn.Module) -> None:
     """Rejects module configurations the exported graph cannot reproduce."""
     for name, m in module.named_modules():
@@ -123,71 +168,14 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, static_shapes: bool = False) -> Captured:
-    wrapper = _FlatWrapper(module, in_spec)
-    input_names = [f"input_{i}" for i in range(len(tensors))]
-    dynamic_axes = None if static_shapes else {
-        n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)
-    }
-    # PRESERVE exports every submodule in its own mode (an eval() submodule inside a
-    # train() model stays in eval) and leaves the modes untouched. The wrapper itself
-    # claims training so that the exporter keeps training-style symbolics available
-    # and deduplicates initializers by identity only: in eval mode it would merge
-    # parameters and buffers that merely hold equal values (zero biases, fresh
-    # BatchNorm statistics), breaking their binding to the module.
-    wrapper.training = True
-    mode = torch.onnx.TrainingMode.PRESERVE
-    buf = io.BytesIO()
-    with _preserve_state(module), warnings.catch_warnings():
-        if not verbose:
-            warnings.simplefilter("ignore")
-        try:
-            # The TorchScript exporter honours training mode (dropout, train-mode
-            # BatchNorm with running-stat outputs) and keeps parameters as named
-            # initializers when constant folding is off.
-            # verbose=True makes the exporter record each node's Python stack in its
-            # doc_string (the engine's errors quote the user's source line); the graph
-            # dump it also prints from C++ is kept off the terminal unless asked for.
-            with torch.no_grad(), _quiet_fds(enabled=not verbose):
-                torch.onnx.export(
-                    wrapper,
-                    tuple(t.detach() for t in tensors),
-                    buf,
-                    dynamo=False,
-                    export_params=True,
-                    training=mode,
-                    do_constant_folding=False,
-                    keep_initializers_as_inputs=False,
-                    input_names=input_names,
-                    opset_version=OPSET,
-                    dynamic_axes=dynamic_axes,
-                    verbose=True,
-                )
-        except ExportError:
-            raise
-        except Exception as e:  # the exporter raises many exception types
-            raise ExportError(
-                f"exporting {type(module).__name__} to ONNX failed: {type(e).__name__}: {e}"
-            ) from e
-    if wrapper.output_spec is None:
-        raise ExportError("the exporter did not run the module's forward")
+           verbose: bool, exporter: str, static_shapes: bool = False) -> Captured:
+    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``)."""
+    if exporter == "dynamo":
+        from ortmodule import _capture_dynamo
 
-    import onnx  # deferred: importing onnx is slow and only needed here
+        return _capture_dynamo.export(module, in_spec, tensors, verbose)
+    if exporter == "torchscript":
+        from ortmodule import _capture_torchscript
 
-    model = onnx.load_from_string(buf.getvalue())
-    output_names = [o.name for o in model.graph.output]
-    bindings: dict[str, tuple[torch.nn.Module, str, str, str]] = {}
-    params = dict(module.named_parameters(remove_duplicate=False))
-    buffers = dict(module.named_buffers(remove_duplicate=False))
-    for init in model.graph.initializer:
-        name = init.name.removeprefix("module.")
-        if name in params:
-            owner, attr = _owner(module, name)
-            bindings[init.name] = (owner, "param", attr, name)
-        elif name in buffers:
-            owner, attr = _owner(module, name)
-            bindings[init.name] = (owner, "buffer", attr, name)
-    graph_inputs = [i.name for i in model.graph.input]
-    logger.info("exported %s: %d nodes, %d inputs, %d bound parameters/buffers",
-                type(module).__name__, len(model.graph.node), len(graph_inputs), len(bindings))
-    return Captured(buf.getvalue(), graph_inputs, output_names, wrapper.output_spec, bindings)
+        return _capture_torchscript.export(module, in_spec, tensors, verbose, static_shapes)
+    raise ValueError(f"unknown exporter {exporter!r}; expected one of {EXPORTERS}")

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 # Schema nodes: ("T", index) for a tensor, ("C", value) for a constant,
-# ("tuple"/"list", [children]), ("dict", [(key, child), ...]).
+# ("tuple"/"list", [children], type), ("dict", [(key, child), ...], type). The type is
+# the container's own class (a namedtuple, a Hugging Face ModelOutput, ...), rebuilt on
+# the way out.
 Spec = tuple
 
 
@@ -23,9 +25,9 @@ def flatten(obj: Any, tensors: list[torch.Tensor]) -> Spec:
         return ("T", len(tensors) - 1)
     if isinstance(obj, (tuple, list)):
         kind = "tuple" if isinstance(obj, tuple) else "list"
-        return (kind, tuple(flatten(o, tensors) for o in obj))
+        return (kind, tuple(flatten(o, tensors) for o in obj), type(obj))
     if isinstance(obj, dict):
-        return ("dict", tuple((k, flatten(v, tensors)) for k, v in obj.items()))
+        return ("dict", tuple((k, flatten(v, tensors)) for k, v in obj.items()), type(obj))
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return ("C", obj)
     raise TypeError(
@@ -35,15 +37,19 @@ def flatten(obj: Any, tensors: list[torch.Tensor]) -> Spec:
 
 
 def unflatten(spec: Spec, tensors: list[Any]) -> Any:
-    kind, payload = spec
+    kind, payload = spec[0], spec[1]
     if kind == "T":
         return tensors[payload]
     if kind == "C":
         return payload
+    cls = spec[2]
     if kind in ("tuple", "list"):
         items = [unflatten(s, tensors) for s in payload]
-        return tuple(items) if kind == "tuple" else items
-    return {k: unflatten(s, tensors) for k, s in payload}
+        if cls in (tuple, list):
+            return cls(items)
+        return cls(*items) if hasattr(cls, "_fields") else cls(items)  # namedtuple or other
+    values = {k: unflatten(s, tensors) for k, s in payload}
+    return values if cls is dict else cls(**values)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,17 @@ class _Entry:
     # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
     feeds: list[tuple]
     output_spec: _schema.Spec
+    # BatchNorm counters the graph does not update itself (TorchScript capture).
     bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
+    # (flat input index, dim, min, max): the sizes the graph is valid for (max -1: any).
+    dim_guards: list[tuple[int, int, int, int]]
+
+    def accepts(self, tensors: list[torch.Tensor]) -> bool:
+        for i, d, low, high in self.dim_guards:
+            size = tensors[i].shape[d]
+            if size < low or (high >= 0 and size > high):
+                return False
+        return True
 
 
 class ORTModule(torch.nn.Module):
@@ -48,7 +58,8 @@ class ORTModule(torch.nn.Module):
         opts = DebugOptions.from_env(debug_options)
         object.__setattr__(self, "_debug", opts)
         object.__setattr__(self, "_cache", {})
-        object.__setattr__(self, "_static_shapes", _capture.needs_static_shapes(module))
+        object.__setattr__(self, "_static_shapes", opts.exporter == "torchscript"
+                           and _capture.needs_static_shapes(module))
         object.__setattr__(self, "_saved_names", set())
         # The module structure is fixed once wrapped (as for any exported graph); caching
         # the module list and parameter owners keeps the per-call cache key cheap. Parameter
@@ -127,10 +138,15 @@ class ORTModule(torch.nn.Module):
             tuple(m._parameters[n].requires_grad for m, n in self._param_slots) if grad else (),
             tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
         )
-        entry = self._cache.get(key)
+        entries = self._cache.get(key)
+        entry = None
+        for candidate in entries or ():
+            if candidate.accepts(tensors):
+                entry = candidate
+                break
         if entry is None:
             entry = self._compile(in_spec, tensors)
-            self._cache[key] = entry
+            self._cache.setdefault(key, []).append(entry)
         inputs = [
             tensors[f[1]] if f[0] == "input" else getattr(f[1], f[2])
             for f in entry.feeds
@@ -144,8 +160,13 @@ class ORTModule(torch.nn.Module):
         module = self.module
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
-        captured = _capture.export(module, in_spec, tensors, verbose, self._static_shapes)
-        input_index = {name: i for i, name in enumerate(f"input_{k}" for k in range(len(tensors)))}
+        captured = _capture.export(module, in_spec, tensors, verbose, self._debug.exporter,
+                                   self._static_shapes)
+        # torch.export keeps one graph input per tensor; the TorchScript exporter names them
+        # input_<k> and drops unused ones.
+        names = (captured.input_names if captured.exporter == "dynamo"
+                 else [f"input_{k}" for k in range(len(tensors))])
+        input_index = {name: i for i, name in enumerate(names)}
         feed_inits = list(captured.bindings)
         grad = torch.is_grad_enabled()
         wrt: list[str] = []
@@ -157,7 +178,7 @@ class ORTModule(torch.nn.Module):
             for name, (owner, kind, attr, _) in captured.bindings.items():
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
-        program = _C.Program(captured.onnx_bytes, feed_inits, wrt)
+        program = _C.Program(captured.onnx_bytes, feed_inits, wrt, captured.state_outputs)
         feeds: list[tuple] = []
         for name in program.input_names:
             if name in input_index:
@@ -166,15 +187,20 @@ class ORTModule(torch.nn.Module):
                 owner, kind, attr, _ = captured.bindings[name]
                 feeds.append((kind, owner, attr))
         bn_counters = []
-        for m in module.modules():
-            if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
-                    and m.track_running_stats and m.num_batches_tracked is not None):
-                bn_counters.append(m)
+        if captured.exporter == "torchscript":
+            for m in module.modules():
+                if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+                        and m.track_running_stats and m.num_batches_tracked is not None):
+                    bn_counters.append(m)
+        dim_guards = [(input_index[name], d, low, high)
+                      for name, dims in zip(captured.input_names, captured.dim_guards)
+                      for d, (low, high) in dims.items()]
         logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients)",
-                    len(self._cache) + 1, module.training, grad, len(wrt))
+                    sum(len(v) for v in self._cache.values()) + 1, module.training, grad,
+                    len(wrt))
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
-        return _Entry(program, feeds, captured.output_spec, bn_counters)
+        return _Entry(program, feeds, captured.output_spec, bn_counters, dim_guards)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

@@ -7,6 +7,8 @@ import logging
 import os
 from dataclasses import dataclass, replace
 
+EXPORTERS = ("dynamo", "torchscript")
+
 
 class LogLevel(enum.IntEnum):
     VERBOSE = 0
@@ -33,12 +35,17 @@ class DebugOptions:
     (the exported model) and ``<onnx_prefix>_<mode>_training.onnx`` (forward plus the
     gradient graph built by the engine) into ``save_path`` (default: the current
     directory). ``mode`` is ``training`` or ``inference``.
+
+    exporter picks how the module is captured: ``"dynamo"`` (torch.export lowered to
+    ONNX, the default) or ``"torchscript"`` (the deprecated TorchScript exporter, which
+    cannot follow modern model code such as transformers' attention masks).
     """
 
     log_level: LogLevel = LogLevel.WARNING
     save_onnx: bool = False
     onnx_prefix: str = ""
     save_path: str | None = None
+    exporter: str = "dynamo"
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -47,11 +54,13 @@ class DebugOptions:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
             raise ValueError(f"save_path {self.save_path!r} is not an existing directory")
+        if self.exporter not in EXPORTERS:
+            raise ValueError(f"exporter {self.exporter!r} is not one of {', '.join(EXPORTERS)}")
 
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
-        ORTMODULE_SAVE_PATH on top of ``base``."""
+        ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -66,7 +75,8 @@ class DebugOptions:
             if save not in ("0", "1"):
                 raise ValueError(f"ORTMODULE_SAVE_ONNX={save!r} must be 0 or 1")
             changes["save_onnx"] = save == "1"
-        for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path")):
+        for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
+                           ("ORTMODULE_EXPORTER", "exporter")):
             value = os.environ.get(env)
             if value is not None:
                 changes[field] = value

@@ -66,6 +66,7 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
   std::unordered_set<const Value*> wanted(graph.outputs().begin(), graph.outputs().end());
   for (Value* g : request.input_grads)
     if (g) wanted.insert(g);
+  for (const auto& update : request.state_updates) wanted.insert(update.first);
   std::unordered_map<const Value*, int> input_index;
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     input_index[graph.inputs()[i]] = static_cast<int>(i);
@@ -90,6 +91,15 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
       auto it = input_index.find(target);
       if (it != input_index.end()) plan.writebacks.push_back({produced->id, it->second});
     }
+  }
+
+  for (const auto& [produced, target] : request.state_updates) {
+    auto it = input_index.find(target);
+    if (it == input_index.end())
+      throw std::invalid_argument("state update of '" + target->name + "' is not a fed input");
+    bool written = false;  // already written back by its op (BatchNormalization)
+    for (const auto& wb : plan.writebacks) written = written || wb.second == it->second;
+    if (!written) plan.writebacks.push_back({produced->id, it->second});
   }
 
   // Constants used by live nodes.

@@ -41,6 +41,7 @@ struct Plan {
 struct PlanRequest {
   std::vector<Value*> output_grads;  // from the gradient builder (empty: inference)
   std::vector<Value*> input_grads;
+  std::vector<std::pair<Value*, Value*>> state_updates;  // {new value, fed graph input}
 };
 
 Plan make_plan(const Graph& graph, const PlanRequest& request);

@@ -18,6 +18,15 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   for (Value* v : graph_->outputs()) output_names_.push_back(v->name);
 
   PlanRequest request;
+  for (const auto& [value, target] : options.state_outputs) {
+    Value* produced = graph_->find_value(value);
+    Value* fed = graph_->find_value(target);
+    if (!produced || !fed) {
+      throw std::invalid_argument("state update '" + value + "' -> '" + target +
+                                  "' names a value the graph does not have");
+    }
+    request.state_updates.push_back({produced, fed});
+  }
   if (!options.wrt.empty()) {
     std::vector<Value*> wrt;
     for (const std::string& name : options.wrt) {
@@ -50,6 +59,15 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (std::binary_search(plan.stash.begin(), plan.stash.end(), plan.inputs[i]))
       stashed_inputs_.push_back(static_cast<int>(i));
+  // Backward must read the value forward read, not the one written back after it (eager
+  // PyTorch reports this as an in-place modification of a saved tensor).
+  for (const auto& wb : plan.writebacks) {
+    if (std::binary_search(plan.stash.begin(), plan.stash.end(), plan.inputs[wb.second])) {
+      throw std::runtime_error("buffer '" + input_names_[wb.second] +
+                               "' is updated in place by forward but backward needs its value "
+                               "from before the update; update a copy or detach it");
+    }
+  }
 }
 
 std::string Program::training_graph_onnx() const {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -14,6 +15,9 @@ namespace ortmodule {
 struct ProgramOptions {
   std::vector<std::string> feed_initializers;  // initializers fed every run (parameters, buffers)
   std::vector<std::string> wrt;                // graph inputs that need gradients (may be empty)
+  // {value, fed initializer}: forward's new value of a buffer, written back into it after
+  // every forward run (running statistics, counters). The value need not be a graph output.
+  std::vector<std::pair<std::string, std::string>> state_outputs;
 };
 
 class Program {

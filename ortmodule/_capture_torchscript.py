@@ -1,0 +1,90 @@
+"""Capture through the TorchScript exporter (torch.onnx.export(dynamo=False)).
+
+Deprecated upstream and unable to follow modern model code (transformers' attention
+masks), it is kept as an option: it honours training mode per submodule and exports
+BatchNorm running-statistic updates as BatchNormalization outputs.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import torch
+
+from ortmodule import _schema
+from ortmodule._capture import (
+    Captured,
+    ExportError,
+    _FlatWrapper,
+    _preserve_state,
+    _quiet_fds,
+    bind_initializers,
+)
+
+logger = logging.getLogger("ortmodule")
+
+OPSET = 17
+
+
+def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
+           verbose: bool, static_shapes: bool = False) -> Captured:
+    wrapper = _FlatWrapper(module, in_spec)
+    input_names = [f"input_{i}" for i in range(len(tensors))]
+    dynamic_axes = None if static_shapes else {
+        n: {d: f"{n}_dim{d}" for d in range(t.dim())} for n, t in zip(input_names, tensors)
+    }
+    # PRESERVE exports every submodule in its own mode (an eval() submodule inside a
+    # train() model stays in eval) and leaves the modes untouched. The wrapper itself
+    # claims training so that the exporter keeps training-style symbolics available
+    # and deduplicates initializers by identity only: in eval mode it would merge
+    # parameters and buffers that merely hold equal values (zero biases, fresh
+    # BatchNorm statistics), breaking their binding to the module.
+    wrapper.training = True
+    mode = torch.onnx.TrainingMode.PRESERVE
+    buf = io.BytesIO()
+    with _preserve_state(module), warnings.catch_warnings():
+        if not verbose:
+            warnings.simplefilter("ignore")
+        try:
+            # The TorchScript exporter honours training mode (dropout, train-mode
+            # BatchNorm with running-stat outputs) and keeps parameters as named
+            # initializers when constant folding is off.
+            # verbose=True makes the exporter record each node's Python stack in its
+            # doc_string (the engine's errors quote the user's source line); the graph
+            # dump it also prints from C++ is kept off the terminal unless asked for.
+            with torch.no_grad(), _quiet_fds(enabled=not verbose):
+                torch.onnx.export(
+                    wrapper,
+                    tuple(t.detach() for t in tensors),
+                    buf,
+                    dynamo=False,
+                    export_params=True,
+                    training=mode,
+                    do_constant_folding=False,
+                    keep_initializers_as_inputs=False,
+                    input_names=input_names,
+                    opset_version=OPSET,
+                    dynamic_axes=dynamic_axes,
+                    verbose=True,
+                )
+        except ExportError:
+            raise
+        except Exception as e:  # the exporter raises many exception types
+            raise ExportError(
+                f"exporting {type(module).__name__} to ONNX failed: {type(e).__name__}: {e}"
+            ) from e
+    if wrapper.output_spec is None:
+        raise ExportError("the exporter did not run the module's forward")
+
+    import onnx  # deferred: importing onnx is slow and only needed here
+
+    model = onnx.load_from_string(buf.getvalue())
+    output_names = [o.name for o in model.graph.output]
+    bindings = bind_initializers(module, [i.name for i in model.graph.initializer], "module.")
+    graph_inputs = [i.name for i in model.graph.input]
+    logger.info("exported %s: %d nodes, %d inputs, %d bound parameters/buffers",
+                type(module).__name__, len(model.graph.node), len(graph_inputs), len(bindings))
+    return Captured(buf.getvalue(), graph_inputs, output_names, wrapper.output_spec, bindings,
+                    exporter="torchscript")

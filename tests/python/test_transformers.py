@@ -1,0 +1,164 @@
+"""Six model families (BERT, GPT-2, T5, ViT, Llama, ResNet) train under ORTModule exactly
+as in eager PyTorch: captured through torch.export, tiny random configs, no downloads."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from ortmodule import ORTModule
+from tests.python.hf_zoo import DROPOUT_FAMILIES, FAMILIES
+
+pytestmark = pytest.mark.slow
+
+RTOL, ATOL = 1e-4, 2e-5
+
+
+def graphs_built(ort: ORTModule) -> int:
+    return sum(len(entries) for entries in ort._cache.values())
+
+
+def make_pair(name: str, p: float = 0.0) -> tuple[ORTModule, torch.nn.Module]:
+    torch.manual_seed(0)
+    eager = FAMILIES[name].build(p).train()
+    return ORTModule(copy.deepcopy(eager)), eager
+
+
+def assert_params_match(ort: ORTModule, eager: torch.nn.Module, what: str) -> None:
+    for (name, got), (_, want) in zip(ort.module.named_parameters(), eager.named_parameters()):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
+                                   msg=lambda m, n=name: f"{what} '{n}': {m}")
+
+
+def assert_grads_match(ort: ORTModule, eager: torch.nn.Module) -> None:
+    for (name, got), (_, want) in zip(ort.module.named_parameters(), eager.named_parameters()):
+        assert (got.grad is None) == (want.grad is None), f"gradient presence of '{name}'"
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, rtol=RTOL, atol=ATOL,
+                                       msg=lambda m, n=name: f"gradient of '{n}': {m}")
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_ten_adamw_steps_match_eager(name: str) -> None:
+    family = FAMILIES[name]
+    ort, eager = make_pair(name)
+    opt_ort = torch.optim.AdamW(ort.parameters(), lr=1e-3)
+    opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    for step in range(10):
+        batch = family.batch(4, 16 if name == "resnet" else 8, step)
+        ort_loss = ort(**batch).loss
+        eager_loss = eager(**batch).loss
+        torch.testing.assert_close(ort_loss, eager_loss, rtol=RTOL, atol=ATOL,
+                                   msg=lambda m, s=step: f"loss at step {s}: {m}")
+        ort_loss.backward()
+        eager_loss.backward()
+        if step == 0:
+            assert_grads_match(ort, eager)
+        opt_ort.step()
+        opt_eager.step()
+        opt_ort.zero_grad()
+        opt_eager.zero_grad()
+    assert_params_match(ort, eager, "after 10 AdamW steps, parameter")
+    for (bname, got), (_, want) in zip(ort.module.named_buffers(), eager.named_buffers()):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
+                                   msg=lambda m, n=bname: f"buffer '{n}': {m}")
+    assert graphs_built(ort) == 1
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_new_sequence_length_reuses_the_graph(name: str) -> None:
+    family = FAMILIES[name]
+    ort, eager = make_pair(name)
+    # Sequence models: new sequence lengths; ResNet: new image sizes; ViT (whose image
+    # size the config fixes): new batch sizes.
+    shapes = ([(4, 8), (4, 13), (2, 5)] if family.has_sequence
+              else [(4, 16), (2, 16), (3, 16)] if name == "vit"
+              else [(4, 16), (2, 20), (3, 12)])
+    for i, (batch_size, length) in enumerate(shapes):
+        batch = family.batch(batch_size, length, 100 + i)
+        ort_loss = ort(**batch).loss
+        eager_loss = eager(**batch).loss
+        torch.testing.assert_close(ort_loss, eager_loss, rtol=RTOL, atol=ATOL)
+        ort_loss.backward()
+        eager_loss.backward()
+        assert_grads_match(ort, eager)
+        ort.zero_grad()
+        eager.zero_grad()
+        assert graphs_built(ort) == 1, f"shape {(batch_size, length)} built a new graph"
+
+
+def _attentions(out) -> list[torch.Tensor]:
+    if hasattr(out, "encoder_attentions"):  # T5
+        return [*out.encoder_attentions, *out.decoder_attentions, *out.cross_attentions]
+    return list(out.attentions)
+
+
+def _double_batch(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("name", DROPOUT_FAMILIES)
+def test_attention_dropout_rate(name: str) -> None:
+    p = 0.3
+    family = FAMILIES[name]
+    ort, eager = make_pair(name, p)
+    batch = family.batch(4, 8, 7)
+    reference = copy.deepcopy(eager).eval()
+    with torch.no_grad():
+        kept_in_eval = [a > 0 for a in _attentions(reference(**batch, output_attentions=True))]
+    torch.manual_seed(3)
+    attentions = _attentions(ort(**batch, output_attentions=True))
+    candidates = sum(int(k.sum()) for k in kept_in_eval)
+    dropped = sum(int(((a == 0) & k).sum()) for a, k in zip(attentions, kept_in_eval))
+    rate = dropped / candidates
+    bound = 5 * math.sqrt(p * (1 - p) / candidates)
+    assert abs(rate - p) < bound, f"dropped {rate:.3f} of {candidates} attention weights, p={p}"
+
+
+@pytest.mark.parametrize("name", DROPOUT_FAMILIES)
+def test_backward_uses_the_forward_dropout_mask(name: str) -> None:
+    """With dropout on, the gradient is the derivative of the loss under the mask that
+    forward drew: a central difference of two forwards with the same mask (same torch
+    seed) along a random direction matches it (float64)."""
+    family = FAMILIES[name]
+    torch.manual_seed(0)
+    model = family.build(0.3).train().double()
+    ort = ORTModule(model)
+    batch = _double_batch(family.batch(2, 8, 11))
+    params = [q for q in model.parameters() if q.requires_grad]
+    gen = torch.Generator().manual_seed(5)
+    direction = [torch.randn(q.shape, generator=gen, dtype=q.dtype) for q in params]
+
+    def loss_at(scale: float, seed: int = 7) -> torch.Tensor:
+        with torch.no_grad():
+            for q, d in zip(params, direction):
+                q.add_(d, alpha=scale)
+        torch.manual_seed(seed)
+        loss = ort(**batch).loss
+        with torch.no_grad():
+            for q, d in zip(params, direction):
+                q.sub_(d, alpha=scale)
+        return loss
+
+    loss_at(0.0).backward()
+    analytic = sum(float((q.grad * d).sum()) for q, d in zip(params, direction))
+    eps = 1e-6
+    numeric = (float(loss_at(eps)) - float(loss_at(-eps))) / (2 * eps)
+    assert math.isclose(analytic, numeric, rel_tol=1e-5, abs_tol=1e-7), (analytic, numeric)
+    # Dropout is really on: another mask gives another loss.
+    assert float(loss_at(0.0, seed=8)) != float(loss_at(0.0, seed=7))
+
+
+def test_gpt2_tied_embedding_gets_one_summed_gradient() -> None:
+    ort, eager = make_pair("gpt2")
+    assert ort.module.lm_head.weight is ort.module.transformer.wte.weight
+    batch = FAMILIES["gpt2"].batch(2, 8, 1)
+    ort(**batch).loss.backward()
+    eager(**batch).loss.backward()
+    names = [n for n, _ in ort.module.named_parameters()]
+    assert "transformer.wte.weight" in names and "lm_head.weight" not in names
+    torch.testing.assert_close(ort.module.lm_head.weight.grad, eager.lm_head.weight.grad,
+                               rtol=RTOL, atol=ATOL)
