@@ -38,9 +38,10 @@ class Captured:
     # (graph output, initializer) pairs: forward's new value of a buffer, which the engine
     # writes back into it after every forward (BatchNorm running statistics, counters).
     state_outputs: list[tuple[str, str]] = field(default_factory=list)
-    # Per user input: {dim: (min, max)} sizes the graph is valid for (max -1: unbounded).
-    # Dimensions not listed may take any size without a new export.
-    dim_guards: list[dict[int, tuple[int, int]]] = field(default_factory=list)
+    # Python conditions over the input sizes, L['tensors'][i].size()[d], under which the
+    # graph is valid (pinned sizes, relations the model code relied on); other sizes
+    # need a new export.
+    shape_guards: list[str] = field(default_factory=list)
     exporter: str = "dynamo"
 
 

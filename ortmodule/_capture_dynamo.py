@@ -22,7 +22,6 @@ from collections.abc import Iterator
 
 import torch
 import torch.fx.experimental._config
-from torch.utils._sympy.numbers import int_oo
 
 from ortmodule import _lowering, _schema
 from ortmodule._capture import (
@@ -130,7 +129,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     if len(graph.input) != len(tensors):
         raise ExportError(f"the exported graph has {len(graph.input)} inputs for "
                           f"{len(tensors)} tensors passed to the module")
-    dim_guards = _dim_guards(program)
+    guards = _shape_guards(program, tensors)
     bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
     logger.info("exported %s with torch.export: %d nodes, %d bound parameters/buffers, "
                 "%d buffer updates; trace %.2f s, ONNX lowering %.2f s",
@@ -138,33 +137,18 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                 traced - start, lowered - traced)
     return Captured(model.SerializeToString(), [i.name for i in graph.input],
                     [o.name for o in graph.output], wrapper.output_spec, bindings,
-                    state_outputs=state_outputs, dim_guards=dim_guards, exporter="dynamo")
+                    state_outputs=state_outputs, shape_guards=guards, exporter="dynamo")
 
 
-def _dim_guards(program: torch.export.ExportedProgram) -> list[dict[int, tuple[int, int]]]:
-    """Per user input, {dim: (min, max)} of sizes the graph is valid for: a fixed size
-    where the model code pinned it, else the range torch.export derived."""
-    user_inputs = set(program.graph_signature.user_inputs)
-    guards = []
-    for node in program.graph.nodes:
-        if node.op != "placeholder" or node.name not in user_inputs:
-            continue
-        dims: dict[int, tuple[int, int]] = {}
-        for d, size in enumerate(node.meta["val"].shape):
-            if isinstance(size, int):
-                dims[d] = (size, size)
-                continue
-            expr = size.node.expr
-            bounds = program.range_constraints.get(expr)
-            if bounds is None:  # a derived size (2 * s0): hold it to the exported one
-                hint = int(size.node.hint)
-                dims[d] = (hint, hint)
-                continue
-            upper = bounds.upper
-            bounded = upper.is_number and upper.is_finite and upper != int_oo
-            dims[d] = (int(bounds.lower), int(upper) if bounded else -1)
-        guards.append(dims)
-    return guards
+def _shape_guards(program: torch.export.ExportedProgram,
+                  tensors: list[torch.Tensor]) -> list[str]:
+    """Python conditions over the input sizes (``L['tensors'][i].size()[d]``) under which
+    the graph is valid: the dimensions the model code pinned and the relations it relied
+    on. Without torch.export's record of them, every size is held to the exported one."""
+    guards = getattr(program, "_guards_code", None)
+    if guards is None:
+        return [f"L['tensors'][{i}].size() == {tuple(t.shape)}" for i, t in enumerate(tensors)]
+    return list(guards)
 
 
 def _state_outputs(graph, num_user: int, buffers: list[tuple[str, torch.Tensor]]

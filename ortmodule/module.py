@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +26,19 @@ class _Entry:
     output_spec: _schema.Spec
     # BatchNorm counters the graph does not update itself (TorchScript capture).
     bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
-    # (flat input index, dim, min, max): the sizes the graph is valid for (max -1: any).
-    dim_guards: list[tuple[int, int, int, int]]
+    # Whether the graph is valid for the input sizes (torch.export's shape guards).
+    guard: Callable[[dict[str, list[torch.Tensor]]], bool] | None
+    last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
-        for i, d, low, high in self.dim_guards:
-            size = tensors[i].shape[d]
-            if size < low or (high >= 0 and size > high):
-                return False
+        if self.guard is None:
+            return True
+        shapes = tuple(t.shape for t in tensors)
+        if shapes == self.last_shapes:
+            return True
+        if not self.guard({"tensors": tensors}):
+            return False
+        self.last_shapes = shapes
         return True
 
 
@@ -192,15 +197,17 @@ class ORTModule(torch.nn.Module):
                 if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
                         and m.track_running_stats and m.num_batches_tracked is not None):
                     bn_counters.append(m)
-        dim_guards = [(input_index[name], d, low, high)
-                      for name, dims in zip(captured.input_names, captured.dim_guards)
-                      for d, (low, high) in dims.items()]
+        guard = None
+        if captured.shape_guards:
+            condition = " and ".join(f"({g})" for g in captured.shape_guards)
+            guard = eval(f"lambda L: {condition}", {"min": min, "max": max})
         logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients)",
                     sum(len(v) for v in self._cache.values()) + 1, module.training, grad,
                     len(wrt))
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
-        return _Entry(program, feeds, captured.output_spec, bn_counters, dim_guards)
+        return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
+                      tuple(t.shape for t in tensors))
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()
