@@ -1,5 +1,6 @@
 # make example : set up everything on a fresh machine and run the main example
 # make test    : set up everything and run the C++ and Python test suites
+# make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,10 +8,13 @@ STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format
 
-.PHONY: example test build system-deps test-cpp test-python bench docs lint
+.PHONY: example example-gpt2 test build system-deps test-cpp test-python bench docs lint
 
 example: build
 	$(PY) examples/train_digits_cnn.py
+
+example-gpt2: build
+	$(PY) examples/finetune_tiny_gpt2.py
 
 test: build test-cpp test-python lint
 

@@ -360,37 +360,42 @@ def test_new_batch_size_does_not_re_export(name: str) -> None:
     assert len(ort._cache) == 1
 
 
-class Sine(nn.Module):
+class Rounding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sin(x)
+        return torch.round(x) * x
 
 
-class Cumsum(nn.Module):
+class Determinant(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(self.fc(x), dim=1)
+        return torch.linalg.det(self.fc(x).reshape(-1, 2, 2))
 
 
 @pytest.mark.parametrize(
-    "module, op",
+    "module, op, where",
     [
-        (nn.Sequential(nn.Linear(4, 4), Sine()), "Sin"),
-        (Cumsum(), "CumSum"),
+        (nn.Sequential(nn.Linear(4, 4), Rounding()), "Round", "[module 1]"),
+        (Determinant(), "Det", ""),
     ],
-    ids=["sin", "cumsum"],
+    ids=["round", "det"],
 )
-def test_unsupported_op_names_the_op_and_lists_supported_ops(module: nn.Module, op: str) -> None:
-    ort = ORTModule(module)
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_unsupported_op_names_the_op_and_lists_supported_ops(module: nn.Module, op: str,
+                                                             where: str, exporter: str) -> None:
+    ort = ORTModule(module, DebugOptions(exporter=exporter))
     with pytest.raises(RuntimeError) as info:
         ort(torch.randn(2, 4))
     message = str(info.value)
-    assert op in message
+    assert f"unsupported op: {op} node" in message
     assert "Supported ops" in message
-    # The Python line that produced the node, from the exporter's recorded stack.
+    # The Python line that produced the node, from the exporter's recorded stack, and
+    # the submodule it belongs to.
     assert "test_models_api.py(" in message
+    if exporter == "dynamo":
+        assert where in message
     assert "Gemm" in message.split("Supported ops", 1)[1]  # the list itself follows
 
 
