@@ -43,6 +43,7 @@ class Captured:
     # need a new export.
     shape_guards: list[str] = field(default_factory=list)
     exporter: str = "dynamo"
+    seconds: dict[str, float] = field(default_factory=dict)  # time per capture stage
 
 
 class _Recorded:

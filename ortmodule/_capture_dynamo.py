@@ -137,7 +137,8 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                 traced - start, lowered - traced)
     return Captured(model.SerializeToString(), [i.name for i in graph.input],
                     [o.name for o in graph.output], wrapper.output_spec, bindings,
-                    state_outputs=state_outputs, shape_guards=guards, exporter="dynamo")
+                    state_outputs=state_outputs, shape_guards=guards, exporter="dynamo",
+                    seconds={"trace": traced - start, "lowering": time.perf_counter() - traced})
 
 
 def _shape_guards(program: torch.export.ExportedProgram,

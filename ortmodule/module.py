@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,6 +30,8 @@ class _Entry:
     # Whether the graph is valid for the input sizes (torch.export's shape guards).
     guard: Callable[[dict[str, list[torch.Tensor]]], bool] | None
     last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
+    # Seconds spent building this entry, per stage (trace, lowering, engine build).
+    seconds: dict[str, float] = field(default_factory=dict)
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
         if self.guard is None:
@@ -183,7 +186,9 @@ class ORTModule(torch.nn.Module):
             for name, (owner, kind, attr, _) in captured.bindings.items():
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
+        start = time.perf_counter()
         program = _C.Program(captured.onnx_bytes, feed_inits, wrt, captured.state_outputs)
+        seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:
             if name in input_index:
@@ -207,7 +212,7 @@ class ORTModule(torch.nn.Module):
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
-                      tuple(t.shape for t in tensors))
+                      tuple(t.shape for t in tensors), seconds)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()
