@@ -4,8 +4,9 @@
     model = ORTModule(MyModel())
 """
 
+from ortmodule._capture import ExportError
 from ortmodule.module import ORTModule
 from ortmodule.options import DebugOptions, LogLevel
 
-__all__ = ["DebugOptions", "LogLevel", "ORTModule"]
+__all__ = ["DebugOptions", "ExportError", "LogLevel", "ORTModule"]
 __version__ = "0.1.0"
