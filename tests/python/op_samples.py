@@ -89,7 +89,11 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"a": rand(4, 3), "b": rand(4, 5)}, attrs={"transA": 1}),
     ],
     "MatMul": [S({"a": rand(2, 3, 4), "b": rand(4, 5)}), S({"a": rand(3, 4), "b": rand(2, 4, 5)}),
-               S({"a": rand(2, 1, 3, 4), "b": rand(3, 4, 2)})],
+               S({"a": rand(2, 1, 3, 4), "b": rand(3, 4, 2)}),
+               S({"a": rand(2, 2, 3, 4), "b": rand(2, 2, 4, 3)}),  # attention scores
+               S({"a": rand(2, 1, 3, 4), "b": rand(1, 2, 4, 5)}),  # batch dims broadcast both ways
+               S({"a": rand(4), "b": rand(2, 4, 3)}), S({"a": rand(2, 3, 4), "b": rand(4)}),
+               S({"a": rand(4), "b": rand(4)}), S({"a": rand(3, 4), "b": rand(4)})],
     "Reshape": [S({"x": rand(2, 3, 4)}, constants={"shape": i64([4, -1])}, order=["x", "shape"]),
                 S({"x": rand(2, 3, 4)}, constants={"shape": i64([0, 12])}, order=["x", "shape"])],
     "Flatten": [S({"x": rand(2, 3, 4)}, attrs={"axis": 2}), S({"x": rand(2, 3, 4)})],
@@ -116,6 +120,44 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "ReduceMean": [S({"x": rand(2, 3, 4)}, attrs={"axes": [0, 2]}),
                    S({"x": rand(2, 3, 4)}, attrs={"axes": [-1], "keepdims": 0})],
+    "ReduceMax": [
+        S({"x": distinct(2, 3, 4)}, constants={"axes": i64([1])}, attrs={"keepdims": 0},
+          order=["x", "axes"], opset=18),
+        S({"x": distinct(2, 3, 4)}, constants={"axes": i64([0, -1])}, order=["x", "axes"],
+          opset=18),
+        S({"x": distinct(2, 3, 4)}, opset=18),  # axes omitted: reduce all
+        S({"x": distinct(2, 3)}, constants={"axes": i64([])}, order=["x", "axes"],
+          attrs={"noop_with_empty_axes": 1}, opset=18),
+        # Two-way ties: the gradient is split evenly, which central differences also give.
+        S({"x": np.array([[0.5, 0.9, 0.9], [0.2, -0.1, 0.2]])}, constants={"axes": i64([1])},
+          order=["x", "axes"], opset=18),
+        S({"x": i64([[3, -2, 7], [7, 1, 0]])}, constants={"axes": i64([-1])},
+          order=["x", "axes"], opset=18),
+        S({"x": distinct(2, 3, 4)}, attrs={"axes": [2], "keepdims": 0}),  # attribute form
+    ],
+    "ReduceMin": [
+        S({"x": distinct(2, 3, 4)}, constants={"axes": i64([-2])}, order=["x", "axes"],
+          opset=18),
+        S({"x": distinct(3, 4)}, attrs={"keepdims": 0}, opset=20),
+        S({"x": np.array([[0.5, -0.3, -0.3], [0.2, 0.8, 0.2]])}, constants={"axes": i64([1])},
+          attrs={"keepdims": 0}, order=["x", "axes"], opset=18),
+        S({"x": i64([[3, -2, 7], [7, 1, 0]])}, constants={"axes": i64([0])},
+          order=["x", "axes"], opset=18),
+        S({"x": distinct(2, 3, 4)}, attrs={"axes": [0, 1]}),
+    ],
+    "ArgMax": [
+        S({"x": distinct(2, 3, 4)}, attrs={"axis": 1}),
+        S({"x": distinct(2, 3, 4)}, attrs={"axis": -1, "keepdims": 0}),
+        S({"x": np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])}, attrs={"axis": 1,
+                                                                     "select_last_index": 1}),
+        S({"x": i64([[3, 9, 9], [4, 4, 1]])}, attrs={"axis": 1, "keepdims": 0}),
+    ],
+    "ArgMin": [
+        S({"x": distinct(2, 3, 4)}),
+        S({"x": np.array([[1.0, 0.0, 0.0], [2.0, 2.0, 5.0]])}, attrs={"axis": -1,
+                                                                     "select_last_index": 1}),
+        S({"x": i64([[3, 1, 1], [0, 4, 0]])}, attrs={"axis": 1, "keepdims": 0}),
+    ],
     "Softmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
     "LogSoftmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
     "Conv": [
