@@ -116,6 +116,17 @@ void cpu_fused_matmul(OpContext& ctx) {
                                static_cast<scalar_t>(alpha), y, ctx.out(0).data<scalar_t>()));
 }
 
+namespace {
+// An int64 Constant node (axes for the rank-1 promotions below).
+Value* ints_constant(GradContext& g, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::empty(DType::Int64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.data<int64_t>()[i] = values[i];
+  return g.emit("Constant", {}, {{"value", Attribute::make_tensor(t)}});
+}
+
+bool is_rank1(Value* v) { return v->has_shape && v->shape.size() == 1; }
+}  // namespace
+
 void grad_matmul(GradContext& g) {
   Value* dy = g.output_grad(0);
   Value* a = g.input(0);
@@ -129,21 +140,30 @@ void grad_matmul(GradContext& g) {
                    {"alpha", Attribute::make_float(alpha)}},
                   "com.microsoft");
   };
-  // Rank-1 operands are promoted inside the kernel; their gradients would need the
-  // promotion undone, which these rules do not do.
-  for (int i = 0; i < 2; ++i) {
-    Value* v = g.input(i);
-    if (g.needs_grad(i) && v->has_shape && v->shape.size() < 2) {
-      g.fail("gradient through a rank-1 MatMul operand is not supported; reshape it to 2-D");
-    }
+  // Rank-1 operands are promoted as numpy does (a: [K] -> [1, K], b: [K] -> [K, 1],
+  // the promoted dim dropped from y); the rules below run on the promoted forms and
+  // reshape the gradient back.
+  const bool a_vec = is_rank1(a), b_vec = is_rank1(b);
+  if ((a_vec || b_vec) && (ta || tb)) g.fail("transposed rank-1 operands are not supported");
+  Value* a2 = a_vec ? g.emit("Unsqueeze", {a, ints_constant(g, {0})}) : a;
+  Value* b2 = b_vec ? g.emit("Unsqueeze", {b, ints_constant(g, {1})}) : b;
+  if (a_vec || b_vec) {
+    std::vector<int64_t> axes = a_vec && b_vec ? std::vector<int64_t>{0, 1}
+                                : a_vec        ? std::vector<int64_t>{-2}
+                                               : std::vector<int64_t>{-1};
+    dy = g.emit("Unsqueeze", {dy, ints_constant(g, axes)});
   }
+  auto restore = [&](Value* grad, Value* promoted, Value* original) {
+    grad = g.sum_to_shape(grad, promoted);
+    return promoted == original ? grad : g.emit("Reshape", {grad, g.shape_of(original)});
+  };
   if (g.needs_grad(0)) {
-    Value* da = ta ? fused(b, dy, tb, true) : fused(dy, b, false, !tb);
-    g.set_input_grad(0, g.sum_to_shape(da, a));
+    Value* da = ta ? fused(b2, dy, tb, true) : fused(dy, b2, false, !tb);
+    g.set_input_grad(0, restore(da, a2, a));
   }
   if (g.needs_grad(1)) {
-    Value* db = tb ? fused(dy, a, true, ta) : fused(a, dy, !ta, false);
-    g.set_input_grad(1, g.sum_to_shape(db, b));
+    Value* db = tb ? fused(dy, a2, true, ta) : fused(a2, dy, !ta, false);
+    g.set_input_grad(1, restore(db, b2, b));
   }
 }
 

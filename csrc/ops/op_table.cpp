@@ -94,6 +94,13 @@ std::vector<OpDef> build_table() {
       // ---- reductions ----
       Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
       Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),
+      // ---- extreme-value reductions ----
+      Row("", "ReduceMax", 1, shape_reduce, cpu_reduce_max, grad_reduce_extreme),
+      Row("", "ReduceMin", 1, shape_reduce, cpu_reduce_min, grad_reduce_extreme),
+      Row("", "ArgMax", 1, shape_arg_extreme, cpu_arg_max, nullptr).not_differentiable(),
+      Row("", "ArgMin", 1, shape_arg_extreme, cpu_arg_min, nullptr).not_differentiable(),
+      Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
+          .internal(),
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),

@@ -134,6 +134,14 @@ std::vector<OutputInfo> shape_reduce_grad(const OpContext&);
 void cpu_reduce_grad(OpContext&);
 void grad_reduce_sum(GradContext&);
 void grad_reduce_mean(GradContext&);
+void cpu_reduce_max(OpContext&);
+void cpu_reduce_min(OpContext&);
+void grad_reduce_extreme(GradContext&);
+std::vector<OutputInfo> shape_reduce_extreme_grad(const OpContext&);
+void cpu_reduce_extreme_grad(OpContext&);
+std::vector<OutputInfo> shape_arg_extreme(const OpContext&);
+void cpu_arg_max(OpContext&);
+void cpu_arg_min(OpContext&);
 // shape_ops.cpp
 std::vector<OutputInfo> shape_reshape(const OpContext&);
 std::vector<OutputInfo> shape_flatten(const OpContext&);

@@ -1,8 +1,11 @@
 // ReduceSum / ReduceMean and their gradient ReduceGrad(dY, x_shape[, axes];
 // keepdims, noop_with_empty_axes, mean), which broadcasts dY back over the
-// reduced axes (scaled by 1/count for the mean).
+// reduced axes (scaled by 1/count for the mean); ReduceMax / ReduceMin and their
+// gradient ReduceExtremeGrad(dY, X, Y[, axes]), which routes dY to the elements
+// equal to the extreme; ArgMax / ArgMin.
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -114,5 +117,89 @@ void grad_reduce(GradContext& g, bool mean) {
 
 void grad_reduce_sum(GradContext& g) { grad_reduce(g, false); }
 void grad_reduce_mean(GradContext& g) { grad_reduce(g, true); }
+
+// ---- ReduceMax / ReduceMin ----
+
+namespace {
+void run_reduce_extreme(OpContext& ctx, bool is_max) {
+  const Tensor& x = ctx.in(0);
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 1, &given);
+  ReducePlan p = plan_reduce(ctx, x.shape(), axes, given);
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
+                        reduce_extreme_forward(x.shape(), x.data<scalar_t>(), p.keep_shape,
+                                               ctx.out(0).data<scalar_t>(), is_max));
+}
+}  // namespace
+
+void cpu_reduce_max(OpContext& ctx) { run_reduce_extreme(ctx, true); }
+void cpu_reduce_min(OpContext& ctx) { run_reduce_extreme(ctx, false); }
+
+// Shared by ReduceMax and ReduceMin: the extreme is found again by comparing X with Y.
+void grad_reduce_extreme(GradContext& g) {
+  Node& n = g.node();
+  std::vector<Value*> inputs{g.output_grad(0), g.input(0), g.output(0)};
+  if (n.input(1)) inputs.push_back(n.input(1));
+  Value* dx =
+      g.emit("ReduceExtremeGrad", inputs,
+             {{"keepdims", Attribute::make_int(n.attr_int("keepdims", 1))},
+              {"noop_with_empty_axes", Attribute::make_int(n.attr_int("noop_with_empty_axes", 0))}},
+             "ai.ortmodule");
+  if (n.has_attr("axes")) dx->producer->attrs["axes"] = n.attrs.at("axes");
+  g.set_input_grad(0, dx);
+}
+
+// ReduceExtremeGrad(dY, X, Y[, axes]): dY and Y in the forward output's shape.
+std::vector<OutputInfo> shape_reduce_extreme_grad(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).shape());
+}
+
+void cpu_reduce_extreme_grad(OpContext& ctx) {
+  const Tensor& x = ctx.in(1);
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 3, &given);
+  ReducePlan p = plan_reduce(ctx, x.shape(), axes, given);
+  if (ctx.in(0).numel() != shape_numel(p.keep_shape) || ctx.in(2).numel() != ctx.in(0).numel()) {
+    ctx.fail("gradient " + shape_str(ctx.in(0).shape()) + " and result " +
+             shape_str(ctx.in(2).shape()) + " do not match the reduction of " +
+             shape_str(x.shape()));
+  }
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
+                      reduce_extreme_backward(
+                          x.shape(), x.data<scalar_t>(), p.keep_shape, ctx.in(2).data<scalar_t>(),
+                          ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
+}
+
+// ---- ArgMax / ArgMin (int64 indices, not differentiable) ----
+
+std::vector<OutputInfo> shape_arg_extreme(const OpContext& ctx) {
+  const Shape& in = ctx.in(0).shape();
+  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), static_cast<int64_t>(in.size()));
+  if (in[axis] == 0) ctx.fail("cannot take the arg-extreme over an empty axis " + shape_str(in));
+  Shape out = in;
+  if (ctx.node.attr_int("keepdims", 1) != 0) {
+    out[axis] = 1;
+  } else {
+    out.erase(out.begin() + axis);
+  }
+  return one_output(DType::Int64, out);
+}
+
+namespace {
+void run_arg_extreme(OpContext& ctx, bool is_max) {
+  const Tensor& x = ctx.in(0);
+  size_t axis = static_cast<size_t>(
+      normalize_axis(ctx, ctx.node.attr_int("axis", 0), static_cast<int64_t>(x.rank())));
+  bool last = ctx.node.attr_int("select_last_index", 0) != 0;
+  int64_t outer = dims_product(x.shape(), 0, axis);
+  int64_t inner = dims_product(x.shape(), axis + 1, x.rank());
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
+                        arg_extreme_forward(outer, x.dim(axis), inner, x.data<scalar_t>(),
+                                            ctx.out(0).data<int64_t>(), is_max, last));
+}
+}  // namespace
+
+void cpu_arg_max(OpContext& ctx) { run_arg_extreme(ctx, true); }
+void cpu_arg_min(OpContext& ctx) { run_arg_extreme(ctx, false); }
 
 }  // namespace ortmodule

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "plan/shape_cache.h"
+
 namespace ortmodule {
 namespace {
 
@@ -147,7 +149,13 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
   for (int id : plan.input_grads)
     if (id >= 0) keep_backward.insert(id);
   assign_releases(plan.backward, keep_backward);
+  mark_shape_cached_steps(graph, plan);
   return plan;
+}
+
+int Plan::num_shape_cached() const {
+  return static_cast<int>(std::count_if(forward.begin(), forward.end(),
+                                        [](const PlanStep& s) { return s.shape_cached; }));
 }
 
 std::string Plan::describe() const {
@@ -155,13 +163,16 @@ std::string Plan::describe() const {
   auto dump = [&](const char* title, const std::vector<PlanStep>& steps) {
     os << title << ":\n";
     for (const PlanStep& s : steps) {
-      os << "  " << s.node->op_type << " '" << s.node->name << "' releases";
+      os << "  " << s.node->op_type << " '" << s.node->name << "'"
+         << (s.shape_cached ? " [shape-cached]" : "") << " releases";
       for (int id : s.release_after) os << " " << value_names[id];
       os << "\n";
     }
   };
   dump("forward", forward);
   dump("backward", backward);
+  os << "shape-cached: " << num_shape_cached() << " of " << forward.size()
+     << " forward steps run once per set of input shapes\n";
   os << "stash:";
   for (int id : stash) os << " " << value_names[id];
   os << "\n";

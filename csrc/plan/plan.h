@@ -19,6 +19,9 @@ struct PlanStep {
   std::vector<int> inputs;         // value ids, -1 for omitted
   std::vector<int> outputs;        // value ids, -1 for omitted
   std::vector<int> release_after;  // value ids whose last use is this step
+  // Forward only: the outputs depend on nothing but the fed inputs' shapes (and
+  // constants), so the executor reuses them while those shapes repeat (shape_cache.h).
+  bool shape_cached = false;
 };
 
 struct Plan {
@@ -35,6 +38,7 @@ struct Plan {
   std::vector<std::pair<int, Tensor>> constants;
   std::vector<std::string> value_names;
 
+  int num_shape_cached() const;
   std::string describe() const;  // human-readable dump, for tests and debugging
 };
 

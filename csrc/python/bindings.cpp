@@ -89,7 +89,21 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_differentiable", &Program::output_differentiable)
       .def("training_graph_onnx",
            [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
-      .def("plan_description", &Program::plan_description);
+      .def("plan_description", &Program::plan_description)
+      .def(
+          "shape_cache_stats",
+          [](Program& p) {
+            ShapeCacheStats s = p.executor().shape_cache_stats();
+            py::dict d;
+            d["cached_steps"] = p.executor().plan().num_shape_cached();
+            d["forward_steps"] = p.executor().plan().forward.size();
+            d["hits"] = s.hits;
+            d["misses"] = s.misses;
+            d["steps_skipped"] = s.steps_skipped;
+            return d;
+          },
+          "Shape-cached forward steps (computed once per set of input shapes) and how often "
+          "the cache was used.");
 
   m.def(
       "run",

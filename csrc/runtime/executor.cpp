@@ -17,7 +17,10 @@ bool releases(const PlanStep& step, int id) {
 
 }  // namespace
 
-void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
+namespace {
+
+// Shape rule, output allocation and kernel of one step, without its releases.
+void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
   const bool timed = profiling_enabled();
   const auto start =
       timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -59,11 +62,123 @@ void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
   step.def->cpu(ctx);
   for (size_t i = 0; i < step.outputs.size(); ++i)
     if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
-  for (int id : step.release_after) slots[id] = Tensor();
   if (timed) {
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     record_op_time(step.node->op_type, elapsed.count());
   }
+}
+
+void release_after(const PlanStep& step, std::vector<Tensor>& slots) {
+  for (int id : step.release_after) slots[id] = Tensor();
+}
+
+std::vector<int64_t> shape_key(const std::vector<Tensor>& inputs) {
+  std::vector<int64_t> key;
+  for (const Tensor& t : inputs) {
+    key.push_back(static_cast<int64_t>(t.dtype()));
+    key.push_back(static_cast<int64_t>(t.rank()));
+    key.insert(key.end(), t.shape().begin(), t.shape().end());
+  }
+  return key;
+}
+
+}  // namespace
+
+void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
+  execute_step(step, slots, seed);
+  release_after(step, slots);
+}
+
+Executor::Executor(Plan plan) : plan_(std::move(plan)) {
+  num_shape_cached_ = plan_.num_shape_cached();
+}
+
+ShapeCacheStats Executor::shape_cache_stats() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return stats_;
+}
+
+std::shared_ptr<const Executor::ShapeCacheEntry> Executor::find_shape_entry(
+    const std::vector<int64_t>& key) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  for (size_t i = 0; i < shape_cache_.size(); ++i) {
+    if (shape_cache_[i]->key != key) continue;
+    std::shared_ptr<const ShapeCacheEntry> hit = shape_cache_[i];
+    shape_cache_.erase(shape_cache_.begin() + static_cast<std::ptrdiff_t>(i));
+    shape_cache_.insert(shape_cache_.begin(), hit);
+    return hit;
+  }
+  return nullptr;
+}
+
+void Executor::finish_shape_run(std::shared_ptr<const ShapeCacheEntry> entry,
+                                int64_t steps_skipped) {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  stats_.steps_skipped += steps_skipped;
+  if (!entry) {
+    ++stats_.hits;
+    return;
+  }
+  ++stats_.misses;
+  shape_cache_.insert(shape_cache_.begin(), std::move(entry));
+  if (shape_cache_.size() > kShapeCacheEntries) shape_cache_.resize(kShapeCacheEntries);
+}
+
+void Executor::run_forward_steps(const std::vector<Tensor>& inputs, std::vector<Tensor>& slots,
+                                 uint64_t seed) {
+  if (num_shape_cached_ == 0) {
+    run_steps(plan_.forward, slots, seed);
+    return;
+  }
+  std::vector<int64_t> key = shape_key(inputs);
+  std::shared_ptr<const ShapeCacheEntry> hit = find_shape_entry(key);
+  std::shared_ptr<ShapeCacheEntry> fresh;
+  if (!hit) {
+    fresh = std::make_shared<ShapeCacheEntry>();
+    fresh->key = std::move(key);
+    fresh->steps.resize(static_cast<size_t>(num_shape_cached_));
+  }
+  size_t index = 0, bytes = 0;
+  int64_t skipped = 0;
+  for (const PlanStep& step : plan_.forward) {
+    if (!step.shape_cached) {
+      run_step(step, slots, seed);
+      continue;
+    }
+    const size_t k = index++;
+    if (hit && hit->steps[k].stored) {
+      const std::vector<Tensor>& outs = hit->steps[k].outputs;
+      for (size_t i = 0; i < step.outputs.size(); ++i)
+        if (step.outputs[i] >= 0) slots[step.outputs[i]] = outs[i];
+      release_after(step, slots);
+      ++skipped;
+      continue;
+    }
+    execute_step(step, slots, seed);
+    if (fresh) {
+      CachedStep& cached = fresh->steps[k];
+      cached.outputs.resize(step.outputs.size());
+      size_t step_bytes = 0;
+      for (size_t i = 0; i < step.outputs.size(); ++i) {
+        int id = step.outputs[i];
+        // Outputs nothing reads are released by the step itself; keep none of them.
+        if (id < 0 || std::binary_search(step.release_after.begin(), step.release_after.end(), id))
+          continue;
+        cached.outputs[i] = slots[id];
+        step_bytes += slots[id].nbytes();
+      }
+      cached.stored = bytes + step_bytes <= kShapeCacheBytesPerEntry;
+      if (cached.stored) {
+        bytes += step_bytes;
+        for (const Tensor& t : cached.outputs)
+          if (t.defined()) t.storage()->writable = false;
+      } else {
+        cached.outputs.clear();
+      }
+    }
+    release_after(step, slots);
+  }
+  finish_shape_run(std::move(fresh), skipped);
 }
 
 void Executor::run_steps(const std::vector<PlanStep>& steps, std::vector<Tensor>& slots,
@@ -82,7 +197,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   slots.resize(plan_.num_values);
   for (size_t i = 0; i < inputs.size(); ++i) slots[plan_.inputs[i]] = inputs[i];
   for (const auto& c : plan_.constants) slots[c.first] = c.second;
-  run_steps(plan_.forward, slots, seed);
+  run_forward_steps(inputs, slots, seed);
 
   std::vector<Tensor> outputs;
   outputs.reserve(plan_.outputs.size());
