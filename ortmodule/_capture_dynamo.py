@@ -32,6 +32,7 @@ from ortmodule._capture import (
     bind_initializers,
     named_buffers,
 )
+from ortmodule._sequence_rewrite import rewrite_sequences
 
 logger = logging.getLogger("ortmodule")
 
@@ -126,6 +127,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
         source = _source_line(node)
         if source:
             node.doc_string = source
+    rewrite_sequences(graph)
     if len(graph.input) != len(tensors):
         raise ExportError(f"the exported graph has {len(graph.input)} inputs for "
                           f"{len(tensors)} tensors passed to the module")

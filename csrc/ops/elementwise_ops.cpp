@@ -128,7 +128,10 @@ void cpu_erf(OpContext& ctx) {
   run_unary_float(ctx, [](auto v) { return std::erf(v); });
 }
 void cpu_abs(OpContext& ctx) {
-  run_unary_float(ctx, [](auto v) { return std::abs(v); });
+  const Tensor& x = ctx.in(0);
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
+                        unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+                                  [](scalar_t v) { return static_cast<scalar_t>(v < 0 ? -v : v); }));
 }
 void cpu_leaky_relu(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
@@ -302,7 +305,7 @@ std::vector<OutputInfo> shape_expand(const OpContext& ctx) {
 void cpu_expand(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  ORTM_DISPATCH_NUMERIC(
+  ORTM_DISPATCH_ALL(
       x.dtype(), ctx,
       binary_map(x.shape(), x.data<scalar_t>(), Shape{}, x.data<scalar_t>(), y.shape(),
                  y.data<scalar_t>(), [](scalar_t p, scalar_t) { return p; }));

@@ -38,6 +38,20 @@ namespace ortmodule {
                  " is not supported (float32, float64, int64, int32)"); \
   }
 
+// Every dtype the engine computes with, bool included (stored as uint8_t).
+#define ORTM_DISPATCH_ALL(DTYPE, CTX, ...)                                     \
+  switch (DTYPE) {                                                             \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                               \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                              \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                               \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                               \
+    ORTM_DTYPE_CASE(Bool, uint8_t, __VA_ARGS__)                                \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                               \
+    default:                                                                   \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                \
+                 " is not supported (float32, float64, int64, int32, bool)");  \
+  }
+
 // Numpy-style broadcast of two shapes; fails naming the node on mismatch.
 Shape broadcast_shapes(const OpContext& ctx, const Shape& a, const Shape& b);
 // Normalises a possibly negative axis against `rank`; fails naming the node.
@@ -48,5 +62,10 @@ void expect_same_dtype(const OpContext& ctx, size_t k);
 std::vector<OutputInfo> one_output(DType dtype, Shape shape);
 // Product of dims [begin, end).
 int64_t dims_product(const Shape& s, size_t begin, size_t end);
+
+// Copies [outer, rows_i * inner] blocks between a tensor of shape `full` and its
+// parts along `axis` (sizes[i] rows each): to_whole concatenates, else splits.
+void concat_copy(const Shape& full, int64_t axis, const std::vector<int64_t>& sizes,
+                 std::vector<char*> parts, char* whole, size_t elem, bool to_whole);
 
 }  // namespace ortmodule

@@ -10,6 +10,20 @@ namespace ortmodule {
 
 class GradContext;
 
+// activation_ops.cpp
+void cpu_sin(OpContext&);
+void cpu_cos(OpContext&);
+void cpu_reciprocal(OpContext&);
+void cpu_softplus(OpContext&);
+void cpu_floor(OpContext&);
+void cpu_ceil(OpContext&);
+void cpu_gelu(OpContext&);
+void cpu_gelu_grad(OpContext&);
+void grad_sin(GradContext&);
+void grad_cos(GradContext&);
+void grad_reciprocal(GradContext&);
+void grad_softplus(GradContext&);
+void grad_gelu(GradContext&);
 // conv_ops.cpp
 std::vector<OutputInfo> shape_conv(const OpContext&);
 void cpu_conv(OpContext&);
@@ -93,6 +107,46 @@ void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
 void grad_cast(GradContext&);
 void grad_expand(GradContext&);
+// index_ops.cpp
+std::vector<OutputInfo> shape_gather_elements(const OpContext&);
+void cpu_gather_elements(OpContext&);
+std::vector<OutputInfo> shape_gather_elements_grad(const OpContext&);
+void cpu_gather_elements_grad(OpContext&);
+void grad_gather_elements(GradContext&);
+std::vector<OutputInfo> shape_scatter(const OpContext&);
+void cpu_scatter_elements(OpContext&);
+void grad_scatter_elements(GradContext&);
+std::vector<OutputInfo> shape_gather_nd(const OpContext&);
+void cpu_gather_nd(OpContext&);
+std::vector<OutputInfo> shape_gather_nd_grad(const OpContext&);
+void cpu_gather_nd_grad(OpContext&);
+void grad_gather_nd(GradContext&);
+void cpu_scatter_nd(OpContext&);
+void grad_scatter_nd(GradContext&);
+// logic_ops.cpp
+std::vector<OutputInfo> shape_compare(const OpContext&);
+void cpu_equal(OpContext&);
+void cpu_less(OpContext&);
+void cpu_greater(OpContext&);
+void cpu_less_or_equal(OpContext&);
+void cpu_greater_or_equal(OpContext&);
+std::vector<OutputInfo> shape_logical_binary(const OpContext&);
+std::vector<OutputInfo> shape_not(const OpContext&);
+void cpu_and(OpContext&);
+void cpu_or(OpContext&);
+void cpu_xor(OpContext&);
+void cpu_not(OpContext&);
+std::vector<OutputInfo> shape_float_predicate(const OpContext&);
+void cpu_isnan(OpContext&);
+void cpu_isinf(OpContext&);
+std::vector<OutputInfo> shape_where(const OpContext&);
+void cpu_where(OpContext&);
+void grad_where(GradContext&);
+void cpu_max(OpContext&);
+void cpu_min(OpContext&);
+void grad_min_max(GradContext&);
+void cpu_mod(OpContext&);
+void grad_mod(GradContext&);
 // matmul_ops.cpp
 std::vector<OutputInfo> shape_gemm(const OpContext&);
 void cpu_gemm(OpContext&);
@@ -126,6 +180,12 @@ void cpu_nll_loss(OpContext&);
 std::vector<OutputInfo> shape_nll_loss_grad(const OpContext&);
 void cpu_nll_loss_grad(OpContext&);
 void grad_nll_loss(GradContext&);
+// pad_ops.cpp
+std::vector<OutputInfo> shape_pad(const OpContext&);
+void cpu_pad(OpContext&);
+std::vector<OutputInfo> shape_pad_grad(const OpContext&);
+void cpu_pad_grad(OpContext&);
+void grad_pad(GradContext&);
 // reduce_ops.cpp
 std::vector<OutputInfo> shape_reduce(const OpContext&);
 void cpu_reduce_sum(OpContext&);
@@ -167,5 +227,27 @@ void cpu_gather(OpContext&);
 std::vector<OutputInfo> shape_gather_grad(const OpContext&);
 void cpu_gather_grad(OpContext&);
 void grad_gather(GradContext&);
+// slice_ops.cpp
+std::vector<OutputInfo> shape_zeros_like(const OpContext&);
+void cpu_zeros_like(OpContext&);
+std::vector<OutputInfo> shape_slice(const OpContext&);
+void cpu_slice(OpContext&);
+std::vector<OutputInfo> shape_slice_grad(const OpContext&);
+void cpu_slice_grad(OpContext&);
+void grad_slice(GradContext&);
+std::vector<OutputInfo> shape_split(const OpContext&);
+void cpu_split(OpContext&);
+void grad_split(GradContext&);
+std::vector<OutputInfo> shape_range(const OpContext&);
+void cpu_range(OpContext&);
+std::vector<OutputInfo> shape_tile(const OpContext&);
+void cpu_tile(OpContext&);
+std::vector<OutputInfo> shape_tile_grad(const OpContext&);
+void cpu_tile_grad(OpContext&);
+void grad_tile(GradContext&);
+void cpu_trilu(OpContext&);
+void grad_trilu(GradContext&);
+void cpu_cumsum(OpContext&);
+void grad_cumsum(GradContext&);
 
 }  // namespace ortmodule

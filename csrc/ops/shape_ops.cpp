@@ -175,7 +175,6 @@ std::vector<OutputInfo> shape_concat(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), out);
 }
 
-namespace {
 // Copies [outer, rows_i * inner] blocks between the concatenated tensor and its parts.
 void concat_copy(const Shape& full, int64_t axis, const std::vector<int64_t>& sizes,
                  std::vector<char*> parts, char* whole, size_t elem, bool to_whole) {
@@ -199,7 +198,6 @@ void concat_copy(const Shape& full, int64_t axis, const std::vector<int64_t>& si
     offset += part_row;
   }
 }
-}  // namespace
 
 void cpu_concat(OpContext& ctx) {
   Tensor& y = ctx.out(0);

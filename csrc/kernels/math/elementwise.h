@@ -61,5 +61,36 @@ ORTM_HOST_DEVICE T clip_grad(T dy, T x, T lo, T hi) {
   return (x >= lo && x <= hi) ? dy : T(0);
 }
 
+// Gelu, exact: x * Phi(x) with Phi the normal CDF.
+template <typename T>
+ORTM_HOST_DEVICE T gelu(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+template <typename T>
+ORTM_HOST_DEVICE T gelu_grad(T dy, T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+  const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
+  return dy * (cdf + x * pdf);
+}
+// Gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <typename T>
+ORTM_HOST_DEVICE T gelu_tanh(T x) {
+  const T u = T(0.7978845608028654) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(u));
+}
+template <typename T>
+ORTM_HOST_DEVICE T gelu_tanh_grad(T dy, T x) {
+  const T u = T(0.7978845608028654) * (x + T(0.044715) * x * x * x);
+  const T t = std::tanh(u);
+  const T du = T(0.7978845608028654) * (T(1) + T(3) * T(0.044715) * x * x);
+  return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+}
+
+// Softplus log(1 + e^x), stable for large |x|.
+template <typename T>
+ORTM_HOST_DEVICE T softplus(T x) {
+  return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
 }  // namespace math
 }  // namespace ortmodule

@@ -1,0 +1,96 @@
+// Unary math and activations the transformer families use: Sin, Cos, Reciprocal,
+// Softplus, Floor, Ceil, Gelu (opset 20, exact and tanh), with gradient rules.
+#include <cmath>
+
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/math/elementwise.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+namespace {
+
+template <typename F>
+void unary_float(OpContext& ctx, F f) {
+  const Tensor& x = ctx.in(0);
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
+                      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+                                [&](scalar_t v) { return static_cast<scalar_t>(f(v)); }));
+}
+
+bool gelu_is_tanh(const OpContext& ctx) {
+  const std::string a = ctx.node.attr_string("approximate", "none");
+  if (a != "none" && a != "tanh")
+    ctx.fail("approximate=\"" + a + "\" is not a Gelu mode; expected \"none\" or \"tanh\"");
+  return a == "tanh";
+}
+
+}  // namespace
+
+void cpu_sin(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return std::sin(v); });
+}
+void cpu_cos(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return std::cos(v); });
+}
+void cpu_reciprocal(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return decltype(v)(1) / v; });
+}
+void cpu_softplus(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return math::softplus(v); });
+}
+void cpu_floor(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return std::floor(v); });
+}
+void cpu_ceil(OpContext& ctx) {
+  unary_float(ctx, [](auto v) { return std::ceil(v); });
+}
+
+void cpu_gelu(OpContext& ctx) {
+  if (gelu_is_tanh(ctx)) {
+    unary_float(ctx, [](auto v) { return math::gelu_tanh(v); });
+  } else {
+    unary_float(ctx, [](auto v) { return math::gelu(v); });
+  }
+}
+
+// GeluGrad(dY, X; approximate)
+void cpu_gelu_grad(OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  const Tensor& dy = ctx.in(0);
+  const Tensor& x = ctx.in(1);
+  const bool tanh_mode = gelu_is_tanh(ctx);
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx,
+                      binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(),
+                                 ctx.out(0).shape(), ctx.out(0).data<scalar_t>(),
+                                 [tanh_mode](scalar_t g, scalar_t v) {
+                                   return tanh_mode ? math::gelu_tanh_grad(g, v)
+                                                    : math::gelu_grad(g, v);
+                                 }));
+}
+
+void grad_sin(GradContext& g) {
+  g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.emit("Cos", {g.input(0)})}));
+}
+void grad_cos(GradContext& g) {
+  g.set_input_grad(0,
+                   g.emit("Neg", {g.emit("Mul", {g.output_grad(0), g.emit("Sin", {g.input(0)})})}));
+}
+// y = 1/x:  dx = -dy * y^2
+void grad_reciprocal(GradContext& g) {
+  Value* y = g.output(0);
+  g.set_input_grad(0, g.emit("Neg", {g.emit("Mul", {g.output_grad(0), g.emit("Mul", {y, y})})}));
+}
+// y = softplus(x):  dx = dy * sigmoid(x)
+void grad_softplus(GradContext& g) {
+  g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.emit("Sigmoid", {g.input(0)})}));
+}
+void grad_gelu(GradContext& g) {
+  const std::string mode = g.node().attr_string("approximate", "none");
+  g.set_input_grad(0, g.emit("GeluGrad", {g.output_grad(0), g.input(0)},
+                             {{"approximate", Attribute::make_string(mode)}}, "ai.ortmodule"));
+}
+
+}  // namespace ortmodule

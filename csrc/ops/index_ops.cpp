@@ -1,0 +1,305 @@
+// Index ops: GatherElements/ScatterElements (per-element index along an axis) and
+// GatherND/ScatterND (index tuples into leading dims), with their gradients: a
+// gather's gradient scatter-adds, a scatter's gradient gathers.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "grad/gradient_builder.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+namespace {
+
+Shape strides_of(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+int64_t checked_index(const OpContext& ctx, int64_t idx, int64_t dim, const char* what) {
+  if (idx < -dim || idx >= dim)
+    ctx.fail(std::string(what) + " index " + std::to_string(idx) + " is out of range for size " +
+             std::to_string(dim));
+  return idx < 0 ? idx + dim : idx;
+}
+
+// For every element of `indices` (shape `ishape`): f(element i, offset into a tensor
+// of shape `data` whose `axis` coordinate is indices[i], other coordinates = i's).
+void for_each_element_index(const OpContext& ctx, const Shape& data, const Tensor& indices,
+                            int64_t axis, const std::function<void(int64_t, int64_t)>& f) {
+  const Shape& ishape = indices.shape();
+  if (ishape.size() != data.size())
+    ctx.fail("indices have rank " + std::to_string(ishape.size()) + " but data has rank " +
+             std::to_string(data.size()));
+  const Shape dst = strides_of(data);
+  const int64_t n = indices.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, off = 0;
+    for (size_t d = ishape.size(); d-- > 0;) {
+      int64_t c = rem % ishape[d];
+      rem /= ishape[d];
+      if (static_cast<int64_t>(d) == axis) c = checked_index(ctx, indices.int_at(i), data[d], "");
+      off += c * dst[d];
+    }
+    f(i, off);
+  }
+}
+
+// ---- GatherND geometry ----
+
+struct NdIndex {
+  int64_t batch = 1;       // product of the batch dims
+  int64_t tuples = 1;      // index tuples per batch
+  int64_t k = 0;           // tuple length
+  int64_t slice = 1;       // elements per gathered slice
+  int64_t data_batch = 1;  // elements of data per batch
+  Shape out;
+};
+
+NdIndex nd_index(const OpContext& ctx, const Shape& data, const Shape& ishape) {
+  const int64_t b = ctx.node.attr_int("batch_dims", 0);
+  NdIndex g;
+  if (ishape.empty()) ctx.fail("indices must have rank >= 1");
+  g.k = ishape.back();
+  const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(ishape.size());
+  if (b < 0 || b >= q || b >= r || g.k < 1 || b + g.k > r)
+    ctx.fail("indices of shape " + shape_str(ishape) + " with batch_dims=" + std::to_string(b) +
+             " do not fit data of shape " + shape_str(data));
+  for (int64_t d = 0; d < b; ++d) {
+    if (ishape[d] != data[d])
+      ctx.fail("batch dim " + std::to_string(d) + " differs between data and indices");
+    g.batch *= data[d];
+    g.out.push_back(data[d]);
+  }
+  for (int64_t d = b; d < q - 1; ++d) {
+    g.tuples *= ishape[d];
+    g.out.push_back(ishape[d]);
+  }
+  for (int64_t d = b + g.k; d < r; ++d) {
+    g.slice *= data[d];
+    g.out.push_back(data[d]);
+  }
+  g.data_batch = dims_product(data, b, data.size());
+  return g;
+}
+
+// Calls f(output slice number, data element offset of the slice).
+void for_each_nd_slice(const OpContext& ctx, const Shape& data, const Tensor& indices,
+                       const NdIndex& g, const std::function<void(int64_t, int64_t)>& f) {
+  const int64_t b = ctx.node.attr_int("batch_dims", 0);
+  const Shape st = strides_of(data);
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t t = 0; t < g.tuples; ++t) {
+      const int64_t row = bi * g.tuples + t;
+      int64_t off = bi * g.data_batch;
+      for (int64_t j = 0; j < g.k; ++j)
+        off += checked_index(ctx, indices.int_at(row * g.k + j), data[b + j], "GatherND") *
+               st[b + j];
+      f(row, off);
+    }
+}
+
+}  // namespace
+
+// ---- GatherElements(data, indices; axis) ----
+
+std::vector<OutputInfo> shape_gather_elements(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).shape());
+}
+
+void cpu_gather_elements(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), x.rank());
+  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+    const scalar_t* src = x.data<scalar_t>();
+    scalar_t* dst = ctx.out(0).data<scalar_t>();
+    for_each_element_index(ctx, x.shape(), ctx.in(1), axis,
+                           [&](int64_t i, int64_t off) { dst[i] = src[off]; });
+  });
+}
+
+// GatherElementsGrad(dY, data_shape, indices; axis): scatter-add into zeros.
+std::vector<OutputInfo> shape_gather_elements_grad(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+}
+
+void cpu_gather_elements_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  Tensor& dx = ctx.out(0);
+  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), dx.rank());
+  std::memset(dx.raw(), 0, dx.nbytes());
+  ORTM_DISPATCH_NUMERIC(dy.dtype(), ctx, {
+    const scalar_t* src = dy.data<scalar_t>();
+    scalar_t* dst = dx.data<scalar_t>();
+    for_each_element_index(ctx, dx.shape(), ctx.in(2), axis,
+                           [&](int64_t i, int64_t off) { dst[off] += src[i]; });
+  });
+}
+
+void grad_gather_elements(GradContext& g) {
+  g.set_input_grad(0, g.emit("GatherElementsGrad",
+                             {g.output_grad(0), g.shape_of(g.input(0)), g.input(1)},
+                             {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}},
+                             "com.microsoft"));
+}
+
+// ---- ScatterElements(data, indices, updates; axis, reduction) ----
+
+std::vector<OutputInfo> shape_scatter(const OpContext& ctx) {
+  expect_same_dtype(ctx, 2);
+  return one_output(ctx.in(0).dtype(), ctx.in(0).shape());
+}
+
+namespace {
+enum class Reduction { None, Add, Mul, Max, Min };
+
+Reduction reduction_of(const OpContext& ctx) {
+  const std::string r = ctx.node.attr_string("reduction", "none");
+  if (r == "none") return Reduction::None;
+  if (r == "add") return Reduction::Add;
+  if (r == "mul") return Reduction::Mul;
+  if (r == "max") return Reduction::Max;
+  if (r == "min") return Reduction::Min;
+  ctx.fail("reduction \"" + r + "\" is not one of none, add, mul, max, min");
+}
+
+template <typename T>
+void reduce_into(Reduction r, T* dst, T v) {
+  switch (r) {
+    case Reduction::None:
+      *dst = v;
+      break;
+    case Reduction::Add:
+      *dst += v;
+      break;
+    case Reduction::Mul:
+      *dst *= v;
+      break;
+    case Reduction::Max:
+      *dst = std::max(*dst, v);
+      break;
+    case Reduction::Min:
+      *dst = std::min(*dst, v);
+      break;
+  }
+}
+}  // namespace
+
+void cpu_scatter_elements(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), x.rank());
+  if (ctx.in(1).shape() != ctx.in(2).shape())
+    ctx.fail("indices " + shape_str(ctx.in(1).shape()) + " and updates " +
+             shape_str(ctx.in(2).shape()) + " must have one shape");
+  const Reduction r = reduction_of(ctx);
+  if (y.raw() != x.raw()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+    const scalar_t* upd = ctx.in(2).data<scalar_t>();
+    scalar_t* dst = y.data<scalar_t>();
+    for_each_element_index(ctx, x.shape(), ctx.in(1), axis,
+                           [&](int64_t i, int64_t off) { reduce_into(r, dst + off, upd[i]); });
+  });
+}
+
+namespace {
+// Shared by both scatters: none -> the data gradient is dY with the scattered
+// positions zeroed; add -> dY. Updates get dY gathered at their positions.
+void grad_scatter(GradContext& g, const char* gather_op, AttrList attrs) {
+  const std::string r = g.node().attr_string("reduction", "none");
+  if (r != "none" && r != "add")
+    g.fail("gradients through reduction=\"" + r + "\" are not supported (none, add)");
+  Value* dy = g.output_grad(0);
+  if (g.needs_grad(0)) {
+    if (r == "add") {
+      g.set_input_grad(0, dy);
+    } else {
+      Value* zeros = g.emit("ZerosLike", {g.input(2)}, {}, "ai.ortmodule");
+      std::vector<Value*> in = {dy, g.input(1), zeros};
+      Node& n = g.node();
+      Value* d = g.emit(n.op_type, in, {});
+      // Same attributes as the forward scatter (axis), reduction none.
+      Node* emitted = d->producer;
+      for (const auto& [k, v] : n.attrs) emitted->attrs[k] = v;
+      g.set_input_grad(0, d);
+    }
+  }
+  if (g.needs_grad(2)) g.set_input_grad(2, g.emit(gather_op, {dy, g.input(1)}, attrs));
+}
+}  // namespace
+
+void grad_scatter_elements(GradContext& g) {
+  grad_scatter(g, "GatherElements", {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}});
+}
+
+// ---- GatherND(data, indices; batch_dims) ----
+
+std::vector<OutputInfo> shape_gather_nd(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), nd_index(ctx, ctx.in(0).shape(), ctx.in(1).shape()).out);
+}
+
+void cpu_gather_nd(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const NdIndex g = nd_index(ctx, x.shape(), ctx.in(1).shape());
+  const size_t bytes = static_cast<size_t>(g.slice) * dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(ctx.out(0).raw());
+  const size_t elem = dtype_size(x.dtype());
+  for_each_nd_slice(ctx, x.shape(), ctx.in(1), g, [&](int64_t row, int64_t off) {
+    std::memcpy(dst + row * bytes, src + off * elem, bytes);
+  });
+}
+
+// GatherNDGrad(data_shape, indices, dY; batch_dims)
+std::vector<OutputInfo> shape_gather_nd_grad(const OpContext& ctx) {
+  return one_output(ctx.in(2).dtype(), ctx.in(0).to_int_vector());
+}
+
+void cpu_gather_nd_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(2);
+  Tensor& dx = ctx.out(0);
+  const NdIndex g = nd_index(ctx, dx.shape(), ctx.in(1).shape());
+  std::memset(dx.raw(), 0, dx.nbytes());
+  ORTM_DISPATCH_NUMERIC(dy.dtype(), ctx, {
+    const scalar_t* src = dy.data<scalar_t>();
+    scalar_t* dst = dx.data<scalar_t>();
+    for_each_nd_slice(ctx, dx.shape(), ctx.in(1), g, [&](int64_t row, int64_t off) {
+      for (int64_t j = 0; j < g.slice; ++j) dst[off + j] += src[row * g.slice + j];
+    });
+  });
+}
+
+void grad_gather_nd(GradContext& g) {
+  g.set_input_grad(
+      0, g.emit("GatherNDGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
+                {{"batch_dims", Attribute::make_int(g.node().attr_int("batch_dims", 0))}},
+                "com.microsoft"));
+}
+
+// ---- ScatterND(data, indices, updates; reduction) ----
+
+void cpu_scatter_nd(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  if (ctx.node.attr_int("batch_dims", 0) != 0) ctx.fail("ScatterND has no batch_dims");
+  const NdIndex g = nd_index(ctx, x.shape(), ctx.in(1).shape());
+  if (shape_numel(g.out) != ctx.in(2).numel())
+    ctx.fail("updates have shape " + shape_str(ctx.in(2).shape()) + "; expected " +
+             shape_str(g.out));
+  const Reduction r = reduction_of(ctx);
+  if (y.raw() != x.raw()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+    const scalar_t* upd = ctx.in(2).data<scalar_t>();
+    scalar_t* dst = y.data<scalar_t>();
+    for_each_nd_slice(ctx, x.shape(), ctx.in(1), g, [&](int64_t row, int64_t off) {
+      for (int64_t j = 0; j < g.slice; ++j) reduce_into(r, dst + off + j, upd[row * g.slice + j]);
+    });
+  });
+}
+
+void grad_scatter_nd(GradContext& g) { grad_scatter(g, "GatherND", {}); }
+
+}  // namespace ortmodule

@@ -1,0 +1,171 @@
+// Pad(data, pads, constant_value?, axes?; mode) in constant, edge, reflect and wrap
+// modes, and PadGrad: every output element reads one input element (or the
+// constant), so the gradient adds each output gradient into the element it read.
+#include <cstring>
+
+#include "grad/gradient_builder.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+namespace {
+
+enum class PadMode { Constant, Edge, Reflect, Wrap };
+
+struct PadSpec {
+  PadMode mode = PadMode::Constant;
+  std::vector<int64_t> begin, end;  // per axis of the data
+};
+
+// Inputs: data (its shape given as `shape`), pads at `pads_at`, axes at pads_at + 2.
+PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  PadSpec p;
+  const std::string mode = ctx.node.attr_string("mode", "constant");
+  if (mode == "constant") {
+    p.mode = PadMode::Constant;
+  } else if (mode == "edge") {
+    p.mode = PadMode::Edge;
+  } else if (mode == "reflect") {
+    p.mode = PadMode::Reflect;
+  } else if (mode == "wrap") {
+    p.mode = PadMode::Wrap;
+  } else {
+    ctx.fail("mode \"" + mode + "\" is not a Pad mode (constant, edge, reflect, wrap)");
+  }
+  std::vector<int64_t> pads = ctx.in(pads_at).to_int_vector();
+  std::vector<int64_t> axes;
+  if (ctx.has_input(pads_at + 2)) {
+    for (int64_t a : ctx.in(pads_at + 2).to_int_vector())
+      axes.push_back(normalize_axis(ctx, a, rank));
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  if (pads.size() != 2 * axes.size())
+    ctx.fail("pads has " + std::to_string(pads.size()) + " entries; expected 2 x " +
+             std::to_string(axes.size()) + " padded axes");
+  p.begin.assign(rank, 0);
+  p.end.assign(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    p.begin[axes[i]] = pads[i];
+    p.end[axes[i]] = pads[i + axes.size()];
+  }
+  for (int64_t a = 0; a < rank; ++a) {
+    if (shape[a] + p.begin[a] + p.end[a] < 0)
+      ctx.fail("pads " + shape_str(pads) + " crop more than axis " + std::to_string(a) +
+               " of shape " + shape_str(shape) + " holds");
+    if (p.mode != PadMode::Constant && shape[a] == 0 && p.begin[a] + p.end[a] > 0)
+      ctx.fail("cannot pad an empty axis in mode \"" + mode + "\"");
+    if (p.mode == PadMode::Reflect && (p.begin[a] >= shape[a] || p.end[a] >= shape[a]) &&
+        (p.begin[a] > 0 || p.end[a] > 0))
+      ctx.fail("reflect padding of axis " + std::to_string(a) + " must be smaller than its size " +
+               std::to_string(shape[a]));
+  }
+  return p;
+}
+
+// Input coordinate read by output coordinate `o` along an axis of size `n`, or -1
+// for the constant.
+int64_t source_index(PadMode mode, int64_t o, int64_t before, int64_t n) {
+  int64_t i = o - before;
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+    case PadMode::Constant:
+      return -1;
+    case PadMode::Edge:
+      return i < 0 ? 0 : n - 1;
+    case PadMode::Reflect: {
+      if (n == 1) return 0;
+      const int64_t period = 2 * (n - 1);
+      i = ((i % period) + period) % period;
+      return i < n ? i : period - i;
+    }
+    case PadMode::Wrap:
+      return ((i % n) + n) % n;
+  }
+  return -1;
+}
+
+// Calls f(output_offset, input_offset or -1) for every output element.
+template <typename F>
+void for_each_padded(const Shape& in, const Shape& out, const PadSpec& p, F f) {
+  const size_t rank = in.size();
+  Shape in_st(rank, 1);
+  for (size_t d = rank; d-- > 1;) in_st[d - 1] = in_st[d] * in[d];
+  const int64_t n = shape_numel(out);
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t rem = o, off = 0;
+    bool inside = true;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t idx = source_index(p.mode, rem % out[d], p.begin[d], in[d]);
+      rem /= out[d];
+      if (idx < 0) inside = false;
+      off += idx * in_st[d];
+    }
+    f(o, inside ? off : -1);
+  }
+}
+
+Shape padded_shape(const Shape& in, const PadSpec& p) {
+  Shape out = in;
+  for (size_t d = 0; d < in.size(); ++d) out[d] += p.begin[d] + p.end[d];
+  return out;
+}
+
+}  // namespace
+
+std::vector<OutputInfo> shape_pad(const OpContext& ctx) {
+  const Shape& in = ctx.in(0).shape();
+  return one_output(ctx.in(0).dtype(), padded_shape(in, pad_spec(ctx, in, 1)));
+}
+
+void cpu_pad(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  const PadSpec p = pad_spec(ctx, x.shape(), 1);
+  if (ctx.has_input(2) && ctx.in(2).dtype() != x.dtype())
+    ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
+             dtype_name(x.dtype()));
+  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+    const scalar_t value = ctx.has_input(2) ? ctx.in(2).data<scalar_t>()[0] : scalar_t(0);
+    const scalar_t* src = x.data<scalar_t>();
+    scalar_t* dst = y.data<scalar_t>();
+    for_each_padded(x.shape(), y.shape(), p,
+                    [&](int64_t o, int64_t i) { dst[o] = i < 0 ? value : src[i]; });
+  });
+}
+
+// PadGrad(dY, input_shape, pads, axes?; mode)
+std::vector<OutputInfo> shape_pad_grad(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+}
+
+void cpu_pad_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  Tensor& dx = ctx.out(0);
+  const PadSpec p = pad_spec(ctx, dx.shape(), 2);
+  std::memset(dx.raw(), 0, dx.nbytes());
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
+    const scalar_t* src = dy.data<scalar_t>();
+    scalar_t* dst = dx.data<scalar_t>();
+    for_each_padded(dx.shape(), dy.shape(), p, [&](int64_t o, int64_t i) {
+      if (i >= 0) dst[i] += src[o];
+    });
+  });
+}
+
+void grad_pad(GradContext& g) {
+  if (g.needs_grad(2)) g.fail("the gradient with respect to constant_value is not supported");
+  std::vector<Value*> in = {g.output_grad(0), g.shape_of(g.input(0)), g.input(1)};
+  if (g.node().inputs.size() > 3) {
+    in.push_back(nullptr);
+    in.push_back(g.input(3));
+  }
+  g.set_input_grad(0, g.emit("PadGrad", in,
+                             {{"mode", Attribute::make_string(
+                                           g.node().attr_string("mode", "constant"))}},
+                             "ai.ortmodule"));
+}
+
+}  // namespace ortmodule
