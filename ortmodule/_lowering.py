@@ -5,10 +5,34 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx
 import torch
 from onnxscript import opset20 as op
+from onnxscript import values
 
 OPSET = 20
+# The engine's own ops (ai.ortmodule domain) that translations emit.
+OWN_DOMAIN = "ai.ortmodule"
+own = values.Opset(OWN_DOMAIN, 1)
+
+
+def _register_own_schemas() -> None:
+    """Declares the engine's own ops to onnx so that onnxscript can emit them."""
+    if onnx.defs.has(("Embedding"), OWN_DOMAIN):
+        return
+    param = onnx.defs.OpSchema.FormalParameter
+    onnx.defs.register_schema(onnx.defs.OpSchema(
+        "Embedding", OWN_DOMAIN, 1,
+        doc="Gather along axis 0 whose padding_idx row receives no gradient.",
+        inputs=[param("weight", "T"), param("indices", "Tind")],
+        outputs=[param("output", "T")],
+        type_constraints=[("T", ["tensor(float)", "tensor(double)"], "weights"),
+                          ("Tind", ["tensor(int32)", "tensor(int64)"], "indices")],
+        attributes=[onnx.defs.OpSchema.Attribute(
+            "padding_idx", onnx.defs.OpSchema.AttrType.INT, "row without gradient")]))
+
+
+_register_own_schemas()
 
 
 def _channel_ones(input: Any, value: float) -> Any:
@@ -57,8 +81,22 @@ def batch_norm_no_stats(input: Any, weight: Any = None, bias: Any = None,
     return y, mean, var
 
 
+def embedding(weight: Any, indices: Any, padding_idx: int = -1,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
+    """aten.embedding: the stock translation is a plain Gather, which drops padding_idx,
+    so the padding row would get a gradient that torch.nn.Embedding never gives it."""
+    if scale_grad_by_freq:
+        raise NotImplementedError(
+            "torch.nn.Embedding(scale_grad_by_freq=True) is not supported; "
+            "construct the embedding with scale_grad_by_freq=False")
+    if padding_idx is None or padding_idx < 0:
+        return op.Gather(weight, indices, axis=0)
+    return own.Embedding(weight, indices, padding_idx=padding_idx)
+
+
 def translation_table() -> dict[Any, Any]:
     return {
+        torch.ops.aten.embedding.default: embedding,
         torch.ops.aten._native_batch_norm_legit_functional.default: batch_norm_functional,
         torch.ops.aten._native_batch_norm_legit.no_stats: batch_norm_no_stats,
     }

@@ -112,6 +112,8 @@ std::vector<OpDef> build_table() {
       Row("", "Transpose", 1, shape_transpose, cpu_transpose, grad_transpose),
       Row("", "Concat", 4, shape_concat, cpu_concat, grad_concat),
       Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather),
+      // torch.nn.Embedding with a padding index: Gather whose padding row gets no gradient.
+      Row(kOwn, "Embedding", 1, shape_gather, cpu_gather, grad_embedding),
       Row("", "Slice", 10, shape_slice, cpu_slice, grad_slice),
       Row("", "Split", 13, shape_split, cpu_split, grad_split),
       Row("", "Tile", 6, shape_tile, cpu_tile, grad_tile),
@@ -197,6 +199,7 @@ std::vector<OpDef> build_table() {
           nullptr)
           .internal(),
       Row(kMs, "GatherNDGrad", 1, shape_gather_nd_grad, cpu_gather_nd_grad, nullptr).internal(),
+      Row(kOwn, "EmbeddingGrad", 1, shape_gather_grad, cpu_embedding_grad, nullptr).internal(),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),

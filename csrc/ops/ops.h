@@ -226,6 +226,8 @@ std::vector<OutputInfo> shape_gather(const OpContext&);
 void cpu_gather(OpContext&);
 std::vector<OutputInfo> shape_gather_grad(const OpContext&);
 void cpu_gather_grad(OpContext&);
+void cpu_embedding_grad(OpContext&);
+void grad_embedding(GradContext&);
 void grad_gather(GradContext&);
 // slice_ops.cpp
 std::vector<OutputInfo> shape_zeros_like(const OpContext&);

@@ -369,11 +369,14 @@ std::vector<OutputInfo> shape_gather_grad(const OpContext& ctx) {
   return one_output(ctx.in(2).dtype(), ctx.in(0).to_int_vector());
 }
 
-void cpu_gather_grad(OpContext& ctx) {
+namespace {
+// dX = zeros(shape); dX[.., indices[i], ..] += dY[.., i, ..]; rows equal to `skip`
+// (an embedding's padding index) get no gradient.
+void gather_grad(OpContext& ctx, int64_t axis_attr, int64_t skip) {
   const Tensor& indices = ctx.in(1);
   const Tensor& dy = ctx.in(2);
   Tensor& dx = ctx.out(0);
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), dx.rank());
+  int64_t axis = normalize_axis(ctx, axis_attr, dx.rank());
   int64_t outer = dims_product(dx.shape(), 0, axis), extent = dx.dim(axis);
   int64_t inner = dims_product(dx.shape(), axis + 1, dx.rank());
   int64_t n_idx = indices.numel();
@@ -386,12 +389,30 @@ void cpu_gather_grad(OpContext& ctx) {
       for (int64_t o = o0; o < o1; ++o)
         for (int64_t i = 0; i < n_idx; ++i) {
           int64_t k = checked_index(ctx, indices, i, extent);
+          if (k == skip) continue;
           scalar_t* d = out + (o * extent + k) * inner;
           const scalar_t* s = g + (o * n_idx + i) * inner;
           for (int64_t j = 0; j < inner; ++j) d[j] += s[j];
         }
     });
   });
+}
+}  // namespace
+
+void cpu_gather_grad(OpContext& ctx) { gather_grad(ctx, ctx.node.attr_int("axis", 0), -1); }
+
+// EmbeddingGrad(shape, indices, dY; padding_idx): GatherGrad along axis 0 that leaves
+// the padding row without gradient, as torch.nn.Embedding does.
+void cpu_embedding_grad(OpContext& ctx) {
+  gather_grad(ctx, 0, ctx.node.attr_int("padding_idx", -1));
+}
+
+void grad_embedding(GradContext& g) {
+  if (g.needs_grad(0))
+    g.set_input_grad(
+        0, g.emit("EmbeddingGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
+                  {{"padding_idx", Attribute::make_int(g.node().attr_int("padding_idx", -1))}},
+                  "ai.ortmodule"));
 }
 
 void grad_gather(GradContext& g) {
