@@ -131,25 +131,39 @@ def test_backward_uses_the_forward_dropout_mask(name: str) -> None:
     params = [q for q in model.parameters() if q.requires_grad]
     gen = torch.Generator().manual_seed(5)
     direction = [torch.randn(q.shape, generator=gen, dtype=q.dtype) for q in params]
+    # The objective is a fixed random projection of the logits, in float64 throughout
+    # (the models' own losses upcast logits to float32, too coarse for differences).
+    torch.manual_seed(7)
+    logits = ort(**batch).logits
+    weights = torch.randn(logits.shape, generator=gen, dtype=logits.dtype)
 
-    def loss_at(scale: float, seed: int = 7) -> torch.Tensor:
+    def objective(out: object) -> torch.Tensor:
+        return (out.logits * weights).sum()
+
+    def loss_at(scale: float, seed: int = 7) -> float:
+        """The loss with the parameters moved by scale * direction (no autograd)."""
         with torch.no_grad():
             for q, d in zip(params, direction):
                 q.add_(d, alpha=scale)
-        torch.manual_seed(seed)
-        loss = ort(**batch).loss
-        with torch.no_grad():
+            torch.manual_seed(seed)
+            loss = float(objective(ort(**batch)))
             for q, d in zip(params, direction):
                 q.sub_(d, alpha=scale)
         return loss
 
-    loss_at(0.0).backward()
+    torch.manual_seed(7)
+    objective(ort(**batch)).backward()
     analytic = sum(float((q.grad * d).sum()) for q, d in zip(params, direction))
     eps = 1e-6
-    numeric = (float(loss_at(eps)) - float(loss_at(-eps))) / (2 * eps)
-    assert math.isclose(analytic, numeric, rel_tol=1e-5, abs_tol=1e-7), (analytic, numeric)
+    numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+    # The model code computes attention softmax (T5, ViT, Llama) and RMSNorm (Llama) in
+    # float32 even in a float64 model, which limits the difference quotient: the same
+    # check on eager PyTorch is off by 1.6e-4 (ViT), 2e-5 (Llama), 1.7e-2 (T5) relative.
+    # A backward that used another mask than forward's would be off by O(1).
+    rel_tol = 1e-5 if name in ("bert", "gpt2") else 1e-3
+    assert math.isclose(analytic, numeric, rel_tol=rel_tol, abs_tol=1e-7), (analytic, numeric)
     # Dropout is really on: another mask gives another loss.
-    assert float(loss_at(0.0, seed=8)) != float(loss_at(0.0, seed=7))
+    assert loss_at(0.0, seed=8) != loss_at(0.0, seed=7)
 
 
 def test_gpt2_tied_embedding_gets_one_summed_gradient() -> None:
