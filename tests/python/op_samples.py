@@ -9,47 +9,10 @@ samples here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
-rng = np.random.default_rng(0)
-
-
-def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
-    return rng.uniform(low, high, size=shape).astype(np.float64)
-
-
-def away_from_zero(*shape: int) -> np.ndarray:
-    """Values with |x| in [0.2, 1]: keeps kinks (Relu) out of finite differences."""
-    return rand(*shape, low=0.2, high=1.0) * rng.choice([-1.0, 1.0], size=shape)
-
-
-def distinct(*shape: int) -> np.ndarray:
-    """A random permutation of well separated values: no ties for max pooling."""
-    n = int(np.prod(shape))
-    return (rng.permutation(n).astype(np.float64) / n).reshape(shape)
-
-
-def i64(values: Any) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
-
-
-@dataclass
-class Sample:
-    inputs: dict[str, np.ndarray]          # graph inputs, in order
-    attrs: dict[str, Any] = field(default_factory=dict)
-    constants: dict[str, np.ndarray] = field(default_factory=dict)  # initializers
-    order: list[str] | None = None        # node input order (names; "" = omitted)
-    num_outputs: int = 1
-    grad: list[str] | None = None          # inputs to differentiate (default: all float inputs)
-    reference: bool = True                 # compare forward with onnx.reference
-    random: bool = False                   # draws random numbers: reseed per call
-    reference_rtol: float = 1e-10          # looser where onnx.reference computes in float32
-    opset: int = 17                        # ONNX opset of the single-op model
-    name: str = ""
-
+from tests.python.op_samples_data import DATA_SAMPLES
+from tests.python.sample_utils import Sample, away_from_zero, distinct, i64, rand
 
 S = Sample
 
@@ -231,3 +194,4 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"ignore_index": 1}, order=["input", "target", "w"]),
     ],
 }
+SAMPLES.update(DATA_SAMPLES)

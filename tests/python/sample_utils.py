@@ -1,0 +1,51 @@
+"""Sample-making helpers shared by the op sample tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return rng.uniform(low, high, size=shape).astype(np.float64)
+
+
+def away_from_zero(*shape: int) -> np.ndarray:
+    """Values with |x| in [0.2, 1]: keeps kinks (Relu) out of finite differences."""
+    return rand(*shape, low=0.2, high=1.0) * rng.choice([-1.0, 1.0], size=shape)
+
+
+def distinct(*shape: int) -> np.ndarray:
+    """A random permutation of well separated values: no ties for max pooling."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n).astype(np.float64) / n).reshape(shape)
+
+
+def i64(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+@dataclass
+class Sample:
+    inputs: dict[str, np.ndarray]          # graph inputs, in order
+    attrs: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)  # initializers
+    order: list[str] | None = None        # node input order (names; "" = omitted)
+    num_outputs: int = 1
+    grad: list[str] | None = None          # inputs to differentiate (default: all float inputs)
+    reference: bool = True                 # compare forward with onnx.reference
+    random: bool = False                   # draws random numbers: reseed per call
+    reference_rtol: float = 1e-10          # looser where onnx.reference computes in float32
+    opset: int = 17                        # ONNX opset of the single-op model
+    domain: str = ""                       # the op's domain ("ai.ortmodule": engine's own)
+    # numpy reference for ops onnx.reference lacks (the engine's own ops): inputs and
+    # constants by name -> outputs
+    expected: Callable[[dict[str, np.ndarray]], list[np.ndarray]] | None = None
+    name: str = ""
+
+
