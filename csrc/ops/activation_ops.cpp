@@ -62,13 +62,12 @@ void cpu_gelu_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
   const Tensor& x = ctx.in(1);
   const bool tanh_mode = gelu_is_tanh(ctx);
-  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx,
-                      binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(),
-                                 ctx.out(0).shape(), ctx.out(0).data<scalar_t>(),
-                                 [tanh_mode](scalar_t g, scalar_t v) {
-                                   return tanh_mode ? math::gelu_tanh_grad(g, v)
-                                                    : math::gelu_grad(g, v);
-                                 }));
+  ORTM_DISPATCH_FLOAT(
+      dy.dtype(), ctx,
+      binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), ctx.out(0).shape(),
+                 ctx.out(0).data<scalar_t>(), [tanh_mode](scalar_t g, scalar_t v) {
+                   return tanh_mode ? math::gelu_tanh_grad(g, v) : math::gelu_grad(g, v);
+                 }));
 }
 
 void grad_sin(GradContext& g) {

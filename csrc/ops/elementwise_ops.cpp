@@ -129,9 +129,10 @@ void cpu_erf(OpContext& ctx) {
 }
 void cpu_abs(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
-                        unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                  [](scalar_t v) { return static_cast<scalar_t>(v < 0 ? -v : v); }));
+  ORTM_DISPATCH_NUMERIC(
+      x.dtype(), ctx,
+      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+                [](scalar_t v) { return static_cast<scalar_t>(v < 0 ? -v : v); }));
 }
 void cpu_leaky_relu(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);

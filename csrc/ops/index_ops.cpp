@@ -96,8 +96,8 @@ void for_each_nd_slice(const OpContext& ctx, const Shape& data, const Tensor& in
       const int64_t row = bi * g.tuples + t;
       int64_t off = bi * g.data_batch;
       for (int64_t j = 0; j < g.k; ++j)
-        off += checked_index(ctx, indices.int_at(row * g.k + j), data[b + j], "GatherND") *
-               st[b + j];
+        off +=
+            checked_index(ctx, indices.int_at(row * g.k + j), data[b + j], "GatherND") * st[b + j];
       f(row, off);
     }
 }
@@ -140,10 +140,9 @@ void cpu_gather_elements_grad(OpContext& ctx) {
 }
 
 void grad_gather_elements(GradContext& g) {
-  g.set_input_grad(0, g.emit("GatherElementsGrad",
-                             {g.output_grad(0), g.shape_of(g.input(0)), g.input(1)},
-                             {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}},
-                             "com.microsoft"));
+  g.set_input_grad(
+      0, g.emit("GatherElementsGrad", {g.output_grad(0), g.shape_of(g.input(0)), g.input(1)},
+                {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}}, "com.microsoft"));
 }
 
 // ---- ScatterElements(data, indices, updates; axis, reduction) ----
@@ -273,10 +272,10 @@ void cpu_gather_nd_grad(OpContext& ctx) {
 }
 
 void grad_gather_nd(GradContext& g) {
-  g.set_input_grad(
-      0, g.emit("GatherNDGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
-                {{"batch_dims", Attribute::make_int(g.node().attr_int("batch_dims", 0))}},
-                "com.microsoft"));
+  g.set_input_grad(0,
+                   g.emit("GatherNDGrad", {g.shape_of(g.input(0)), g.input(1), g.output_grad(0)},
+                          {{"batch_dims", Attribute::make_int(g.node().attr_int("batch_dims", 0))}},
+                          "com.microsoft"));
 }
 
 // ---- ScatterND(data, indices, updates; reduction) ----

@@ -101,12 +101,11 @@ void cpu_isinf(OpContext& ctx) {
   const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
   const bool neg = ctx.node.attr_int("detect_negative", 1) != 0;
   const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
-                      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<uint8_t>(),
-                                [&](scalar_t v) {
-                                  return static_cast<uint8_t>(std::isinf(v) &&
-                                                              ((v > 0 && pos) || (v < 0 && neg)));
-                                }));
+  ORTM_DISPATCH_FLOAT(
+      x.dtype(), ctx,
+      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<uint8_t>(), [&](scalar_t v) {
+        return static_cast<uint8_t>(std::isinf(v) && ((v > 0 && pos) || (v < 0 && neg)));
+      }));
 }
 
 // ---- Where(condition, x, y) ----
@@ -208,19 +207,19 @@ void cpu_mod(OpContext& ctx) {
   } else if (!fmod) {
     ctx.fail("fmod=0 is only defined for integer inputs; floats need fmod=1");
   }
-  ORTM_DISPATCH_NUMERIC(
-      a.dtype(), ctx,
-      binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(), y.shape(),
-                 y.data<scalar_t>(), [fmod](auto p, auto q) {
-                   using T = decltype(p);
-                   if constexpr (std::is_floating_point_v<T>) {
-                     return std::fmod(p, q);
-                   } else {
-                     T r = p % q;  // truncated, the sign of the dividend
-                     if (!fmod && r != 0 && ((r < 0) != (q < 0))) r += q;  // sign of divisor
-                     return r;
-                   }
-                 }));
+  ORTM_DISPATCH_NUMERIC(a.dtype(), ctx,
+                        binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
+                                   y.shape(), y.data<scalar_t>(), [fmod](auto p, auto q) {
+                                     using T = decltype(p);
+                                     if constexpr (std::is_floating_point_v<T>) {
+                                       return std::fmod(p, q);
+                                     } else {
+                                       T r = p % q;  // truncated, the sign of the dividend
+                                       if (!fmod && r != 0 && ((r < 0) != (q < 0)))
+                                         r += q;  // sign of divisor
+                                       return r;
+                                     }
+                                   }));
 }
 
 // y = a - b * trunc(a / b):  da = dy,  db = -dy * (a - y) / b

@@ -162,10 +162,10 @@ void grad_pad(GradContext& g) {
     in.push_back(nullptr);
     in.push_back(g.input(3));
   }
-  g.set_input_grad(0, g.emit("PadGrad", in,
-                             {{"mode", Attribute::make_string(
-                                           g.node().attr_string("mode", "constant"))}},
-                             "ai.ortmodule"));
+  g.set_input_grad(
+      0, g.emit("PadGrad", in,
+                {{"mode", Attribute::make_string(g.node().attr_string("mode", "constant"))}},
+                "ai.ortmodule"));
 }
 
 }  // namespace ortmodule

@@ -204,7 +204,8 @@ void grad_split(GradContext& g) {
   std::vector<Value*> parts;
   for (size_t i = 0; i < g.node().outputs.size(); ++i) {
     Value* d = g.output_grad(i);
-    parts.push_back(d ? d : g.emit("ZerosLike", {g.forward_output(i, "split")}, {}, "ai.ortmodule"));
+    parts.push_back(d ? d
+                      : g.emit("ZerosLike", {g.forward_output(i, "split")}, {}, "ai.ortmodule"));
   }
   g.set_input_grad(
       0, g.emit("Concat", parts, {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}}));
@@ -357,10 +358,9 @@ void cpu_cumsum(OpContext& ctx) {
 
 void grad_cumsum(GradContext& g) {
   const int64_t reverse = g.node().attr_int("reverse", 0);
-  g.set_input_grad(
-      0, g.emit("CumSum", {g.output_grad(0), g.input(1)},
-                {{"exclusive", Attribute::make_int(g.node().attr_int("exclusive", 0))},
-                 {"reverse", Attribute::make_int(1 - reverse)}}));
+  g.set_input_grad(0, g.emit("CumSum", {g.output_grad(0), g.input(1)},
+                             {{"exclusive", Attribute::make_int(g.node().attr_int("exclusive", 0))},
+                              {"reverse", Attribute::make_int(1 - reverse)}}));
 }
 
 }  // namespace ortmodule
