@@ -65,7 +65,7 @@ def train(model: torch.nn.Module, data: list[torch.Tensor], name: str, lr: float
                 first = elapsed
             else:
                 steady += elapsed
-            losses.append(float(loss))
+            losses.append(loss.detach().item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
     tokens = sum(ids.numel() for ids in data[1:])
     final = sum(losses[-5:]) / len(losses[-5:])
