@@ -69,6 +69,13 @@ void cpu_div(OpContext& ctx) {
 }
 void cpu_pow(OpContext& ctx) {
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
+  // Scalar exponents models use (x**2 in norms, and x**1 in its gradient) skip std::pow.
+  if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size()) {
+    const double e = ctx.in(1).float_at(0);
+    if (e == 1.0) return run_binary(ctx, [](auto p, auto) { return p; });
+    if (e == 2.0) return run_binary(ctx, [](auto p, auto) { return p * p; });
+    if (e == 0.5) return run_binary(ctx, [](auto p, auto) { return std::sqrt(p); });
+  }
   run_binary(ctx, [](auto p, auto q) { return std::pow(p, q); });
 }
 

@@ -19,10 +19,16 @@ S = Sample
 SAMPLES: dict[str, list[Sample]] = {
     "Add": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(2, 1, 3), "b": rand(4, 1)})],
     "Sub": [S({"a": rand(2, 3), "b": rand(2, 1)}), S({"a": rand(3), "b": rand(2, 3)})],
-    "Mul": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(4, 1, 2), "b": rand(3, 1)})],
+    "Mul": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(4, 1, 2), "b": rand(3, 1)}),
+            # Gradients that sum trailing, middle and mixed broadcast dims.
+            S({"a": rand(2, 3, 4), "b": rand(2, 3, 1)}), S({"a": rand(2, 3, 4), "b": rand(1, 3, 1)}),
+            S({"a": rand(2, 3, 4, 1), "b": rand(2, 1, 4, 1)})],
     "Div": [S({"a": rand(2, 3), "b": rand(2, 3, low=0.5, high=1.5)}),
             S({"a": rand(2, 3), "b": rand(3, low=0.5, high=1.5)})],
-    "Pow": [S({"a": rand(2, 3, low=0.5, high=1.5), "b": rand(3, low=1.0, high=3.0)})],
+    "Pow": [S({"a": rand(2, 3, low=0.5, high=1.5), "b": rand(3, low=1.0, high=3.0)}),
+            # Scalar exponents with fast paths (x**2 in RMSNorm, x**1 in its gradient).
+            *[S({"a": rand(2, 3, low=0.5, high=1.5)}, constants={"e": np.asarray(e)},
+                order=["a", "e"]) for e in (1.0, 2.0, 0.5)]],
     "Sum": [S({"a": rand(2, 3), "b": rand(2, 3), "c": rand(3)})],
     "Neg": [S({"x": rand(2, 3)})],
     "Relu": [S({"x": away_from_zero(3, 4)})],

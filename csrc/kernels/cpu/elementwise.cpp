@@ -43,15 +43,35 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
         for (int64_t c = c0; c < c1; ++c) acc[c] += xr[c];
       }
     });
-  } else {
-    for (int64_t i = 0; i < n_in; ++i) {
-      int64_t rem = i, o = 0;
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        int64_t idx = rem % x_shape[d];
+  } else if (n_in > 0) {
+    // Innermost run of dims that are all reduced or all kept (extent-1 dims fit
+    // either): contiguous in x, so each outer position costs one index computation.
+    int64_t split = rank, inner = 1, last = rank - 1;
+    while (last > 0 && x_shape[last] == 1) --last;
+    const bool inner_reduced = rank > 0 && sy[last] == 0;
+    while (split > 0) {
+      const int64_t d = split - 1;
+      const bool reduced = sy[d] == 0;
+      if (x_shape[d] != 1 && reduced != inner_reduced) break;
+      inner *= x_shape[d];
+      --split;
+    }
+    const int64_t outer = n_in / inner;
+    for (int64_t r = 0; r < outer; ++r) {
+      int64_t rem = r, o = 0;
+      for (int64_t d = split - 1; d >= 0; --d) {
+        o += (rem % x_shape[d]) * sy[d];
         rem /= x_shape[d];
-        o += idx * sy[d];
       }
-      acc[o] += x[i];
+      const T* xr = x + r * inner;
+      if (inner_reduced) {
+        Acc s = 0;
+        for (int64_t c = 0; c < inner; ++c) s += xr[c];
+        acc[o] += s;
+      } else {
+        Acc* ar = acc.data() + o;
+        for (int64_t c = 0; c < inner; ++c) ar[c] += xr[c];
+      }
     }
   }
   for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<T>(acc[i]);
