@@ -6,7 +6,7 @@
 
 from ortmodule._capture import ExportError
 from ortmodule.module import ORTModule
-from ortmodule.options import DebugOptions, LogLevel
+from ortmodule.options import DebugOptions, FallbackPolicy, LogLevel
 
-__all__ = ["DebugOptions", "ExportError", "LogLevel", "ORTModule"]
+__all__ = ["DebugOptions", "ExportError", "FallbackPolicy", "LogLevel", "ORTModule"]
 __version__ = "0.1.0"

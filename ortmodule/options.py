@@ -10,6 +10,34 @@ from dataclasses import dataclass, replace
 EXPORTERS = ("dynamo", "torchscript")
 
 
+class FallbackPolicy(enum.Flag):
+    """When ORTModule may run code on PyTorch instead of the engine (opt-in; each use logs a
+    warning saying why).
+
+    NEVER (the default): every failure raises.
+    UNSUPPORTED_OP: an op the engine lacks runs through ATen as one node of the graph, its
+    gradient from autograd; the rest of the model still runs on the engine.
+    EXPORT_FAILURE: when the module cannot be exported for a call, that call (and later calls
+    with the same cache key) runs the wrapped module in eager PyTorch.
+    """
+
+    NEVER = 0
+    UNSUPPORTED_OP = enum.auto()
+    EXPORT_FAILURE = enum.auto()
+
+    @staticmethod
+    def parse(text: str) -> FallbackPolicy:
+        """``"never"``, or names joined by ``|`` (``"unsupported_op|export_failure"``)."""
+        policy = FallbackPolicy.NEVER
+        for part in text.split("|"):
+            name = part.strip().upper()
+            if name not in FallbackPolicy.__members__:
+                names = ", ".join(m.lower() for m in FallbackPolicy.__members__)
+                raise ValueError(f"fallback policy {part.strip()!r} is not one of {names}")
+            policy |= FallbackPolicy[name]
+        return policy
+
+
 class LogLevel(enum.IntEnum):
     VERBOSE = 0
     INFO = 1
@@ -36,6 +64,9 @@ class DebugOptions:
     gradient graph built by the engine) into ``save_path`` (default: the current
     directory). ``mode`` is ``training`` or ``inference``.
 
+    fallback (a ``FallbackPolicy``, or its names as a string such as ``"unsupported_op"``)
+    says when code may run on PyTorch instead of the engine; the default never does.
+
     exporter picks how the module is captured: ``"dynamo"`` (torch.export lowered to
     ONNX, the default) or ``"torchscript"`` (the deprecated TorchScript exporter, which
     cannot follow modern model code such as transformers' attention masks).
@@ -46,10 +77,22 @@ class DebugOptions:
     onnx_prefix: str = ""
     save_path: str | None = None
     exporter: str = "dynamo"
+    fallback: FallbackPolicy = FallbackPolicy.NEVER
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
             raise TypeError(f"log_level must be a LogLevel, got {type(self.log_level).__name__}")
+        if not isinstance(self.save_onnx, bool):
+            raise TypeError(f"save_onnx must be a bool, got {type(self.save_onnx).__name__}")
+        if not isinstance(self.onnx_prefix, str):
+            raise TypeError(f"onnx_prefix must be a str, got {type(self.onnx_prefix).__name__}")
+        if self.save_path is not None and not isinstance(self.save_path, (str, os.PathLike)):
+            raise TypeError(f"save_path must be a str or os.PathLike, got "
+                            f"{type(self.save_path).__name__}")
+        if isinstance(self.fallback, str):
+            object.__setattr__(self, "fallback", FallbackPolicy.parse(self.fallback))
+        if not isinstance(self.fallback, FallbackPolicy):
+            raise TypeError(f"fallback must be a FallbackPolicy, got {type(self.fallback).__name__}")
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
@@ -60,7 +103,7 @@ class DebugOptions:
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
-        ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER on top of ``base``."""
+        ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -80,4 +123,10 @@ class DebugOptions:
             value = os.environ.get(env)
             if value is not None:
                 changes[field] = value
+        policy = os.environ.get("ORTMODULE_FALLBACK_POLICY")
+        if policy is not None:
+            try:
+                changes["fallback"] = FallbackPolicy.parse(policy)
+            except ValueError as e:
+                raise ValueError(f"ORTMODULE_FALLBACK_POLICY: {e}") from None
         return replace(opts, **changes) if changes else opts
