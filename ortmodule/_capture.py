@@ -13,7 +13,9 @@ import contextlib
 import logging
 import os
 import sys
+import sysconfig
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -97,6 +99,40 @@ def _preserve_state(module: torch.nn.Module):
         torch.random.set_rng_state(rng)
 
 
+_INTERNAL_PATHS = ("/torch/", "/onnxscript/", "/onnx/", "/ortmodule/", "<frozen")
+
+
+@contextlib.contextmanager
+def surface_warnings():
+    """Collects the warnings raised while the module is captured and re-emits the ones
+    the user must see: those raised by the model's own code (which eager PyTorch would
+    show too) and the tracer's warnings about values it baked into the graph. The
+    exporters' own chatter is dropped."""
+    from torch.jit import TracerWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    stdlib = sysconfig.get_paths()["stdlib"]
+    seen = set()
+    for w in caught:
+        internal = (any(p in w.filename for p in _INTERNAL_PATHS)
+                    or w.filename.startswith(stdlib))
+        if internal and not issubclass(w.category, TracerWarning):
+            continue
+        key = (str(w.message), w.category, w.filename, w.lineno)
+        if key in seen:
+            continue
+        seen.add(key)
+        message = w.message
+        if issubclass(w.category, TracerWarning):
+            message = TracerWarning(
+                f"{w.message} (ORTModule: the captured graph keeps this value fixed; calls "
+                "that need another value get a wrong result unless its input shapes or "
+                "types differ; the default exporter, dynamo, guards on such values)")
+        warnings.warn_explicit(message, w.category, w.filename, w.lineno)
+
+
 @contextlib.contextmanager
 def _quiet_fds(enabled: bool):
     """Sends what C++ code writes to stdout/stderr to a temporary file meanwhile."""
@@ -146,6 +182,54 @@ def bind_initializers(module: torch.nn.Module, names: list[str], prefix: str
             owner, attr = _owner(module, name)
             bindings[init_name] = (owner, "buffer", attr, name)
     return bindings
+
+
+def _user_frame(tb) -> tuple[str, int, str] | None:
+    """The innermost frame of user code (outside torch and ortmodule) in a traceback."""
+    import linecache
+
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if ("/torch/" not in filename and "/ortmodule/" not in filename
+                and "/onnxscript/" not in filename and not filename.startswith("<")):
+            found = (filename, tb.tb_lineno, linecache.getline(filename, tb.tb_lineno).strip())
+        tb = tb.tb_next
+    return found
+
+
+def _data_dependent(error: BaseException) -> BaseException | None:
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    seen = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, GuardOnDataDependentSymNode):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def raise_user_error(module: torch.nn.Module, args: tuple, kwargs: dict,
+                     error: ExportError) -> None:
+    """After a failed export: if the module's own forward raises in eager PyTorch, that
+    exception (its type, message and traceback) is what the user sees; if forward branched
+    on a tensor's value, the error names the source line. Returns otherwise."""
+    data_dependent = _data_dependent(error)
+    with _preserve_state(module), torch.no_grad():
+        module(*args, **kwargs)  # the user's own exception propagates from here unchanged
+    if data_dependent is None:
+        return
+    where = _user_frame(data_dependent.__traceback__)
+    line = f"{where[0]}:{where[1]}: `{where[2]}`" if where else "an unknown line"
+    raise ExportError(
+        f"{type(module).__name__}.forward uses the value of a tensor in Python control flow "
+        f"at {line}. A compiled graph cannot follow such a branch (it would silently take "
+        "the branch of the first call): express it with tensor operations (torch.where, "
+        "masking, torch.cond), or construct the ORTModule with "
+        "DebugOptions(fallback=FallbackPolicy.EXPORT_FAILURE) to run this module in eager "
+        "PyTorch.") from error
 
 
 def check_supported(module: torch.nn.Module) -> None:

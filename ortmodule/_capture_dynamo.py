@@ -17,7 +17,6 @@ import contextlib
 import logging
 import re
 import time
-import warnings
 from collections.abc import Iterator
 
 import torch
@@ -31,6 +30,7 @@ from ortmodule._capture import (
     _preserve_state,
     bind_initializers,
     named_buffers,
+    surface_warnings,
 )
 from ortmodule._sequence_rewrite import rewrite_sequences
 
@@ -51,8 +51,7 @@ def _quiet_exporter(verbose: bool) -> Iterator[None]:
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with surface_warnings():
             yield
     finally:
         for lg, level in zip(loggers, levels):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import warnings
 
 import torch
 
@@ -21,6 +20,7 @@ from ortmodule._capture import (
     _preserve_state,
     _quiet_fds,
     bind_initializers,
+    surface_warnings,
 )
 
 logger = logging.getLogger("ortmodule")
@@ -44,9 +44,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     wrapper.training = True
     mode = torch.onnx.TrainingMode.PRESERVE
     buf = io.BytesIO()
-    with _preserve_state(module), warnings.catch_warnings():
-        if not verbose:
-            warnings.simplefilter("ignore")
+    with _preserve_state(module), surface_warnings():
         try:
             # The TorchScript exporter honours training mode (dropout, train-mode
             # BatchNorm with running-stat outputs) and keeps parameters as named

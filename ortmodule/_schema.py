@@ -7,15 +7,18 @@ a new graph instead of reusing a wrong one.
 
 from __future__ import annotations
 
+import dataclasses
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-# Schema nodes: ("T", index) for a tensor, ("C", value) for a constant,
-# ("tuple"/"list", [children], type), ("dict", [(key, child), ...], type). The type is
-# the container's own class (a namedtuple, a Hugging Face ModelOutput, ...), rebuilt on
-# the way out.
+# Schema nodes: ("T", index) for a tensor, ("C", value) for a constant, ("F", bits) for a
+# float (its bit pattern: NaN equals itself, -0.0 differs from 0.0),
+# ("tuple"/"list", [children], type), ("dict", [(key, child), ...], type),
+# ("dataclass", [(field, child), ...], type). The type is the container's own class (a
+# namedtuple, an OrderedDict, a Hugging Face ModelOutput, ...), rebuilt on the way out.
 Spec = tuple
 
 
@@ -28,11 +31,16 @@ def flatten(obj: Any, tensors: list[torch.Tensor]) -> Spec:
         return (kind, tuple(flatten(o, tensors) for o in obj), type(obj))
     if isinstance(obj, dict):
         return ("dict", tuple((k, flatten(v, tensors)) for k, v in obj.items()), type(obj))
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    if isinstance(obj, float):
+        return ("F", struct.pack("<d", obj))
+    if obj is None or isinstance(obj, (bool, int, str)):
         return ("C", obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return ("dataclass", tuple((f.name, flatten(getattr(obj, f.name), tensors))
+                                   for f in dataclasses.fields(obj)), type(obj))
     raise TypeError(
-        f"ORTModule inputs and outputs may be tensors, tuples, lists, dicts and Python "
-        f"scalars/strings/None; got {type(obj).__name__}"
+        f"ORTModule inputs and outputs may be tensors, tuples, lists, dicts, dataclasses and "
+        f"Python scalars/strings/None; got {type(obj).__name__}"
     )
 
 
@@ -42,14 +50,26 @@ def unflatten(spec: Spec, tensors: list[Any]) -> Any:
         return tensors[payload]
     if kind == "C":
         return payload
+    if kind == "F":
+        return struct.unpack("<d", payload)[0]
     cls = spec[2]
+    if kind == "dataclass":
+        # Rebuilt field by field without calling __init__ (init=False fields keep their value).
+        obj = object.__new__(cls)
+        for name, s in payload:
+            object.__setattr__(obj, name, unflatten(s, tensors))
+        return obj
     if kind in ("tuple", "list"):
         items = [unflatten(s, tensors) for s in payload]
         if cls in (tuple, list):
             return cls(items)
         return cls(*items) if hasattr(cls, "_fields") else cls(items)  # namedtuple or other
     values = {k: unflatten(s, tensors) for k, s in payload}
-    return values if cls is dict else cls(**values)
+    if cls is dict:
+        return values
+    if all(isinstance(k, str) for k in values):
+        return cls(**values)
+    return cls(values)
 
 
 @dataclass(frozen=True)

@@ -2,29 +2,43 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+import sys
 import time
+import types
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ortmodule import _C, _capture, _schema
-from ortmodule.options import DebugOptions
+from ortmodule import _C, _capture, _guards, _schema
+from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
+
+# Compiled graphs kept per ORTModule; the least recently used one is dropped beyond that.
+MAX_GRAPHS = 32
+
+# Attributes that belong to the wrapper itself; every other attribute set on an ORTModule
+# is set on the wrapped module.
+_OWN = frozenset({
+    "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
+    "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
+})
 
 
 @dataclass
 class _Entry:
     """One compiled graph: a program plus how to feed it from a call."""
 
-    program: Any  # _C.Program
+    program: Any  # _C.Program, or None when the call runs eagerly (fallback)
     # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
     feeds: list[tuple]
-    output_spec: _schema.Spec
+    output_spec: _schema.Spec | None
     # BatchNorm counters the graph does not update itself (TorchScript capture).
     bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
     # Whether the graph is valid for the input sizes (torch.export's shape guards).
@@ -32,8 +46,13 @@ class _Entry:
     last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
     # Seconds spent building this entry, per stage (trace, lowering, engine build).
     seconds: dict[str, float] = field(default_factory=dict)
+    # Python attribute values forward read while it was traced.
+    attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
+    fallback_reason: str = ""  # why this entry runs the module eagerly
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
+        if self.attributes and not self.attributes.holds():
+            return False
         if self.guard is None:
             return True
         shapes = tuple(t.shape for t in tensors)
@@ -45,12 +64,70 @@ class _Entry:
         return True
 
 
+def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> Any:
+    """A bound ``forward`` for this instance that reports the wrapped module's signature."""
+
+    def forward(self: ORTModule, *args: Any, **kwargs: Any) -> Any:
+        return self._run(args, kwargs)
+
+    if signature is not None:
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[self_param, *signature.parameters.values()])
+    return types.MethodType(forward, wrapper)
+
+
+def _signature_of(module: torch.nn.Module) -> inspect.Signature | None:
+    try:
+        return inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        return None
+
+
+def _data_parallel_error(where: str) -> TypeError:
+    return TypeError(
+        f"ORTModule does not support torch.nn.DataParallel ({where}); use "
+        "torch.nn.parallel.DistributedDataParallel around the ORTModule instead: "
+        "DistributedDataParallel(ORTModule(model)), one process per device")
+
+
+def _refuse_data_parallel(module: torch.nn.Module) -> None:
+    for name, m in module.named_modules():
+        if isinstance(m, torch.nn.DataParallel):
+            where = f"submodule {name!r}" if name else "the wrapped module"
+            raise _data_parallel_error(f"{where} is a DataParallel")
+
+
+def _called_from_data_parallel() -> bool:
+    """Whether torch.nn.DataParallel's forward is among the callers (checked once per
+    compiled graph, not per call)."""
+    code = torch.nn.DataParallel.forward.__code__
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            return False
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _autocast_state() -> tuple:
+    if torch.is_autocast_enabled("cpu"):
+        return ("cpu", torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled())
+    if torch.is_autocast_enabled("cuda"):
+        return ("cuda", torch.get_autocast_dtype("cuda"), torch.is_autocast_cache_enabled())
+    return ()
+
+
 class ORTModule(torch.nn.Module):
     """Wraps ``module`` so that its forward and backward run on the ortmodule engine.
 
     The module is exported to ONNX on the first call for each input schema; the
     engine builds the gradient graph, plans memory and runs every later call.
-    Parameters and buffers stay owned by PyTorch.
+    Parameters and buffers stay owned by PyTorch. The wrapper shares the wrapped
+    module's parameter, buffer and submodule tables, so every nn.Module method (and any
+    container holding the wrapper) sees exactly what the wrapped module holds.
     """
 
     def __init__(self, module: torch.nn.Module, debug_options: DebugOptions | None = None) -> None:
@@ -61,22 +138,29 @@ class ORTModule(torch.nn.Module):
             )
         if isinstance(module, ORTModule):
             raise TypeError("the module is already an ORTModule")
+        if debug_options is not None and not isinstance(debug_options, DebugOptions):
+            raise TypeError(f"debug_options must be a DebugOptions, got "
+                            f"{type(debug_options).__name__}")
+        _refuse_data_parallel(module)
         super().__init__()
-        self._modules["_module"] = module
         opts = DebugOptions.from_env(debug_options)
-        object.__setattr__(self, "_debug", opts)
-        object.__setattr__(self, "_cache", {})
-        object.__setattr__(self, "_static_shapes", opts.exporter == "torchscript"
-                           and _capture.needs_static_shapes(module))
-        object.__setattr__(self, "_saved_names", set())
-        # The module structure is fixed once wrapped (as for any exported graph); caching
-        # the module list and parameter owners keeps the per-call cache key cheap. Parameter
-        # objects are still looked up on every call, so load_state_dict(assign=True) works.
-        modules = list(module.modules())
-        object.__setattr__(self, "_all_modules", modules)
-        object.__setattr__(self, "_param_slots", [
-            (m, name) for m in modules for name, p in m._parameters.items() if p is not None
-        ])
+        d = self.__dict__
+        d["_original"] = module
+        # One set of tables: what is registered through the wrapper lands in the wrapped
+        # module, and recursion over the wrapper (state_dict, load_state_dict, _apply,
+        # children) sees the wrapped module's names.
+        for table in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+            d[table] = module.__dict__[table]
+        d["training"] = module.training
+        d["_debug"] = opts
+        d["_cache"] = OrderedDict()
+        d["_static_shapes"] = (opts.exporter == "torchscript"
+                               and _capture.needs_static_shapes(module))
+        d["_saved_names"] = set()
+        d["_evictions"] = 0
+        d["forward"] = _make_forward(self, _signature_of(module))
+        _guards.install_hooks()
+        self._refresh_structure()
         logger.setLevel(opts.log_level.to_logging())
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler())
@@ -85,16 +169,72 @@ class ORTModule(torch.nn.Module):
 
     @property
     def module(self) -> torch.nn.Module:
-        return self._modules["_module"]
+        return self.__dict__["_original"]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.__dict__["_original"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _OWN:
+            if name == "training":
+                self.module.training = value
+            object.__setattr__(self, name, value)
+            return
+        setattr(self.module, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _OWN:
+            object.__delattr__(self, name)
+        else:
+            delattr(self.module, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self.module)))
 
     def add_module(self, name: str, module: torch.nn.Module | None) -> None:
-        raise NotImplementedError(
-            "ORTModule does not support adding modules to it; add them to the wrapped module "
-            "before wrapping it"
-        )
+        self.module.add_module(name, module)
+
+    def register_module(self, name: str, module: torch.nn.Module | None) -> None:
+        self.module.register_module(name, module)
+
+    def register_buffer(self, name: str, tensor: torch.Tensor | None,
+                        persistent: bool = True) -> None:
+        self.module.register_buffer(name, tensor, persistent)
+
+    def register_parameter(self, name: str, param: torch.nn.Parameter | None) -> None:
+        self.module.register_parameter(name, param)
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, torch.nn.Module]]:
+        return self.module.named_modules(memo, prefix, remove_duplicate)
+
+    def train(self, mode: bool = True) -> ORTModule:
+        if not isinstance(mode, bool):
+            raise TypeError(f"training mode must be a bool, got {type(mode).__name__}")
+        self.module.train(mode)
+        object.__setattr__(self, "training", mode)
+        return self
+
+    def apply(self, fn: Callable[[torch.nn.Module], None]) -> ORTModule:
+        self.module.apply(fn)
+        return self
+
+    def _apply(self, fn: Callable, recurse: bool = True) -> ORTModule:
+        self.module._apply(fn, recurse)
+        _guards.bump()  # dtypes or devices may have changed without a registration
+        return self
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self.module.state_dict(*args, **kwargs)
+
+    def _save_to_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self.module._save_to_state_dict(*args, **kwargs)
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self.module._load_from_state_dict(*args, **kwargs)
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
@@ -111,30 +251,57 @@ class ORTModule(torch.nn.Module):
     def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.Tensor]]:
         return self.module.named_buffers(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_module"], name)
+    def _replicate_for_data_parallel(self) -> ORTModule:
+        raise _data_parallel_error("DataParallel wraps this ORTModule")
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled programs are not picklable and are cheap to rebuild: drop them, so
         # torch.save(model), pickle and copy.deepcopy work and re-export on first use.
         state = self.__dict__.copy()
-        state["_cache"] = {}
+        state["_cache"] = OrderedDict()
         state["_saved_names"] = set()
+        for transient in ("forward", "_all_modules", "_param_slots", "_structure"):
+            state.pop(transient, None)
+        state["_seen_version"] = -1
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__["forward"] = _make_forward(self, _signature_of(self.module))
+        self._refresh_structure()
 
     # ---- the per-call path ----
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def _refresh_structure(self) -> None:
+        """Re-reads the module tree after a registration anywhere; a changed tree (a new
+        submodule, a parameter of another shape or dtype, untied weights) drops every
+        compiled graph."""
+        d = self.__dict__
+        d["_seen_version"] = _guards.structure_version()
+        structure = _guards.structure(self.module)
+        if structure == d.get("_structure"):
+            return
+        if d.get("_structure") is not None and self._cache:
+            logger.info("the wrapped module's structure changed: dropping %d compiled graphs",
+                        sum(len(v) for v in self._cache.values()))
+            self._cache.clear()
+        d["_structure"] = structure
+        modules = list(self.module.modules())
+        d["_all_modules"] = modules
+        d["_param_slots"] = [(m, name) for m in modules
+                             for name, p in m._parameters.items() if p is not None]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
+        return self._run(args, kwargs)
+
+    def _run(self, args: tuple, kwargs: dict) -> Any:
+        if _guards.structure_version() != self._seen_version:
+            self._refresh_structure()
         tensors: list[torch.Tensor] = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
-        if torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+        autocast = _autocast_state()
+        if autocast:
             raise NotImplementedError(
                 "ORTModule does not support torch.autocast yet; run the module outside autocast"
             )
@@ -143,18 +310,31 @@ class ORTModule(torch.nn.Module):
             _schema.signature(tensors),
             tuple(m.training for m in self._all_modules),
             grad,
-            tuple(m._parameters[n].requires_grad for m, n in self._param_slots) if grad else (),
+            tuple((p.dtype, grad and p.requires_grad)
+                  for p in (m._parameters[n] for m, n in self._param_slots)),
+            autocast,
             tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
         )
-        entries = self._cache.get(key)
+        cache = self._cache
+        entries = cache.get(key)
         entry = None
-        for candidate in entries or ():
-            if candidate.accepts(tensors):
-                entry = candidate
-                break
+        if entries is not None:
+            cache.move_to_end(key)
+            for candidate in entries:
+                if candidate.accepts(tensors):
+                    entry = candidate
+                    break
+            if entry is None and entries and logger.isEnabledFor(logging.INFO):
+                changed = [c for e in entries for c in e.attributes.changed()]
+                if changed:
+                    logger.info("attributes read by forward changed (%s): building a new graph",
+                                "; ".join(changed[:5]))
         if entry is None:
-            entry = self._compile(in_spec, tensors)
-            self._cache.setdefault(key, []).append(entry)
+            entry = self._compile(in_spec, tensors, args, kwargs)
+            cache.setdefault(key, []).append(entry)
+            self._bound_cache()
+        if entry.program is None:
+            return self.module(*args, **kwargs)
         inputs = [
             tensors[f[1]] if f[0] == "input" else getattr(f[1], f[2])
             for f in entry.feeds
@@ -164,12 +344,44 @@ class ORTModule(torch.nn.Module):
             bn.num_batches_tracked.add_(1)
         return _schema.unflatten(entry.output_spec, outputs)
 
-    def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor]) -> _Entry:
+    def _bound_cache(self) -> None:
+        cache = self._cache
+        while sum(len(v) for v in cache.values()) > MAX_GRAPHS:
+            key, entries = next(iter(cache.items()))
+            entries.pop(0)
+            if not entries:
+                del cache[key]
+            self.__dict__["_evictions"] += 1
+            if self._evictions in (1, 10, 100) or self._evictions % 1000 == 0:
+                logger.warning(
+                    "ORTModule compiled more than %d graphs for %s and dropped the least "
+                    "recently used one (%d so far): the calls keep changing what the graph "
+                    "depends on (input structure, dtypes, ranks, Python scalar arguments, "
+                    "attributes read by forward, modes). Each new graph costs an export; "
+                    "pass such values as tensors or keep them fixed.",
+                    MAX_GRAPHS, type(self.module).__name__, self._evictions)
+
+    def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], args: tuple,
+                 kwargs: dict) -> _Entry:
         module = self.module
+        if _called_from_data_parallel():
+            raise _data_parallel_error("DataParallel wraps this ORTModule")
+        _warn_submodule_hooks(module)
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
-        captured = _capture.export(module, in_spec, tensors, verbose, self._debug.exporter,
-                                   self._static_shapes)
+        try:
+            with _guards.record_attribute_reads(module) as attributes:
+                captured = _capture.export(module, in_spec, tensors, verbose,
+                                           self._debug.exporter, self._static_shapes)
+        except _capture.ExportError as e:
+            _capture.raise_user_error(module, args, kwargs, e)
+            if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
+                logger.warning("ORTModule runs %s in eager PyTorch for this kind of call "
+                               "(fallback policy EXPORT_FAILURE) because its export failed: %s",
+                               type(module).__name__, e)
+                return _Entry(None, [], None, [], None, fallback_reason=str(e),
+                              attributes=attributes)
+            raise
         # torch.export keeps one graph input per tensor; the TorchScript exporter names them
         # input_<k> and drops unused ones.
         names = (captured.input_names if captured.exporter == "dynamo"
@@ -206,13 +418,14 @@ class ORTModule(torch.nn.Module):
         if captured.shape_guards:
             condition = " and ".join(f"({g})" for g in captured.shape_guards)
             guard = eval(f"lambda L: {condition}", {"min": min, "max": max})
-        logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients)",
+        logger.info("compiled graph #%d (training=%s, grad=%s, %d inputs need gradients, "
+                    "%d attributes guarded)",
                     sum(len(v) for v in self._cache.values()) + 1, module.training, grad,
-                    len(wrt))
+                    len(wrt), len(attributes))
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
-                      tuple(t.shape for t in tensors), seconds)
+                      tuple(t.shape for t in tensors), seconds, attributes)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()
@@ -230,3 +443,16 @@ class ORTModule(torch.nn.Module):
         with open(base + "_training.onnx", "wb") as f:
             f.write(program.training_graph_onnx())
         logger.info("saved %s_forward.onnx and %s_training.onnx", base, base)
+
+
+def _warn_submodule_hooks(module: torch.nn.Module) -> None:
+    """Forward hooks of submodules run once, while the graph is captured: what they compute
+    is in the graph, but their Python side effects do not happen on later calls."""
+    hooked = [name or type(m).__name__ for name, m in module.named_modules()
+              if m._forward_hooks or m._forward_pre_hooks]
+    if hooked:
+        logger.warning(
+            "ORTModule: forward hooks on %s run only while the graph is captured; the tensors "
+            "they return are part of the graph, but their Python side effects (logging, "
+            "collecting activations) will not happen on later calls. Register such hooks on "
+            "the ORTModule itself, which runs them on every call.", ", ".join(hooked[:5]))

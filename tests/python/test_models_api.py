@@ -253,12 +253,12 @@ def test_wrapping_an_ortmodule_raises() -> None:
         ORTModule(ORTModule(nn.Linear(2, 2)))  # type: ignore[arg-type]
 
 
-def test_add_module_raises() -> None:
-    ort = ORTModule(nn.Linear(2, 2))
-    with pytest.raises(NotImplementedError, match="wrapped module"):
-        ort.add_module("extra", nn.Linear(2, 2))
-    with pytest.raises(NotImplementedError):
-        ort.register_module("extra", nn.Linear(2, 2))
+def test_add_module_through_the_wrapper_reaches_the_wrapped_module() -> None:
+    ort = ORTModule(nn.Sequential(nn.Linear(2, 2)))
+    ort.add_module("extra", nn.Linear(2, 2))
+    ort.register_module("more", nn.Linear(2, 2))
+    assert isinstance(ort.module.extra, nn.Linear) and isinstance(ort.module.more, nn.Linear)
+    assert list(ort.state_dict()) == list(ort.module.state_dict())
 
 
 def test_unsupported_input_type_raises_type_error() -> None:

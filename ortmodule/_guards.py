@@ -1,0 +1,161 @@
+"""What a compiled graph depends on besides its inputs, and the cheap checks that tell
+when it changed.
+
+- The module structure (which submodules, parameters and buffers; their shapes, dtypes and
+  aliasing): a counter bumped by torch's global registration hooks tells when any module
+  anywhere registered or replaced a parameter, buffer or submodule; only then is the
+  structure of the wrapped module walked again and compared.
+- Python attribute values that forward read while it was traced (a flag, a scale, a loop
+  count, a plain tensor constant): recorded during capture, compared on every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+_version = [0]  # bumped on every parameter/buffer/submodule registration, in any module
+_hooks_installed = [False]
+
+
+def _bump(*_: Any) -> None:
+    _version[0] += 1
+
+
+def install_hooks() -> None:
+    """Installs the registration hooks once (on the first ORTModule, not at import)."""
+    if _hooks_installed[0]:
+        return
+    from torch.nn.modules import module as nn_module
+
+    nn_module.register_module_parameter_registration_hook(_bump)
+    nn_module.register_module_buffer_registration_hook(_bump)
+    nn_module.register_module_module_registration_hook(_bump)
+    _hooks_installed[0] = True
+
+
+def structure_version() -> int:
+    return _version[0]
+
+
+def bump() -> None:
+    """Marks every wrapped module's structure as possibly changed."""
+    _bump()
+
+
+def structure(module: torch.nn.Module) -> tuple:
+    """The module tree as the graph sees it: submodule identities, and per parameter and
+    buffer slot its shape, device, buffer dtype and which earlier slot it aliases (tied
+    weights)."""
+    first: dict[int, int] = {}
+    slots = []
+    modules = list(module.modules())
+    for m in modules:
+        for kind, items in (("p", m._parameters), ("b", m._buffers)):
+            for name, t in items.items():
+                if t is None:
+                    slots.append((id(m), kind, name, None))
+                    continue
+                alias = first.setdefault(id(t), len(slots))
+                # Parameter dtypes are part of every call's cache key (.double() keeps
+                # the float32 graphs for a way back); buffer dtypes are checked here.
+                dtype = t.dtype if kind == "b" else None
+                slots.append((id(m), kind, name, tuple(t.shape), dtype, t.device, alias))
+    return (tuple(id(m) for m in modules), tuple(slots))
+
+
+# ---- attribute reads during capture ----
+
+_MISSING = object()
+_SIMPLE = (bool, int, float, str, type(None), enum.Enum, torch.dtype, torch.device)
+
+
+def _is_simple(value: Any) -> bool:
+    if isinstance(value, _SIMPLE):
+        return True
+    if isinstance(value, (tuple, frozenset)) and len(value) <= 16:
+        return all(_is_simple(v) for v in value)
+    return False
+
+
+class AttributeGuard:
+    """Attribute values forward read from the wrapped module's submodules while it was
+    traced. The graph bakes them in, so a later change must build a new graph."""
+
+    def __init__(self) -> None:
+        # (instance __dict__, name, value at trace time, owner description)
+        self.values: list[tuple[dict, str, Any, str]] = []
+        # (instance __dict__, name, tensor, its version): plain tensor attributes (not
+        # buffers) become constants of the graph.
+        self.tensors: list[tuple[dict, str, torch.Tensor, int, str]] = []
+
+    def __len__(self) -> int:
+        return len(self.values) + len(self.tensors)
+
+    def holds(self) -> bool:
+        for d, name, value, _ in self.values:
+            current = d.get(name, _MISSING)
+            if current is not value and current != value:
+                return False
+        for d, name, tensor, version, _ in self.tensors:
+            if d.get(name, _MISSING) is not tensor or tensor._version != version:
+                return False
+        return True
+
+    def changed(self) -> list[str]:
+        """Descriptions of the attributes whose value changed (for the log)."""
+        out = []
+        for d, name, value, owner in self.values:
+            current = d.get(name, _MISSING)
+            if current is not value and current != value:
+                shown = "<deleted>" if current is _MISSING else repr(current)
+                out.append(f"{owner}.{name}: {value!r} -> {shown}")
+        for d, name, tensor, version, owner in self.tensors:
+            if d.get(name, _MISSING) is not tensor or tensor._version != version:
+                out.append(f"{owner}.{name}: tensor replaced or modified in place")
+        return out
+
+
+@contextlib.contextmanager
+def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
+    """Records the plain attributes (in the instance ``__dict__``: flags, numbers, strings,
+    tensors) that code reads from ``module`` and its submodules inside the block."""
+    guard = AttributeGuard()
+    names = {id(m): name or type(m).__name__ for name, m in module.named_modules()}
+    seen: set[tuple[int, str]] = set()
+    classes = {type(m) for m in module.modules()}
+    originals = {cls: (cls.__dict__.get("__getattribute__", _MISSING), cls.__getattribute__)
+                 for cls in classes}
+
+    def make(original: Any) -> Any:
+        def __getattribute__(self: Any, name: str) -> Any:
+            value = original(self, name)
+            key = (id(self), name)
+            if key in seen or id(self) not in names or name.startswith("__"):
+                return value
+            d = object.__getattribute__(self, "__dict__")
+            if name in d and d[name] is value:
+                seen.add(key)
+                owner = names[id(self)]
+                if isinstance(value, torch.Tensor):
+                    guard.tensors.append((d, name, value, value._version, owner))
+                elif _is_simple(value):
+                    guard.values.append((d, name, value, owner))
+            return value
+
+        return __getattribute__
+
+    for cls, (_, resolved) in originals.items():
+        cls.__getattribute__ = make(resolved)
+    try:
+        yield guard
+    finally:
+        for cls, (own, _) in originals.items():
+            if own is _MISSING:
+                del cls.__getattribute__
+            else:
+                cls.__getattribute__ = own
