@@ -211,25 +211,28 @@ def _data_dependent(error: BaseException) -> BaseException | None:
     return None
 
 
-def raise_user_error(module: torch.nn.Module, args: tuple, kwargs: dict,
-                     error: ExportError) -> None:
+def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
+                    error: ExportError) -> ExportError:
     """After a failed export: if the module's own forward raises in eager PyTorch, that
-    exception (its type, message and traceback) is what the user sees; if forward branched
-    on a tensor's value, the error names the source line. Returns otherwise."""
-    data_dependent = _data_dependent(error)
+    exception (its type, message and traceback) propagates from here. Otherwise returns the
+    error to report: one naming the source line when forward branched on a tensor's value,
+    else ``error`` itself."""
     with _preserve_state(module), torch.no_grad():
         module(*args, **kwargs)  # the user's own exception propagates from here unchanged
+    data_dependent = _data_dependent(error)
     if data_dependent is None:
-        return
+        return error
     where = _user_frame(data_dependent.__traceback__)
     line = f"{where[0]}:{where[1]}: `{where[2]}`" if where else "an unknown line"
-    raise ExportError(
+    explained = ExportError(
         f"{type(module).__name__}.forward uses the value of a tensor in Python control flow "
         f"at {line}. A compiled graph cannot follow such a branch (it would silently take "
         "the branch of the first call): express it with tensor operations (torch.where, "
         "masking, torch.cond), or construct the ORTModule with "
         "DebugOptions(fallback=FallbackPolicy.EXPORT_FAILURE) to run this module in eager "
-        "PyTorch.") from error
+        "PyTorch.")
+    explained.__cause__ = error
+    return explained
 
 
 def check_supported(module: torch.nn.Module) -> None:

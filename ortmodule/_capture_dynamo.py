@@ -104,6 +104,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
             with torch.fx.experimental._config.patch(backed_size_oblivious=True):
                 program = torch.export.export(wrapper, args, dynamic_shapes=dynamic,
                                               strict=False)
+            _lowering.mark_no_grad_regions(program)
             traced = time.perf_counter()
             onnx_program = torch.onnx.export(
                 program, args, dynamo=True, optimize=False, opset_version=_lowering.OPSET,

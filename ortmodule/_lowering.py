@@ -18,9 +18,16 @@ own = values.Opset(OWN_DOMAIN, 1)
 
 def _register_own_schemas() -> None:
     """Declares the engine's own ops to onnx so that onnxscript can emit them."""
-    if onnx.defs.has(("Embedding"), OWN_DOMAIN):
+    if onnx.defs.has("StopGradient", OWN_DOMAIN):
         return
     param = onnx.defs.OpSchema.FormalParameter
+    onnx.defs.register_schema(onnx.defs.OpSchema(
+        "StopGradient", OWN_DOMAIN, 1,
+        doc="Identity through which no gradient flows (Tensor.detach, torch.no_grad).",
+        inputs=[param("input", "T")], outputs=[param("output", "T")],
+        type_constraints=[("T", [f"tensor({t})" for t in (
+            "float", "double", "float16", "bfloat16", "int64", "int32", "int8", "uint8",
+            "bool")], "any tensor")]))
     onnx.defs.register_schema(onnx.defs.OpSchema(
         "Embedding", OWN_DOMAIN, 1,
         doc="Gather along axis 0 whose padding_idx row receives no gradient.",
@@ -94,8 +101,39 @@ def embedding(weight: Any, indices: Any, padding_idx: int = -1,
     return own.Embedding(weight, indices, padding_idx=padding_idx)
 
 
+def detach(input: Any) -> Any:
+    """aten.detach: the stock translation is Identity, through which the engine's gradient
+    would flow; Tensor.detach() must stop it."""
+    return own.StopGradient(input)
+
+
+def mark_no_grad_regions(program: torch.export.ExportedProgram) -> int:
+    """Detaches the outputs of ``torch.no_grad()`` regions. torch.export records such a
+    region as a ``wrap_with_set_grad_enabled(False, ...)`` call, which the ONNX lowering
+    inlines, losing that no gradient may flow through it. Returns the regions marked."""
+    graph = program.graph_module.graph
+    wrap = torch.ops.higher_order.wrap_with_set_grad_enabled
+    marked = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not wrap or node.args[0] is not False:
+            continue
+        marked += 1
+        for user in list(node.users):
+            val = user.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                continue
+            with graph.inserting_after(user):
+                detached = graph.call_function(torch.ops.aten.detach.default, (user,))
+            detached.meta = dict(user.meta)
+            user.replace_all_uses_with(detached, delete_user_cb=lambda n: n is not detached)
+    if marked:
+        program.graph_module.recompile()
+    return marked
+
+
 def translation_table() -> dict[Any, Any]:
     return {
+        torch.ops.aten.detach.default: detach,
         torch.ops.aten.embedding.default: embedding,
         torch.ops.aten._native_batch_norm_legit_functional.default: batch_norm_functional,
         torch.ops.aten._native_batch_norm_legit.no_stats: batch_norm_no_stats,

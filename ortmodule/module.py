@@ -374,14 +374,16 @@ class ORTModule(torch.nn.Module):
                 captured = _capture.export(module, in_spec, tensors, verbose,
                                            self._debug.exporter, self._static_shapes)
         except _capture.ExportError as e:
-            _capture.raise_user_error(module, args, kwargs, e)
+            error = _capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
                 logger.warning("ORTModule runs %s in eager PyTorch for this kind of call "
                                "(fallback policy EXPORT_FAILURE) because its export failed: %s",
-                               type(module).__name__, e)
-                return _Entry(None, [], None, [], None, fallback_reason=str(e),
+                               type(module).__name__, error)
+                return _Entry(None, [], None, [], None, fallback_reason=str(error),
                               attributes=attributes)
-            raise
+            if error is e:
+                raise
+            raise error from e
         # torch.export keeps one graph input per tensor; the TorchScript exporter names them
         # input_<k> and drops unused ones.
         names = (captured.input_names if captured.exporter == "dynamo"

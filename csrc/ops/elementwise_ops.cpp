@@ -234,6 +234,12 @@ void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
     case DType::Int32:
       unary_map(n, x, y.data<int32_t>(), [](Src v) { return static_cast<int32_t>(v); });
       break;
+    case DType::UInt8:
+      unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v); });
+      break;
+    case DType::Int8:
+      unary_map(n, x, y.data<int8_t>(), [](Src v) { return static_cast<int8_t>(v); });
+      break;
     case DType::Bool:
       unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v != Src(0)); });
       break;
@@ -259,7 +265,11 @@ void cpu_cast(OpContext& ctx) {
       cast_from(ctx, x.data<int32_t>(), y);
       break;
     case DType::Bool:
+    case DType::UInt8:
       cast_from(ctx, x.data<uint8_t>(), y);
+      break;
+    case DType::Int8:
+      cast_from(ctx, x.data<int8_t>(), y);
       break;
     default:
       ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");

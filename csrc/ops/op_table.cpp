@@ -73,6 +73,8 @@ std::vector<OpDef> build_table() {
       Row("", "LeakyRelu", 6, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
       Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
       Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity),
+      // Tensor.detach() and the outputs of torch.no_grad() regions: identity, no gradient.
+      Row(kOwn, "StopGradient", 1, shape_view_of_input0, cpu_view, nullptr).not_differentiable(),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
       Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand),

@@ -27,29 +27,32 @@ namespace ortmodule {
   }
 
 // Floating types plus the integer types shape arithmetic uses.
-#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                          \
-  switch (DTYPE) {                                                      \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                        \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                       \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                        \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                        \
-    default:                                                            \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                         \
-                 " is not supported (float32, float64, int64, int32)"); \
+#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                       \
+  switch (DTYPE) {                                                                   \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                     \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                    \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                     \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                     \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                     \
+    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                       \
+    default:                                                                         \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                      \
+                 " is not supported (float32, float64, int64, int32, uint8, int8)"); \
   }
 
 // Every dtype the engine computes with, bool included (stored as uint8_t).
-#define ORTM_DISPATCH_ALL(DTYPE, CTX, ...)                                    \
-  switch (DTYPE) {                                                            \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                              \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                             \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                              \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                              \
-    ORTM_DTYPE_CASE(Bool, uint8_t, __VA_ARGS__)                               \
-    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                              \
-    default:                                                                  \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                               \
-                 " is not supported (float32, float64, int64, int32, bool)"); \
+#define ORTM_DISPATCH_ALL(DTYPE, CTX, ...)                                                 \
+  switch (DTYPE) {                                                                         \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                          \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Bool, uint8_t, __VA_ARGS__)                                            \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                             \
+    default:                                                                               \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                            \
+                 " is not supported (float32, float64, int64, int32, uint8, int8, bool)"); \
   }
 
 // Numpy-style broadcast of two shapes; fails naming the node on mismatch.

@@ -47,7 +47,14 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"x": np.array([-0.9, -0.2, 0.3])}, constants={"lo": np.asarray(0.0)},
           order=["x", "lo"]),
     ],
-    "Cast": [S({"x": rand(2, 3)}, attrs={"to": 11})],
+    "Cast": [
+        S({"x": rand(2, 3)}, attrs={"to": 11}),
+        # uint8 and int8 both ways (wrapping as numpy and torch do).
+        S({"x": np.array([[0, 7, 200, 255]], dtype=np.uint8)}, attrs={"to": 1}),
+        S({"x": np.array([[-128, -1, 0, 127]], dtype=np.int8)}, attrs={"to": 7}),
+        S({"x": np.array([[0.0, 3.0, 100.0, 250.0]])}, attrs={"to": 2}),
+        S({"x": np.array([[-100, -3, 0, 120]], dtype=np.int64)}, attrs={"to": 3}),
+    ],
     "CastLike": [S({"x": rand(2, 3), "like": rand(1)}, grad=["x"])],
     "Expand": [S({"x": rand(3, 1)}, constants={"shape": i64([2, 3, 4])}, order=["x", "shape"])],
     "Gemm": [

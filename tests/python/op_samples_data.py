@@ -186,4 +186,8 @@ DATA_SAMPLES: dict[str, list[Sample]] = {
           attrs={"padding_idx": 0}, order=["weight", "indices"], domain="ai.ortmodule",
           expected=_embedding),
     ],
+    "StopGradient": [
+        S({"x": rand(2, 3)}, domain="ai.ortmodule", expected=lambda f: [f["x"]]),
+        S({"x": i64([[1, -2, 3]])}, domain="ai.ortmodule", expected=lambda f: [f["x"]]),
+    ],
 }

@@ -85,5 +85,9 @@ template void sum_to_shape<int64_t>(const std::vector<int64_t>&, const int64_t*,
                                     const std::vector<int64_t>&, int64_t*);
 template void sum_to_shape<int32_t>(const std::vector<int64_t>&, const int32_t*,
                                     const std::vector<int64_t>&, int32_t*);
+template void sum_to_shape<uint8_t>(const std::vector<int64_t>&, const uint8_t*,
+                                    const std::vector<int64_t>&, uint8_t*);
+template void sum_to_shape<int8_t>(const std::vector<int64_t>&, const int8_t*,
+                                   const std::vector<int64_t>&, int8_t*);
 
 }  // namespace ortmodule

@@ -119,6 +119,8 @@ ORTM_INSTANTIATE_EXTREME(float)
 ORTM_INSTANTIATE_EXTREME(double)
 ORTM_INSTANTIATE_EXTREME(int64_t)
 ORTM_INSTANTIATE_EXTREME(int32_t)
+ORTM_INSTANTIATE_EXTREME(uint8_t)
+ORTM_INSTANTIATE_EXTREME(int8_t)
 #undef ORTM_INSTANTIATE_EXTREME
 template void reduce_extreme_backward<float>(const std::vector<int64_t>&, const float*,
                                              const std::vector<int64_t>&, const float*,
