@@ -125,7 +125,8 @@ def mark_no_grad_regions(program: torch.export.ExportedProgram) -> int:
             with graph.inserting_after(user):
                 detached = graph.call_function(torch.ops.aten.detach.default, (user,))
             detached.meta = dict(user.meta)
-            user.replace_all_uses_with(detached, delete_user_cb=lambda n: n is not detached)
+            user.replace_all_uses_with(
+                detached, delete_user_cb=lambda n, keep=detached: n is not keep)
     if marked:
         program.graph_module.recompile()
     return marked
