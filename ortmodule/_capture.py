@@ -99,7 +99,7 @@ def _preserve_state(module: torch.nn.Module):
         torch.random.set_rng_state(rng)
 
 
-_INTERNAL_PATHS = ("/torch/", "/onnxscript/", "/onnx/", "/ortmodule/", "<frozen")
+_INTERNAL_PATHS = ("/torch/", "/onnxscript/", "/onnx/", "/onnx_ir/", "/ortmodule/", "<frozen")
 
 
 @contextlib.contextmanager

@@ -61,6 +61,10 @@ struct Node {
   std::map<std::string, Attribute> attrs;
   const OpDef* def = nullptr;  // resolved against the op table
   std::string source;          // Python location that produced the node, when the exporter said
+  // For random ops: the op's position among the model's random ops in the order the model
+  // ran them. It keys the op's random numbers, so that the graphs built from one model for
+  // other modes (with or without gradients) draw the same numbers for the same seed.
+  int random_stream = -1;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t def_value) const;

@@ -280,6 +280,10 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     set_type(v, vi);
     graph->mutable_outputs().push_back(v);
   }
+  // Random ops are numbered in the model's own order, before any reordering.
+  int random_ops = 0;
+  for (Node* n : graph->nodes())
+    if (n->def && n->def->random) n->random_stream = random_ops++;
   graph->topological_sort();
   return graph;
 }

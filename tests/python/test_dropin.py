@@ -751,3 +751,29 @@ def test_detach_and_no_grad_regions_stop_the_gradient() -> None:
 
     ort, eager = pair(Stops)
     step_matches(ort, eager, X)
+
+
+def test_dropout_masks_do_not_depend_on_grad_mode() -> None:
+    # With gradients on, the no_grad region below adds a node to the graph; the masks
+    # drawn for one seed must still be the same as without gradients, as in eager.
+    class DropAfterNoGrad(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.drop1 = nn.Dropout(0.5)
+            self.drop2 = nn.Dropout(0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                scale = torch.sigmoid(x).mean()
+            return self.drop2(self.drop1(self.lin(x)) * scale)
+
+    ort = ORTModule(DropAfterNoGrad())
+    x = torch.randn(64, 4)
+    torch.manual_seed(3)
+    with_grad = ort(x).detach()
+    torch.manual_seed(3)
+    with torch.no_grad():
+        without = ort(x)
+    assert graphs(ort) == 2
+    torch.testing.assert_close(with_grad, without, rtol=0, atol=0)

@@ -159,8 +159,9 @@ def test_backward_uses_the_forward_dropout_mask(name: str) -> None:
     # The model code computes attention softmax (T5, ViT, Llama) and RMSNorm (Llama) in
     # float32 even in a float64 model, which limits the difference quotient: the same
     # check on eager PyTorch is off by 1.6e-4 (ViT), 2e-5 (Llama), 1.7e-2 (T5) relative.
-    # A backward that used another mask than forward's would be off by O(1).
-    rel_tol = 1e-5 if name in ("bert", "gpt2") else 1e-3
+    # A backward that used another mask than forward's is off by several percent or more
+    # (7% for Llama when its gradient graph drew other masks than its no-grad graph).
+    rel_tol = {"bert": 1e-5, "gpt2": 1e-5, "vit": 1e-3, "llama": 1e-3, "t5": 3e-2}[name]
     assert math.isclose(analytic, numeric, rel_tol=rel_tol, abs_tol=1e-7), (analytic, numeric)
     # Dropout is really on: another mask gives another loss.
     assert loss_at(0.0, seed=8) != loss_at(0.0, seed=7)
