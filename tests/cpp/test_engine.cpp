@@ -2,6 +2,7 @@
 // end-to-end forward/backward of a tiny graph.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -272,6 +273,45 @@ TEST(Passes, CommonSubexpressionsAreMerged) {
   EXPECT_EQ(g.nodes()[1]->inputs[0], s1);
   EXPECT_EQ(g.nodes()[1]->inputs[1], s1);
   EXPECT_EQ(replaced.at(s2), s1);
+}
+
+// Two LeakyRelu nodes over the same input whose alphas are `a` and `b`: how many CSE removes.
+int merged_leaky_relus(Attribute a, Attribute b) {
+  Graph g;
+  Value* x = g.new_value("x");
+  g.mutable_inputs().push_back(x);
+  Value* y1 = g.new_value("y1");
+  Value* y2 = g.new_value("y2");
+  g.add_node("LeakyRelu", "", {x}, {y1})->attrs["alpha"] = std::move(a);
+  g.add_node("LeakyRelu", "", {x}, {y2})->attrs["alpha"] = std::move(b);
+  g.mutable_outputs().push_back(y1);
+  g.mutable_outputs().push_back(y2);
+  return eliminate_common_subexpressions(g);
+}
+
+TEST(Passes, CommonSubexpressionsCompareFloatAttributesExactly) {
+  // Both print as 1 with 6 significant digits; they are float32 neighbours.
+  const double one_up = 1.0 + std::ldexp(1.0, -23), two_up = 1.0 + std::ldexp(1.0, -22);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(one_up), Attribute::make_float(two_up)), 0);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(one_up), Attribute::make_float(one_up)), 1);
+  // NaNs with different payloads are different attributes; the same NaN is the same.
+  const double nan1 = std::nan("1"), nan2 = std::nan("2");
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(nan1), Attribute::make_float(nan2)), 0);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(nan1), Attribute::make_float(nan1)), 1);
+  Attribute floats_a, floats_b;
+  floats_a.kind = floats_b.kind = Attribute::Kind::Floats;
+  floats_a.floats = {0.5, 1.0000001};
+  floats_b.floats = {0.5, 1.0000002};
+  EXPECT_EQ(merged_leaky_relus(floats_a, floats_b), 0);
+}
+
+TEST(Passes, CommonSubexpressionsKeepStringListsApart) {
+  // A separator inside a string must not make two different lists look alike.
+  Attribute joined, split;
+  joined.kind = split.kind = Attribute::Kind::Strings;
+  joined.strings = {"a,b"};
+  split.strings = {"a", "b"};
+  EXPECT_EQ(merged_leaky_relus(joined, split), 0);
 }
 
 TEST(Passes, RandomOpsAreNeverMerged) {
