@@ -1,7 +1,6 @@
 #include "passes/cse.h"
 
-#include <map>
-#include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "ops/op_table.h"
@@ -13,39 +12,60 @@ bool mergeable(const Node& n) {
   return !(n.def && n.def->random) && n.op_type != "Constant" && !n.outputs.empty();
 }
 
-// A key equal for nodes that compute the same thing: op, domain, input ids, attributes.
+// Appends `bytes` with its length, so that no two different field sequences give the
+// same key (a string holding a separator cannot pose as two strings).
+void append_field(std::string& key, const void* bytes, size_t size) {
+  key.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  key.append(static_cast<const char*>(bytes), size);
+}
+
+void append_field(std::string& key, const std::string& s) { append_field(key, s.data(), s.size()); }
+
+template <typename T>
+void append_field(std::string& key, T value) {
+  append_field(key, &value, sizeof(value));
+}
+
+// A key equal exactly for nodes that compute the same thing: op, domain, input ids and
+// attributes. Floats are compared by bit pattern: values that print alike (1.0000001 and
+// 1.0000002) stay apart, and so do NaNs with different payloads and -0.0 and 0.0.
 std::string node_key(const Node& n) {
-  std::ostringstream os;
-  os << n.domain << "::" << n.op_type << "(";
-  for (const Value* in : n.inputs) os << (in ? in->id : -1) << ",";
-  os << ")" << n.outputs.size();
+  std::string key;
+  append_field(key, n.domain);
+  append_field(key, n.op_type);
+  append_field(key, n.inputs.size());
+  for (const Value* in : n.inputs) append_field(key, in ? in->id : -1);
+  append_field(key, n.outputs.size());
   for (const auto& [name, a] : n.attrs) {
-    os << "|" << name << "=";
+    append_field(key, name);
+    append_field(key, static_cast<int>(a.kind));
     switch (a.kind) {
       case Attribute::Kind::Int:
-        os << a.i;
+        append_field(key, a.i);
         break;
       case Attribute::Kind::Float:
-        os << a.f;
+        append_field(key, &a.f, sizeof(a.f));
         break;
       case Attribute::Kind::String:
-        os << a.s;
+        append_field(key, a.s);
         break;
       case Attribute::Kind::Ints:
-        for (int64_t v : a.ints) os << v << ",";
+        append_field(key, a.ints.data(), a.ints.size() * sizeof(int64_t));
         break;
       case Attribute::Kind::Floats:
-        for (double v : a.floats) os << v << ",";
+        append_field(key, a.floats.data(), a.floats.size() * sizeof(double));
         break;
       case Attribute::Kind::Strings:
-        for (const auto& v : a.strings) os << v << ",";
+        append_field(key, a.strings.size());
+        for (const std::string& v : a.strings) append_field(key, v);
         break;
       case Attribute::Kind::Tensor:
-        os << "tensor@" << a.t.raw();
+        // Only the same tensor object is known to hold the same values.
+        append_field(key, a.t.raw());
         break;
     }
   }
-  return os.str();
+  return key;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -35,6 +36,34 @@ void assign_releases(std::vector<PlanStep>& steps, const std::unordered_set<int>
   for (const auto& kv : last_use)
     if (!keep.count(kv.first)) steps[kv.second].release_after.push_back(kv.first);
   for (PlanStep& s : steps) std::sort(s.release_after.begin(), s.release_after.end());
+}
+
+// Groups the wrt gradients by the step after which each is final: the last step that
+// writes it (0 when no backward step does: a zero gradient or one passed through).
+std::vector<BackwardStage> make_backward_stages(const std::vector<PlanStep>& steps,
+                                                const std::vector<int>& input_grads) {
+  std::unordered_map<int, size_t> final_after;
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (int id : steps[i].outputs)
+      if (id >= 0) final_after[id] = i + 1;
+  std::map<size_t, std::vector<int>> by_end;
+  for (size_t k = 0; k < input_grads.size(); ++k) {
+    auto it = final_after.find(input_grads[k]);
+    by_end[it == final_after.end() ? 0 : it->second].push_back(static_cast<int>(k));
+  }
+  std::vector<BackwardStage> stages;
+  for (auto& [end, wrt] : by_end) {
+    // Gradients final before any step ride along with the first stage that runs steps.
+    if (!stages.empty() && stages.back().end == 0) {
+      stages.back().end = end;
+      stages.back().wrt.insert(stages.back().wrt.end(), wrt.begin(), wrt.end());
+      continue;
+    }
+    stages.push_back({end, std::move(wrt)});
+  }
+  if (stages.empty()) stages.push_back({});
+  stages.back().end = steps.size();  // steps after the last gradient (none after DCE)
+  return stages;
 }
 
 }  // namespace
@@ -149,6 +178,7 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
   for (int id : plan.input_grads)
     if (id >= 0) keep_backward.insert(id);
   assign_releases(plan.backward, keep_backward);
+  plan.backward_stages = make_backward_stages(plan.backward, plan.input_grads);
   mark_shape_cached_steps(graph, plan);
   return plan;
 }
@@ -175,6 +205,9 @@ std::string Plan::describe() const {
      << " forward steps run once per set of input shapes\n";
   os << "stash:";
   for (int id : stash) os << " " << value_names[id];
+  os << "\nbackward stages (steps run, gradients final):";
+  for (const BackwardStage& stage : backward_stages)
+    os << " " << stage.end << ":" << stage.wrt.size();
   os << "\n";
   return os.str();
 }

@@ -24,6 +24,14 @@ struct PlanStep {
   bool shape_cached = false;
 };
 
+// A contiguous run of backward steps, after which some wrt gradients are final. Backward
+// runs stage by stage so that each gradient can be handed out as soon as nothing more
+// contributes to it (DistributedDataParallel then reduces it while backward goes on).
+struct BackwardStage {
+  size_t end = 0;        // runs plan.backward steps [previous stage's end, end)
+  std::vector<int> wrt;  // indices into input_grads whose values are final after the stage
+};
+
 struct Plan {
   int num_values = 0;
   std::vector<PlanStep> forward;
@@ -32,6 +40,7 @@ struct Plan {
   std::vector<int> outputs;                     // forward graph outputs
   std::vector<int> output_grads;                // backward inputs, one per output (-1: none)
   std::vector<int> input_grads;                 // backward results, one per wrt input (-1: zero)
+  std::vector<BackwardStage> backward_stages;   // in order, covering all of backward
   std::vector<int> stash;                       // kept from forward for backward
   std::vector<int> release_after_outputs;       // outputs not in the stash, dropped once returned
   std::vector<std::pair<int, int>> writebacks;  // {produced value, fed input index}

@@ -45,68 +45,186 @@ uint64_t draw_seed() {
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
 
-// Backward of one forward run. Its next edges are the program inputs; its inputs
-// (in autograd's sense) are the differentiable outputs.
-struct ProgramBackward : public torch::autograd::Node {
-  std::shared_ptr<Program> program;
-  std::shared_ptr<RunState> state;
-  std::vector<int> output_slot;  // autograd input index -> program output index
-  // Inputs backward reads, with their version at forward time: an in-place change
-  // in between would silently corrupt the gradient, so it is reported instead.
-  std::vector<std::pair<at::Tensor, uint32_t>> saved_versions;
-  std::vector<int> saved_positions;  // their program input positions, for the error message
-  size_t program_outputs = 0;
+// A tensor backward reads, with its version at forward time: an in-place change in
+// between would silently corrupt the gradient, so it is reported instead. Outputs are
+// tracked through their version counter alone (holding the tensor would make a cycle
+// through its grad_fn).
+struct SavedVersion {
+  c10::VariableVersion counter;
+  uint32_t version = 0;
+  bool is_output = false;
+  int position = 0;  // in the program's inputs or outputs
+};
 
-  std::string name() const override { return "ortmodule::ProgramBackward"; }
+// What the backward nodes of one forward call share: the stash and the run in progress.
+struct BackwardRun {
+  std::shared_ptr<Program> program;
+  std::shared_ptr<RunState> saved;  // the stash; null once a backward without retain_graph took it
+  std::shared_ptr<RunState> working;  // the backward in progress
+  std::vector<SavedVersion> versions;
+  // Storages already handed to autograd during the backward in progress (see hand_out).
+  std::vector<const Storage*> handed_out;
+};
+
+[[noreturn]] void throw_modified(const Program& program, const SavedVersion& saved) {
+  const std::string label = saved.is_output
+                                ? "output " + std::to_string(saved.position) + " ('" +
+                                      program.output_names()[saved.position] + "') of the ORTModule"
+                                : "input '" + program.input_names()[saved.position] + "'";
+  throw std::runtime_error(
+      "ortmodule: one of the variables needed for gradient computation has been modified by an "
+      "inplace operation: " +
+      label + ", which backward reads, was modified in place after the forward call (version " +
+      std::to_string(saved.version) + " -> " + std::to_string(saved.counter.current_version()) +
+      "); modify a copy (.clone()) or make the change after backward");
+}
+
+// AccumulateGrad may keep the tensor it receives as param.grad without copying it, so a
+// gradient must not share memory with anything else: not with memory the engine does not
+// own (an incoming gradient passed through, a constant) and not with another gradient
+// of the same backward (two wrt inputs whose gradient nodes were merged).
+// A freed storage's address may come back later in the same backward: that costs one
+// copy, never a wrong gradient.
+at::Tensor hand_out(const Tensor& grad, std::vector<const Storage*>& handed_out) {
+  const Storage* storage = grad.storage().get();
+  bool shared = !storage->writable;
+  for (const Storage* s : handed_out) shared = shared || s == storage;
+  if (shared) return to_torch(grad).clone();
+  handed_out.push_back(storage);
+  return to_torch(grad);
+}
+
+// Backward of one forward run, split into the plan's backward stages: one node per
+// stage, chained through an extra output edge. Each stage returns the gradients that are
+// final after it, so autograd runs their AccumulateGrad nodes (highest priority in its
+// ready queue) and the hooks on them (DistributedDataParallel's all-reduce) before the
+// next stage. Dependencies, hooks, retain_graph and torch.autograd.grad(inputs=...) then
+// follow autograd's own rules. The first stage's inputs are the differentiable outputs.
+struct ProgramBackward : public torch::autograd::Node {
+  std::shared_ptr<BackwardRun> run;
+  size_t stage = 0;
+  bool last = false;
+  std::vector<int> output_slot;  // first stage: autograd input index -> program output index
+
+  std::string name() const override {
+    return stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
+  }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
-    if (!state) {
+    Program& program = *run->program;
+    if (stage == 0) begin(program, grads);
+    if (!run->working || run->working->next_stage != stage) {
+      throw std::logic_error("internal error: ortmodule backward stage " + std::to_string(stage) +
+                             " ran out of order");
+    }
+    std::vector<Tensor> stage_grads = program.executor().run_backward_stage(*run->working, stage);
+    torch::autograd::variable_list result(num_outputs());
+    for (size_t j = 0; j < stage_grads.size(); ++j) {
+      if (!stage_grads[j].defined() || !should_compute_output(j)) continue;
+      result[j] = hand_out(stage_grads[j], run->handed_out);
+    }
+    if (last) {
+      run->working.reset();
+      run->handed_out.clear();
+    }
+    return result;  // the edge to the next stage gets an undefined tensor
+  }
+
+  void begin(Program& program, const torch::autograd::variable_list& grads) {
+    if (torch::autograd::GradMode::is_enabled()) {
       throw std::runtime_error(
-          "ortmodule: backward ran twice through the same forward call, but its saved values "
-          "were freed after the first backward; pass retain_graph=True to the first backward");
+          "ortmodule: second-order gradients are not supported: backward through an ORTModule "
+          "ran with create_graph=True (a gradient of a gradient), but the gradients the engine "
+          "computes are not differentiable themselves. Compute second-order gradients with the "
+          "plain module (ORTModule(model).module), or call backward without create_graph=True");
     }
-    for (size_t i = 0; i < saved_versions.size(); ++i) {
-      const auto& [tensor, version] = saved_versions[i];
-      if (tensor._version() != version) {
-        throw std::runtime_error("ortmodule: input '" + program->input_names()[saved_positions[i]] +
-                                 "', which backward needs, was modified in place "
-                                 "after the forward call (version " +
-                                 std::to_string(version) + " -> " +
-                                 std::to_string(tensor._version()) +
-                                 "); modify a copy or move the change after backward");
-      }
+    if (!run->saved) {
+      throw std::runtime_error(
+          "ortmodule: trying to backward through the graph a second time: backward already ran "
+          "through this ORTModule forward call and freed its saved values; pass "
+          "retain_graph=True to the first backward if you need to backward twice");
     }
-    std::vector<Tensor> output_grads(program_outputs);
+    for (const SavedVersion& v : run->versions)
+      if (v.counter.current_version() != v.version) throw_modified(program, v);
+    std::vector<Tensor> output_grads(program.output_names().size());
     for (size_t i = 0; i < grads.size(); ++i) {
       const int slot = output_slot[i];
       output_grads[slot] =
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
-                     "gradient of output", program->output_names()[slot]);
+                     "gradient of output", program.output_names()[slot]);
     }
-    std::vector<Tensor> input_grads;
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
-      RunState copy = *state;
-      input_grads = program->executor().backward(copy, output_grads);
+      run->working = std::make_shared<RunState>(*run->saved);
     } else {
       // Free stashed values as backward consumes them, and the rest when it ends.
-      std::shared_ptr<RunState> s = std::move(state);
-      input_grads = program->executor().backward(*s, output_grads);
+      run->working = std::move(run->saved);
     }
-    torch::autograd::variable_list result(num_outputs());
-    const std::vector<int>& positions = program->wrt_positions();
-    for (size_t k = 0; k < positions.size(); ++k) {
-      if (!input_grads[k].defined() || !should_compute_output(positions[k])) continue;
-      result[positions[k]] = to_torch(input_grads[k]);
-    }
-    return result;
+    run->handed_out.clear();
+    program.executor().begin_backward(*run->working, output_grads);
   }
 
   void release_variables() override {
-    state.reset();
-    saved_versions.clear();
+    if (stage == 0) run->saved.reset();
   }
 };
+
+// Whether `t` shares memory with a value backward reads.
+bool shares_stash(const Tensor& t, const RunState& state, const Plan& plan) {
+  for (int id : plan.stash) {
+    const Tensor& s = state.slots[id];
+    if (s.defined() && s.storage() == t.storage()) return true;
+  }
+  return false;
+}
+
+// Builds the chain of backward nodes for one forward call and attaches the outputs.
+void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<RunState> state,
+                     const std::vector<at::Tensor>& inputs, const std::vector<Tensor>& outs,
+                     std::vector<at::Tensor>& results) {
+  const Plan& plan = program->executor().plan();
+  auto run = std::make_shared<BackwardRun>();
+  run->program = program;
+  for (int p : program->stashed_input_positions()) {
+    const c10::VariableVersion& counter = torch::autograd::impl::version_counter(inputs[p]);
+    run->versions.push_back({counter, counter.current_version(), false, p});
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!shares_stash(outs[i], *state, plan)) continue;
+    const c10::VariableVersion& counter = torch::autograd::impl::version_counter(results[i]);
+    run->versions.push_back({counter, counter.current_version(), true, static_cast<int>(i)});
+  }
+  run->saved = std::move(state);
+
+  const std::vector<int>& positions = program->wrt_positions();
+  const std::vector<BackwardStage>& stages = plan.backward_stages;
+  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(stages.size());
+  for (size_t k = 0; k < stages.size(); ++k) {
+    nodes[k] = c10::make_intrusive<ProgramBackward>();
+    nodes[k]->run = run;
+    nodes[k]->stage = k;
+    nodes[k]->last = k + 1 == stages.size();
+  }
+  // Last stage first: autograd requires a node's children to be complete before it
+  // gets parents (topological numbers).
+  for (size_t k = stages.size(); k-- > 0;) {
+    torch::autograd::edge_list edges;
+    edges.reserve(stages[k].wrt.size() + 1);
+    for (int w : stages[k].wrt)
+      edges.push_back(torch::autograd::impl::gradient_edge(inputs[positions[w]]));
+    if (k + 1 < stages.size()) {
+      nodes[k + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
+      edges.emplace_back(nodes[k + 1], 0);
+    }
+    nodes[k]->set_next_edges(std::move(edges));
+  }
+  const std::vector<bool>& differentiable = program->output_differentiable();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!differentiable[i] || !results[i].is_floating_point()) continue;
+    nodes[0]->output_slot.push_back(static_cast<int>(i));
+    torch::autograd::set_history(results[i], nodes[0]);
+  }
+}
 
 }  // namespace
 
@@ -165,21 +283,7 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   for (const Tensor& o : outs) results.push_back(to_torch(o));
   if (!needs_graph) return results;
 
-  auto node = c10::make_intrusive<ProgramBackward>();
-  node->program = program;
-  node->state = std::move(state);
-  node->program_outputs = outs.size();
-  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
-  for (int p : program->stashed_input_positions()) {
-    node->saved_versions.emplace_back(inputs[p], inputs[p]._version());
-    node->saved_positions.push_back(p);
-  }
-  const std::vector<bool>& differentiable = program->output_differentiable();
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!differentiable[i] || !results[i].is_floating_point()) continue;
-    node->output_slot.push_back(static_cast<int>(i));
-    torch::autograd::set_history(results[i], node);
-  }
+  attach_backward(program, std::move(state), inputs, outs, results);
   return results;
 }
 

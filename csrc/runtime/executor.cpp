@@ -223,11 +223,10 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   return outputs;
 }
 
-std::vector<Tensor> Executor::backward(RunState& state, const std::vector<Tensor>& output_grads) {
-  if (state.backward_done) {
+void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output_grads) {
+  if (state.backward_started) {
     throw std::runtime_error(
-        "backward through the same forward run twice; the saved values were already freed "
-        "(pass retain_graph=True is not supported yet)");
+        "backward through the same forward run twice; the saved values were already freed");
   }
   if (output_grads.size() != plan_.outputs.size()) {
     throw std::invalid_argument("expected " + std::to_string(plan_.outputs.size()) +
@@ -243,11 +242,39 @@ std::vector<Tensor> Executor::backward(RunState& state, const std::vector<Tensor
       slots[id] = output_grads[i];
     }
   }
-  run_steps(plan_.backward, slots, 0);
+  state.backward_started = true;
+  state.next_stage = 0;
+}
+
+std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) {
+  if (!state.backward_started || state.backward_done || stage != state.next_stage) {
+    throw std::logic_error("internal error: backward stage " + std::to_string(stage) +
+                           " run out of order (next is " + std::to_string(state.next_stage) + ")");
+  }
+  const BackwardStage& s = plan_.backward_stages[stage];
+  const size_t begin = stage == 0 ? 0 : plan_.backward_stages[stage - 1].end;
+  for (size_t i = begin; i < s.end; ++i) run_step(plan_.backward[i], state.slots, 0);
   std::vector<Tensor> grads;
-  for (int id : plan_.input_grads) grads.push_back(id >= 0 ? slots[id] : Tensor());
-  state.slots.clear();
-  state.backward_done = true;
+  grads.reserve(s.wrt.size());
+  for (int k : s.wrt) {
+    const int id = plan_.input_grads[k];
+    grads.push_back(id >= 0 ? state.slots[id] : Tensor());
+  }
+  if (++state.next_stage == plan_.backward_stages.size()) {
+    state.slots.clear();
+    state.backward_done = true;
+  }
+  return grads;
+}
+
+std::vector<Tensor> Executor::backward(RunState& state, const std::vector<Tensor>& output_grads) {
+  begin_backward(state, output_grads);
+  std::vector<Tensor> grads(plan_.input_grads.size());
+  for (size_t stage = 0; stage < plan_.backward_stages.size(); ++stage) {
+    std::vector<Tensor> part = run_backward_stage(state, stage);
+    const std::vector<int>& wrt = plan_.backward_stages[stage].wrt;
+    for (size_t j = 0; j < wrt.size(); ++j) grads[wrt[j]] = std::move(part[j]);
+  }
   return grads;
 }
 

@@ -20,6 +20,8 @@ namespace ortmodule {
 
 struct RunState {
   std::vector<Tensor> slots;  // indexed by value id; only the stash is live after forward
+  size_t next_stage = 0;      // of plan.backward_stages; set by begin_backward
+  bool backward_started = false;
   bool backward_done = false;
 };
 
@@ -42,6 +44,11 @@ class Executor {
   // output_grads: one per plan.outputs (undefined where plan.output_grads is -1).
   // Returns one gradient per wrt input (undefined where it is zero).
   std::vector<Tensor> backward(RunState& state, const std::vector<Tensor>& output_grads);
+  // The same, stage by stage (plan.backward_stages): begin_backward takes the output
+  // gradients; run_backward_stage runs the next stage and returns the gradients of its
+  // wrt inputs, in the stage's order. The state is freed after the last stage.
+  void begin_backward(RunState& state, const std::vector<Tensor>& output_grads);
+  std::vector<Tensor> run_backward_stage(RunState& state, size_t stage);
 
  private:
   struct CachedStep {

@@ -2,6 +2,7 @@
 // end-to-end forward/backward of a tiny graph.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -201,6 +202,46 @@ TEST(Planner, ReleasesValuesAfterLastUseAndStashesForBackward) {
   for (const PlanStep& s : plan.backward) EXPECT_NE(s.node->op_type, "Sum") << plan.describe();
 }
 
+TEST(Planner, BackwardStagesEndWhereEachGradientIsFinal) {
+  // y = Relu(Relu(x * w1) * w2): w2's gradient is final long before w1's and x's.
+  pb::ModelProto m = small_model();
+  pb::GraphProto* graph = m.mutable_graph();
+  graph->clear_node();
+  graph->clear_output();
+  add_float_input(graph, "w2", {2, 3});
+  add_node(graph, "Mul", {"x", "w"}, {"t1"});
+  add_node(graph, "Relu", {"t1"}, {"r1"});
+  add_node(graph, "Mul", {"r1", "w2"}, {"t2"});
+  add_node(graph, "Relu", {"t2"}, {"y"});
+  add_output(graph, "y");
+  auto g = load_onnx_model(bytes(m));
+  GradientGraphInfo info = build_gradient_graph(*g, {g->value("x"), g->value("w"), g->value("w2")});
+  Plan plan = make_plan(*g, PlanRequest{info.output_grads, info.input_grads, {}});
+  ASSERT_FALSE(plan.backward_stages.empty());
+  EXPECT_EQ(plan.backward_stages.back().end, plan.backward.size()) << plan.describe();
+  std::vector<int> stage_of(3, -1);
+  size_t begin = 0;
+  for (size_t k = 0; k < plan.backward_stages.size(); ++k) {
+    const BackwardStage& stage = plan.backward_stages[k];
+    EXPECT_GT(stage.end, begin) << plan.describe();
+    for (int w : stage.wrt) {
+      EXPECT_EQ(stage_of[w], -1) << "gradient " << w << " handed out twice";
+      stage_of[w] = static_cast<int>(k);
+      // Produced inside this stage, and read by no later step.
+      const int id = plan.input_grads[w];
+      size_t producer = plan.backward.size();
+      for (size_t i = 0; i < plan.backward.size(); ++i)
+        for (int out : plan.backward[i].outputs)
+          if (out == id) producer = i;
+      EXPECT_GE(producer, begin) << plan.describe();
+      EXPECT_LT(producer, stage.end) << plan.describe();
+    }
+    begin = stage.end;
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_GE(stage_of[k], 0) << "gradient " << k << " never handed out";
+  EXPECT_LT(stage_of[2], stage_of[1]) << plan.describe();  // w2 before w
+}
+
 TEST(Planner, InPlaceReuseOfDeadBuffer) {
   // Forward only: Relu writes into Mul's dead output, Add into Relu's.
   Program program(bytes(small_model()), ProgramOptions{});
@@ -272,6 +313,45 @@ TEST(Passes, CommonSubexpressionsAreMerged) {
   EXPECT_EQ(g.nodes()[1]->inputs[0], s1);
   EXPECT_EQ(g.nodes()[1]->inputs[1], s1);
   EXPECT_EQ(replaced.at(s2), s1);
+}
+
+// Two LeakyRelu nodes over the same input whose alphas are `a` and `b`: how many CSE removes.
+int merged_leaky_relus(Attribute a, Attribute b) {
+  Graph g;
+  Value* x = g.new_value("x");
+  g.mutable_inputs().push_back(x);
+  Value* y1 = g.new_value("y1");
+  Value* y2 = g.new_value("y2");
+  g.add_node("LeakyRelu", "", {x}, {y1})->attrs["alpha"] = std::move(a);
+  g.add_node("LeakyRelu", "", {x}, {y2})->attrs["alpha"] = std::move(b);
+  g.mutable_outputs().push_back(y1);
+  g.mutable_outputs().push_back(y2);
+  return eliminate_common_subexpressions(g);
+}
+
+TEST(Passes, CommonSubexpressionsCompareFloatAttributesExactly) {
+  // Both print as 1 with 6 significant digits; they are float32 neighbours.
+  const double one_up = 1.0 + std::ldexp(1.0, -23), two_up = 1.0 + std::ldexp(1.0, -22);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(one_up), Attribute::make_float(two_up)), 0);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(one_up), Attribute::make_float(one_up)), 1);
+  // NaNs with different payloads are different attributes; the same NaN is the same.
+  const double nan1 = std::nan("1"), nan2 = std::nan("2");
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(nan1), Attribute::make_float(nan2)), 0);
+  EXPECT_EQ(merged_leaky_relus(Attribute::make_float(nan1), Attribute::make_float(nan1)), 1);
+  Attribute floats_a, floats_b;
+  floats_a.kind = floats_b.kind = Attribute::Kind::Floats;
+  floats_a.floats = {0.5, 1.0000001};
+  floats_b.floats = {0.5, 1.0000002};
+  EXPECT_EQ(merged_leaky_relus(floats_a, floats_b), 0);
+}
+
+TEST(Passes, CommonSubexpressionsKeepStringListsApart) {
+  // A separator inside a string must not make two different lists look alike.
+  Attribute joined, split;
+  joined.kind = split.kind = Attribute::Kind::Strings;
+  joined.strings = {"a,b"};
+  split.strings = {"a", "b"};
+  EXPECT_EQ(merged_leaky_relus(joined, split), 0);
 }
 
 TEST(Passes, RandomOpsAreNeverMerged) {
