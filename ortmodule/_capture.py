@@ -56,11 +56,12 @@ class _FlatWrapper(torch.nn.Module):
     """Calls the module from a flat tuple of tensors and returns a flat tuple."""
 
     def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec,
-                 return_buffers: bool = False) -> None:
+                 return_buffers: bool = False, autocast: torch.dtype | None = None) -> None:
         super().__init__()
         self.module = module
         self.in_spec = in_spec
         self.return_buffers = return_buffers
+        self.autocast = autocast  # the CPU autocast dtype forward runs under, if any
         # torch.export restores attributes and containers it sees changed after tracing;
         # a plain object's fields survive.
         self._recorded = _Recorded()
@@ -71,7 +72,12 @@ class _FlatWrapper(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         args, kwargs = _schema.unflatten(self.in_spec, list(tensors))
-        out = self.module(*args, **kwargs)
+        if self.autocast is not None:
+            # Traced inside the region, the casts autocast makes become part of the graph.
+            with torch.autocast("cpu", dtype=self.autocast):
+                out = self.module(*args, **kwargs)
+        else:
+            out = self.module(*args, **kwargs)
         flat: list[torch.Tensor] = []
         self._recorded.spec = _schema.flatten(out, flat)
         if not flat:
@@ -257,12 +263,20 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, exporter: str, static_shapes: bool = False) -> Captured:
-    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``)."""
+           verbose: bool, exporter: str, static_shapes: bool = False,
+           autocast: torch.dtype | None = None) -> Captured:
+    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under CPU
+    autocast to ``autocast`` when given."""
     if exporter == "dynamo":
         from ortmodule import _capture_dynamo
 
-        return _capture_dynamo.export(module, in_spec, tensors, verbose)
+        # The caller's autocast region applies inside the traced forward only.
+        with torch.autocast("cpu", enabled=False):
+            return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast)
+    if autocast is not None:
+        raise NotImplementedError(
+            "torch.autocast needs the default exporter (dynamo); the TorchScript exporter "
+            "cannot capture it")
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 

@@ -90,9 +90,9 @@ def _source_line(node) -> str:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool) -> Captured:
+           verbose: bool, autocast: torch.dtype | None = None) -> Captured:
     buffers = named_buffers(module)
-    wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers))
+    wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers), autocast=autocast)
     auto = torch.export.Dim.AUTO
     dynamic = (tuple({d: auto for d in range(t.dim())} for t in tensors),)  # for *tensors
     args = tuple(t.detach() for t in tensors)

@@ -301,10 +301,11 @@ class ORTModule(torch.nn.Module):
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
         autocast = _autocast_state()
-        if autocast:
+        if autocast and autocast[0] == "cpu" and autocast[1] != torch.bfloat16:
             raise NotImplementedError(
-                "ORTModule does not support torch.autocast yet; run the module outside autocast"
-            )
+                f"ORTModule supports torch.autocast on CPU with dtype=torch.bfloat16; got "
+                f"{autocast[1]}. Use torch.autocast('cpu', dtype=torch.bfloat16) or run the "
+                "module outside autocast")
         key = (
             in_spec,
             _schema.signature(tensors),
@@ -330,7 +331,8 @@ class ORTModule(torch.nn.Module):
                     logger.info("attributes read by forward changed (%s): building a new graph",
                                 "; ".join(changed[:5]))
         if entry is None:
-            entry = self._compile(in_spec, tensors, args, kwargs)
+            entry = self._compile(in_spec, tensors, args, kwargs,
+                                  autocast[1] if autocast and autocast[0] == "cpu" else None)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         if entry.program is None:
@@ -362,7 +364,7 @@ class ORTModule(torch.nn.Module):
                     MAX_GRAPHS, type(self.module).__name__, self._evictions)
 
     def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], args: tuple,
-                 kwargs: dict) -> _Entry:
+                 kwargs: dict, autocast: torch.dtype | None = None) -> _Entry:
         module = self.module
         if _called_from_data_parallel():
             raise _data_parallel_error("DataParallel wraps this ORTModule")
@@ -372,7 +374,7 @@ class ORTModule(torch.nn.Module):
         try:
             with _guards.record_attribute_reads(module) as attributes:
                 captured = _capture.export(module, in_spec, tensors, verbose,
-                                           self._debug.exporter, self._static_shapes)
+                                           self._debug.exporter, self._static_shapes, autocast)
         except _capture.ExportError as e:
             error = _capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:

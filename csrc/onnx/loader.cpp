@@ -280,6 +280,14 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     set_type(v, vi);
     graph->mutable_outputs().push_back(v);
   }
+  // Element types of intermediates the exporter recorded (passes such as the bfloat16
+  // lowering read them); shapes stay to be computed at run time.
+  for (const auto& vi : gp.value_info()) {
+    Value* v = graph->find_value(vi.name());
+    if (!v || v->dtype != DType::Undefined || !vi.type().has_tensor_type()) continue;
+    const int32_t elem = vi.type().tensor_type().elem_type();
+    if (elem != 0 && dtype_is_supported(elem)) v->dtype = static_cast<DType>(elem);
+  }
   // Random ops are numbered in the model's own order, before any reordering.
   int random_ops = 0;
   for (Node* n : graph->nodes())

@@ -4,6 +4,7 @@
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/math/bfloat16.h"
 #include "kernels/math/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -218,34 +219,48 @@ void cpu_clip_grad(OpContext& ctx) {
 
 // ---- Cast / CastLike ----
 
-template <typename Src>
-void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
+// Converts n elements read through `load` (which yields a value of an arithmetic type)
+// into y's dtype.
+template <typename Src, typename Load>
+void cast_from(OpContext& ctx, const Src* x, Tensor& y, Load load) {
   int64_t n = y.numel();
   switch (y.dtype()) {
     case DType::Float32:
-      unary_map(n, x, y.data<float>(), [](Src v) { return static_cast<float>(v); });
+      unary_map(n, x, y.data<float>(), [load](Src v) { return static_cast<float>(load(v)); });
       break;
     case DType::Float64:
-      unary_map(n, x, y.data<double>(), [](Src v) { return static_cast<double>(v); });
+      unary_map(n, x, y.data<double>(), [load](Src v) { return static_cast<double>(load(v)); });
+      break;
+    case DType::BFloat16:
+      unary_map(n, x, y.data<uint16_t>(),
+                [load](Src v) { return math::float_to_bf16(static_cast<float>(load(v))); });
       break;
     case DType::Int64:
-      unary_map(n, x, y.data<int64_t>(), [](Src v) { return static_cast<int64_t>(v); });
+      unary_map(n, x, y.data<int64_t>(), [load](Src v) { return static_cast<int64_t>(load(v)); });
       break;
     case DType::Int32:
-      unary_map(n, x, y.data<int32_t>(), [](Src v) { return static_cast<int32_t>(v); });
+      unary_map(n, x, y.data<int32_t>(), [load](Src v) { return static_cast<int32_t>(load(v)); });
       break;
     case DType::UInt8:
-      unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v); });
+      unary_map(n, x, y.data<uint8_t>(), [load](Src v) { return static_cast<uint8_t>(load(v)); });
       break;
     case DType::Int8:
-      unary_map(n, x, y.data<int8_t>(), [](Src v) { return static_cast<int8_t>(v); });
+      unary_map(n, x, y.data<int8_t>(), [load](Src v) { return static_cast<int8_t>(load(v)); });
       break;
     case DType::Bool:
-      unary_map(n, x, y.data<uint8_t>(), [](Src v) { return static_cast<uint8_t>(v != Src(0)); });
+      unary_map(n, x, y.data<uint8_t>(), [load](Src v) {
+        using T = decltype(load(v));
+        return static_cast<uint8_t>(load(v) != T(0));
+      });
       break;
     default:
       ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
   }
+}
+
+template <typename Src>
+void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
+  cast_from(ctx, x, y, [](Src v) { return v; });
 }
 
 void cpu_cast(OpContext& ctx) {
@@ -257,6 +272,9 @@ void cpu_cast(OpContext& ctx) {
       break;
     case DType::Float64:
       cast_from(ctx, x.data<double>(), y);
+      break;
+    case DType::BFloat16:
+      cast_from(ctx, x.data<uint16_t>(), y, [](uint16_t v) { return math::bf16_to_float(v); });
       break;
     case DType::Int64:
       cast_from(ctx, x.data<int64_t>(), y);

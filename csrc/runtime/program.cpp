@@ -7,6 +7,7 @@
 #include "onnx/loader.h"
 #include "onnx/saver.h"
 #include "passes/cse.h"
+#include "passes/low_precision.h"
 
 namespace ortmodule {
 
@@ -14,6 +15,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   LoadOptions load;
   load.feed_initializers = options.feed_initializers;
   graph_ = load_onnx_model(onnx_bytes, load);
+  compute_bfloat16_in_float32(*graph_);
   for (Value* v : graph_->inputs()) input_names_.push_back(v->name);
   for (Value* v : graph_->outputs()) output_names_.push_back(v->name);
 

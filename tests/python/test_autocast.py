@@ -1,0 +1,115 @@
+"""torch.autocast("cpu", dtype=torch.bfloat16) around ORTModule: the casts autocast makes are
+captured into the graph and the engine rounds every bfloat16 value where eager does, so
+outputs and gradients match eager autocast to bfloat16 precision."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ortmodule import ORTModule
+
+# bfloat16 has an 8-bit mantissa: one rounding step is 2**-8 relative. Summation orders
+# differ between the engine and eager, so a few steps are allowed.
+RTOL, ATOL = 3e-2, 2e-2
+
+
+def autocast() -> torch.autocast:
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+class Block(nn.Module):
+    """Linear, GELU, LayerNorm, attention-style softmax and a residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.norm = nn.LayerNorm(16)
+        self.qk = nn.Linear(16, 32)
+        self.out = nn.Linear(16, 3)
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(F.gelu(self.inp(x)))
+        q, k = self.qk(h).chunk(2, dim=-1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+        h = h + self.drop(att @ h)
+        return self.out(h).mean(1)
+
+
+def test_outputs_gradients_and_steps_match_eager_autocast() -> None:
+    torch.manual_seed(0)
+    eager = Block()
+    ort = ORTModule(copy.deepcopy(eager))
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
+    opt_o = torch.optim.SGD(ort.parameters(), lr=0.05)
+    target = torch.randint(0, 3, (4,))
+    for step in range(3):
+        x = torch.randn(4, 5, 8)
+        losses = []
+        for model, opt in ((eager, opt_e), (ort, opt_o)):
+            opt.zero_grad()
+            with autocast():
+                out = model(x)
+                loss = F.cross_entropy(out, target)
+            assert out.dtype == torch.bfloat16
+            loss.backward()
+            opt.step()
+            losses.append((out, loss))
+        (out_e, loss_e), (out_o, loss_o) = losses
+        torch.testing.assert_close(out_o, out_e, rtol=RTOL, atol=ATOL, msg=f"output, step {step}")
+        torch.testing.assert_close(loss_o, loss_e, rtol=RTOL, atol=ATOL)
+        for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
+            assert q.grad is not None and q.grad.dtype == p.grad.dtype == torch.float32
+            scale = p.grad.abs().max().item() + 1e-3
+            torch.testing.assert_close(q.grad / scale, p.grad / scale, rtol=RTOL, atol=ATOL,
+                                       msg=f"grad of {name} at step {step}")
+    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
+        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+
+
+def test_autocast_state_is_part_of_the_cache_key() -> None:
+    torch.manual_seed(0)
+    eager = Block()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        plain = ort(x)
+        with autocast():
+            low = ort(x)
+            low_eager = eager(x)
+        again = ort(x)
+    assert plain.dtype == again.dtype == torch.float32 and low.dtype == torch.bfloat16
+    torch.testing.assert_close(plain, eager(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(again, plain, rtol=0, atol=0)
+    torch.testing.assert_close(low, low_eager, rtol=RTOL, atol=ATOL)
+    assert sum(len(v) for v in ort._cache.values()) == 2
+    # autocast(enabled=False) inside the region is respected as in eager.
+    with torch.no_grad(), autocast(), torch.autocast("cpu", enabled=False):
+        torch.testing.assert_close(ort(x), plain, rtol=0, atol=0)
+
+
+def test_float16_autocast_on_cpu_is_refused() -> None:
+    ort = ORTModule(nn.Linear(4, 4))
+    with torch.autocast("cpu", dtype=torch.float16), \
+            pytest.raises(NotImplementedError, match="dtype=torch.bfloat16"):
+        ort(torch.randn(2, 4))
+
+
+def test_bfloat16_inputs_and_parameters_without_autocast() -> None:
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(torch.bfloat16)
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    out_o, out_e = ort(x), eager(x)
+    assert out_o.dtype == torch.bfloat16
+    torch.testing.assert_close(out_o, out_e, rtol=RTOL, atol=ATOL)
+    out_o.float().sum().backward()
+    out_e.float().sum().backward()
+    for p, q in zip(eager.parameters(), ort.parameters()):
+        assert q.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(q.grad, p.grad, rtol=RTOL, atol=ATOL)
