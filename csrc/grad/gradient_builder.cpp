@@ -129,7 +129,19 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
     if (it == contributions.end() || it->second.empty()) return nullptr;
     std::vector<Value*>& parts = it->second;
     if (parts.size() > 1) {
+      if (v->dtype == DType::BFloat16) {
+        // Contributions may arrive in float32 (from ops computed in float32) or bfloat16:
+        // each is brought to the value's own type, summed as autograd sums them.
+        for (Value*& part : parts) {
+          Value* like = graph.new_value(part->name + "_like");
+          like->dtype = v->dtype;
+          Node* n = graph.add_node("CastLike", "", {part, v}, {like}, like->name);
+          n->def = find_op("", "CastLike", graph.opset_version);
+          part = like;
+        }
+      }
       Value* sum = graph.new_value(v->name + "_grad_sum");
+      if (v->dtype == DType::BFloat16) sum->dtype = v->dtype;
       Node* n = graph.add_node("Sum", "", parts, {sum}, v->name + "_grad_accumulate");
       n->def = find_op("", "Sum", graph.opset_version);
       parts.assign(1, sum);

@@ -32,6 +32,13 @@ Node* add_cast(Graph& graph, Value* in, Value* out, DType to) {
 int compute_bfloat16_in_float32(Graph& graph) {
   std::unordered_map<Value*, Value*> as_float;  // bfloat16 value -> its float32 copy
   int moved = 0;
+  // Constants carry their type in their tensor, not in the graph's type records.
+  for (Node* n : graph.nodes()) {
+    const Attribute* value = n->op_type == "Constant" ? n->attr("value") : nullptr;
+    if (value && value->kind == Attribute::Kind::Tensor && value->t.defined() &&
+        !n->outputs.empty() && n->outputs[0] && n->outputs[0]->dtype == DType::Undefined)
+      n->outputs[0]->dtype = value->t.dtype();
+  }
   for (Node* n : graph.nodes()) {
     if (keeps_bfloat16(*n)) continue;
     bool any = false;

@@ -42,6 +42,9 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       wrt.push_back(graph_->inputs()[position]);
     }
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
+    // Gradient nodes of bfloat16 values (sums of several contributions) compute in float32
+    // too, rounded like autograd's bfloat16 accumulation.
+    compute_bfloat16_in_float32(*graph_);
     std::unordered_map<Value*, Value*> replaced;
     eliminate_common_subexpressions(*graph_, &replaced);
     for (auto* list : {&info.output_grads, &info.input_grads})

@@ -113,3 +113,29 @@ def test_bfloat16_inputs_and_parameters_without_autocast() -> None:
     for p, q in zip(eager.parameters(), ort.parameters()):
         assert q.grad.dtype == torch.bfloat16
         torch.testing.assert_close(q.grad, p.grad, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_transformers_train_under_autocast_like_eager(name: str) -> None:
+    from tests.python.test_transformers import FAMILIES
+
+    family = FAMILIES[name]
+    torch.manual_seed(0)
+    eager = family.build(0.0).train()
+    ort = ORTModule(copy.deepcopy(eager))
+    batch = family.batch(2, 8, 11)
+    losses = []
+    for model in (eager, ort):
+        with autocast():
+            out = model(**batch)
+        out.loss.backward()
+        losses.append(out.loss)
+    torch.testing.assert_close(losses[1], losses[0], rtol=RTOL, atol=ATOL)
+    for (pname, p), q in zip(eager.named_parameters(), ort.parameters()):
+        if p.grad is None:
+            assert q.grad is None, pname
+            continue
+        scale = p.grad.abs().max().item() + 1e-6
+        torch.testing.assert_close(q.grad / scale, p.grad / scale, rtol=RTOL, atol=ATOL,
+                                   msg=f"grad of {pname}")
