@@ -91,8 +91,9 @@ class _FlatWrapper(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _preserve_state(module: torch.nn.Module):
-    """Export runs the module once; undo its side effects (buffer updates, RNG draws)."""
+def _preserve_state(module: torch.nn.Module, changed: list[str] | None = None):
+    """Export runs the module once; undo its side effects (buffer updates, RNG draws).
+    ``changed`` receives the names of the buffers the run modified."""
     buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
     rng = torch.random.get_rng_state()
     try:
@@ -101,6 +102,8 @@ def _preserve_state(module: torch.nn.Module):
         with torch.no_grad():
             for name, b in module.named_buffers():
                 if name in buffers:
+                    if changed is not None and not torch.equal(b, buffers[name]):
+                        changed.append(name)
                     b.copy_(buffers[name])
         torch.random.set_rng_state(rng)
 

@@ -44,7 +44,8 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     wrapper.training = True
     mode = torch.onnx.TrainingMode.PRESERVE
     buf = io.BytesIO()
-    with _preserve_state(module), surface_warnings():
+    changed: list[str] = []
+    with _preserve_state(module, changed), surface_warnings():
         try:
             # The TorchScript exporter honours training mode (dropout, train-mode
             # BatchNorm with running-stat outputs) and keeps parameters as named
@@ -75,6 +76,20 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
             ) from e
     if wrapper.output_spec is None:
         raise ExportError("the exporter did not run the module's forward")
+    # This exporter keeps only BatchNorm's running statistics (and the engine counts its
+    # batches); any other buffer update would be silently lost.
+    batch_norm_stats = {
+        f"{name}.{stat}" if name else stat
+        for name, m in module.named_modules()
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+        for stat in ("running_mean", "running_var", "num_batches_tracked")
+    }
+    lost = [name for name in changed if name not in batch_norm_stats]
+    if lost:
+        raise ExportError(
+            f"{type(module).__name__}.forward updates the buffers {', '.join(lost)} in place, "
+            "which the TorchScript exporter drops; use the default exporter "
+            "(DebugOptions(exporter='dynamo')), which writes such updates back")
 
     import onnx  # deferred: importing onnx is slow and only needed here
 

@@ -777,3 +777,9 @@ def test_dropout_masks_do_not_depend_on_grad_mode() -> None:
         without = ort(x)
     assert graphs(ort) == 2
     torch.testing.assert_close(with_grad, without, rtol=0, atol=0)
+
+
+def test_torchscript_exporter_refuses_buffer_updates_it_would_lose() -> None:
+    ort = ORTModule(Tracker(), DebugOptions(exporter="torchscript"))
+    with pytest.raises(ExportError, match="updates the buffers steps, ema in place"):
+        ort(X)
