@@ -120,14 +120,34 @@ class AttributeGuard:
         return out
 
 
+def _is_settings_object(value: Any) -> bool:
+    """An instance of a plain Python class (not a module, tensor, container, function or
+    type) whose attributes forward may read."""
+    if isinstance(value, (torch.nn.Module, torch.Tensor, type, enum.Enum)) or _is_simple(value):
+        return False
+    if isinstance(value, (list, tuple, dict, set, frozenset)) or callable(value):
+        return False
+    return hasattr(value, "__dict__") and type(value).__module__ not in ("builtins", "torch")
+
+
 @contextlib.contextmanager
 def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
     """Records the plain attributes (in the instance ``__dict__``: flags, numbers, strings,
     tensors) that code reads from ``module`` and its submodules inside the block."""
     guard = AttributeGuard()
     names = {id(m): name or type(m).__name__ for name, m in module.named_modules()}
+    # Plain objects the modules hold (a Hugging Face config, an options object) are read
+    # the same way: their attributes steer forward just as module attributes do.
+    holders = list(module.named_modules())
+    for name, m in holders:
+        for attr, value in m.__dict__.items():
+            if _is_settings_object(value) and id(value) not in names:
+                names[id(value)] = f"{name}.{attr}" if name else attr
+    objects = [m for _, m in holders] + [
+        v for _, m in holders for v in m.__dict__.values()
+        if _is_settings_object(v)]
     seen: set[tuple[int, str]] = set()
-    classes = {type(m) for m in module.modules()}
+    classes = {type(o) for o in objects}
     originals = {cls: (cls.__dict__.get("__getattribute__", _MISSING), cls.__getattribute__)
                  for cls in classes}
 

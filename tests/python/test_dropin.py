@@ -783,3 +783,24 @@ def test_torchscript_exporter_refuses_buffer_updates_it_would_lose() -> None:
     ort = ORTModule(Tracker(), DebugOptions(exporter="torchscript"))
     with pytest.raises(ExportError, match="updates the buffers steps, ema in place"):
         ort(X)
+
+
+def test_settings_objects_read_by_forward_are_guarded() -> None:
+    # A Hugging Face config is a plain object held by the modules; forward reads its flags.
+    import transformers
+
+    config = transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2,
+                                     n_positions=32, use_cache=False,
+                                     attn_implementation="eager")
+    torch.manual_seed(0)
+    eager = transformers.GPT2LMHeadModel(config).eval()
+    ort = ORTModule(copy.deepcopy(eager))
+    ids = torch.randint(0, 50, (2, 6))
+    with torch.no_grad():
+        assert ort(input_ids=ids).hidden_states is None
+        for model in (ort, eager):
+            model.config.output_hidden_states = True
+        out, ref = ort(input_ids=ids), eager(input_ids=ids)
+    assert out.hidden_states is not None and len(out.hidden_states) == len(ref.hidden_states)
+    for got, want in zip(out.hidden_states, ref.hidden_states):
+        assert_close(got, want)
