@@ -61,6 +61,13 @@ struct Node {
   std::map<std::string, Attribute> attrs;
   const OpDef* def = nullptr;  // resolved against the op table
   std::string source;          // Python location that produced the node, when the exporter said
+  // torch.utils.checkpoint region the node was traced in (-1: none); backward recomputes
+  // such nodes instead of keeping their outputs (passes/recompute.h).
+  int checkpoint_region = -1;
+  // Forward-independent work that backward runs: a recompute copy of a forward node, or
+  // a gradient helper that reads one. Scheduled right before its first backward reader.
+  bool run_in_backward = false;
+  const Node* recomputes = nullptr;  // for a recompute copy: the forward node it repeats
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t def_value) const;
@@ -73,6 +80,8 @@ struct Node {
   Value* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
   // "OpType 'name'" for error messages.
   std::string describe() const;
+  // Identifies the node's random stream: a recompute copy draws what its original drew.
+  int random_stream() const { return recomputes ? recomputes->id : id; }
 };
 
 class Graph {

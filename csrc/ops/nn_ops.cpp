@@ -157,7 +157,8 @@ void cpu_dropout(OpContext& ctx) {
   uint8_t* mask = ctx.has_output(1) ? ctx.out(1).data<uint8_t>() : nullptr;
   const int64_t n = x.numel();
   // Mix the node id into the per-run seed so two dropout nodes draw different masks.
-  const uint64_t seed = math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(ctx.node.id) << 32));
+  const uint64_t seed =
+      math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(ctx.node.random_stream()) << 32));
   ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
     const scalar_t* xp = x.data<scalar_t>();
     scalar_t* yp = ctx.out(0).data<scalar_t>();

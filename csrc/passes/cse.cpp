@@ -10,7 +10,8 @@ namespace ortmodule {
 namespace {
 
 bool mergeable(const Node& n) {
-  return !(n.def && n.def->random) && n.op_type != "Constant" && !n.outputs.empty();
+  return !(n.def && (n.def->random || n.def->host_call)) && n.op_type != "Constant" &&
+         !n.outputs.empty();
 }
 
 // A key equal for nodes that compute the same thing: op, domain, input ids, attributes.

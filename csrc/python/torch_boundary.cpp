@@ -8,6 +8,7 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 
 namespace ortmodule {
 
@@ -33,12 +34,6 @@ DType dtype_from_torch(at::ScalarType t, const char* kind, const std::string& na
                               ", which the engine does not support");
 }
 
-at::ScalarType dtype_to_torch(DType t) {
-  for (const auto& [torch_type, dtype] : kDTypes)
-    if (dtype == t) return torch_type;
-  throw std::logic_error("tensor with undefined dtype");
-}
-
 uint64_t draw_seed() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -56,6 +51,10 @@ struct ProgramBackward : public torch::autograd::Node {
   std::vector<std::pair<at::Tensor, uint32_t>> saved_versions;
   std::vector<int> saved_positions;  // their program input positions, for the error message
   size_t program_outputs = 0;
+  // Outputs the gradient graph treats as differentiable (their dtype was unknown when it
+  // was built) that turned out not to be floating point: autograd gives them no
+  // gradient, so backward gets zeros. {program output, sizes, dtype}
+  std::vector<std::tuple<int, std::vector<int64_t>, at::ScalarType>> untracked_outputs;
 
   std::string name() const override { return "ortmodule::ProgramBackward"; }
 
@@ -83,6 +82,10 @@ struct ProgramBackward : public torch::autograd::Node {
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
                      "gradient of output", program->output_names()[slot]);
     }
+    for (const auto& [slot, sizes, dtype] : untracked_outputs) {
+      output_grads[slot] = from_torch(at::zeros(sizes, at::TensorOptions(dtype)),
+                                      "gradient of output", program->output_names()[slot]);
+    }
     std::vector<Tensor> input_grads;
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
@@ -109,6 +112,12 @@ struct ProgramBackward : public torch::autograd::Node {
 };
 
 }  // namespace
+
+at::ScalarType dtype_to_torch(DType t) {
+  for (const auto& [torch_type, dtype] : kDTypes)
+    if (dtype == t) return torch_type;
+  throw std::logic_error("tensor with undefined dtype");
+}
 
 Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& name) {
   if (!t_in.defined()) throw std::invalid_argument(tensor_label(kind, name) + " is undefined");
@@ -176,7 +185,12 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!differentiable[i] || !results[i].is_floating_point()) continue;
+    if (!differentiable[i]) continue;
+    if (!results[i].is_floating_point()) {
+      node->untracked_outputs.emplace_back(static_cast<int>(i), results[i].sizes().vec(),
+                                           results[i].scalar_type());
+      continue;
+    }
     node->output_slot.push_back(static_cast<int>(i));
     torch::autograd::set_history(results[i], node);
   }

@@ -193,6 +193,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
                                 " inputs, got " + std::to_string(inputs.size()));
   }
   auto state = std::make_shared<RunState>();
+  state->seed = seed;
   std::vector<Tensor>& slots = state->slots;
   slots.resize(plan_.num_values);
   for (size_t i = 0; i < inputs.size(); ++i) slots[plan_.inputs[i]] = inputs[i];
@@ -243,7 +244,7 @@ std::vector<Tensor> Executor::backward(RunState& state, const std::vector<Tensor
       slots[id] = output_grads[i];
     }
   }
-  run_steps(plan_.backward, slots, 0);
+  run_steps(plan_.backward, slots, state.seed);
   std::vector<Tensor> grads;
   for (int id : plan_.input_grads) grads.push_back(id >= 0 ? slots[id] : Tensor());
   state.slots.clear();

@@ -20,6 +20,7 @@ namespace ortmodule {
 
 struct RunState {
   std::vector<Tensor> slots;  // indexed by value id; only the stash is live after forward
+  uint64_t seed = 0;          // of the forward run: recomputed random ops draw the same
   bool backward_done = false;
 };
 

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
 #include "passes/cse.h"
+#include "passes/recompute.h"
 
 namespace ortmodule {
 
@@ -39,6 +41,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       wrt_positions_.push_back(position);
       wrt.push_back(graph_->inputs()[position]);
     }
+    const std::vector<Node*> forward = graph_->nodes();
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
     std::unordered_map<Value*, Value*> replaced;
     eliminate_common_subexpressions(*graph_, &replaced);
@@ -47,6 +50,9 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
         auto it = v ? replaced.find(v) : replaced.end();
         if (it != replaced.end()) v = it->second;
       }
+    recompute_checkpoint_regions(*graph_,
+                                 std::unordered_set<const Node*>(forward.begin(), forward.end()),
+                                 info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
