@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -44,6 +45,8 @@ class Captured:
     shape_guards: list[str] = field(default_factory=list)
     exporter: str = "dynamo"
     seconds: dict[str, float] = field(default_factory=dict)  # time per capture stage
+    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    callables: Any = None
 
 
 class _Recorded:
@@ -170,12 +173,15 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, exporter: str, static_shapes: bool = False) -> Captured:
-    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``)."""
+           verbose: bool, exporter: str, static_shapes: bool = False,
+           fallback_unsupported_ops: bool = False) -> Captured:
+    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``). With
+    ``fallback_unsupported_ops``, ops the engine lacks become bridge nodes (dynamo only)."""
     if exporter == "dynamo":
         from ortmodule import _capture_dynamo
 
-        return _capture_dynamo.export(module, in_spec, tensors, verbose)
+        return _capture_dynamo.export(module, in_spec, tensors, verbose,
+                                      fallback_unsupported_ops)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 

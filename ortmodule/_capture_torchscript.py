@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from ortmodule import _schema
+from ortmodule import _bridge, _schema
 from ortmodule._capture import (
     Captured,
     ExportError,
@@ -44,7 +44,8 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     wrapper.training = True
     mode = torch.onnx.TrainingMode.PRESERVE
     buf = io.BytesIO()
-    with _preserve_state(module), warnings.catch_warnings():
+    with _preserve_state(module), warnings.catch_warnings(), \
+            _bridge.capture_session(refuse="the TorchScript exporter"):
         if not verbose:
             warnings.simplefilter("ignore")
         try:

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _capture, _schema
-from ortmodule.options import DebugOptions
+from ortmodule import _C, _capture, _fallback, _schema
+from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
 
@@ -32,6 +32,8 @@ class _Entry:
     last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
     # Seconds spent building this entry, per stage (trace, lowering, engine build).
     seconds: dict[str, float] = field(default_factory=dict)
+    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    callables: Any = None
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
         if self.guard is None:
@@ -168,8 +170,9 @@ class ORTModule(torch.nn.Module):
         module = self.module
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
-        captured = _capture.export(module, in_spec, tensors, verbose, self._debug.exporter,
-                                   self._static_shapes)
+        captured = _capture.export(
+            module, in_spec, tensors, verbose, self._debug.exporter, self._static_shapes,
+            fallback_unsupported_ops=bool(self._debug.fallback & FallbackPolicy.UNSUPPORTED_OP))
         # torch.export keeps one graph input per tensor; the TorchScript exporter names them
         # input_<k> and drops unused ones.
         names = (captured.input_names if captured.exporter == "dynamo"
@@ -187,7 +190,8 @@ class ORTModule(torch.nn.Module):
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
         start = time.perf_counter()
-        program = _C.Program(captured.onnx_bytes, feed_inits, wrt, captured.state_outputs)
+        program = _fallback.build_program(captured.onnx_bytes, feed_inits, wrt,
+                                          captured.state_outputs, captured.exporter)
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:
@@ -212,7 +216,7 @@ class ORTModule(torch.nn.Module):
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
-                      tuple(t.shape for t in tensors), seconds)
+                      tuple(t.shape for t in tensors), seconds, captured.callables)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()
