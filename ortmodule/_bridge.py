@@ -4,8 +4,8 @@ An engine ``ai.ortmodule::TorchCall`` node runs its forward on PyTorch (at::Tens
 share the engine's memory) and its backward through autograd over the recorded call
 (csrc/python/torch_call.cpp). Capture makes such nodes for
 
-- custom ``torch.autograd.Function`` subclasses: ``Function.apply`` of a user Function is
-  traced as the custom op ``ortmodule::torch_call(callable_id, tensors)``, so the engine
+- custom ``torch.autograd.Function`` subclasses: ``apply`` of a user Function is traced as
+  the custom op ``ortmodule::torch_call(callable_id, tensors)``, so the engine
   calls the Function's own forward and backward (torch.export would inline its forward and
   replace the backward by the gradient of the inlined ops);
 - ATen ops the engine lacks, with ``FallbackPolicy.UNSUPPORTED_OP``: the lowering
@@ -54,8 +54,10 @@ class CallableLease:
         self.ids = list(ids)
 
     def __del__(self) -> None:
-        for i in self.ids:
-            _C.release_callable(i)
+        release = getattr(_C, "release_callable", None)  # None while the interpreter exits
+        if release is not None:
+            for i in self.ids:
+                release(i)
 
 
 # ---- the custom op that stands for a bridged call while torch.export traces ----
@@ -85,6 +87,10 @@ def torch_call_op() -> Any:
 
 _ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
 _ORIGINAL_NONREENTRANT = torch.utils.checkpoint._checkpoint_without_reentrant_generator
+# Function.apply ends in ``super().apply(...)``, which finds this class's attribute first: the
+# hook installed there also sees calls through an ``apply`` bound before the capture
+# (``quantize = Quantize.apply`` at import time).
+_HOOK_CLASS = torch.autograd.function._SingleLevelFunction
 
 
 class _Session:
@@ -109,7 +115,13 @@ def _call_of(callable_id: int) -> FunctionCall:
 
 
 def _apply_original(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """Function.apply as a user calls it."""
     return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+
+
+def _apply_base(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """What Function.apply's ``super().apply`` runs without the hook."""
+    return super(_HOOK_CLASS, cls).apply(*args, **kwargs)
 
 
 class FunctionCall:
@@ -183,12 +195,12 @@ def _active() -> _Session | None:
 def _bridged_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
     session = _active()
     if session is None:
-        return _apply_original(cls, *args, **kwargs)
+        return _apply_base(cls, *args, **kwargs)
     if cls is torch.utils.checkpoint.CheckpointFunction and session.refuse is None:
         function, _preserve_rng_state, *rest = args
         return _checkpoint_region(session, function, rest, reentrant=True)
     if cls.__module__.split(".")[0] == "torch":
-        return _apply_original(cls, *args, **kwargs)  # PyTorch's own Functions trace as usual
+        return _apply_base(cls, *args, **kwargs)  # PyTorch's own Functions trace as usual
     if session.refuse is not None:
         raise BridgeError(
             f"torch.autograd.Function {qualified_name(cls)} cannot run inside ORTModule with "
@@ -198,7 +210,7 @@ def _bridged_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
     flat, spec = pytree.tree_flatten((args, kwargs))
     positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
     if not positions:
-        return _apply_original(cls, *args, **kwargs)
+        return _apply_base(cls, *args, **kwargs)
     call = FunctionCall(cls, spec, flat, positions)
     callable_id = _C.register_callable(call.run)
     session.calls[callable_id] = call
@@ -245,14 +257,14 @@ def capture_session(refuse: str | None = None) -> Iterator[_Session]:
             torch_call_op()
         session = _Session(refuse)
         _session = session
-        torch.autograd.Function.apply = classmethod(_bridged_apply)
+        _HOOK_CLASS.apply = classmethod(_bridged_apply)
         if refuse is None:
             torch.utils.checkpoint._checkpoint_without_reentrant_generator = _region_generator
         try:
             with torch.fx.traceback.preserve_node_meta():
                 yield session
         finally:
-            torch.autograd.Function.apply = _ORIGINAL_APPLY
+            del _HOOK_CLASS.apply
             torch.utils.checkpoint._checkpoint_without_reentrant_generator = \
                 _ORIGINAL_NONREENTRANT
             _session = None

@@ -152,6 +152,10 @@ class SetupContextStyle(torch.autograd.Function):
         return grad * ctx.k * x.cos() * 10.0, None
 
 
+# Bound before any capture, as libraries often do (``quantize = Quantize.apply``).
+sin_scaled = SetupContextStyle.apply
+
+
 class Noisy(torch.autograd.Function):
     """Draws from torch's generator in forward."""
 
@@ -322,7 +326,7 @@ def test_needs_input_grad_as_in_eager(x_requires_grad: bool, w_requires_grad: bo
         close(x_ort.grad, x_eager.grad, "input gradient")
 
 
-def test_setup_context_style_function() -> None:
+def test_setup_context_style_function_through_an_alias_of_apply() -> None:
     class Model(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -330,7 +334,7 @@ def test_setup_context_style_function() -> None:
             self.fc = nn.Linear(3, 2)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return SetupContextStyle.apply(self.fc(x), 1.5)
+            return sin_scaled(self.fc(x), 1.5)
 
     ort, eager = pair(Model())
     train(ort, eager, batch(6, 3), steps=2)
@@ -434,3 +438,38 @@ def test_torchscript_exporter_refuses_functions_by_name() -> None:
         ort(batch(2, 6))
     message = str(info.value)
     assert f"{__name__}.RoundSTE" in message and "TorchScript" in message
+
+
+class FailsLater(torch.autograd.Function):
+    armed = False
+
+    @staticmethod
+    def forward(ctx, x):
+        if FailsLater.armed:
+            raise ValueError("forward refused this batch")
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2.0
+
+
+def test_exception_in_function_forward_keeps_its_type_and_message() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return FailsLater.apply(self.fc(x))
+
+    ort = ORTModule(Model().to(DTYPE))
+    x = batch(2, 3)
+    ort(x).sum().backward()
+    FailsLater.armed = True
+    try:
+        with pytest.raises(ValueError, match="forward refused this batch"):
+            ort(x)
+    finally:
+        FailsLater.armed = False
+    ort(x).sum().backward()  # and the graph still works afterwards
