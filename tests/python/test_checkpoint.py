@@ -168,3 +168,21 @@ def test_dropout_inside_a_region_draws_the_same_mask_when_recomputed() -> None:
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-6, atol=1e-7,
                                    msg=lambda m, name=name: f"gradient of {name}: {m}")
     assert "Dropout" in _plan(checkpointed).split("backward:", 1)[1]
+
+
+def test_checkpoint_sequential_matches_eager_and_recomputes() -> None:
+    class Segments(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(3)
+            self.body = nn.Sequential(*[nn.Sequential(nn.Linear(6, 6), nn.Tanh())
+                                        for _ in range(4)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return cp.checkpoint_sequential(self.body, 2, x, use_reentrant=False)
+
+    model = Segments()
+    ort, eager = ORTModule(copy.deepcopy(model)), model
+    x = torch.randn(5, 6)
+    step(ort, eager, x, x)
+    assert "[recompute]" in _plan(ort).split("backward:", 1)[1]
