@@ -8,7 +8,9 @@ gradients, and parameters after optimizer steps.
 from __future__ import annotations
 
 import copy
+import gc
 import types
+import weakref
 
 import pytest
 import torch
@@ -473,3 +475,75 @@ def test_exception_in_function_forward_keeps_its_type_and_message() -> None:
     finally:
         FailsLater.armed = False
     ort(x).sum().backward()  # and the graph still works afterwards
+
+
+CONTEXTS: list = []
+
+
+class Tracked(torch.autograd.Function):
+    """Keeps a weak reference to each ctx: the record of a call must not outlive its step."""
+
+    @staticmethod
+    def forward(ctx, x):
+        CONTEXTS.append(weakref.ref(ctx))
+        ctx.save_for_backward(x)
+        return x * 3.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3.0 + x * 0.0
+
+
+def test_the_record_of_a_call_is_freed_after_backward_or_with_the_outputs() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return Tracked.apply(self.fc(x))
+
+    ort = ORTModule(Model().to(DTYPE))
+    x = batch(2, 3)
+    ort(x).sum().backward()  # the first call also exports
+    CONTEXTS.clear()
+    y = ort(x)
+    (ctx,) = CONTEXTS
+    assert ctx() is not None  # kept for backward
+    y.sum().backward()
+    gc.collect()
+    assert ctx() is None, "the call's record outlived backward"
+    CONTEXTS.clear()
+    y = ort(x)
+    (ctx,) = CONTEXTS
+    del y  # no backward: the record goes with the outputs
+    gc.collect()
+    assert ctx() is None, "the call's record outlived its outputs"
+
+
+class ThroughNumpy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.from_numpy(x.detach().numpy() * 2.0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2.0
+
+
+def test_function_whose_forward_reads_values_is_named() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return ThroughNumpy.apply(self.fc(x))
+
+    ort = ORTModule(Model().to(DTYPE))
+    with pytest.raises(ExportError) as info:
+        ort(batch(2, 3))
+    message = str(info.value)
+    assert f"{__name__}.ThroughNumpy" in message
+    assert "symbolic tensors" in message
