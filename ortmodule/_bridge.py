@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ import torch.utils.checkpoint
 
 from ortmodule import _C
 from ortmodule._capture import ExportError
+
+logger = logging.getLogger("ortmodule")
 
 OWN_DOMAIN = "ai.ortmodule"
 # FX node meta["custom"] key and ONNX node metadata key of checkpoint regions.
@@ -227,6 +230,11 @@ def _checkpoint_region(session: _Session, function: Callable, args: Sequence[Any
             isinstance(a, torch.Tensor) and a.requires_grad for a in args):
         # Eager reentrant checkpoint: without an input that requires grad, its outputs do
         # not either (PyTorch warns "None of the inputs have requires_grad=True").
+        logger.warning(
+            "ortmodule: none of the inputs of a torch.utils.checkpoint region with "
+            "use_reentrant=True requires grad; as in eager PyTorch, its outputs do not "
+            "require grad and the parameters inside get no gradient (pass "
+            "use_reentrant=False to train them)")
         out = pytree.tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
     return out
 

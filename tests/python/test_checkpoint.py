@@ -7,6 +7,7 @@ Outputs and gradients are compared with eager PyTorch; the plan shows the recomp
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -86,7 +87,8 @@ def test_checkpoint_matches_eager(use_reentrant: bool, x_requires_grad: bool) ->
              x.clone().requires_grad_(x_requires_grad))
 
 
-def test_reentrant_checkpoint_without_input_requiring_grad_gives_no_gradient_like_eager() -> None:
+def test_reentrant_checkpoint_without_input_requiring_grad_gives_no_gradient_like_eager(
+        caplog: pytest.LogCaptureFixture) -> None:
     """Eager reentrant checkpoint returns outputs that do not require grad when no input
     does: the parameters inside get no gradient (PyTorch warns about it)."""
 
@@ -103,8 +105,11 @@ def test_reentrant_checkpoint_without_input_requiring_grad_gives_no_gradient_lik
     model = FirstLayerCheckpointed()
     ort, eager = ORTModule(copy.deepcopy(model)), model
     x = torch.randn(4, 5)
-    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+    with caplog.at_level(logging.WARNING, logger="ortmodule"), \
+            pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
         step(ort, eager, x, x)
+    assert any("use_reentrant=True" in r.getMessage() and "no gradient" in r.getMessage()
+               for r in caplog.records)
     assert eager.block.fc1.weight.grad is None and ort.module.block.fc1.weight.grad is None
     assert ort.module.side.weight.grad is not None
 
