@@ -4,10 +4,11 @@
 // gradient (Tensor.detach).
 //
 // TorchCall(inputs...) -> (outputs..., [state])   attributes name the callable
-// TorchCallGrad(state, output grads...) -> (input grads...)
+// TorchCallGrad(state, output grads..., graph inputs read...) -> (input grads...)
 // Output shapes are known only once the callable has run: the kernels provide the
 // outputs themselves.
 #include <atomic>
+#include <cstddef>
 #include <stdexcept>
 
 #include "grad/gradient_builder.h"
@@ -65,7 +66,10 @@ void cpu_torch_call(OpContext& ctx) {
 void cpu_torch_call_grad(OpContext& ctx) {
   const Tensor& state = ctx.in(0);
   if (!state.handle()) ctx.fail("the forward call's state is missing");
-  std::vector<const Tensor*> output_grads(ctx.inputs.begin() + 1, ctx.inputs.end());
+  const size_t num_grads = static_cast<size_t>(ctx.node.attr_int("num_output_grads", 0));
+  if (ctx.inputs.size() < 1 + num_grads) ctx.fail("fewer inputs than output gradients");
+  std::vector<const Tensor*> output_grads(
+      ctx.inputs.begin() + 1, ctx.inputs.begin() + 1 + static_cast<std::ptrdiff_t>(num_grads));
   std::vector<bool> wanted(ctx.outputs.size());
   for (size_t i = 0; i < wanted.size(); ++i) wanted[i] = ctx.node.output(i) != nullptr;
   std::vector<Tensor> grads =
@@ -94,7 +98,15 @@ void grad_torch_call(GradContext& g) {
   n.attrs["requires_grad"] = Attribute::make_ints(requires_grad);
   std::vector<Value*> inputs{state};
   for (size_t i = 0; i < num_results; ++i) inputs.push_back(g.output_grad(i));
-  std::vector<Value*> grads = g.emit_multi("TorchCallGrad", inputs, wanted, {}, "ai.ortmodule");
+  // Graph inputs the call read (parameters, buffers, user inputs), which the call may have
+  // saved for backward: read here too, they get the stash's in-place modification check
+  // (their memory is owned by PyTorch, so this keeps nothing alive).
+  for (Value* in : n.inputs)
+    if (in && !in->producer && !in->initializer.defined()) inputs.push_back(in);
+  std::vector<Value*> grads =
+      g.emit_multi("TorchCallGrad", inputs, wanted,
+                   {{"num_output_grads", Attribute::make_int(static_cast<int64_t>(num_results))}},
+                   "ai.ortmodule");
   for (size_t i = 0; i < grads.size(); ++i) g.set_input_grad(i, grads[i]);
 }
 

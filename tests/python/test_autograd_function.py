@@ -547,3 +547,35 @@ def test_function_whose_forward_reads_values_is_named() -> None:
     message = str(info.value)
     assert f"{__name__}.ThroughNumpy" in message
     assert "symbolic tensors" in message
+
+
+class SavesInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return None, (grad * x).sum(0)
+
+
+def test_input_saved_by_a_function_and_modified_in_place_is_reported_like_eager() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return SavesInput.apply(x, self.w)
+
+    ort, eager = pair(Model())
+    x_ort, x_eager = batch(2, 3), batch(2, 3)
+    y_ort, y_eager = ort(x_ort), eager(x_eager)
+    x_ort.add_(1.0)
+    x_eager.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y_eager.sum().backward()
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y_ort.sum().backward()
