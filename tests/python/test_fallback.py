@@ -142,3 +142,34 @@ def test_torchscript_exporter_says_the_fallback_needs_the_default_exporter() -> 
                                             fallback=FallbackPolicy.UNSUPPORTED_OP))
     with pytest.raises(RuntimeError, match="drop DebugOptions\\(exporter=\"torchscript\"\\)"):
         ort(torch.randn(2, 6))
+
+
+def test_random_ops_through_the_fallback_draw_from_torch_generator_like_eager() -> None:
+    """rand_like and randn (a symbolic size among the arguments) lower to ONNX random ops
+    the engine lacks; through ATen they draw exactly what eager draws."""
+
+    class Noisy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(4)
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            return h * torch.rand_like(h) + torch.randn(h.shape[0], 1, dtype=h.dtype)
+
+    eager = Noisy().to(torch.float64)
+    ort = ORTModule(copy.deepcopy(eager), FALLBACK)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    ort(x)  # builds the graph
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        y_ort = ort(x)
+        state = torch.get_rng_state()
+        torch.manual_seed(seed)
+        y_eager = eager(x)
+        assert torch.equal(state, torch.get_rng_state()), "the generator advanced differently"
+        close(y_ort, y_eager, f"output with seed {seed}")
+        y_ort.sum().backward()
+        y_eager.sum().backward()
+    close(ort.module.fc.weight.grad, eager.fc.weight.grad, "gradient of fc.weight")
