@@ -135,7 +135,7 @@ def _encode(value: Any, arg: torch._C.Argument, inputs: list[Any], op: str) -> s
     if isinstance(value, torch.dtype):
         return f"i:{_DTYPES[value]}"
     if isinstance(value, int):
-        return f"i:{value}"
+        return f"i:{int(value)}"  # an ONNX DataType (an IntEnum) for dtypes
     if isinstance(value, float):
         return f"f:{value.hex()}"
     if isinstance(value, (str, torch.device, torch.layout, torch.memory_format)):
