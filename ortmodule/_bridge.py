@@ -23,7 +23,7 @@ import ast
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -51,10 +51,11 @@ def qualified_name(cls: type) -> str:
 
 class CallableLease:
     """Keeps the Python callables of one compiled graph registered with the engine and
-    releases them when the graph is dropped."""
+    releases them when the graph is dropped (or the capture fails). ``ids`` is a live
+    view: callables registered while the capture runs are covered too."""
 
-    def __init__(self, ids: list[int]) -> None:
-        self.ids = list(ids)
+    def __init__(self, ids: Iterable[int]) -> None:
+        self.ids = ids
 
     def __del__(self) -> None:
         release = getattr(_C, "release_callable", None)  # None while the interpreter exits

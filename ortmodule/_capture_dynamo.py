@@ -111,35 +111,30 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     args = tuple(t.detach().requires_grad_(t.requires_grad and torch.is_grad_enabled()
                                            and t.is_floating_point()) for t in tensors)
     start = time.perf_counter()
-    lease = None
     with _preserve_state(module), _quiet_exporter(verbose), \
             _bridge.capture_session() as session:
+        # The callables registered for bridge nodes live as long as the compiled graph.
+        lease = _bridge.CallableLease(session.calls)
         try:
-            try:
-                # Size-oblivious tracing keeps sizes 0 and 1 symbolic too, so that a graph
-                # exported at batch 2 also serves batch 1 unless the model code branches
-                # on it.
-                with torch.fx.experimental._config.patch(backed_size_oblivious=True):
-                    program = torch.export.export(wrapper, args, dynamic_shapes=dynamic,
-                                                  strict=False)
-                traced = time.perf_counter()
-                if wrapper.output_spec is None:
-                    raise ExportError("the exporter did not run the module's forward")
-                model, regions = _lower(program, args, verbose, fallback_unsupported_ops)
-            except ExportError:
-                raise
-            except Exception as e:  # the exporters raise many exception types
-                own = _own_error(e)
-                if own is not None:
-                    raise own from e
-                raise ExportError(
-                    f"exporting {type(module).__name__} with torch.export failed: "
-                    f"{_short_error(e)}{_lowering_hint(e, fallback_unsupported_ops)}"
-                ) from e
-            lease = _bridge.CallableLease(list(session.calls))
-        finally:
-            if lease is None:
-                _bridge.CallableLease(list(session.calls))  # released right away
+            # Size-oblivious tracing keeps sizes 0 and 1 symbolic too, so that a graph
+            # exported at batch 2 also serves batch 1 unless the model code branches on it.
+            with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+                program = torch.export.export(wrapper, args, dynamic_shapes=dynamic,
+                                              strict=False)
+            traced = time.perf_counter()
+            if wrapper.output_spec is None:
+                raise ExportError("the exporter did not run the module's forward")
+            model, regions = _lower(program, args, verbose, fallback_unsupported_ops)
+        except ExportError:
+            raise
+        except Exception as e:  # the exporters raise many exception types
+            own = _own_error(e)
+            if own is not None:
+                raise own from e
+            raise ExportError(
+                f"exporting {type(module).__name__} with torch.export failed: "
+                f"{_short_error(e)}{_lowering_hint(e, fallback_unsupported_ops)}"
+            ) from e
     graph = model.graph
     num_user = len(graph.output) - (len(buffers) if wrapper.return_buffers else 0)
     state_outputs = _state_outputs(graph, num_user, buffers)
