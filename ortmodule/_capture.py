@@ -17,6 +17,7 @@ import sysconfig
 import tempfile
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -46,6 +47,8 @@ class Captured:
     shape_guards: list[str] = field(default_factory=list)
     exporter: str = "dynamo"
     seconds: dict[str, float] = field(default_factory=dict)  # time per capture stage
+    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    callables: Any = None
 
 
 class _Recorded:
@@ -267,15 +270,18 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, exporter: str, static_shapes: bool = False,
-           autocast: torch.dtype | None = None) -> Captured:
+           autocast: torch.dtype | None = None,
+           fallback_unsupported_ops: bool = False) -> Captured:
     """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under CPU
-    autocast to ``autocast`` when given."""
+    autocast to ``autocast`` when given. With ``fallback_unsupported_ops``, ops the engine
+    lacks become bridge nodes (dynamo only)."""
     if exporter == "dynamo":
         from ortmodule import _capture_dynamo
 
         # The caller's autocast region applies inside the traced forward only.
         with torch.autocast("cpu", enabled=False):
-            return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast)
+            return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast,
+                                          fallback_unsupported_ops)
     if autocast is not None:
         raise NotImplementedError(
             "torch.autocast needs the default exporter (dynamo); the TorchScript exporter "

@@ -19,10 +19,11 @@ import re
 import time
 from collections.abc import Iterator
 
+import onnx
 import torch
 import torch.fx.experimental._config
 
-from ortmodule import _lowering, _schema
+from ortmodule import _bridge, _fallback, _lowering, _schema
 from ortmodule._capture import (
     Captured,
     ExportError,
@@ -66,20 +67,29 @@ def _short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.strip()}"
 
 
-_OWN_FILE = "/ortmodule/_capture"  # the flattening wrapper's frame
+_OWN_FILE = "/ortmodule/_"  # capture's own frames (the flattening wrapper, the bridge)
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+def _user_frame(stack_trace: str) -> str:
+    """The innermost frame of user code (outside torch and ortmodule) of a stack."""
+    frames = _FRAME.findall(stack_trace)
+    user = [f for f in frames if "/torch/" not in f[0] and _OWN_FILE not in f[0]]
+    if not user:
+        return ""
+    path, line, func, code = user[-1]
+    return f"{path}({line}): {func}: {code.strip()}"
+
+
+def _fx_source_line(node: torch.fx.Node) -> str:
+    return _user_frame(node.meta.get("stack_trace") or "")
 
 
 def _source_line(node) -> str:
     """One line naming where a node came from: the innermost frame of user code (outside
     torch) of the exporter's recorded stack, and the submodule path."""
     props = {p.key: p.value for p in node.metadata_props}
-    where = ""
-    frames = _FRAME.findall(props.get("pkg.torch.onnx.stack_trace", ""))
-    user = [f for f in frames if "/torch/" not in f[0] and _OWN_FILE not in f[0]]
-    if user:
-        path, line, func, code = user[-1]
-        where = f"{path}({line}): {func}: {code.strip()}"
+    where = _user_frame(props.get("pkg.torch.onnx.stack_trace", ""))
     # Qualified names of the enclosing modules, outermost first, then the op itself.
     scopes = props.get("pkg.torch.onnx.name_scopes", "").strip("[]").split(",")
     innermost = scopes[-2].strip(" '") if len(scopes) >= 2 else ""
@@ -90,14 +100,21 @@ def _source_line(node) -> str:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, autocast: torch.dtype | None = None) -> Captured:
+           verbose: bool, autocast: torch.dtype | None = None,
+           fallback_unsupported_ops: bool = False) -> Captured:
     buffers = named_buffers(module)
     wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers), autocast=autocast)
     auto = torch.export.Dim.AUTO
     dynamic = (tuple({d: auto for d in range(t.dim())} for t in tensors),)  # for *tensors
-    args = tuple(t.detach() for t in tensors)
+    # Inputs keep requires_grad so that code asking it while tracing (checkpoint) sees
+    # what eager sees; the graph cache key holds it too.
+    args = tuple(t.detach().requires_grad_(t.requires_grad and torch.is_grad_enabled()
+                                           and t.is_floating_point()) for t in tensors)
     start = time.perf_counter()
-    with _preserve_state(module), _quiet_exporter(verbose):
+    with _preserve_state(module), _quiet_exporter(verbose), \
+            _bridge.capture_session() as session:
+        # The callables registered for bridge nodes live as long as the compiled graph.
+        lease = _bridge.CallableLease(session.calls)
         try:
             # Size-oblivious tracing keeps sizes 0 and 1 symbolic too, so that a graph
             # exported at batch 2 also serves batch 1 unless the model code branches on it.
@@ -106,41 +123,104 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                                               strict=False)
             _lowering.mark_no_grad_regions(program)
             traced = time.perf_counter()
-            onnx_program = torch.onnx.export(
-                program, args, dynamo=True, optimize=False, opset_version=_lowering.OPSET,
-                custom_translation_table=_lowering.translation_table(), verbose=verbose)
+            if wrapper.output_spec is None:
+                raise ExportError("the exporter did not run the module's forward")
+            model, regions = _lower(program, args, verbose, fallback_unsupported_ops)
         except ExportError:
             raise
         except Exception as e:  # the exporters raise many exception types
+            own = _own_error(e)
+            if own is not None:
+                raise own from e
             raise ExportError(
-                f"exporting {type(module).__name__} with torch.export failed: {_short_error(e)}"
+                f"exporting {type(module).__name__} with torch.export failed: "
+                f"{_short_error(e)}{_lowering_hint(e, fallback_unsupported_ops)}"
             ) from e
-    lowered = time.perf_counter()
-    if wrapper.output_spec is None:
-        raise ExportError("the exporter did not run the module's forward")
-    model = onnx_program.model_proto
     graph = model.graph
     num_user = len(graph.output) - (len(buffers) if wrapper.return_buffers else 0)
     state_outputs = _state_outputs(graph, num_user, buffers)
     del graph.output[num_user:]
-    for node in graph.node:
-        source = _source_line(node)
-        if source:
-            node.doc_string = source
-    rewrite_sequences(graph)
     if len(graph.input) != len(tensors):
         raise ExportError(f"the exported graph has {len(graph.input)} inputs for "
                           f"{len(tensors)} tensors passed to the module")
     guards = _shape_guards(program, tensors)
     bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
+    seconds = {"trace": traced - start, "lowering": time.perf_counter() - traced}
     logger.info("exported %s with torch.export: %d nodes, %d bound parameters/buffers, "
-                "%d buffer updates; trace %.2f s, ONNX lowering %.2f s",
+                "%d buffer updates, %d bridged calls, %d nodes in checkpoint regions; "
+                "trace %.2f s, ONNX lowering %.2f s",
                 type(module).__name__, len(graph.node), len(bindings), len(state_outputs),
-                traced - start, lowered - traced)
+                len(session.calls), regions, seconds["trace"], seconds["lowering"])
     return Captured(model.SerializeToString(), [i.name for i in graph.input],
                     [o.name for o in graph.output], wrapper.output_spec, bindings,
                     state_outputs=state_outputs, shape_guards=guards, exporter="dynamo",
-                    seconds={"trace": traced - start, "lowering": time.perf_counter() - traced})
+                    seconds=seconds, callables=lease)
+
+
+def _lower(program: torch.export.ExportedProgram, args: tuple[torch.Tensor, ...],
+           verbose: bool, fallback_unsupported_ops: bool) -> tuple[onnx.ModelProto, int]:
+    """The ONNX model of ``program`` as the engine loads it, and how many of its nodes
+    checkpoint regions recompute. With the fallback, ops the engine lacks are translated
+    into bridge nodes and the program lowered again."""
+    bridged: dict[torch._ops.OpOverload, str] = {}
+    while True:
+        table = {**_lowering.translation_table(),
+                 _bridge.torch_call_op(): _bridge.translate_torch_call,
+                 **{op: _fallback.aten_translation(op) for op in bridged}}
+        try:
+            onnx_program = torch.onnx.export(
+                program, args, dynamo=True, optimize=False, opset_version=_lowering.OPSET,
+                custom_translation_table=table, verbose=verbose)
+        except Exception as e:
+            fx_node = _fallback.untranslatable_node(e) if fallback_unsupported_ops else None
+            op = _fallback.aten_op(fx_node) if fx_node is not None else None
+            if op is None or op in bridged:
+                raise
+            bridged[op] = _fx_source_line(fx_node)
+            _fallback.warn(op, "the ONNX lowering has no translation for it", bridged[op])
+            continue
+        model = onnx_program.model_proto
+        for node in model.graph.node:
+            source = _source_line(node)
+            if source:
+                node.doc_string = source
+        rewrite_sequences(model.graph)
+        if fallback_unsupported_ops:
+            fx_nodes = _fallback.fx_nodes_of(onnx_program)
+            fresh = {}
+            for node in _fallback.unsupported_nodes(model.graph, _lowering.OPSET):
+                fx_node = fx_nodes.get(_bridge.fx_node_name(node) or "")
+                op = _fallback.aten_op(fx_node) if fx_node is not None else None
+                if op is not None and op not in bridged and op not in fresh:
+                    fresh[op] = node
+            if fresh:
+                for op, node in fresh.items():
+                    bridged[op] = node.doc_string
+                    _fallback.warn(op, f"the engine has no kernel for the ONNX op "
+                                   f"{node.op_type} it lowers to", node.doc_string)
+                continue
+        regions = _bridge.tag_checkpoint_regions(
+            model.graph, _bridge.checkpoint_regions(onnx_program.exported_program))
+        return model, regions
+
+
+def _own_error(e: BaseException) -> ExportError | None:
+    """An ExportError raised by our own code inside the exporter (a Function that cannot
+    be bridged), which the exporter wraps in its own exception types."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ExportError):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _lowering_hint(e: BaseException, fallback_unsupported_ops: bool) -> str:
+    fx_node = _fallback.untranslatable_node(e)
+    if fx_node is None or fallback_unsupported_ops:
+        return ""
+    return f" ({fx_node.target} from {_fx_source_line(fx_node)}). {_fallback.HINT}"
 
 
 def _shape_guards(program: torch.export.ExportedProgram,

@@ -12,7 +12,7 @@ import logging
 
 import torch
 
-from ortmodule import _schema
+from ortmodule import _bridge, _schema
 from ortmodule._capture import (
     Captured,
     ExportError,
@@ -45,7 +45,8 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     mode = torch.onnx.TrainingMode.PRESERVE
     buf = io.BytesIO()
     changed: list[str] = []
-    with _preserve_state(module, changed), surface_warnings():
+    with _preserve_state(module, changed), surface_warnings(), \
+            _bridge.capture_session(refuse="the TorchScript exporter"):
         try:
             # The TorchScript exporter honours training mode (dropout, train-mode
             # BatchNorm with running-stat outputs) and keeps parameters as named

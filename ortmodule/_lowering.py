@@ -18,25 +18,26 @@ own = values.Opset(OWN_DOMAIN, 1)
 
 def _register_own_schemas() -> None:
     """Declares the engine's own ops to onnx so that onnxscript can emit them."""
-    if onnx.defs.has("StopGradient", OWN_DOMAIN):
-        return
     param = onnx.defs.OpSchema.FormalParameter
-    onnx.defs.register_schema(onnx.defs.OpSchema(
-        "StopGradient", OWN_DOMAIN, 1,
-        doc="Identity through which no gradient flows (Tensor.detach, torch.no_grad).",
-        inputs=[param("input", "T")], outputs=[param("output", "T")],
-        type_constraints=[("T", [f"tensor({t})" for t in (
-            "float", "double", "float16", "bfloat16", "int64", "int32", "int8", "uint8",
-            "bool")], "any tensor")]))
-    onnx.defs.register_schema(onnx.defs.OpSchema(
-        "Embedding", OWN_DOMAIN, 1,
-        doc="Gather along axis 0 whose padding_idx row receives no gradient.",
-        inputs=[param("weight", "T"), param("indices", "Tind")],
-        outputs=[param("output", "T")],
-        type_constraints=[("T", ["tensor(float)", "tensor(double)"], "weights"),
-                          ("Tind", ["tensor(int32)", "tensor(int64)"], "indices")],
-        attributes=[onnx.defs.OpSchema.Attribute(
-            "padding_idx", onnx.defs.OpSchema.AttrType.INT, "row without gradient")]))
+    floats = ["tensor(float)", "tensor(double)", "tensor(float16)", "tensor(bfloat16)"]
+    if not onnx.defs.has("Embedding", OWN_DOMAIN):
+        onnx.defs.register_schema(onnx.defs.OpSchema(
+            "Embedding", OWN_DOMAIN, 1,
+            doc="Gather along axis 0 whose padding_idx row receives no gradient.",
+            inputs=[param("weight", "T"), param("indices", "Tind")],
+            outputs=[param("output", "T")],
+            type_constraints=[("T", ["tensor(float)", "tensor(double)"], "weights"),
+                              ("Tind", ["tensor(int32)", "tensor(int64)"], "indices")],
+            attributes=[onnx.defs.OpSchema.Attribute(
+                "padding_idx", onnx.defs.OpSchema.AttrType.INT, "row without gradient")]))
+    if not onnx.defs.has("StopGradient", OWN_DOMAIN):
+        onnx.defs.register_schema(onnx.defs.OpSchema(
+            "StopGradient", OWN_DOMAIN, 1,
+            doc="Identity whose output carries no gradient (Tensor.detach).",
+            inputs=[param("input", "T")], outputs=[param("output", "T")],
+            type_constraints=[("T", [*floats, "tensor(int64)", "tensor(int32)",
+                                     "tensor(bool)", "tensor(uint8)", "tensor(int8)"],
+                               "any tensor")]))
 
 
 _register_own_schemas()
@@ -101,10 +102,11 @@ def embedding(weight: Any, indices: Any, padding_idx: int = -1,
     return own.Embedding(weight, indices, padding_idx=padding_idx)
 
 
-def detach(input: Any) -> Any:
-    """aten.detach: the stock translation is Identity, through which the engine's gradient
-    would flow; Tensor.detach() must stop it."""
-    return own.StopGradient(input)
+def detach(self: Any) -> Any:
+    """aten.detach: the stock translation is an Identity, through which the engine would
+    pass gradients that eager PyTorch stops (a straight-through estimator written as
+    ``x + (q(x) - x).detach()`` would train wrong)."""
+    return own.StopGradient(self)
 
 
 def mark_no_grad_regions(program: torch.export.ExportedProgram) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _capture, _guards, _schema
+from ortmodule import _C, _capture, _fallback, _guards, _schema
 from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
@@ -49,6 +49,8 @@ class _Entry:
     # Python attribute values forward read while it was traced.
     attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
     fallback_reason: str = ""  # why this entry runs the module eagerly
+    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    callables: Any = None
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
         if self.attributes and not self.attributes.holds():
@@ -373,8 +375,10 @@ class ORTModule(torch.nn.Module):
         _capture.check_supported(module)
         try:
             with _guards.record_attribute_reads(module) as attributes:
-                captured = _capture.export(module, in_spec, tensors, verbose,
-                                           self._debug.exporter, self._static_shapes, autocast)
+                captured = _capture.export(
+                    module, in_spec, tensors, verbose, self._debug.exporter,
+                    self._static_shapes, autocast,
+                    fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback)
         except _capture.ExportError as e:
             error = _capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
@@ -403,7 +407,8 @@ class ORTModule(torch.nn.Module):
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
         start = time.perf_counter()
-        program = _C.Program(captured.onnx_bytes, feed_inits, wrt, captured.state_outputs)
+        program = _fallback.build_program(captured.onnx_bytes, feed_inits, wrt,
+                                          captured.state_outputs, captured.exporter)
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:
@@ -429,7 +434,8 @@ class ORTModule(torch.nn.Module):
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
-                      tuple(t.shape for t in tensors), seconds, attributes)
+                      tuple(t.shape for t in tensors), seconds, attributes,
+                      callables=captured.callables)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

@@ -64,7 +64,14 @@ struct Node {
   // For random ops: the op's position among the model's random ops in the order the model
   // ran them. It keys the op's random numbers, so that the graphs built from one model for
   // other modes (with or without gradients) draw the same numbers for the same seed.
-  int random_stream = -1;
+  int random_index = -1;
+  // torch.utils.checkpoint region the node was traced in (-1: none); backward recomputes
+  // such nodes instead of keeping their outputs (passes/recompute.h).
+  int checkpoint_region = -1;
+  // Forward-independent work that backward runs: a recompute copy of a forward node, or
+  // a gradient helper that reads one. Scheduled right before its first backward reader.
+  bool run_in_backward = false;
+  const Node* recomputes = nullptr;  // for a recompute copy: the forward node it repeats
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t def_value) const;
@@ -77,6 +84,11 @@ struct Node {
   Value* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
   // "OpType 'name'" for error messages.
   std::string describe() const;
+  // Identifies the node's random stream: a recompute copy draws what its original drew.
+  int random_stream() const {
+    const Node* origin = recomputes ? recomputes : this;
+    return origin->random_index >= 0 ? origin->random_index : origin->id;
+  }
 };
 
 class Graph {

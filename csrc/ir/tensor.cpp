@@ -99,6 +99,18 @@ Tensor Tensor::zeros(DType dtype, const Shape& shape) {
   return t;
 }
 
+Tensor Tensor::opaque(std::shared_ptr<void> handle) {
+  auto storage = std::make_shared<Storage>(nullptr, 0, nullptr);
+  storage->handle = std::move(handle);
+  storage->writable = false;
+  return Tensor(std::move(storage), DType::UInt8, {0});
+}
+
+const std::shared_ptr<void>& Tensor::handle() const {
+  static const std::shared_ptr<void> none;
+  return storage_ ? storage_->handle : none;
+}
+
 Tensor Tensor::view(const Shape& shape) const {
   if (shape_numel(shape) != numel()) {
     throw std::runtime_error("cannot view a tensor of shape " + shape_str(shape_) + " as " +

@@ -28,6 +28,9 @@ struct Storage {
   // False for memory the engine does not own (parameters, user inputs, constants):
   // never overwritten by in-place kernels.
   bool writable = true;
+  // Opaque state carried by a value instead of data (a bridge node's record of its
+  // forward run for backward); dropped with the storage.
+  std::shared_ptr<void> handle;
   Storage() = default;
   Storage(void* d, size_t b, std::function<void(void*)> del)
       : data(d), bytes(b), deleter(std::move(del)) {}
@@ -47,6 +50,8 @@ class Tensor {
   // Allocates from the engine's caching allocator (contents undefined).
   static Tensor empty(DType dtype, const Shape& shape);
   static Tensor zeros(DType dtype, const Shape& shape);
+  // An empty tensor that carries `handle` (see Storage::handle).
+  static Tensor opaque(std::shared_ptr<void> handle);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -61,6 +66,7 @@ class Tensor {
     return static_cast<T*>(raw());
   }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  const std::shared_ptr<void>& handle() const;  // null unless made by opaque()
   // Same memory, other shape (numel must match).
   Tensor view(const Shape& shape) const;
   // Element i as double / int64 whatever the dtype (for small shape tensors).

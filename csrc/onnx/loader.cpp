@@ -251,6 +251,9 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     for (const auto& ap : np.attribute())
       node->attrs[ap.name()] = attribute_from_proto(ap, node_name);
     node->source = source_of(np.doc_string());
+    for (const auto& prop : np.metadata_props())
+      if (prop.key() == "ortmodule.checkpoint_region")
+        node->checkpoint_region = std::stoi(prop.value());
     node->def = find_op(node->domain, node->op_type, graph->opset_version);
     if (!node->def) {
       bool known_elsewhere = false;
@@ -291,7 +294,7 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
   // Random ops are numbered in the model's own order, before any reordering.
   int random_ops = 0;
   for (Node* n : graph->nodes())
-    if (n->def && n->def->random) n->random_stream = random_ops++;
+    if (n->def && n->def->random) n->random_index = random_ops++;
   graph->topological_sort();
   return graph;
 }

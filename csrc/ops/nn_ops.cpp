@@ -158,8 +158,8 @@ void cpu_dropout(OpContext& ctx) {
   const int64_t n = x.numel();
   // Mix the op's random stream into the per-run seed so two dropout nodes draw different
   // masks, and the same node of the model draws the same mask in every graph built from it.
-  const int stream = ctx.node.random_stream >= 0 ? ctx.node.random_stream : ctx.node.id;
-  const uint64_t seed = math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(stream) << 32));
+  const uint64_t seed =
+      math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(ctx.node.random_stream()) << 32));
   ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
     const scalar_t* xp = x.data<scalar_t>();
     scalar_t* yp = ctx.out(0).data<scalar_t>();

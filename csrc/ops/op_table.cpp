@@ -41,6 +41,10 @@ struct Row {
     def.random = true;
     return *this;
   }
+  Row& host_call() {
+    def.host_call = true;
+    return *this;
+  }
   Row& not_differentiable() {
     def.differentiable = false;
     return *this;
@@ -132,6 +136,8 @@ std::vector<OpDef> build_table() {
       Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable(),
       Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
           .not_differentiable(),
+      // ---- bridge nodes: run on PyTorch, gradients from its autograd ----
+      Row(kOwn, "TorchCall", 1, shape_torch_call, cpu_torch_call, grad_torch_call).host_call(),
       // ---- reductions ----
       Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
       Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),
@@ -202,6 +208,9 @@ std::vector<OpDef> build_table() {
           .internal(),
       Row(kMs, "GatherNDGrad", 1, shape_gather_nd_grad, cpu_gather_nd_grad, nullptr).internal(),
       Row(kOwn, "EmbeddingGrad", 1, shape_gather_grad, cpu_embedding_grad, nullptr).internal(),
+      Row(kOwn, "TorchCallGrad", 1, shape_torch_call, cpu_torch_call_grad, nullptr)
+          .internal()
+          .host_call(),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),

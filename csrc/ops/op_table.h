@@ -55,6 +55,9 @@ struct OpDef {
   double grad_atol = 1e-6;
   bool internal = false;  // emitted only by the gradient builder / graph rewrites
   bool random = false;    // draws random numbers: needs a per-run seed, never merged by CSE
+  // Runs on the host framework (bridge nodes): outputs shaped by the call, effects the
+  // engine cannot see; never merged by CSE, shape-cached or recomputed.
+  bool host_call = false;
   // Outputs whose values are written back into an input after forward:
   // {output index, input index} (BatchNormalization running statistics).
   std::vector<std::pair<int, int>> state_writeback;

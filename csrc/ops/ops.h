@@ -24,6 +24,11 @@ void grad_cos(GradContext&);
 void grad_reciprocal(GradContext&);
 void grad_softplus(GradContext&);
 void grad_gelu(GradContext&);
+// bridge_ops.cpp
+std::vector<OutputInfo> shape_torch_call(const OpContext&);
+void cpu_torch_call(OpContext&);
+void cpu_torch_call_grad(OpContext&);
+void grad_torch_call(GradContext&);
 // conv_ops.cpp
 std::vector<OutputInfo> shape_conv(const OpContext&);
 void cpu_conv(OpContext&);

@@ -9,7 +9,8 @@ namespace ortmodule {
 namespace {
 
 bool mergeable(const Node& n) {
-  return !(n.def && n.def->random) && n.op_type != "Constant" && !n.outputs.empty();
+  return !(n.def && (n.def->random || n.def->host_call)) && n.op_type != "Constant" &&
+         !n.outputs.empty();
 }
 
 // Appends `bytes` with its length, so that no two different field sequences give the

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -66,6 +67,31 @@ std::vector<BackwardStage> make_backward_stages(const std::vector<PlanStep>& ste
   return stages;
 }
 
+// Backward work that does not depend on output gradients (recomputation) runs right
+// before the first step that reads it, so recomputed values live only while needed.
+void schedule_just_in_time(std::vector<PlanStep>& steps) {
+  std::unordered_map<int, size_t> made_by;  // value id -> index of the deferred step
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].node->run_in_backward)
+      for (int id : steps[i].outputs)
+        if (id >= 0) made_by[id] = i;
+  if (made_by.empty()) return;
+  std::vector<PlanStep> ordered;
+  std::vector<char> placed(steps.size(), 0);
+  std::function<void(size_t)> place = [&](size_t i) {
+    if (placed[i]) return;
+    placed[i] = 1;
+    for (int id : steps[i].inputs) {
+      auto it = id >= 0 ? made_by.find(id) : made_by.end();
+      if (it != made_by.end()) place(it->second);
+    }
+    ordered.push_back(steps[i]);
+  };
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!steps[i].node->run_in_backward) place(i);
+  steps = std::move(ordered);
+}
+
 }  // namespace
 
 Plan make_plan(const Graph& graph, const PlanRequest& request) {
@@ -85,7 +111,7 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
     if (g) grad_dependent.insert(g);
   std::unordered_set<const Node*> is_backward;
   for (Node* n : nodes) {
-    bool dep = false;
+    bool dep = n->run_in_backward;
     for (Value* in : n->inputs) dep = dep || (in && grad_dependent.count(in));
     if (!dep) continue;
     is_backward.insert(n);
@@ -132,6 +158,8 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
     for (const auto& wb : plan.writebacks) written = written || wb.second == it->second;
     if (!written) plan.writebacks.push_back({produced->id, it->second});
   }
+
+  schedule_just_in_time(plan.backward);
 
   // Constants used by live nodes.
   std::unordered_set<int> seen;
@@ -194,7 +222,8 @@ std::string Plan::describe() const {
     os << title << ":\n";
     for (const PlanStep& s : steps) {
       os << "  " << s.node->op_type << " '" << s.node->name << "'"
-         << (s.shape_cached ? " [shape-cached]" : "") << " releases";
+         << (s.shape_cached ? " [shape-cached]" : "") << (s.node->recomputes ? " [recompute]" : "")
+         << " releases";
       for (int id : s.release_after) os << " " << value_names[id];
       os << "\n";
     }

@@ -96,7 +96,8 @@ void mark_shape_cached_steps(const Graph& graph, Plan& plan) {
 
   for (PlanStep& step : plan.forward) {
     const Node& n = *step.node;
-    bool shapes = true, values = !step.def->random && step.def->state_writeback.empty();
+    bool shapes = true,
+         values = !step.def->random && !step.def->host_call && step.def->state_writeback.empty();
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       int id = step.inputs[i];
       if (id < 0) continue;

@@ -4,6 +4,7 @@
 #include "onnx/loader.h"
 #include "ops/op_table.h"
 #include "python/torch_boundary.h"
+#include "python/torch_call.h"
 #include "runtime/allocator.h"
 #include "runtime/profiler.h"
 #include "runtime/program.h"
@@ -56,6 +57,10 @@ py::dict describe_graph(const Graph& g) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ortmodule engine";
+  install_torch_bridge();
+  m.def("register_callable", &register_callable, py::arg("fn"),
+        "Registers fn(*tensors) -> tuple of tensors for TorchCall nodes; returns its id.");
+  m.def("release_callable", &release_callable, py::arg("id"));
   m.def("op_table", &op_table_py, "One dict per op-table row.");
   m.def(
       "load_onnx",

@@ -8,6 +8,7 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 
 namespace ortmodule {
 
@@ -31,12 +32,6 @@ DType dtype_from_torch(at::ScalarType t, const char* kind, const std::string& na
   throw std::invalid_argument(tensor_label(kind, name) + " has dtype " +
                               std::string(c10::toString(t)) +
                               ", which the engine does not support");
-}
-
-at::ScalarType dtype_to_torch(DType t) {
-  for (const auto& [torch_type, dtype] : kDTypes)
-    if (dtype == t) return torch_type;
-  throw std::logic_error("tensor with undefined dtype");
 }
 
 uint64_t draw_seed() {
@@ -105,6 +100,10 @@ struct ProgramBackward : public torch::autograd::Node {
   size_t stage = 0;
   bool last = false;
   std::vector<int> output_slot;  // first stage: autograd input index -> program output index
+  // First stage: outputs the gradient graph treats as differentiable (their dtype was
+  // unknown when it was built) that turned out not to be floating point. Autograd gives
+  // them no gradient, so backward gets zeros. {program output, sizes, dtype}
+  std::vector<std::tuple<int, std::vector<int64_t>, at::ScalarType>> untracked_outputs;
 
   std::string name() const override {
     return stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
@@ -152,6 +151,10 @@ struct ProgramBackward : public torch::autograd::Node {
       output_grads[slot] =
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
                      "gradient of output", program.output_names()[slot]);
+    }
+    for (const auto& [slot, sizes, dtype] : untracked_outputs) {
+      output_grads[slot] = from_torch(at::zeros(sizes, at::TensorOptions(dtype)),
+                                      "gradient of output", program.output_names()[slot]);
     }
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
@@ -220,13 +223,24 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!differentiable[i] || !results[i].is_floating_point()) continue;
+    if (!differentiable[i]) continue;
+    if (!results[i].is_floating_point()) {
+      nodes[0]->untracked_outputs.emplace_back(static_cast<int>(i), results[i].sizes().vec(),
+                                               results[i].scalar_type());
+      continue;
+    }
     nodes[0]->output_slot.push_back(static_cast<int>(i));
     torch::autograd::set_history(results[i], nodes[0]);
   }
 }
 
 }  // namespace
+
+at::ScalarType dtype_to_torch(DType t) {
+  for (const auto& [torch_type, dtype] : kDTypes)
+    if (dtype == t) return torch_type;
+  throw std::logic_error("tensor with undefined dtype");
+}
 
 Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& name) {
   if (!t_in.defined()) throw std::invalid_argument(tensor_label(kind, name) + " is undefined");

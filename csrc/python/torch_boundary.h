@@ -14,6 +14,7 @@ namespace ortmodule {
 // `kind` and `name` label the tensor in error messages ("input 'x'").
 Tensor from_torch(const at::Tensor& t, const char* kind, const std::string& name);
 at::Tensor to_torch(const Tensor& t);
+at::ScalarType dtype_to_torch(DType t);
 
 // Runs the program's forward on `inputs` (user tensors, then parameters and
 // buffers, in the program's input order). When gradients are enabled and some wrt

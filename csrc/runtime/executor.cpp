@@ -193,6 +193,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
                                 " inputs, got " + std::to_string(inputs.size()));
   }
   auto state = std::make_shared<RunState>();
+  state->seed = seed;
   std::vector<Tensor>& slots = state->slots;
   slots.resize(plan_.num_values);
   for (size_t i = 0; i < inputs.size(); ++i) slots[plan_.inputs[i]] = inputs[i];
@@ -253,7 +254,7 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
   }
   const BackwardStage& s = plan_.backward_stages[stage];
   const size_t begin = stage == 0 ? 0 : plan_.backward_stages[stage - 1].end;
-  for (size_t i = begin; i < s.end; ++i) run_step(plan_.backward[i], state.slots, 0);
+  for (size_t i = begin; i < s.end; ++i) run_step(plan_.backward[i], state.slots, state.seed);
   std::vector<Tensor> grads;
   grads.reserve(s.wrt.size());
   for (int k : s.wrt) {

@@ -22,6 +22,7 @@ struct RunState {
   std::vector<Tensor> slots;  // indexed by value id; only the stash is live after forward
   size_t next_stage = 0;      // of plan.backward_stages; set by begin_backward
   bool backward_started = false;
+  uint64_t seed = 0;  // of the forward run: recomputed random ops draw the same
   bool backward_done = false;
 };
 

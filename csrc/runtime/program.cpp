@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
 #include "passes/cse.h"
 #include "passes/low_precision.h"
+#include "passes/recompute.h"
 
 namespace ortmodule {
 
@@ -41,6 +43,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
       wrt_positions_.push_back(position);
       wrt.push_back(graph_->inputs()[position]);
     }
+    const std::vector<Node*> forward = graph_->nodes();
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
     // Gradient nodes of bfloat16 values (sums of several contributions) compute in float32
     // too, rounded like autograd's bfloat16 accumulation.
@@ -52,6 +55,9 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
         auto it = v ? replaced.find(v) : replaced.end();
         if (it != replaced.end()) v = it->second;
       }
+    recompute_checkpoint_regions(*graph_,
+                                 std::unordered_set<const Node*>(forward.begin(), forward.end()),
+                                 info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);

@@ -16,6 +16,12 @@ from tests.python.sample_utils import Sample, away_from_zero, distinct, i64, ran
 
 S = Sample
 
+
+def _aten(op: str, overload: str, args: list[str], inputs: dict[str, np.ndarray],
+          expected: object, num_outputs: int = 1) -> Sample:
+    return S(inputs, attrs={"aten_op": op, "aten_overload": overload, "args": args},
+             domain="ai.ortmodule", expected=expected, num_outputs=num_outputs)
+
 SAMPLES: dict[str, list[Sample]] = {
     "Add": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(2, 1, 3), "b": rand(4, 1)})],
     "Sub": [S({"a": rand(2, 3), "b": rand(2, 1)}), S({"a": rand(3), "b": rand(2, 3)})],
@@ -205,6 +211,20 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"input": rand(4, 3)}, constants={"target": i64([0, 2, 1, 2]),
                                             "w": rand(3, low=0.5, high=1.5)},
           attrs={"ignore_index": 1}, order=["input", "target", "w"]),
+    ],
+    # Bridge nodes that call an ATen op through the dispatcher; gradients from autograd.
+    "TorchCall": [
+        _aten("aten::sin", "", ["t"], {"x": rand(2, 3)}, lambda d: [np.sin(d["x"])]),
+        # Broadcasting inputs: autograd's gradient of b is summed over the broadcast rows.
+        _aten("aten::mul", "Tensor", ["t", "t"], {"a": rand(2, 3), "b": rand(3)},
+              lambda d: [d["a"] * d["b"]]),
+        _aten("aten::pow", "Tensor_Scalar", ["t", f"f:{(3.0).hex()}"],
+              {"x": rand(2, 3)}, lambda d: [d["x"] ** 3]),
+        _aten("aten::sum", "dim_IntList", ["t", "I:1", "b:1", "n"], {"x": rand(2, 3, 4)},
+              lambda d: [d["x"].sum(1, keepdims=True)]),
+        # Two outputs, one of them integer (no gradient).
+        _aten("aten::max", "dim", ["t", "i:1", "b:0"], {"x": distinct(3, 4)},
+              lambda d: [d["x"].max(1), d["x"].argmax(1)], num_outputs=2),
     ],
 }
 SAMPLES.update(DATA_SAMPLES)

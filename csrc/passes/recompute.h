@@ -1,0 +1,23 @@
+// Recompute for torch.utils.checkpoint regions: backward reads recomputed copies of the
+// region's forward values instead of values kept from forward, so a region keeps only
+// its inputs (and the values of nodes it cannot repeat) between forward and backward.
+#pragma once
+
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ortmodule {
+
+// Runs after gradient building. `forward_nodes` are the nodes of the graph before it;
+// `output_grads` the backward's inputs. Backward readers of a value made by a node of a
+// checkpoint region (Node::checkpoint_region) read a copy instead (Node::run_in_backward,
+// Node::recomputes), made from the region's inputs; gradient helpers that do not depend
+// on output gradients but read such values move to backward with them. Nodes that write
+// state back, call the host or are already backward are never repeated. Returns the
+// number of copies made.
+int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
+                                 const std::vector<Value*>& output_grads);
+
+}  // namespace ortmodule

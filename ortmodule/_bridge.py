@@ -1,0 +1,337 @@
+"""Bridge nodes: parts of a model that run on PyTorch inside an engine graph.
+
+An engine ``ai.ortmodule::TorchCall`` node runs its forward on PyTorch (at::Tensors that
+share the engine's memory) and its backward through autograd over the recorded call
+(csrc/python/torch_call.cpp). Capture makes such nodes for
+
+- custom ``torch.autograd.Function`` subclasses: ``apply`` of a user Function is traced as
+  the custom op ``ortmodule::torch_call(callable_id, tensors)``, so the engine
+  calls the Function's own forward and backward (torch.export would inline its forward and
+  replace the backward by the gradient of the inlined ops);
+- ATen ops the engine lacks, with ``FallbackPolicy.UNSUPPORTED_OP``: the lowering
+  translates the op into a TorchCall that names the op and encodes its other arguments;
+  the engine calls it through the dispatcher, without Python.
+
+``torch.utils.checkpoint`` regions are not bridged: they stay in the engine graph, their
+nodes tagged so that the engine recomputes them during backward instead of keeping their
+activations (``checkpoint_regions``).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.fx.traceback
+import torch.utils._pytree as pytree
+import torch.utils.checkpoint
+
+from ortmodule import _C
+from ortmodule._capture import ExportError
+
+logger = logging.getLogger("ortmodule")
+
+OWN_DOMAIN = "ai.ortmodule"
+# FX node meta["custom"] key and ONNX node metadata key of checkpoint regions.
+REGION_KEY = "ortmodule.checkpoint_region"
+
+
+class BridgeError(ExportError):
+    """A part of the model that should run on PyTorch cannot be bridged."""
+
+
+def qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class CallableLease:
+    """Keeps the Python callables of one compiled graph registered with the engine and
+    releases them when the graph is dropped (or the capture fails). ``ids`` is a live
+    view: callables registered while the capture runs are covered too."""
+
+    def __init__(self, ids: Iterable[int]) -> None:
+        self.ids = ids
+
+    def __del__(self) -> None:
+        release = getattr(_C, "release_callable", None)  # None while the interpreter exits
+        if release is not None:
+            for i in self.ids:
+                release(i)
+
+
+# ---- the custom op that stands for a bridged call while torch.export traces ----
+
+_op_lock = threading.Lock()
+_torch_call_op: Any = None
+
+
+def torch_call_op() -> Any:
+    """``torch.ops.ortmodule.torch_call.default``, defined on first use."""
+    global _torch_call_op
+    with _op_lock:
+        if _torch_call_op is None:
+            @torch.library.custom_op("ortmodule::torch_call", mutates_args=())
+            def torch_call(callable_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+                return [t.clone() for t in _call_of(callable_id).run(*inputs)]
+
+            @torch_call.register_fake
+            def _(callable_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+                return _call_of(callable_id).fake(inputs)
+
+            _torch_call_op = torch.ops.ortmodule.torch_call.default
+    return _torch_call_op
+
+
+# ---- capture session: intercepts Function.apply and checkpoint while tracing ----
+
+_ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+_ORIGINAL_NONREENTRANT = torch.utils.checkpoint._checkpoint_without_reentrant_generator
+# Function.apply ends in ``super().apply(...)``, which finds this class's attribute first: the
+# hook installed there also sees calls through an ``apply`` bound before the capture
+# (``quantize = Quantize.apply`` at import time).
+_HOOK_CLASS = torch.autograd.function._SingleLevelFunction
+
+
+class _Session:
+    def __init__(self, refuse: str | None) -> None:
+        self.thread = threading.get_ident()  # the patches act on the capturing thread only
+        self.refuse = refuse  # why user Functions cannot be bridged (TorchScript capture)
+        self.calls: dict[int, FunctionCall] = {}
+        self.regions = 0
+        self.depth = 0  # > 0 while a bridged Function's own forward runs (not bridged again)
+
+
+_session: _Session | None = None
+_capture_lock = threading.Lock()  # one capture at a time: the patches are process-wide
+
+
+def _call_of(callable_id: int) -> FunctionCall:
+    call = _session.calls.get(callable_id) if _session else None
+    if call is None:
+        raise RuntimeError(f"ortmodule::torch_call #{callable_id} ran outside the capture that "
+                           "made it")
+    return call
+
+
+def _apply_original(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """Function.apply as a user calls it."""
+    return _ORIGINAL_APPLY.__func__(cls, *args, **kwargs)
+
+
+def _apply_base(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """What Function.apply's ``super().apply`` runs without the hook."""
+    return super(_HOOK_CLASS, cls).apply(*args, **kwargs)
+
+
+class FunctionCall:
+    """One call site of a custom autograd Function: the class, its non-tensor arguments
+    and where the tensors go. ``run`` is what the engine calls every step."""
+
+    def __init__(self, cls: type, spec: Any, flat: list[Any], positions: list[int]) -> None:
+        self.cls = cls
+        self.name = qualified_name(cls)
+        self.spec = spec
+        self.flat = [None if i in positions else a for i, a in enumerate(flat)]
+        self.positions = positions
+        self.out_spec: Any = None
+        self.out_flat: list[Any] = []
+        self.out_positions: list[int] = []
+
+    def _apply(self, tensors: Sequence[torch.Tensor]) -> Any:
+        flat = list(self.flat)
+        for p, t in zip(self.positions, tensors):
+            flat[p] = t
+        args, kwargs = pytree.tree_unflatten(flat, self.spec)
+        return _apply_original(self.cls, *args, **kwargs)
+
+    def run(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = pytree.tree_leaves(self._apply(tensors))
+        return tuple(out[p] for p in self.out_positions)
+
+    def fake(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Runs the Function's forward on the tracer's symbolic tensors: the output
+        structure, dtypes and symbolic shapes."""
+        versions = [t._version for t in inputs]
+        _session.depth += 1
+        try:
+            out = self._apply(inputs)
+        except Exception as e:
+            raise BridgeError(
+                f"torch.autograd.Function {self.name} cannot run inside ORTModule: its forward "
+                f"failed on the exporter's symbolic tensors ({type(e).__name__}: {e}). Its forward "
+                "must not read tensor values (.item(), .tolist(), numpy); move such code out of "
+                "the Function or out of the wrapped module"
+            ) from e
+        finally:
+            _session.depth -= 1
+        if any(t._version != v for t, v in zip(inputs, versions)):
+            raise BridgeError(
+                f"torch.autograd.Function {self.name} modifies an input in place "
+                "(ctx.mark_dirty), which ORTModule cannot run: the engine may still read the "
+                "input's old value. Return a new tensor instead")
+        flat, self.out_spec = pytree.tree_flatten(out)
+        self.out_positions = [i for i, o in enumerate(flat) if isinstance(o, torch.Tensor)]
+        if not self.out_positions:
+            raise BridgeError(f"torch.autograd.Function {self.name} returns no tensor")
+        self.out_flat = [None if i in self.out_positions else o for i, o in enumerate(flat)]
+        # A custom op's outputs are new tensors, never its inputs or views of them.
+        return [flat[p].clone() for p in self.out_positions]
+
+    def rebuild(self, tensors: Sequence[torch.Tensor]) -> Any:
+        flat = list(self.out_flat)
+        for p, t in zip(self.out_positions, tensors):
+            flat[p] = t
+        return pytree.tree_unflatten(flat, self.out_spec)
+
+
+def _active() -> _Session | None:
+    session = _session
+    if session is None or session.thread != threading.get_ident() or session.depth > 0:
+        return None
+    return session
+
+
+def _bridged_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+    session = _active()
+    if session is None:
+        return _apply_base(cls, *args, **kwargs)
+    if cls is torch.utils.checkpoint.CheckpointFunction and session.refuse is None:
+        function, _preserve_rng_state, *rest = args
+        return _checkpoint_region(session, function, rest, reentrant=True)
+    if cls.__module__.split(".")[0] == "torch":
+        return _apply_base(cls, *args, **kwargs)  # PyTorch's own Functions trace as usual
+    if session.refuse is not None:
+        raise BridgeError(
+            f"torch.autograd.Function {qualified_name(cls)} cannot run inside ORTModule with "
+            f"{session.refuse}: its custom backward would be replaced by the gradient of its "
+            "inlined forward. Use the default exporter (drop DebugOptions(exporter="
+            "\"torchscript\")), which runs the Function's own forward and backward")
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+    if not positions:
+        return _apply_base(cls, *args, **kwargs)
+    call = FunctionCall(cls, spec, flat, positions)
+    callable_id = _C.register_callable(call.run)
+    session.calls[callable_id] = call
+    outputs = torch_call_op()(callable_id, [flat[p] for p in positions])
+    return call.rebuild(outputs)
+
+
+def _checkpoint_region(session: _Session, function: Callable, args: Sequence[Any],
+                       reentrant: bool) -> Any:
+    session.regions += 1
+    with torch.fx.traceback.annotate({REGION_KEY: session.regions}):
+        out = function(*args)
+    if reentrant and torch.is_grad_enabled() and not any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        # Eager reentrant checkpoint: without an input that requires grad, its outputs do
+        # not either (PyTorch warns "None of the inputs have requires_grad=True").
+        logger.warning(
+            "ortmodule: none of the inputs of a torch.utils.checkpoint region with "
+            "use_reentrant=True requires grad; as in eager PyTorch, its outputs do not "
+            "require grad and the parameters inside get no gradient (pass "
+            "use_reentrant=False to train them)")
+        out = pytree.tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out)
+    return out
+
+
+def _region_generator(function: Callable, *args: Any, **kwargs: Any) -> Iterator[None]:
+    """Stands for checkpoint's non-reentrant context while tracing: the region's ops are
+    tagged instead of wrapped in saved-tensor hooks."""
+    session = _active()
+    if session is None:
+        yield from _ORIGINAL_NONREENTRANT(function, *args, **kwargs)
+        return
+    session.regions += 1
+    with torch.fx.traceback.annotate({REGION_KEY: session.regions}):
+        yield
+
+
+@contextlib.contextmanager
+def capture_session(refuse: str | None = None) -> Iterator[_Session]:
+    """While export and lowering run on this thread: bridges user Functions (or, given
+    ``refuse``, says why they cannot be) and tags checkpoint regions. The callables
+    registered meanwhile are the caller's to lease or release."""
+    global _session
+    if _session is not None and _session.thread == threading.get_ident():
+        raise RuntimeError("ORTModule cannot capture a module while capturing another one "
+                           "(an ORTModule called inside a module being wrapped)")
+    with _capture_lock:
+        if refuse is None:
+            torch_call_op()
+        session = _Session(refuse)
+        _session = session
+        _HOOK_CLASS.apply = classmethod(_bridged_apply)
+        if refuse is None:
+            torch.utils.checkpoint._checkpoint_without_reentrant_generator = _region_generator
+        try:
+            with torch.fx.traceback.preserve_node_meta():
+                yield session
+        finally:
+            del _HOOK_CLASS.apply
+            torch.utils.checkpoint._checkpoint_without_reentrant_generator = \
+                _ORIGINAL_NONREENTRANT
+            _session = None
+
+
+# ---- lowering: TorchCall nodes ----
+
+def emit_torch_call(inputs: Sequence[Any], attributes: dict[str, Any], num_outputs: int
+                    ) -> list[Any]:
+    """Adds an ai.ortmodule::TorchCall node with ``num_outputs`` outputs to the graph the
+    exporter is building (onnxscript infers one output for variadic schemas) and returns
+    its outputs."""
+    from onnxscript import ir
+    from torch.onnx._internal.exporter import _core, _tensors
+
+    tracer = _core.current_tracer
+    if tracer is None:
+        raise RuntimeError("TorchCall emitted outside the ONNX lowering")
+    outputs = [_tensors.SymbolicTensor(tracer.opset) for _ in range(num_outputs)]
+    node = ir.Node(OWN_DOMAIN, "TorchCall", list(inputs),
+                   attributes=ir.convenience.convert_attributes(attributes),
+                   outputs=outputs, version=1)
+    tracer.nodes.append(node)
+    return outputs
+
+
+def translate_torch_call(callable_id: int, inputs: Sequence[Any]) -> Any:
+    """ortmodule::torch_call -> TorchCall(callable_id) with the Function's outputs."""
+    call = _call_of(callable_id)
+    return emit_torch_call(inputs, {"callable_id": callable_id, "callable": call.name},
+                           len(call.out_positions))
+
+
+def checkpoint_regions(exported_program: torch.export.ExportedProgram) -> dict[str, int]:
+    """FX node name -> checkpoint region, for the nodes traced inside one."""
+    regions = {}
+    for node in exported_program.graph.nodes:
+        custom = node.meta.get("custom") or {}
+        if REGION_KEY in custom:
+            regions[node.name] = custom[REGION_KEY]
+    return regions
+
+
+def fx_node_name(onnx_node: Any) -> str | None:
+    """The FX node an exported ONNX node was translated from."""
+    for prop in onnx_node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            scopes = ast.literal_eval(prop.value)
+            return scopes[-1] if scopes else None
+    return None
+
+
+def tag_checkpoint_regions(graph: Any, regions: dict[str, int]) -> int:
+    """Marks ONNX nodes made from checkpointed ops for recompute; returns how many."""
+    tagged = 0
+    for node in graph.node:
+        region = regions.get(fx_node_name(node) or "")
+        if region is not None:
+            node.metadata_props.add(key=REGION_KEY, value=str(region))
+            tagged += 1
+    return tagged

@@ -1,0 +1,195 @@
+"""Per-op escape hatch (``FallbackPolicy.UNSUPPORTED_OP``): an op the engine lacks runs on
+PyTorch as one bridge node, its gradient from autograd; the rest stays on the engine.
+
+Two kinds of op qualify: an ONNX op the engine has no kernel for (found by checking the
+lowered graph against the op table), and an ATen op the ONNX lowering cannot translate
+(the exporter's DispatchError). Either way the ATen op behind it (the FX node the ONNX
+node was made from, before decomposition) gets a translation into an
+``ai.ortmodule::TorchCall`` node naming the op, and the program is lowered again. Its
+non-tensor arguments are encoded as strings for csrc/python/torch_call.cpp, which
+calls the op through the dispatcher.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+import torch
+
+from ortmodule import _C
+from ortmodule._bridge import emit_torch_call
+
+logger = logging.getLogger("ortmodule")
+
+HINT = ("To run the ops the engine lacks on PyTorch instead (each one as a single graph node "
+        "whose gradient comes from autograd), pass "
+        "DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP) or set "
+        "ORTMODULE_FALLBACK_POLICY=unsupported_op.")
+TORCHSCRIPT_HINT = ("FallbackPolicy.UNSUPPORTED_OP needs the default exporter: drop "
+                    "DebugOptions(exporter=\"torchscript\") to run the ops the engine lacks on "
+                    "PyTorch.")
+
+
+def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
+                  state_outputs: list[tuple[str, str]], exporter: str) -> Any:
+    """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch."""
+    try:
+        return _C.Program(onnx_bytes, feeds, wrt, state_outputs)
+    except RuntimeError as e:
+        message = str(e)
+        if not message.startswith("unsupported op:"):
+            raise
+        hint = HINT if exporter == "dynamo" else TORCHSCRIPT_HINT
+        head, sep, ops = message.partition(" Supported ops:")
+        raise RuntimeError(f"{head} {hint}{sep}{ops}") from None
+
+
+# ---- which ops the engine lacks ----
+
+def _engine_versions() -> dict[tuple[str, str], list[tuple[int, int]]]:
+    versions: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for row in _C.op_table():
+        versions.setdefault((row["domain"], row["op_type"]), []).append(
+            (row["since_version"], row["until_version"]))
+    return versions
+
+
+def unsupported_nodes(graph: onnx.GraphProto, opset: int) -> list[onnx.NodeProto]:
+    """Nodes the engine's loader would reject (the rule of find_op in op_table.cpp)."""
+    versions = _engine_versions()
+    rejected = []
+    for node in graph.node:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        ranges = versions.get((domain, node.op_type), [])
+        if not any(domain or since <= opset <= until for since, until in ranges):
+            rejected.append(node)
+    return rejected
+
+
+def aten_op(fx_node: torch.fx.Node) -> torch._ops.OpOverload | None:
+    """The ATen op an FX node of the lowered program comes from: the op before
+    decomposition (aten.lgamma rather than prims.lgamma), which the exporter then keeps."""
+    for target in (fx_node.meta.get("original_aten"), fx_node.target):
+        if isinstance(target, torch._ops.OpOverload) and target.namespace == "aten":
+            # The registered overload object: copies of the graph may hold other objects
+            # for the same op, which neither compare equal nor match translations.
+            packet = getattr(torch.ops.aten, target._schema.name.split("::", 1)[1])
+            return getattr(packet, target._overloadname)
+    return None
+
+
+def fx_nodes_of(onnx_program: Any) -> dict[str, torch.fx.Node]:
+    return {n.name: n for n in onnx_program.exported_program.graph.nodes}
+
+
+def untranslatable_node(error: BaseException) -> torch.fx.Node | None:
+    """The FX node the ONNX lowering found no translation for, from its DispatchError."""
+    from torch.onnx._internal.exporter import _errors
+
+    seen = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, _errors.DispatchError):
+            tb = e.__traceback__
+            node = None
+            while tb is not None:
+                candidate = tb.tb_frame.f_locals.get("node")
+                if isinstance(candidate, torch.fx.Node):
+                    node = candidate
+                tb = tb.tb_next
+            return node
+        e = e.__cause__ or e.__context__
+    return None
+
+
+# ---- the translation: an ATen op as a TorchCall node ----
+
+_DTYPES = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6, torch.int64: 7,
+           torch.bool: 9, torch.float16: 10, torch.float64: 11, torch.bfloat16: 16}
+
+
+def _is_value(v: Any) -> bool:
+    from onnxscript import ir
+
+    return isinstance(v, ir.Value)
+
+
+def _kind(arg_type: torch._C.JitType) -> torch._C.JitType:
+    return arg_type.getElementType() if isinstance(arg_type, torch._C.OptionalType) else arg_type
+
+
+def _encode(value: Any, arg: torch._C.Argument, inputs: list[Any], op: str) -> str:
+    """One argument as the string torch_call.cpp decodes; tensors become node inputs."""
+    kind = _kind(arg.type)
+    if _is_value(value):
+        inputs.append(value)
+        return "t" if isinstance(kind, torch._C.TensorType) else "v"  # "v": a symbolic int
+    if value is None or (str(_kind(arg.real_type)) == "ScalarType" and value == -1):
+        return "n"  # the exporter passes dtype=None as -1
+    if isinstance(value, bool):
+        return f"b:{int(value)}"
+    if isinstance(value, torch.dtype):
+        return f"i:{_DTYPES[value]}"
+    if isinstance(value, int):
+        return f"i:{int(value)}"  # an ONNX DataType (an IntEnum) for dtypes
+    if isinstance(value, float):
+        return f"f:{value.hex()}"
+    if isinstance(value, (str, torch.device, torch.layout, torch.memory_format)):
+        return f"s:{value}"
+    if isinstance(value, (list, tuple)):
+        if isinstance(kind, torch._C.ListType) and not isinstance(
+                _kind(kind.getElementType()), (torch._C.IntType, torch._C.FloatType,
+                                               torch._C.BoolType, torch._C.SymIntType)):
+            codes = "".join("n" if v is None else "t" for v in value)
+            inputs.extend(v for v in value if v is not None)
+            return f"T:{codes}"
+        if all(isinstance(v, bool) for v in value) and value:
+            return "B:" + ",".join(str(int(v)) for v in value)
+        if all(isinstance(v, int) or _is_value(v) for v in value):
+            inputs.extend(v for v in value if _is_value(v))
+            return "I:" + ",".join("v" if _is_value(v) else str(v) for v in value)
+        if all(isinstance(v, (int, float)) for v in value):
+            return "F:" + ",".join(float(v).hex() for v in value)
+    raise NotImplementedError(f"{op}: argument '{arg.name}' = {value!r} cannot be passed to "
+                              "PyTorch from the engine")
+
+
+def aten_translation(op: torch._ops.OpOverload) -> Callable[..., Any]:
+    """Translation of ``op`` into a TorchCall node that calls it through the dispatcher."""
+    schema = op._schema
+    name = f"{schema.name}.{schema.overload_name or 'default'}"
+    for ret in schema.returns:
+        if not isinstance(ret.type, torch._C.TensorType):
+            raise NotImplementedError(
+                f"{name} returns {ret.type}, but only ops that return tensors can run on "
+                "PyTorch inside the engine graph")
+
+    def translate(*args: Any, **kwargs: Any) -> Any:
+        inputs: list[Any] = []
+        codes = []
+        for k, arg in enumerate(schema.arguments):
+            if k < len(args) and not arg.kwarg_only:
+                value = args[k]
+            elif arg.name in kwargs:
+                value = kwargs[arg.name]
+            elif arg.has_default_value():
+                value = arg.default_value
+            else:
+                raise NotImplementedError(f"{name}: argument '{arg.name}' is missing")
+            codes.append(_encode(value, arg, inputs, name))
+        outputs = emit_torch_call(inputs, {"aten_op": schema.name,
+                                           "aten_overload": schema.overload_name, "args": codes},
+                                  len(schema.returns))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    return translate
+
+
+def warn(op: torch._ops.OpOverload, why: str, where: str) -> None:
+    logger.warning("ortmodule: %s runs on PyTorch (fallback=UNSUPPORTED_OP) because %s%s; "
+                   "its gradient comes from autograd", op, why,
+                   f"; from {where}" if where else "")
