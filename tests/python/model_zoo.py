@@ -23,9 +23,10 @@ MLP_IN = 12
 CNN_SHAPE = (1, 8, 8)  # channels, height, width
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, msg: str = "") -> None:
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, msg: str = "",
+                 rtol: float = RTOL, atol: float = ATOL) -> None:
     torch.testing.assert_close(
-        actual, expected, rtol=RTOL, atol=ATOL, msg=lambda m: f"{msg}: {m}" if msg else m
+        actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{msg}: {m}" if msg else m
     )
 
 
@@ -115,7 +116,8 @@ def check_steps_match(ort: ORTModule, eager: nn.Module, x: torch.Tensor, steps: 
         assert_buffers_match(ort, eager)
 
 
-def assert_grads_match(ort: ORTModule, eager: nn.Module) -> None:
+def assert_grads_match(ort: ORTModule, eager: nn.Module, rtol: float = RTOL,
+                       atol: float = ATOL) -> None:
     ort_params = dict(ort.named_parameters())
     eager_params = dict(eager.named_parameters())
     assert ort_params.keys() == eager_params.keys()
@@ -125,13 +127,14 @@ def assert_grads_match(ort: ORTModule, eager: nn.Module) -> None:
             assert p.grad is None, f"{name}: eager has no gradient but ORTModule has one"
             continue
         assert p.grad is not None, f"{name}: ORTModule produced no gradient"
-        assert_close(p.grad, q.grad, f"grad of {name}")
+        assert_close(p.grad, q.grad, f"grad of {name}", rtol, atol)
 
 
-def assert_params_match(ort: ORTModule, eager: nn.Module) -> None:
+def assert_params_match(ort: ORTModule, eager: nn.Module, rtol: float = RTOL,
+                        atol: float = ATOL) -> None:
     eager_params = dict(eager.named_parameters())
     for name, p in ort.named_parameters():
-        assert_close(p.detach(), eager_params[name].detach(), f"parameter {name}")
+        assert_close(p.detach(), eager_params[name].detach(), f"parameter {name}", rtol, atol)
 
 
 def assert_buffers_match(ort: ORTModule, eager: nn.Module) -> None:

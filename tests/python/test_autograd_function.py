@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ortmodule import DebugOptions, ExportError, ORTModule
+from tests.python.model_zoo import assert_close, assert_grads_match, assert_params_match
 
 # float64 keeps rounding decisions (round, sign) identical between engine and eager.
 DTYPE = torch.float64
@@ -24,24 +25,15 @@ TOL = {"rtol": 1e-10, "atol": 1e-12}
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
-    torch.testing.assert_close(actual, expected, **TOL, msg=lambda m: f"{what}: {m}")
+    assert_close(actual, expected, what, **TOL)
 
 
 def grads_match(ort: ORTModule, eager: nn.Module) -> None:
-    eager_params = dict(eager.named_parameters())
-    for name, p in ort.named_parameters():
-        q = eager_params[name]
-        if q.grad is None:
-            assert p.grad is None, f"{name}: eager has no gradient, ORTModule has one"
-        else:
-            assert p.grad is not None, f"{name}: ORTModule has no gradient"
-            close(p.grad, q.grad, f"gradient of {name}")
+    assert_grads_match(ort, eager, **TOL)
 
 
 def params_match(ort: ORTModule, eager: nn.Module) -> None:
-    eager_params = dict(eager.named_parameters())
-    for name, p in ort.named_parameters():
-        close(p.detach(), eager_params[name].detach(), f"parameter {name}")
+    assert_params_match(ort, eager, **TOL)
 
 
 def pair(model: nn.Module) -> tuple[ORTModule, nn.Module]:

@@ -15,23 +15,15 @@ import torch.utils.checkpoint as cp
 from torch import nn
 
 from ortmodule import ORTModule
-from tests.python.model_zoo import ATOL, RTOL
+from tests.python.model_zoo import assert_close, assert_grads_match
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
-    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL,
-                               msg=lambda m: f"{what}: {m}")
+    assert_close(actual, expected, what)
 
 
 def grads_match(ort: ORTModule, eager: nn.Module) -> None:
-    eager_params = dict(eager.named_parameters())
-    for name, p in ort.named_parameters():
-        q = eager_params[name]
-        if q.grad is None:
-            assert p.grad is None, f"{name}: eager has no gradient, ORTModule has one"
-        else:
-            assert p.grad is not None, f"{name}: ORTModule has no gradient"
-            close(p.grad, q.grad, f"gradient of {name}")
+    assert_grads_match(ort, eager)
 
 
 class Block(nn.Module):
