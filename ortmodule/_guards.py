@@ -179,3 +179,10 @@ def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
                 del cls.__getattribute__
             else:
                 cls.__getattribute__ = own
+        # Forward may set what it read (a Hugging Face model fills config.problem_type on
+        # its first call, then reads it): the graph holds for the value as forward left it.
+        guard.values = [(d, name, d.get(name, value), owner)
+                        for d, name, value, owner in guard.values]
+        guard.tensors = [(d, name, d.get(name, t), d.get(name, t)._version, owner)
+                         if isinstance(d.get(name, t), torch.Tensor) else (d, name, t, v, owner)
+                         for d, name, t, v, owner in guard.tensors]

@@ -804,3 +804,30 @@ def test_settings_objects_read_by_forward_are_guarded() -> None:
     assert out.hidden_states is not None and len(out.hidden_states) == len(ref.hidden_states)
     for got, want in zip(out.hidden_states, ref.hidden_states):
         assert_close(got, want)
+
+
+def test_attribute_forward_sets_on_its_first_call_reuses_the_graph() -> None:
+    # The pattern of Hugging Face's config.problem_type: filled in by the first forward,
+    # read on every call.
+    class Settings:
+        problem_type: str | None = None
+
+    class FillsIn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.settings = Settings()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.settings.problem_type is None:
+                self.settings.problem_type = "regression"
+            y = self.lin(x)
+            return y.square() if self.settings.problem_type == "regression" else y
+
+    ort, eager = pair(FillsIn)
+    for _ in range(3):
+        step_matches(ort, eager, X)
+    assert graphs(ort) == 1
+    ort.settings.problem_type = eager.settings.problem_type = "other"
+    step_matches(ort, eager, X)
+    assert graphs(ort) == 2
