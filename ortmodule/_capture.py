@@ -203,21 +203,20 @@ def _user_frame(tb) -> tuple[str, int, str] | None:
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if ("/torch/" not in filename and "/ortmodule/" not in filename
-                and "/onnxscript/" not in filename and not filename.startswith("<")):
+        if not any(p in filename for p in _INTERNAL_PATHS) and not filename.startswith("<"):
             found = (filename, tb.tb_lineno, linecache.getline(filename, tb.tb_lineno).strip())
         tb = tb.tb_next
     return found
 
 
-def _data_dependent(error: BaseException) -> BaseException | None:
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
+def find_in_chain(error: BaseException, cls: type[BaseException]) -> BaseException | None:
+    """The first exception of type ``cls`` in ``error``'s cause/context chain (exporters
+    wrap the exceptions raised inside them in their own types)."""
     seen = set()
     e: BaseException | None = error
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, GuardOnDataDependentSymNode):
+        if isinstance(e, cls):
             return e
         e = e.__cause__ or e.__context__
     return None
@@ -231,7 +230,9 @@ def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
     else ``error`` itself."""
     with _preserve_state(module), torch.no_grad():
         module(*args, **kwargs)  # the user's own exception propagates from here unchanged
-    data_dependent = _data_dependent(error)
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    data_dependent = find_in_chain(error, GuardOnDataDependentSymNode)
     if data_dependent is None:
         return error
     where = _user_frame(data_dependent.__traceback__)

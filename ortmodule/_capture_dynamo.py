@@ -30,6 +30,7 @@ from ortmodule._capture import (
     _FlatWrapper,
     _preserve_state,
     bind_initializers,
+    find_in_chain,
     named_buffers,
     surface_warnings,
 )
@@ -129,7 +130,9 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
         except ExportError:
             raise
         except Exception as e:  # the exporters raise many exception types
-            own = _own_error(e)
+            # An ExportError of our own raised inside the exporter (a Function that cannot
+            # be bridged), wrapped in the exporter's exception types.
+            own = find_in_chain(e, ExportError)
             if own is not None:
                 raise own from e
             raise ExportError(
@@ -202,18 +205,6 @@ def _lower(program: torch.export.ExportedProgram, args: tuple[torch.Tensor, ...]
         regions = _bridge.tag_checkpoint_regions(
             model.graph, _bridge.checkpoint_regions(onnx_program.exported_program))
         return model, regions
-
-
-def _own_error(e: BaseException) -> ExportError | None:
-    """An ExportError raised by our own code inside the exporter (a Function that cannot
-    be bridged), which the exporter wraps in its own exception types."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, ExportError):
-            return e
-        e = e.__cause__ or e.__context__
-    return None
 
 
 def _lowering_hint(e: BaseException, fallback_unsupported_ops: bool) -> str:
