@@ -107,6 +107,14 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
   std::unordered_set<Value*> req = values_requiring_grad(forward_nodes, wrt);
   std::unordered_set<Value*> reach = values_reaching_outputs(forward_nodes, graph.outputs());
 
+  // Outputs through which the producer's gradient rule passes no gradient.
+  std::unordered_set<Value*> no_grad_outputs;
+  for (Node* n : forward_nodes) {
+    if (!n->def || n->def->grad_outputs < 0) continue;
+    for (size_t i = static_cast<size_t>(n->def->grad_outputs); i < n->outputs.size(); ++i)
+      if (n->outputs[i]) no_grad_outputs.insert(n->outputs[i]);
+  }
+
   GradientGraphInfo info;
   // Pending gradient contributions per forward value, summed when first read.
   std::unordered_map<Value*, std::vector<Value*>> contributions;
@@ -114,7 +122,8 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
     Value* g = nullptr;
     // Outputs of unknown type may carry gradients; the boundary attaches autograd
     // history only to floating-point results.
-    if (req.count(out) && (out->dtype == DType::Undefined || dtype_is_floating(out->dtype))) {
+    if (req.count(out) && !no_grad_outputs.count(out) &&
+        (out->dtype == DType::Undefined || dtype_is_floating(out->dtype))) {
       g = graph.new_value(out->name + "_grad");
       g->dtype = out->dtype;
       g->shape = out->shape;
@@ -167,6 +176,16 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
       any_grad = any_grad || g;
     }
     if (!any_grad) continue;
+    for (size_t i = 0; i < out_grads.size(); ++i) {
+      if (out_grads[i] && no_grad_outputs.count(node->outputs[i])) {
+        throw std::runtime_error(
+            "a gradient flows into output " + std::to_string(i) + " ('" + node->outputs[i]->name +
+            "') of " + node->describe() + ", but the op's gradient passes only through its first " +
+            std::to_string(node->def->grad_outputs) +
+            " output(s). Detach that output (it is a statistic, index or mask) or compute it "
+            "with separate ops.");
+      }
+    }
     if (!node->def->grad) {
       throw std::runtime_error("no gradient rule for " + node->describe() +
                                "; it lies between a parameter that requires grad and the "

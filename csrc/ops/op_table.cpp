@@ -49,6 +49,10 @@ struct Row {
     def.differentiable = false;
     return *this;
   }
+  Row& grad_outputs(int n) {
+    def.grad_outputs = n;
+    return *this;
+  }
   Row& writeback(std::vector<std::pair<int, int>> pairs) {
     def.state_writeback = std::move(pairs);
     return *this;
@@ -152,18 +156,21 @@ std::vector<OpDef> build_table() {
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
-      Row("", "MaxPool", 8, shape_maxpool, cpu_maxpool, grad_maxpool),
+      Row("", "MaxPool", 8, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
       Row("", "AveragePool", 7, shape_avgpool, cpu_avgpool, grad_avgpool),
       Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool,
           grad_global_avgpool),
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
           .writeback({{1, 3}, {2, 4}})
+          .grad_outputs(1)
           .tolerance(1e-4, 1e-5),
       Row("", "LayerNormalization", 17, shape_layernorm, cpu_layernorm, grad_layernorm)
+          .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
-      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random(),
+      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random().grad_outputs(1),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
-          grad_softmax_cross_entropy),
+          grad_softmax_cross_entropy)
+          .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),
       // ---- ops emitted by gradient rules ----
       Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr).internal().inplace(0),

@@ -51,7 +51,11 @@ struct OpDef {
   GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
   int inplace_input = -1;      // output 0 may take over this input's buffer at its last use
-  double grad_rtol = 1e-5;     // finite-difference check tolerances (double precision)
+  // Leading outputs that carry gradients (-1: all). The others (running statistics, saved
+  // mean/inv_std, indices, masks, log_prob) are returned without autograd history; a gradient
+  // arriving at one of them through another node is refused by the gradient builder.
+  int grad_outputs = -1;
+  double grad_rtol = 1e-5;  // finite-difference check tolerances (double precision)
   double grad_atol = 1e-6;
   bool internal = false;  // emitted only by the gradient builder / graph rewrites
   bool random = false;    // draws random numbers: needs a per-run seed, never merged by CSE

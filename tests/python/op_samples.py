@@ -159,7 +159,7 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "MaxPool": [
         S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
-                                               "pads": [1, 1, 1, 1]}),
+                                               "pads": [1, 1, 1, 1]}, num_outputs=2),
         S({"x": distinct(2, 1, 5, 5)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2],
                                                "ceil_mode": 1}),
     ],
@@ -183,9 +183,10 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"epsilon": 1e-3}, grad=["x", "scale", "bias"]),
     ],
     "LayerNormalization": [
-        S({"x": rand(2, 3, 4), "scale": rand(4, low=0.5, high=1.5), "bias": rand(4)}),
+        S({"x": rand(2, 3, 4), "scale": rand(4, low=0.5, high=1.5), "bias": rand(4)},
+          num_outputs=3),
         S({"x": rand(3, 2, 5), "scale": rand(2, 5, low=0.5, high=1.5)},
-          attrs={"axis": 1, "epsilon": 1e-3}),
+          attrs={"axis": 1, "epsilon": 1e-3}, num_outputs=3),
     ],
     "Dropout": [
         S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},
@@ -194,7 +195,7 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "SoftmaxCrossEntropyLoss": [
         S({"scores": rand(3, 4)}, constants={"labels": i64([1, 0, 3])},
-          order=["scores", "labels"]),
+          order=["scores", "labels"], num_outputs=2),
         S({"scores": rand(2, 3, 4)}, constants={"labels": i64([[0, 2, 1, 1], [2, 2, 0, 1]])},
           attrs={"reduction": "sum", "ignore_index": 1}, order=["scores", "labels"]),
         S({"scores": rand(4, 3)}, constants={"labels": i64([0, 2, 1, 2]),

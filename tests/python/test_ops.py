@@ -3,6 +3,8 @@ implementation, gradients against finite differences in double precision."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 from ortmodule import _C
 from tests.python.op_samples import SAMPLES, Sample
+from tests.python.op_samples_large import LARGE_SAMPLES, NO_LARGE_SAMPLE
 
 ROWS = [r for r in _C.op_table() if not r["internal"]]
 GRAD_ROWS = [r for r in ROWS if r["has_gradient"]]
@@ -99,11 +102,141 @@ def test_gradient_matches_finite_differences(row: dict, sample: Sample) -> None:
         feed.update(zip(wrt, diff))
         if sample.random:
             torch.manual_seed(1234)  # same mask on every evaluation
-        # Integer and bool outputs (ArgMax, comparison results) carry no gradient.
-        return tuple(y for y in _C.run(program, [feed[n] for n in names])
-                     if y.is_floating_point())
+        # Integer and bool outputs (ArgMax, comparison results) carry no gradient, nor do
+        # statistics, indices and masks (the row's grad_outputs).
+        outputs = _C.run(program, [feed[n] for n in names])
+        return tuple(y for y, d in zip(outputs, program.output_differentiable)
+                     if d and y.is_floating_point())
 
     diff = [base[n].clone().requires_grad_(True) for n in wrt]
     assert torch.autograd.gradcheck(
         run, tuple(diff), eps=1e-6, atol=row["grad_atol"], rtol=row["grad_rtol"]
     )
+
+
+# ---- float32 at sizes that cross the parallel grain (op_samples_large.py) ----
+
+LARGE_CASES = [
+    pytest.param(row, sample, id=f"{row['op_type']}-large{i}")
+    for row in ROWS for i, sample in enumerate(LARGE_SAMPLES.get(row["op_type"], []))
+]
+
+
+@pytest.fixture
+def threads():
+    """At least two threads, so that parallel_for splits the large samples."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(2, before))
+    yield
+    torch.set_num_threads(before)
+
+
+def test_every_row_has_large_samples() -> None:
+    missing = [r["op_type"] for r in ROWS
+               if not LARGE_SAMPLES.get(r["op_type"]) and r["op_type"] not in NO_LARGE_SAMPLE]
+    assert not missing, f"op-table rows without samples in op_samples_large.py: {missing}"
+
+
+def _large_grad_names(sample: Sample) -> list[str]:
+    if sample.grad is not None:
+        return sample.grad
+    return [n for n, v in sample.inputs.items() if v.dtype == np.float32]
+
+
+def _as_float64(sample: Sample) -> Sample:
+    def up(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {n: v.astype(np.float64) if v.dtype == np.float32 else v for n, v in d.items()}
+
+    return dataclasses.replace(sample, inputs=up(sample.inputs), constants=up(sample.constants))
+
+
+def _check_dropout(sample: Sample, outputs: list[torch.Tensor]) -> None:
+    x = sample.inputs["x"]
+    ratio = float(sample.constants["ratio"])
+    y, mask = (o.numpy() for o in outputs)
+    assert mask.dtype == np.bool_ and mask.shape == x.shape
+    np.testing.assert_allclose(y, np.where(mask, x / np.float32(1 - ratio), 0), rtol=1e-6,
+                               atol=0)
+    assert abs(mask.mean() - (1 - ratio)) < 0.01, mask.mean()
+
+
+@pytest.mark.parametrize("row,sample", LARGE_CASES)
+def test_large_float32_forward(row: dict, sample: Sample, threads: None) -> None:
+    model = build_model(row["op_type"], sample)
+    program = _C.Program(model.SerializeToString(), [], [])
+    outputs = _C.run(program, [torch.from_numpy(v.copy()) for v in sample.inputs.values()])
+    assert len(outputs) == sample.num_outputs
+    if sample.random:
+        _check_dropout(sample, outputs)
+        return
+    if sample.expected is not None:
+        reference = sample.expected({**sample.constants, **sample.inputs})
+    else:
+        reference = ReferenceEvaluator(model).run(None, dict(sample.inputs))
+    assert len(reference) == sample.num_outputs
+    for i, (got, expected) in enumerate(zip(outputs, reference)):
+        expected = np.asarray(expected)
+        got = got.numpy()
+        assert got.shape == expected.shape, f"output {i}: shape {got.shape} != {expected.shape}"
+        assert got.dtype == expected.dtype, f"output {i}: dtype {got.dtype} != {expected.dtype}"
+        if expected.dtype.kind == "f":
+            scale = float(np.max(np.abs(expected[np.isfinite(expected)]), initial=1.0))
+            np.testing.assert_allclose(got, expected, rtol=sample.reference_rtol,
+                                       atol=1e-6 * scale, err_msg=f"output {i}")
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=f"output {i}")
+
+
+def _run_with_grads(program: object, sample: Sample, wrt: list[str], dtype: torch.dtype,
+                    upstream: list[np.ndarray] | None):
+    feed = {n: torch.from_numpy(v.copy()) for n, v in sample.inputs.items()}
+    diff = {n: feed[n].requires_grad_(True) for n in wrt}
+    outputs = _C.run(program, [feed[n] for n in sample.inputs])
+    flows = [y for y, d in zip(outputs, program.output_differentiable) if d]
+    if upstream is None:
+        gen = np.random.default_rng(3)
+        upstream = [gen.uniform(-1, 1, size=tuple(y.shape)) for y in flows]
+    grads = torch.autograd.grad(flows, [diff[n] for n in wrt],
+                                [torch.from_numpy(w).to(dtype) for w in upstream],
+                                allow_unused=True)
+    return upstream, [torch.zeros_like(diff[n]) if g is None else g
+                      for n, g in zip(wrt, grads)]
+
+
+LARGE_GRAD_CASES = [
+    p for p in LARGE_CASES
+    if p.values[0]["has_gradient"] and not p.values[1].random and _large_grad_names(p.values[1])
+]
+
+
+@pytest.mark.parametrize("row,sample", LARGE_GRAD_CASES)
+def test_large_float32_gradient(row: dict, sample: Sample, threads: None) -> None:
+    """float32 gradients against the engine's float64 ones; the float64 ones against a
+    directional central difference at the same size."""
+    wrt = _large_grad_names(sample)
+    s64 = _as_float64(sample)
+    p32 = _C.Program(build_model(row["op_type"], sample).SerializeToString(), [], wrt)
+    p64 = _C.Program(build_model(row["op_type"], s64).SerializeToString(), [], wrt)
+    assert list(p32.output_differentiable) == list(p64.output_differentiable)
+    upstream, g64 = _run_with_grads(p64, s64, wrt, torch.float64, None)
+    _, g32 = _run_with_grads(p32, sample, wrt, torch.float32, upstream)
+    for n, a, b in zip(wrt, g32, g64):
+        scale = float(b.abs().max()) or 1.0
+        np.testing.assert_allclose(a.double().numpy(), b.numpy(), rtol=1e-3, atol=1e-4 * scale,
+                                   err_msg=f"gradient of {n}")
+
+    gen = np.random.default_rng(5)
+    direction = {n: gen.uniform(-1, 1, size=s64.inputs[n].shape) for n in wrt}
+    flows = [i for i, d in enumerate(p64.output_differentiable) if d]
+
+    def phi(t: float) -> float:
+        feed = dict(s64.inputs)
+        for n in wrt:
+            feed[n] = s64.inputs[n] + t * direction[n]
+        outs = _C.run(p64, [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in feed])
+        return sum(float(np.sum(w * outs[i].numpy())) for i, w in zip(flows, upstream))
+
+    eps = 1e-6
+    numeric = (phi(eps) - phi(-eps)) / (2 * eps)
+    analytic = sum(float(np.sum(g.numpy() * direction[n])) for n, g in zip(wrt, g64))
+    assert abs(numeric - analytic) <= 1e-5 * max(1.0, abs(analytic)), (numeric, analytic)

@@ -1,0 +1,265 @@
+"""float32 samples large enough to cross the kernels' parallel grain (see op_samples.py).
+
+The samples in op_samples.py are small and float64: they check the math against the ONNX
+reference and finite differences. These run the float32 kernels at sizes where parallel_for
+splits the work over threads (elementwise grain: 32768 elements; row kernels split rows), and
+every output is compared: running statistics, mean/inv_std, indices, log_prob, masks.
+test_ops.py checks their forward against onnx.reference and their float32 gradients against
+the engine's float64 gradients of the same model (checked in turn by a directional finite
+difference at the same size).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.python.sample_utils import Sample
+
+_rng = np.random.default_rng(7)
+
+
+def f(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return _rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def away(*shape: int) -> np.ndarray:
+    return f(*shape, low=0.2, high=1.0) * _rng.choice([-1.0, 1.0], size=shape).astype(np.float32)
+
+
+def distinct(*shape: int) -> np.ndarray:
+    n = int(np.prod(shape))
+    return (_rng.permutation(n).astype(np.float32) / n).reshape(shape)
+
+
+def i64(values: object) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def idx(high: int, *shape: int) -> np.ndarray:
+    return _rng.integers(0, high, size=shape).astype(np.int64)
+
+
+def bools(*shape: int) -> np.ndarray:
+    return _rng.random(shape) < 0.5
+
+
+def L(inputs: dict[str, np.ndarray], **kw: object) -> Sample:
+    kw.setdefault("reference_rtol", 1e-4)
+    return Sample(inputs, **kw)  # type: ignore[arg-type]
+
+
+# Rows, columns of the elementwise samples: 80 * 1024 = 81920 elements, > 2 grains.
+R, C = 80, 1024
+
+
+def _unary(low: float = -1.0, high: float = 1.0, **kw: object) -> list[Sample]:
+    return [L({"x": f(R, C, low=low, high=high)}, **kw)]
+
+
+def _binary(b_low: float = -1.0, b_high: float = 1.0) -> list[Sample]:
+    return [L({"a": f(R, C), "b": f(C, low=b_low, high=b_high)}),
+            L({"a": f(R, C), "b": f(R, 1, low=b_low, high=b_high)})]
+
+
+def _compare() -> list[Sample]:
+    a = _rng.integers(-3, 3, size=(R, C)).astype(np.float32)
+    return [L({"a": a, "b": _rng.integers(-3, 3, size=(C,)).astype(np.float32)}),
+            L({"a": idx(5, R, C), "b": idx(5, R, 1)})]
+
+
+def _logical() -> list[Sample]:
+    return [L({"a": bools(R, C), "b": bools(C)})]
+
+
+def _nan_inf() -> np.ndarray:
+    x = f(R, C)
+    flat = x.reshape(-1)
+    flat[::7] = np.nan
+    flat[::11] = np.inf
+    flat[::13] = -np.inf
+    return x
+
+
+def _embedding(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [inputs["weight"][inputs["indices"]]]
+
+
+def _gather_elements(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnx.reference's GatherElements mishandles 2-D indices narrower than the data."""
+    return [np.take_along_axis(inputs["x"], inputs["i"], axis=1)]
+
+
+def _sin(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.sin(inputs["x"])]
+
+
+def _nchw() -> np.ndarray:
+    return f(8, 16, 24, 24)
+
+
+_MOD_DIVISOR = away(C) * 2
+
+
+def _mod_dividend() -> np.ndarray:
+    """Quotients at least 0.1 away from an integer: no finite difference straddles a jump."""
+    k = _rng.integers(-3, 3, size=(R, C))
+    frac = _rng.uniform(0.1, 0.9, size=(R, C))
+    return ((k + frac) * _MOD_DIVISOR).astype(np.float32)
+
+
+LARGE_SAMPLES: dict[str, list[Sample]] = {
+    # ---- element-wise ----
+    "Add": _binary(), "Sub": _binary(), "Mul": _binary(),
+    "Div": _binary(b_low=0.5, b_high=1.5),
+    "Pow": [L({"a": f(R, C, low=0.5, high=1.5), "b": f(C, low=1.0, high=3.0)})],
+    "Sum": [L({"a": f(R, C), "b": f(R, C), "c": f(C)})],
+    "Neg": _unary(), "Relu": [L({"x": away(R, C)})], "Sigmoid": _unary(-4, 4),
+    "Tanh": _unary(-2, 2), "Exp": _unary(), "Log": _unary(0.5, 2.0), "Sqrt": _unary(0.5, 2.0),
+    "Erf": _unary(-2, 2), "Abs": [L({"x": away(R, C)})],
+    "LeakyRelu": [L({"x": away(R, C)}, attrs={"alpha": 0.1})],
+    "Clip": [L({"x": f(R, C)}, constants={"lo": np.float32(-0.5), "hi": np.float32(0.5)},
+               order=["x", "lo", "hi"])],
+    "Identity": _unary(),
+    "StopGradient": [L({"x": f(R, C)}, domain="ai.ortmodule", expected=lambda d: [d["x"]])],
+    "Cast": [L({"x": f(R, C)}, attrs={"to": 11}, grad=[]),
+             L({"x": f(R, C, low=-100, high=100)}, attrs={"to": 7}, grad=[])],
+    "CastLike": [L({"x": f(R, C), "like": np.zeros(1, np.float64)}, grad=[])],
+    "Expand": [L({"x": f(1, C)}, constants={"shape": i64([R, C])}, order=["x", "shape"]),
+               L({"x": f(R, 1)}, constants={"shape": i64([R, C])}, order=["x", "shape"])],
+    "Sin": _unary(-3, 3), "Cos": _unary(-3, 3), "Reciprocal": _unary(0.5, 2.0),
+    "Softplus": _unary(-4, 4), "Gelu": [L({"x": f(R, C, low=-3, high=3)}, opset=20)],
+    "Floor": _unary(-5, 5), "Ceil": _unary(-5, 5),
+    "Min": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
+    "Max": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
+    "Mod": [L({"a": _mod_dividend(), "b": _MOD_DIVISOR}, attrs={"fmod": 1}, grad=["a"])],
+    "Where": [L({"p": f(R, C), "q": f(C)}, constants={"c": bools(R, C)},
+                order=["c", "p", "q"])],
+    # ---- comparisons and logic ----
+    "Equal": _compare(), "Less": _compare(), "Greater": _compare(),
+    "LessOrEqual": _compare(), "GreaterOrEqual": _compare(),
+    "Not": [L({"x": bools(R, C)})], "And": _logical(), "Or": _logical(), "Xor": _logical(),
+    "IsNaN": [L({"x": _nan_inf()})], "IsInf": [L({"x": _nan_inf()})],
+    # ---- matrix products ----
+    "Gemm": [L({"a": f(256, 128), "b": f(128, 192), "c": f(192)}),
+             L({"a": f(128, 256), "b": f(192, 128), "c": f(256, 192)},
+               attrs={"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0})],
+    "MatMul": [L({"a": f(4, 64, 128), "b": f(128, 96)}),
+               L({"a": f(2, 1, 64, 32), "b": f(1, 3, 32, 48)})],
+    # ---- data movement ----
+    "Reshape": [L({"x": f(R, C)}, constants={"shape": i64([-1, 256])}, order=["x", "shape"])],
+    "Flatten": [L({"x": f(8, 10, 1024)}, attrs={"axis": 2})],
+    "Squeeze": [L({"x": f(R, 1, C)}, constants={"axes": i64([1])}, order=["x", "axes"])],
+    "Unsqueeze": [L({"x": f(R, C)}, constants={"axes": i64([1])}, order=["x", "axes"])],
+    "Transpose": [L({"x": f(64, 32, 48)}, attrs={"perm": [2, 0, 1]}),
+                  L({"x": f(R, C)})],
+    "Concat": [L({"a": f(64, 100, 8), "b": f(64, 28, 8), "c": f(64, 3, 8)}, attrs={"axis": 1})],
+    "Gather": [L({"data": f(1000, 96)}, constants={"idx": idx(1000, 80, 12)},
+                 order=["data", "idx"]),
+               L({"data": f(16, 500, 12)}, constants={"idx": idx(500, 900)}, attrs={"axis": 1},
+                 order=["data", "idx"])],
+    "Embedding": [L({"weight": f(300, 128)}, constants={"indices": 1 + idx(299, 40, 50)},
+                    attrs={"padding_idx": 0}, order=["weight", "indices"],
+                    domain="ai.ortmodule", expected=_embedding)],
+    "Slice": [L({"x": f(R, C)}, constants={"s": i64([1, 3]), "e": i64([-1, 1000]),
+                                           "a": i64([0, 1]), "st": i64([1, 2])},
+                order=["x", "s", "e", "a", "st"], opset=13)],
+    "Split": [L({"x": f(R, C)}, constants={"sizes": i64([100, 412, 512])}, order=["x", "sizes"],
+                attrs={"axis": 1}, num_outputs=3, opset=18)],
+    "Tile": [L({"x": f(40, 256)}, constants={"r": i64([2, 8])}, order=["x", "r"])],
+    "Pad": [L({"x": f(R, C)}, constants={"p": i64([1, 3, 2, 5]), "v": np.float32(0.5)},
+              order=["x", "p", "v"]),
+            L({"x": f(R, C)}, constants={"p": i64([2, 1, 1, 3])}, attrs={"mode": "reflect"},
+              order=["x", "p"])],
+    "Trilu": [L({"x": f(4, 160, 160)})],
+    "CumSum": [L({"x": f(R, C)}, constants={"axis": np.asarray(1, dtype=np.int64)},
+                 order=["x", "axis"], reference_rtol=2e-3),
+               L({"x": f(R, 4, 256)}, constants={"axis": np.asarray(0, dtype=np.int64)},
+                 attrs={"exclusive": 1, "reverse": 1}, order=["x", "axis"])],
+    "Range": [L({"start": np.asarray(3, dtype=np.int64), "limit": np.asarray(100003, np.int64),
+                 "delta": np.asarray(1, dtype=np.int64)})],
+    "GatherElements": [L({"x": f(R, C)}, constants={"i": idx(C, R, 700)}, attrs={"axis": 1},
+                         order=["x", "i"], expected=_gather_elements)],
+    "ScatterElements": [L({"x": f(R, C), "u": f(R, 600)},
+                          constants={"i": np.stack([_rng.permutation(C)[:600]
+                                                    for _ in range(R)]).astype(np.int64)},
+                          attrs={"axis": 1}, order=["x", "i", "u"], opset=16),
+                        L({"x": f(R, C), "u": f(R, 900)}, constants={"i": idx(C, R, 900)},
+                          attrs={"axis": 1, "reduction": "add"}, order=["x", "i", "u"],
+                          opset=16)],
+    "GatherND": [L({"x": f(200, 300, 4)}, constants={"i": idx(200, 500, 2) % 200},
+                   order=["x", "i"])],
+    "ScatterND": [L({"x": f(400, 256), "u": f(300, 256)},
+                    constants={"i": _rng.permutation(400)[:300].astype(np.int64)[:, None]},
+                    order=["x", "i", "u"], opset=16),
+                  L({"x": f(400, 256), "u": f(700, 256)}, constants={"i": idx(400, 700, 1)},
+                    attrs={"reduction": "add"}, order=["x", "i", "u"], opset=16)],
+    "ConstantOfShape": [L({}, constants={"shape": i64([R, C])}, order=["shape"],
+                          attrs={"value": np.array([1.5], dtype=np.float32)})],
+    "TorchCall": [L({"x": f(R, C)}, attrs={"aten_op": "aten::sin", "aten_overload": "",
+                                           "args": ["t"]},
+                    domain="ai.ortmodule", expected=_sin)],
+    # ---- reductions ----
+    "ReduceSum": [L({"x": f(64, 128, 16)}, constants={"axes": i64([1])}, order=["x", "axes"]),
+                  L({"x": f(64, 128, 16)}, constants={"axes": i64([0, 2])},
+                    attrs={"keepdims": 0}, order=["x", "axes"])],
+    "ReduceMean": [L({"x": f(64, 128, 16)}, constants={"axes": i64([-1])}, order=["x", "axes"],
+                     opset=18),
+                   L({"x": f(64, 128, 16)}, constants={"axes": i64([0, 1])},
+                     order=["x", "axes"], opset=18)],
+    "ReduceMax": [L({"x": distinct(64, 128, 16)}, constants={"axes": i64([1])},
+                    order=["x", "axes"], opset=18)],
+    "ReduceMin": [L({"x": distinct(64, 128, 16)}, constants={"axes": i64([0, 2])},
+                    attrs={"keepdims": 0}, order=["x", "axes"], opset=18)],
+    "ArgMax": [L({"x": distinct(64, 128, 16)}, attrs={"axis": 1})],
+    "ArgMin": [L({"x": distinct(64, 128, 16)}, attrs={"axis": -1, "keepdims": 0})],
+    # ---- neural-network layers ----
+    "Softmax": [L({"x": f(256, 512, low=-4, high=4)}),
+                L({"x": f(16, 64, 128, low=-4, high=4)}, attrs={"axis": 1})],
+    "LogSoftmax": [L({"x": f(256, 512, low=-4, high=4)}),
+                   L({"x": f(16, 64, 128, low=-4, high=4)}, attrs={"axis": 1})],
+    "Conv": [L({"x": _nchw(), "w": f(32, 16, 3, 3, low=-0.2, high=0.2), "b": f(32)},
+               attrs={"pads": [1, 1, 1, 1]}),
+             L({"x": _nchw(), "w": f(16, 8, 3, 3, low=-0.2, high=0.2)},
+               attrs={"group": 2, "strides": [2, 2]})],
+    "MaxPool": [L({"x": distinct(8, 16, 24, 24)}, attrs={"kernel_shape": [3, 3],
+                                                        "strides": [2, 2],
+                                                        "pads": [1, 1, 1, 1]}, num_outputs=2)],
+    "AveragePool": [L({"x": _nchw()}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                             "pads": [1, 1, 1, 1]})],
+    "GlobalAveragePool": [L({"x": _nchw()})],
+    "BatchNormalization": [
+        L({"x": f(16, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32),
+           "mean": f(32), "var": f(32, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.9}, grad=["x", "scale", "bias"],
+          num_outputs=3),
+        L({"x": f(16, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32),
+           "mean": f(32), "var": f(32, low=0.5, high=1.5)}, grad=["x", "scale", "bias"]),
+    ],
+    "LayerNormalization": [
+        L({"x": f(256, 512), "scale": f(512, low=0.5, high=1.5), "bias": f(512)},
+          num_outputs=3),
+        L({"x": f(32, 8, 256), "scale": f(8, 256, low=0.5, high=1.5)}, attrs={"axis": 1},
+          num_outputs=3),
+    ],
+    "Dropout": [L({"x": f(R, C)}, constants={"ratio": np.float32(0.3),
+                                             "training": np.asarray(True)},
+                  order=["x", "ratio", "training"], reference=False, random=True,
+                  num_outputs=2)],
+    "SoftmaxCrossEntropyLoss": [
+        L({"scores": f(4096, 32, low=-3, high=3)}, constants={"labels": idx(32, 4096)},
+          order=["scores", "labels"], num_outputs=2),
+        L({"scores": f(64, 16, 128, low=-3, high=3)}, constants={"labels": idx(16, 64, 128)},
+          attrs={"reduction": "none", "ignore_index": 3}, order=["scores", "labels"],
+          num_outputs=2),
+    ],
+    "NegativeLogLikelihoodLoss": [
+        L({"input": f(4096, 32)}, constants={"target": idx(32, 4096)},
+          order=["input", "target"]),
+        L({"input": f(64, 16, 128)}, constants={"target": idx(16, 64, 128),
+                                                "w": f(16, low=0.5, high=1.5)},
+          attrs={"reduction": "sum"}, order=["input", "target", "w"]),
+    ],
+}
+
+# Rows with nothing to compute per element: no large sample.
+NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribute"}
