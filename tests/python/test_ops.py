@@ -240,3 +240,17 @@ def test_large_float32_gradient(row: dict, sample: Sample, threads: None) -> Non
     numeric = (phi(eps) - phi(-eps)) / (2 * eps)
     analytic = sum(float(np.sum(g.numpy() * direction[n])) for n, g in zip(wrt, g64))
     assert abs(numeric - analytic) <= 1e-5 * max(1.0, abs(analytic)), (numeric, analytic)
+
+
+def test_gradient_into_a_statistic_output_is_refused() -> None:
+    # LayerNormalization's mean output feeds a loss: its gradient is not implemented, so
+    # building the gradient graph must fail instead of silently dropping that term.
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    scale = numpy_helper.from_array(np.ones(4, np.float32), "scale")
+    nodes = [helper.make_node("LayerNormalization", ["x", "scale"], ["ln", "mean"], name="ln"),
+             helper.make_node("Mul", ["ln", "mean"], ["y"], name="mul")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], initializer=[scale]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(RuntimeError, match=r"output 1 \('mean'\) of LayerNormalization"):
+        _C.Program(model.SerializeToString(), [], ["x"])
