@@ -23,7 +23,7 @@ size_t dtype_size(DType t) {
     case DType::Bool:
       return 1;
     default:
-      return 0;
+      return dtype_is_low_bit(t) ? 1 : 0;
   }
 }
 
@@ -47,6 +47,30 @@ std::string dtype_name(DType t) {
       return "uint8";
     case DType::Bool:
       return "bool";
+    case DType::Float8E4M3FN:
+      return "float8e4m3fn";
+    case DType::Float8E4M3FNUZ:
+      return "float8e4m3fnuz";
+    case DType::Float8E5M2:
+      return "float8e5m2";
+    case DType::Float8E5M2FNUZ:
+      return "float8e5m2fnuz";
+    case DType::UInt4:
+      return "uint4";
+    case DType::Int4:
+      return "int4";
+    case DType::Float4E2M1:
+      return "float4e2m1";
+    case DType::Float8E8M0:
+      return "float8e8m0";
+    case DType::UInt2:
+      return "uint2";
+    case DType::Int2:
+      return "int2";
+    case DType::Float6E2M3:
+      return "float6e2m3";
+    case DType::Float6E3M2:
+      return "float6e3m2";
     default:
       return "undefined";
   }
@@ -56,7 +80,31 @@ bool dtype_is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
 
+bool dtype_is_low_bit(DType t) {
+  const auto v = static_cast<int32_t>(t);
+  return v >= static_cast<int32_t>(DType::Float8E4M3FN) &&
+         v <= static_cast<int32_t>(DType::Float6E3M2);
+}
+
+int dtype_packed_bits(DType t) {
+  switch (t) {
+    case DType::UInt4:
+    case DType::Int4:
+    case DType::Float4E2M1:
+      return 4;
+    case DType::UInt2:
+    case DType::Int2:
+      return 2;
+    case DType::Float6E2M3:
+    case DType::Float6E3M2:
+      return 6;
+    default:
+      return static_cast<int>(8 * dtype_size(t));
+  }
+}
+
 bool dtype_is_supported(int32_t onnx_type) {
+  if (dtype_is_low_bit(static_cast<DType>(onnx_type))) return true;
   switch (static_cast<DType>(onnx_type)) {
     case DType::Float32:
     case DType::Float64:

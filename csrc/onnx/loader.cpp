@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "onnx/packed_bits.h"
 #include "ops/op_table.h"
 #include "ortmodule_onnx.pb.h"
 
@@ -40,6 +41,37 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
   DType dt = static_cast<DType>(tp.data_type());
   Shape shape(tp.dims().begin(), tp.dims().end());
   Tensor t = Tensor::empty(dt, shape);
+  const int bits = dtype_packed_bits(dt);
+  if (bits < 8) {
+    // Sub-byte elements: raw_data, or int32_data with one packed byte per entry (one
+    // element per entry for the 6-bit types), as onnx's numpy_helper reads them.
+    const size_t need = packed_size(t.numel(), bits);
+    std::string packed;
+    if (tp.has_raw_data()) {
+      packed = tp.raw_data();
+      // A 6-bit stream may run to the end of its last 3-byte group.
+      const size_t most = bits == 6 ? static_cast<size_t>((t.numel() + 3) / 4 * 3) : need;
+      if (packed.size() < need || packed.size() > most) {
+        load_error("tensor '" + tp.name() + "' has " + std::to_string(packed.size()) +
+                   " bytes of raw data, expected " + std::to_string(need) + " (" +
+                   std::to_string(t.numel()) + " " + dtype_name(dt) + " elements packed)");
+      }
+    } else if (bits == 6) {
+      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] &= 0x3f;
+      return t;
+    } else {
+      if (static_cast<size_t>(tp.int32_data().size()) != need) {
+        load_error("tensor '" + tp.name() + "' has " + std::to_string(tp.int32_data().size()) +
+                   " int32_data entries, expected " + std::to_string(need) + " (" +
+                   std::to_string(t.numel()) + " " + dtype_name(dt) + " elements packed)");
+      }
+      for (int32_t v : tp.int32_data()) packed.push_back(static_cast<char>(v & 0xff));
+    }
+    unpack_bits(reinterpret_cast<const uint8_t*>(packed.data()), t.numel(), bits,
+                t.data<uint8_t>());
+    return t;
+  }
   if (tp.has_raw_data()) {
     if (tp.raw_data().size() != t.nbytes()) {
       load_error("tensor '" + tp.name() + "' has " + std::to_string(tp.raw_data().size()) +
@@ -66,6 +98,11 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
       break;
     case DType::UInt8:
     case DType::Bool:
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ:
+    case DType::Float8E8M0:
       copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
       break;
     case DType::Float16:

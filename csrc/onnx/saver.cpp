@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "onnx/packed_bits.h"
 #include "ortmodule_onnx.pb.h"
 
 namespace ortmodule {
@@ -14,6 +15,11 @@ void fill_tensor(const Tensor& t, const std::string& name, pb::TensorProto* tp) 
   tp->set_name(name);
   tp->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) tp->add_dims(d);
+  const int bits = dtype_packed_bits(t.dtype());
+  if (bits < 8) {
+    tp->set_raw_data(pack_bits(static_cast<const uint8_t*>(t.raw()), t.numel(), bits));
+    return;
+  }
   tp->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/elementwise.h"
+#include "ops/cast_low_bit.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -266,6 +267,12 @@ void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
 void cpu_cast(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
+  // ---- low-bit types (float8, float4/float6, e8m0, 4-bit and 2-bit integers) ----
+  if (dtype_is_low_bit(x.dtype()) || dtype_is_low_bit(y.dtype())) {
+    cast_low_bit(ctx, x, y);
+    return;
+  }
+  // ---- end of low-bit types ----
   switch (x.dtype()) {
     case DType::Float32:
       cast_from(ctx, x.data<float>(), y);

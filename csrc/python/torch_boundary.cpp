@@ -20,6 +20,27 @@ constexpr std::pair<at::ScalarType, DType> kDTypes[] = {
     {at::kBFloat16, DType::BFloat16}, {at::kLong, DType::Int64},     {at::kInt, DType::Int32},
     {at::kChar, DType::Int8},         {at::kByte, DType::UInt8},     {at::kBool, DType::Bool},
 };
+// Low-bit types, one element per byte on both sides. torch's int4/uint4/int2/uint2 are
+// storage-only dtypes: each byte holds the element's bits in its low bits.
+constexpr std::pair<at::ScalarType, DType> kLowBitDTypes[] = {
+    {at::ScalarType::Float8_e4m3fn, DType::Float8E4M3FN},
+    {at::ScalarType::Float8_e4m3fnuz, DType::Float8E4M3FNUZ},
+    {at::ScalarType::Float8_e5m2, DType::Float8E5M2},
+    {at::ScalarType::Float8_e5m2fnuz, DType::Float8E5M2FNUZ},
+    {at::ScalarType::Float8_e8m0fnu, DType::Float8E8M0},
+    {at::ScalarType::UInt4, DType::UInt4},
+    {at::ScalarType::Int4, DType::Int4},
+    {at::ScalarType::UInt2, DType::UInt2},
+    {at::ScalarType::Int2, DType::Int2},
+};
+
+// Low-bit types torch has no one-element-per-byte dtype for: they cross as uint8 tensors
+// holding each element's bit pattern in the low bits. An output of such a type comes out
+// as uint8; a uint8 tensor fed to an input the model declares with such a type is read
+// as that type.
+bool crosses_as_uint8(DType t) {
+  return t == DType::Float4E2M1 || t == DType::Float6E2M3 || t == DType::Float6E3M2;
+}
 
 // Error messages name the tensor as "<kind> '<name>'"; they are built only on failure.
 std::string tensor_label(const char* kind, const std::string& name) {
@@ -28,6 +49,8 @@ std::string tensor_label(const char* kind, const std::string& name) {
 
 DType dtype_from_torch(at::ScalarType t, const char* kind, const std::string& name) {
   for (const auto& [torch_type, dtype] : kDTypes)
+    if (torch_type == t) return dtype;
+  for (const auto& [torch_type, dtype] : kLowBitDTypes)
     if (torch_type == t) return dtype;
   throw std::invalid_argument(tensor_label(kind, name) + " has dtype " +
                               std::string(c10::toString(t)) +
@@ -237,7 +260,10 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
 }  // namespace
 
 at::ScalarType dtype_to_torch(DType t) {
+  if (crosses_as_uint8(t)) return at::kByte;
   for (const auto& [torch_type, dtype] : kDTypes)
+    if (dtype == t) return torch_type;
+  for (const auto& [torch_type, dtype] : kLowBitDTypes)
     if (dtype == t) return torch_type;
   throw std::logic_error("tensor with undefined dtype");
 }
@@ -272,8 +298,14 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   }
   std::vector<Tensor> engine_inputs;
   engine_inputs.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i)
+  for (size_t i = 0; i < inputs.size(); ++i) {
     engine_inputs.push_back(from_torch(inputs[i], "input", names[i]));
+    const DType declared = program->input_dtypes()[i];
+    if (crosses_as_uint8(declared) && engine_inputs.back().dtype() == DType::UInt8) {
+      const Tensor& t = engine_inputs.back();
+      engine_inputs.back() = Tensor(t.storage(), declared, t.shape());
+    }
+  }
 
   bool needs_graph = false;
   if (torch::autograd::GradMode::is_enabled()) {

@@ -27,6 +27,8 @@ class Program {
   Executor& executor() { return *executor_; }
   const std::vector<std::string>& input_names() const { return input_names_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
+  // Declared element type per input (Undefined where the model leaves it open).
+  const std::vector<DType>& input_dtypes() const { return input_dtypes_; }
   // Position (in input_names) of each wrt input, in wrt order.
   const std::vector<int>& wrt_positions() const { return wrt_positions_; }
   // Per output: whether it carries a gradient into backward.
@@ -45,6 +47,7 @@ class Program {
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Executor> executor_;
   std::vector<std::string> input_names_, output_names_;
+  std::vector<DType> input_dtypes_;
   std::vector<int> wrt_positions_;
   std::vector<bool> output_differentiable_;
   std::vector<Value*> output_grads_, input_grads_;

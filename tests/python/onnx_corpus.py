@@ -155,20 +155,49 @@ def load_expectations(path: Path = EXPECTATIONS) -> dict[str, str]:
     return expected
 
 
-def _to_torch(value: np.ndarray):  # noqa: ANN202 (torch imported lazily)
+# The low-bit types (numpy_helper gives them as ml_dtypes arrays, one element per byte) and
+# the torch dtype each crosses the engine boundary as: torch's own float8 dtypes and its
+# storage-only int4/uint4/int2/uint2, and uint8 holding the bit pattern for float4/float6.
+LOW_BIT_TORCH_DTYPES = {
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e4m3fnuz": "float8_e4m3fnuz",
+    "float8_e5m2": "float8_e5m2",
+    "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "float8_e8m0fnu": "float8_e8m0fnu",
+    "uint4": "uint4",
+    "int4": "int4",
+    "uint2": "uint2",
+    "int2": "int2",
+    "float4_e2m1fn": "uint8",
+    "float6_e2m3fn": "uint8",
+    "float6_e3m2fn": "uint8",
+}
+
+
+def _to_torch(value: np.ndarray):  # torch is imported lazily
     import torch
 
     value = np.ascontiguousarray(value)
     if value.dtype == np.dtype("V2") or str(value.dtype) == "bfloat16":
         return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
+    if str(value.dtype) in LOW_BIT_TORCH_DTYPES:
+        bits = torch.from_numpy(value.view(np.uint8).copy())
+        return bits.view(getattr(torch, LOW_BIT_TORCH_DTYPES[str(value.dtype)]))
     return torch.from_numpy(value.copy())
 
 
-def _to_numpy(t) -> np.ndarray:  # noqa: ANN001
+def _to_numpy(t, like: np.dtype | None = None) -> np.ndarray:
+    """`like`: the dtype expected, which tells a float4/float6 result from a uint8 one."""
+    import ml_dtypes
     import torch
 
     if t.dtype == torch.bfloat16:
         return t.float().numpy()
+    name = str(t.dtype).removeprefix("torch.")
+    if name in LOW_BIT_TORCH_DTYPES and name != "uint8":
+        return t.view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
+    if t.dtype == torch.uint8 and like is not None and str(like) in LOW_BIT_TORCH_DTYPES:
+        return t.numpy().view(like)
     return t.numpy()
 
 
@@ -182,13 +211,16 @@ def run_case(case: CorpusCase) -> None:
         got = _C.run(program, [_to_torch(x) for x in inputs])
         assert len(got) == len(expected), f"{len(got)} outputs, expected {len(expected)}"
         for i, (g, e) in enumerate(zip(got, expected)):
-            g_np = _to_numpy(g)
             e = np.asarray(e)
+            g_np = _to_numpy(g, e.dtype)
             if str(e.dtype) == "bfloat16":
                 e = e.astype(np.float32)
             assert g_np.shape == e.shape, f"output {i}: shape {g_np.shape} != {e.shape}"
             assert g_np.dtype == e.dtype, f"output {i}: dtype {g_np.dtype} != {e.dtype}"
-            if e.dtype.kind in "fc":
+            if str(e.dtype) in LOW_BIT_TORCH_DTYPES:  # bit patterns, NaN's included
+                np.testing.assert_array_equal(g_np.view(np.uint8), e.view(np.uint8),
+                                              err_msg=f"output {i} ({e.dtype} bits)")
+            elif e.dtype.kind in "fc":
                 np.testing.assert_allclose(g_np, e, rtol=case.rtol, atol=case.atol,
                                            err_msg=f"output {i}")
             else:
