@@ -18,7 +18,10 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   load.feed_initializers = options.feed_initializers;
   graph_ = load_onnx_model(onnx_bytes, load);
   compute_bfloat16_in_float32(*graph_);
-  for (Value* v : graph_->inputs()) input_names_.push_back(v->name);
+  for (Value* v : graph_->inputs()) {
+    input_names_.push_back(v->name);
+    input_defaults_.push_back(v->input_default);
+  }
   for (Value* v : graph_->outputs()) output_names_.push_back(v->name);
 
   PlanRequest request;
