@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+from typing import Any
 
 import torch
 
@@ -26,6 +27,7 @@ from ortmodule._capture import (
 logger = logging.getLogger("ortmodule")
 
 OPSET = 17
+OWN_DOMAIN = "ai.ortmodule"
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
@@ -95,10 +97,30 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     import onnx  # deferred: importing onnx is slow and only needed here
 
     model = onnx.load_from_string(buf.getvalue())
+    data = buf.getvalue()
+    if _use_torch_batch_norm(model):
+        data = model.SerializeToString()
     output_names = [o.name for o in model.graph.output]
     bindings = bind_initializers(module, [i.name for i in model.graph.initializer], "module.")
     graph_inputs = [i.name for i in model.graph.input]
     logger.info("exported %s: %d nodes, %d inputs, %d bound parameters/buffers",
                 type(module).__name__, len(model.graph.node), len(graph_inputs), len(bindings))
-    return Captured(buf.getvalue(), graph_inputs, output_names, wrapper.output_spec, bindings,
+    return Captured(data, graph_inputs, output_names, wrapper.output_spec, bindings,
                     exporter="torchscript")
+
+
+def _use_torch_batch_norm(model: Any) -> bool:
+    """Training-mode BatchNormalization nodes come from PyTorch batch norms, whose
+    running_var tracks the unbiased batch variance; ONNX's op tracks the biased one. They
+    become the engine's ai.ortmodule BatchNormTorch. Returns whether the model changed."""
+    changed = False
+    for node in model.graph.node:
+        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx"):
+            continue
+        if not any(a.name == "training_mode" and a.i for a in node.attribute):
+            continue
+        node.op_type, node.domain = "BatchNormTorch", OWN_DOMAIN
+        changed = True
+    if changed and not any(o.domain == OWN_DOMAIN for o in model.opset_import):
+        model.opset_import.add(domain=OWN_DOMAIN, version=1)
+    return changed

@@ -38,6 +38,20 @@ def _register_own_schemas() -> None:
             type_constraints=[("T", [*floats, "tensor(int64)", "tensor(int32)",
                                      "tensor(bool)", "tensor(uint8)", "tensor(int8)"],
                                "any tensor")]))
+    if not onnx.defs.has("BatchNormTorch", OWN_DOMAIN):
+        attr = onnx.defs.OpSchema.Attribute
+        kind = onnx.defs.OpSchema.AttrType
+        onnx.defs.register_schema(onnx.defs.OpSchema(
+            "BatchNormTorch", OWN_DOMAIN, 1,
+            doc="BatchNormalization whose running_var tracks the unbiased batch variance "
+                "(PyTorch's batch norm); ONNX's tracks the biased one.",
+            inputs=[param("X", "T"), param("scale", "T"), param("B", "T"),
+                    param("input_mean", "T"), param("input_var", "T")],
+            outputs=[param("Y", "T"), param("running_mean", "T"), param("running_var", "T")],
+            type_constraints=[("T", ["tensor(float)", "tensor(double)"], "floats")],
+            attributes=[attr("epsilon", kind.FLOAT, "added to the variance"),
+                        attr("momentum", kind.FLOAT, "weight of the old running value"),
+                        attr("training_mode", kind.INT, "normalize with batch statistics")]))
 
 
 _register_own_schemas()
@@ -62,8 +76,9 @@ def batch_norm_functional(input: Any, weight: Any = None, bias: Any = None,
         y = op.BatchNormalization(input, weight, bias, running_mean, running_var, epsilon=eps)
         return y, running_mean, running_var, running_mean, running_var
     # ONNX's momentum weights the old running value; PyTorch's weights the batch value.
-    # The engine updates running_var with the unbiased batch variance, as PyTorch does.
-    y, new_mean, new_var = op.BatchNormalization(
+    # PyTorch updates running_var with the unbiased batch variance (ONNX's
+    # BatchNormalization with the biased one): the engine's BatchNormTorch does.
+    y, new_mean, new_var = own.BatchNormTorch(
         input, weight, bias, running_mean, running_var,
         epsilon=eps, momentum=1.0 - momentum, training_mode=1)
     # Outputs 1 and 2 (saved mean and inverse std) only feed ATen's own batch-norm

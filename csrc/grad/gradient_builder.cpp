@@ -8,6 +8,10 @@
 
 namespace ortmodule {
 
+// Gradient rules emit ops in their newest form (inputs rather than attributes, numpy
+// broadcasting), whatever the opset of the model being differentiated: they are looked up
+// at the newest opset of the table.
+
 GradContext::GradContext(Graph& graph, Node& node, std::vector<Value*> output_grads,
                          std::vector<bool> needs_grad)
     : graph_(graph),
@@ -21,7 +25,7 @@ Value* GradContext::forward_output(size_t i, const std::string& hint) {
 }
 
 void GradContext::replace_forward_op(const std::string& op, const std::string& domain) {
-  const OpDef* def = find_op(domain, op, graph_.opset_version);
+  const OpDef* def = find_op(domain, op, kMaxOnnxOpset);
   if (!def) throw std::logic_error("replacement op " + op + " is not in the op table");
   node_.op_type = op;
   node_.domain = domain;
@@ -45,7 +49,7 @@ std::vector<Value*> GradContext::emit_multi(const std::string& op, std::vector<V
     outs.push_back(wanted[i] ? graph_.new_value(node_.name + "_grad/" + op) : nullptr);
   Node* n = graph_.add_node(op, domain, inputs, outs, node_.name + "_grad/" + op);
   for (const auto& kv : attrs) n->attrs[kv.first] = kv.second;
-  n->def = find_op(domain, op, graph_.opset_version);
+  n->def = find_op(domain, op, kMaxOnnxOpset);
   if (!n->def) {
     throw std::logic_error("gradient of " + node_.describe() + " emits op " + op +
                            " which is not in the op table");
@@ -145,14 +149,14 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
           Value* like = graph.new_value(part->name + "_like");
           like->dtype = v->dtype;
           Node* n = graph.add_node("CastLike", "", {part, v}, {like}, like->name);
-          n->def = find_op("", "CastLike", graph.opset_version);
+          n->def = find_op("", "CastLike", kMaxOnnxOpset);
           part = like;
         }
       }
       Value* sum = graph.new_value(v->name + "_grad_sum");
       if (v->dtype == DType::BFloat16) sum->dtype = v->dtype;
       Node* n = graph.add_node("Sum", "", parts, {sum}, v->name + "_grad_accumulate");
-      n->def = find_op("", "Sum", graph.opset_version);
+      n->def = find_op("", "Sum", kMaxOnnxOpset);
       parts.assign(1, sum);
     }
     return parts[0];

@@ -30,6 +30,9 @@ struct Value {
   std::vector<Dim> shape;
   Node* producer = nullptr;
   Tensor initializer;  // defined for constants baked into the graph
+  // For a graph input that the model also lists as an initializer: the value it takes when
+  // the caller leaves it out (ONNX: such an initializer is a default the caller may override).
+  Tensor input_default;
   std::vector<Node*> consumers;
 };
 

@@ -197,7 +197,7 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     if (op.domain().empty() || op.domain() == "ai.onnx") graph->opset_version = op.version();
   }
   if (graph->opset_version < 0) load_error("the model imports no opset of the ONNX domain");
-  const int64_t kMinOpset = 7, kMaxOpset = 23;
+  const int64_t kMinOpset = 1, kMaxOpset = kMaxOnnxOpset;
   if (graph->opset_version < kMinOpset || graph->opset_version > kMaxOpset) {
     load_error("opset " + std::to_string(graph->opset_version) +
                " is not supported (supported: " + std::to_string(kMinOpset) + " to " +
@@ -232,10 +232,9 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
       // override; we treat it as a constant only when it is not an input.
       bool listed_as_input = false;
       for (Value* in : graph->inputs()) listed_as_input = listed_as_input || in == v;
-      if (!listed_as_input) {
-        v->initializer = tensor_from_proto(tp);
-        v->initializer.storage()->writable = false;
-      }
+      Tensor& slot = listed_as_input ? v->input_default : v->initializer;
+      slot = tensor_from_proto(tp);
+      slot.storage()->writable = false;
     }
   }
   for (const std::string& name : options.feed_initializers) {

@@ -29,22 +29,13 @@ int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int
   return out;
 }
 
-Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> kernel) {
-  if (x.size() != 3 && x.size() != 4) {
-    ctx.fail("only 1-D and 2-D spatial inputs ([N, C, L] or [N, C, H, W]) are supported, got " +
-             shape_str(x));
-  }
-  bool one_d = x.size() == 3;
-  size_t sd = x.size() - 2;
-  if (kernel.size() != sd)
-    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for " +
-             std::to_string(sd) + " spatial dims");
-  std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sd, 1));
-  std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
-  std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
+// Resolves auto_pad (SAME_UPPER, SAME_LOWER, VALID) into explicit pads.
+void apply_auto_pad(const OpContext& ctx, const Shape& in, const std::vector<int64_t>& kernel,
+                    const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                    std::vector<int64_t>* pads_out) {
+  std::vector<int64_t>& pads = *pads_out;
+  const size_t sd = in.size();
   std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
-  bool ceil_mode = ctx.node.attr_int("ceil_mode", 0) != 0;
-  Shape in(x.begin() + 2, x.end());
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < sd; ++i) {
       int64_t out = (in[i] + strides[i] - 1) / strides[i];
@@ -59,6 +50,24 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   } else if (auto_pad != "NOTSET") {
     ctx.fail("unknown auto_pad '" + auto_pad + "'");
   }
+}
+
+Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> kernel) {
+  if (x.size() != 3 && x.size() != 4) {
+    ctx.fail("only 1-D and 2-D spatial inputs ([N, C, L] or [N, C, H, W]) are supported, got " +
+             shape_str(x));
+  }
+  bool one_d = x.size() == 3;
+  size_t sd = x.size() - 2;
+  if (kernel.size() != sd)
+    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for " +
+             std::to_string(sd) + " spatial dims");
+  std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sd, 1));
+  std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
+  std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
+  bool ceil_mode = ctx.node.attr_int("ceil_mode", 0) != 0;
+  Shape in(x.begin() + 2, x.end());
+  apply_auto_pad(ctx, in, kernel, strides, dil, &pads);
   Window w{};
   w.one_d = one_d;
   w.N = x[0];
@@ -89,6 +98,71 @@ Pool2dParams pool_params(const Window& w, bool count_include_pad) {
   return Pool2dParams{w.N,       w.C,        w.H,     w.W,        w.kH,
                       w.kW,      w.outH,     w.outW,  w.stride_h, w.stride_w,
                       w.pad_top, w.pad_left, w.dil_h, w.dil_w,    count_include_pad};
+}
+
+// Pooling over [N, C, D, H, W] (the 3-D kernels; 1-D and 2-D take the Window path).
+bool is_pool3d(const Shape& x) { return x.size() == 5; }
+
+Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad) {
+  const std::vector<int64_t> kernel = ctx.node.attr_ints("kernel_shape");
+  if (kernel.size() != 3)
+    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for 3 spatial dims");
+  std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
+  std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
+  std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
+  if (strides.size() != 3 || dil.size() != 3 || pads.size() != 6) {
+    ctx.fail("strides, dilations and pads need 3, 3 and 6 entries for 3 spatial dims, got " +
+             std::to_string(strides.size()) + ", " + std::to_string(dil.size()) + " and " +
+             std::to_string(pads.size()));
+  }
+  const bool ceil_mode = ctx.node.attr_int("ceil_mode", 0) != 0;
+  Shape in(x.begin() + 2, x.end());
+  apply_auto_pad(ctx, in, kernel, strides, dil, &pads);
+  Pool3dParams p{};
+  p.N = x[0];
+  p.C = x[1];
+  p.count_include_pad = count_include_pad;
+  for (int i = 0; i < 3; ++i) {
+    p.in[i] = in[i];
+    p.kernel[i] = kernel[i];
+    p.stride[i] = strides[i];
+    p.dilation[i] = dil[i];
+    p.pad_begin[i] = pads[i];
+    p.pad_end[i] = pads[i + 3];
+    p.out[i] = out_extent(in[i], kernel[i], strides[i], pads[i], pads[i + 3], dil[i], ceil_mode);
+    if (p.out[i] <= 0) ctx.fail("input " + shape_str(x) + " is smaller than the kernel");
+  }
+  return p;
+}
+
+Shape pool3d_out_shape(const Pool3dParams& p) { return {p.N, p.C, p.out[0], p.out[1], p.out[2]}; }
+
+// MaxPool storage_order=1: indices count the spatial dims column-major (the first spatial
+// axis fastest). Converts row-major positions in [N, C, spatial...] to that order, or back.
+void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool to_column) {
+  Shape spatial(x.begin() + 2, x.end());
+  const int64_t plane = shape_numel(spatial);
+  for (int64_t i = 0; i < count; ++i) {
+    if (indices[i] < 0) continue;
+    int64_t base = indices[i] / plane * plane, rem = indices[i] % plane, out = 0;
+    if (to_column) {
+      // row-major: rem = ((i0 * S1) + i1) * S2 + i2 ...; column-major: i0 + S0 * (i1 + S1 * i2)
+      int64_t scale = plane;
+      for (size_t d = spatial.size(); d-- > 0;) {
+        scale /= spatial[d];
+        out += (rem % spatial[d]) * scale;
+        rem /= spatial[d];
+      }
+    } else {
+      int64_t scale = plane;
+      for (size_t d = 0; d < spatial.size(); ++d) {
+        scale /= spatial[d];
+        out += (rem % spatial[d]) * scale;
+        rem /= spatial[d];
+      }
+    }
+    indices[i] = base + out;
+  }
 }
 
 std::vector<int64_t> conv_kernel_shape(const OpContext& ctx, const Shape& weight) {
@@ -169,20 +243,46 @@ void grad_conv(GradContext& g) {
 
 // ---- MaxPool(X) -> Y, Indices?; MaxPoolGrad(dY, Indices, x_shape) ----
 
+// storage_order=1 (Indices counted column-major over the spatial dims) is converted after
+// the kernels, which count row-major; MaxPoolGrad converts back before scattering.
+bool column_major_indices(const OpContext& ctx) {
+  const int64_t order = ctx.node.attr_int("storage_order", 0);
+  if (order != 0 && order != 1)
+    ctx.fail("attribute storage_order=" + std::to_string(order) + ", expected 0 or 1");
+  return order == 1;
+}
+
 std::vector<OutputInfo> shape_maxpool(const OpContext& ctx) {
-  if (ctx.node.attr_int("storage_order", 0) != 0) ctx.fail("storage_order=1 is not supported");
-  Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
-  OutputInfo y{ctx.in(0).dtype(), window_out_shape(w, w.C)};
+  column_major_indices(ctx);
+  const Shape& x = ctx.in(0).shape();
+  Shape out;
+  if (is_pool3d(x)) {
+    out = pool3d_out_shape(make_pool3d(ctx, x, false));
+  } else {
+    Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
+    out = window_out_shape(w, w.C);
+  }
+  OutputInfo y{ctx.in(0).dtype(), out};
   OutputInfo idx{DType::Int64, y.shape};
   return {y, idx};
 }
 
 void cpu_maxpool(OpContext& ctx) {
-  Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
+  const Shape& x = ctx.in(0).shape();
   int64_t* idx = ctx.has_output(1) ? ctx.out(1).data<int64_t>() : nullptr;
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      maxpool2d_forward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
-                                                  ctx.out(0).data<scalar_t>(), idx));
+  if (is_pool3d(x)) {
+    const Pool3dParams p = make_pool3d(ctx, x, false);
+    ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                        maxpool3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(),
+                                                    ctx.out(0).data<scalar_t>(), idx));
+  } else {
+    Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(0).dtype(), ctx,
+        maxpool2d_forward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
+                                    ctx.out(0).data<scalar_t>(), idx));
+  }
+  if (idx && column_major_indices(ctx)) convert_storage_order(x, idx, ctx.out(1).numel(), true);
 }
 
 // Pool gradients take dY first and the input's shape last.
@@ -191,11 +291,26 @@ std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {
 }
 
 void cpu_maxpool_grad(OpContext& ctx) {
-  Window w = make_window(ctx, ctx.in(2).to_int_vector(), ctx.node.attr_ints("kernel_shape"));
+  const Shape x = ctx.in(2).to_int_vector();
+  const int64_t* indices = ctx.in(1).data<int64_t>();
+  std::vector<int64_t> row_major;
+  if (column_major_indices(ctx)) {
+    row_major.assign(indices, indices + ctx.in(1).numel());
+    convert_storage_order(x, row_major.data(), static_cast<int64_t>(row_major.size()), false);
+    indices = row_major.data();
+  }
+  if (is_pool3d(x)) {
+    const Pool3dParams p = make_pool3d(ctx, x, false);
+    ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                        maxpool3d_backward<scalar_t>(p, ctx.in(0).data<scalar_t>(), indices,
+                                                     ctx.out(0).data<scalar_t>()));
+    return;
+  }
+  Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
-      maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
-                                   ctx.in(1).data<int64_t>(), ctx.out(0).data<scalar_t>()));
+      maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(), indices,
+                                   ctx.out(0).data<scalar_t>()));
 }
 
 void grad_maxpool(GradContext& g) {
@@ -209,13 +324,23 @@ void grad_maxpool(GradContext& g) {
 // ---- AveragePool(X); AveragePoolGrad(dY, x_shape) ----
 
 std::vector<OutputInfo> shape_avgpool(const OpContext& ctx) {
-  Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
+  const Shape& x = ctx.in(0).shape();
+  if (is_pool3d(x))
+    return one_output(ctx.in(0).dtype(), pool3d_out_shape(make_pool3d(ctx, x, false)));
+  Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
   return one_output(ctx.in(0).dtype(), window_out_shape(w, w.C));
 }
 
 void cpu_avgpool(OpContext& ctx) {
-  Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
+  if (is_pool3d(ctx.in(0).shape())) {
+    const Pool3dParams p = make_pool3d(ctx, ctx.in(0).shape(), include);
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(0).dtype(), ctx,
+        avgpool3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
+    return;
+  }
+  Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       avgpool2d_forward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
@@ -223,8 +348,16 @@ void cpu_avgpool(OpContext& ctx) {
 }
 
 void cpu_avgpool_grad(OpContext& ctx) {
-  Window w = make_window(ctx, ctx.in(1).to_int_vector(), ctx.node.attr_ints("kernel_shape"));
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
+  const Shape x = ctx.in(1).to_int_vector();
+  if (is_pool3d(x)) {
+    const Pool3dParams p = make_pool3d(ctx, x, include);
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(0).dtype(), ctx,
+        avgpool3d_backward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
+    return;
+  }
+  Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       avgpool2d_backward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
@@ -268,7 +401,10 @@ void grad_global_avgpool(GradContext& g) {
                              {}, "ai.ortmodule"));
 }
 
-// ---- BatchNormalization / com.microsoft BatchNormInternal / BatchNormalizationGrad ----
+// ---- BatchNormalization / ai.ortmodule BatchNormTorch / com.microsoft BatchNormInternal /
+// BatchNormalizationGrad ----
+// BatchNormTorch is BatchNormalization with PyTorch's running variance (unbiased batch
+// variance); the captured PyTorch models use it, ONNX models keep the ONNX definition.
 // BatchNormInternal is BatchNormalization with two more outputs (saved_mean,
 // saved_inv_std) that its gradient reads; the gradient rule switches to it.
 
@@ -298,12 +434,35 @@ std::vector<OutputInfo> shape_batchnorm(const OpContext& ctx) {
   return {y, stat, stat, stat, stat};
 }
 
+// BatchNormalization before opset 14 (spatial, is_test, five outputs in training mode): the
+// engine runs the inference form, Y from the given mean and variance, with statistics per
+// channel (spatial=1). The training-mode outputs (mean, var, saved_mean, saved_var) and
+// spatial=0 (statistics per channel and position) are refused.
+std::vector<OutputInfo> shape_batchnorm_legacy(const OpContext& ctx) {
+  if (ctx.node.attr_int("spatial", 1) != 1) {
+    ctx.fail("attribute spatial=" + std::to_string(ctx.node.attr_int("spatial", 1)) +
+             " (statistics per position) is not supported; expected spatial=1");
+  }
+  for (size_t i = 1; i < ctx.node.outputs.size(); ++i) {
+    if (ctx.node.outputs[i]) {
+      ctx.fail("output " + std::to_string(i) +
+               " (a training-mode statistic) is not supported before opset 14; expected only "
+               "output 0 (inference)");
+    }
+  }
+  return shape_batchnorm(ctx);
+}
+
 void cpu_batchnorm(OpContext& ctx) {
   int64_t N, C, S;
   bn_dims(ctx, &N, &C, &S);
   double eps = ctx.node.attr_float("epsilon", 1e-5),
          momentum = ctx.node.attr_float("momentum", 0.9);
   bool training = ctx.node.attr_int("training_mode", 0) != 0;
+  // ai.ortmodule BatchNormTorch (PyTorch's batch norm, and the BatchNormInternal that its
+  // gradient rule switches it to) tracks the unbiased batch variance; ONNX's the biased one.
+  const bool unbiased =
+      ctx.node.op_type == "BatchNormTorch" || ctx.node.attr_int("unbiased_running_var", 0) != 0;
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     auto in = [&](size_t i) { return ctx.in(i).data<scalar_t>(); };
     if (!training) {
@@ -320,8 +479,8 @@ void cpu_batchnorm(OpContext& ctx) {
     };
     scalar_t* y = ctx.out(0).data<scalar_t>();
     scalar_t *rm = out(1), *rv = out(2), *sm = out(3), *sis = out(4);
-    batchnorm_train_forward<scalar_t>(N, C, S, eps, momentum, in(0), in(1), in(2), in(3), in(4), y,
-                                      rm, rv, sm, sis);
+    batchnorm_train_forward<scalar_t>(N, C, S, eps, momentum, unbiased, in(0), in(1), in(2), in(3),
+                                      in(4), y, rm, rv, sm, sis);
   });
 }
 
@@ -373,7 +532,9 @@ void grad_batchnorm(GradContext& g) {
   }
   // In training mode Y does not depend on input_mean/input_var (batch statistics are
   // used), so they get no gradient even when computed from differentiable values.
+  const bool torch_semantics = n.op_type == "BatchNormTorch";
   g.replace_forward_op("BatchNormInternal", "com.microsoft");
+  if (torch_semantics) n.attrs["unbiased_running_var"] = Attribute::make_int(1);
   Value* saved_mean = g.forward_output(3, "saved_mean");
   Value* saved_inv_std = g.forward_output(4, "saved_inv_std");
   std::vector<Value*> grads = g.emit_multi(

@@ -29,6 +29,43 @@ std::vector<OutputInfo> shape_binary_broadcast(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), broadcast_shapes(ctx, ctx.in(0).shape(), ctx.in(1).shape()));
 }
 
+// Add, Sub, Mul, Div and Pow before opset 7: no implicit broadcasting. With broadcast=1, B
+// is broadcast to A's shape, its dims aligned with A's from `axis` (default: trailing, as
+// numpy aligns them); with broadcast=0 the shapes must match.
+std::vector<OutputInfo> shape_legacy_broadcast(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  const Shape& a = ctx.in(0).shape();
+  const Shape& b = ctx.in(1).shape();
+  const int64_t broadcast = ctx.node.attr_int("broadcast", 0);
+  if (broadcast == 0) {
+    if (a != b) {
+      ctx.fail("broadcast=0 needs inputs of one shape, got " + shape_str(a) + " and " +
+               shape_str(b) + " (set broadcast=1 to broadcast B)");
+    }
+    return one_output(ctx.in(0).dtype(), a);
+  }
+  const int64_t rank_a = static_cast<int64_t>(a.size()), rank_b = static_cast<int64_t>(b.size());
+  if (rank_b > rank_a) {
+    ctx.fail("broadcast=1 broadcasts B to A's shape; B " + shape_str(b) + " has more dims than A " +
+             shape_str(a));
+  }
+  if (ctx.node.has_attr("axis")) {
+    int64_t axis = ctx.node.attr_int("axis", 0);
+    if (axis < 0) axis += rank_a;
+    if (axis != rank_a - rank_b) {
+      ctx.fail("attribute axis=" + std::to_string(ctx.node.attr_int("axis", 0)) + " aligns B " +
+               shape_str(b) + " with A " + shape_str(a) +
+               " away from A's trailing dims; only trailing alignment (axis=" +
+               std::to_string(rank_a - rank_b) + ") is supported");
+    }
+  }
+  if (broadcast_shapes(ctx, a, b) != a) {
+    ctx.fail("broadcast=1 broadcasts B to A's shape; B " + shape_str(b) + " does not fit A " +
+             shape_str(a));
+  }
+  return one_output(ctx.in(0).dtype(), a);
+}
+
 std::vector<OutputInfo> shape_variadic_broadcast(const OpContext& ctx) {
   Shape s = ctx.in(0).shape();
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
@@ -187,12 +224,16 @@ void cpu_leaky_relu_grad(OpContext& ctx) {
 // ---- Clip(x, min?, max?) and ClipGrad(dY, x, min?, max?) ----
 
 namespace {
+// Bounds from inputs `first` and `first + 1` (opset 11 and later) or, before opset 11,
+// from the min/max attributes.
 template <typename T>
 void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
-  *lo = ctx.has_input(first) ? static_cast<T>(ctx.in(first).float_at(0))
-                             : std::numeric_limits<T>::lowest();
-  *hi = ctx.has_input(first + 1) ? static_cast<T>(ctx.in(first + 1).float_at(0))
-                                 : std::numeric_limits<T>::max();
+  *lo = ctx.has_input(first)       ? static_cast<T>(ctx.in(first).float_at(0))
+        : ctx.node.has_attr("min") ? static_cast<T>(ctx.node.attr_float("min", 0))
+                                   : std::numeric_limits<T>::lowest();
+  *hi = ctx.has_input(first + 1)   ? static_cast<T>(ctx.in(first + 1).float_at(0))
+        : ctx.node.has_attr("max") ? static_cast<T>(ctx.node.attr_float("max", 0))
+                                   : std::numeric_limits<T>::max();
 }
 }  // namespace
 
@@ -202,7 +243,11 @@ void cpu_clip(OpContext& ctx) {
     scalar_t lo, hi;
     clip_bounds(ctx, 1, &lo, &hi);
     unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-              [lo, hi](scalar_t v) { return v < lo ? lo : (v > hi ? hi : v); });
+              // min(max(v, lo), hi): with lo > hi every output is hi, as ONNX defines.
+              [lo, hi](scalar_t v) {
+                const scalar_t m = v < lo ? lo : v;
+                return m > hi ? hi : m;
+              });
   });
 }
 
@@ -433,8 +478,12 @@ void grad_leaky_relu(GradContext& g) {
 void grad_clip(GradContext& g) {
   if (g.needs_grad(1) || g.needs_grad(2))
     g.fail("gradients with respect to the bounds are not supported");
-  g.set_input_grad(0, g.emit("ClipGrad", {g.output_grad(0), g.input(0), g.input(1), g.input(2)}, {},
-                             "ai.ortmodule"));
+  // Before opset 11 the bounds are attributes; ClipGrad reads them the same way.
+  Value* dx = g.emit("ClipGrad", {g.output_grad(0), g.input(0), g.input(1), g.input(2)}, {},
+                     "ai.ortmodule");
+  for (const char* key : {"min", "max"})
+    if (g.node().has_attr(key)) dx->producer->attrs[key] = *g.node().attr(key);
+  g.set_input_grad(0, dx);
 }
 void grad_exp(GradContext& g) {
   g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.output(0)}));

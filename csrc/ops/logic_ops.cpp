@@ -195,6 +195,8 @@ void grad_min_max(GradContext& g) {
 }
 
 // ---- Mod(a, b; fmod) ----
+// fmod=1: truncated quotient (C fmod); fmod=0: floored quotient (Python %), for floats as
+// opset 28 defines it (earlier opsets leave fmod=0 on floats undefined).
 
 void cpu_mod(OpContext& ctx) {
   const bool fmod = ctx.node.attr_int("fmod", 0) != 0;
@@ -204,15 +206,17 @@ void cpu_mod(OpContext& ctx) {
   if (!dtype_is_floating(a.dtype())) {
     for (int64_t i = 0; i < b.numel(); ++i)
       if (b.int_at(i) == 0) ctx.fail("integer modulo by zero");
-  } else if (!fmod) {
-    ctx.fail("fmod=0 is only defined for integer inputs; floats need fmod=1");
   }
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx,
                         binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
                                    y.shape(), y.data<scalar_t>(), [fmod](auto p, auto q) {
                                      using T = decltype(p);
                                      if constexpr (std::is_floating_point_v<T>) {
-                                       return std::fmod(p, q);
+                                       T r = std::fmod(p, q);  // A - trunc(A / B) * B
+                                       if (fmod) return r;
+                                       // A - floor(A / B) * B: the sign of B, zero included.
+                                       if (r != 0 && ((r < 0) != (q < 0))) return r + q;
+                                       return r == 0 ? std::copysign(T(0), q) : r;
                                      } else {
                                        T r = p % q;  // truncated, the sign of the dividend
                                        if (!fmod && r != 0 && ((r < 0) != (q < 0)))

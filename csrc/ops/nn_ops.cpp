@@ -1,4 +1,7 @@
 // Softmax, LogSoftmax, Dropout and the classification losses, with gradients.
+#include <algorithm>
+#include <cstring>
+
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/layernorm.h"
@@ -12,20 +15,43 @@ namespace ortmodule {
 
 // ---- Softmax / LogSoftmax (opset 13 semantics: normalised along one axis) ----
 
+// Before opset 13 (and in com.microsoft SoftmaxGrad / LogSoftmaxGrad) the input is coerced
+// to 2-D at `axis` (default 1): [prod(dims[:axis]), prod(dims[axis:])], normalised per row.
+
 namespace {
-void softmax_dims(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
-                  int64_t* inner) {
+void softmax_dims(const OpContext& ctx, const Shape& s, bool coerce_2d, int64_t* outer,
+                  int64_t* dim, int64_t* inner) {
   int64_t rank = static_cast<int64_t>(s.size());
+  if (coerce_2d) {
+    // axis may equal rank (one row per element... of an empty trailing product).
+    int64_t axis = ctx.node.attr_int("axis", 1);
+    if (axis < -rank || axis > rank) {
+      ctx.fail("attribute axis=" + std::to_string(axis) + " is out of range for rank " +
+               std::to_string(rank) + " (expected [" + std::to_string(-rank) + ", " +
+               std::to_string(rank) + "])");
+    }
+    if (axis < 0) axis += rank;
+    *outer = dims_product(s, 0, axis);
+    *dim = dims_product(s, axis, s.size());
+    *inner = 1;
+    return;
+  }
   int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", -1), rank);
   *outer = dims_product(s, 0, axis);
   *dim = s[axis];
   *inner = dims_product(s, axis + 1, s.size());
 }
 
+// The rows before opset 13 and the com.microsoft grads of those rows coerce to 2-D.
+bool coerces_2d(const OpContext& ctx) {
+  return ctx.node.domain.empty() ? ctx.node.def->until_version < 13
+                                 : ctx.node.op_type.find("_13") == std::string::npos;
+}
+
 void run_softmax(OpContext& ctx, bool log) {
   const Tensor& x = ctx.in(0);
   int64_t outer, dim, inner;
-  softmax_dims(ctx, x.shape(), &outer, &dim, &inner);
+  softmax_dims(ctx, x.shape(), coerces_2d(ctx), &outer, &dim, &inner);
   ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
                       softmax_forward<scalar_t>(outer, dim, inner, x.data<scalar_t>(),
                                                 ctx.out(0).data<scalar_t>(), log));
@@ -36,17 +62,18 @@ void run_softmax_grad(OpContext& ctx, bool log) {
   const Tensor& dy = ctx.in(0);
   const Tensor& y = ctx.in(1);
   int64_t outer, dim, inner;
-  softmax_dims(ctx, y.shape(), &outer, &dim, &inner);
+  softmax_dims(ctx, y.shape(), coerces_2d(ctx), &outer, &dim, &inner);
   ORTM_DISPATCH_FLOAT(
       dy.dtype(), ctx,
       softmax_backward<scalar_t>(outer, dim, inner, dy.data<scalar_t>(), y.data<scalar_t>(),
                                  ctx.out(0).data<scalar_t>(), log));
 }
 
-void grad_softmax_common(GradContext& g, const char* op) {
-  g.set_input_grad(
-      0, g.emit(op, {g.output_grad(0), g.output(0)},
-                {{"axis", Attribute::make_int(g.node().attr_int("axis", -1))}}, "com.microsoft"));
+void grad_softmax_common(GradContext& g, const char* op, int64_t default_axis) {
+  g.set_input_grad(0,
+                   g.emit(op, {g.output_grad(0), g.output(0)},
+                          {{"axis", Attribute::make_int(g.node().attr_int("axis", default_axis))}},
+                          "com.microsoft"));
 }
 }  // namespace
 
@@ -54,8 +81,10 @@ void cpu_softmax(OpContext& ctx) { run_softmax(ctx, false); }
 void cpu_log_softmax(OpContext& ctx) { run_softmax(ctx, true); }
 void cpu_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, false); }
 void cpu_log_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, true); }
-void grad_softmax(GradContext& g) { grad_softmax_common(g, "SoftmaxGrad_13"); }
-void grad_log_softmax(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGrad_13"); }
+void grad_softmax(GradContext& g) { grad_softmax_common(g, "SoftmaxGrad_13", -1); }
+void grad_log_softmax(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGrad_13", -1); }
+void grad_softmax_2d(GradContext& g) { grad_softmax_common(g, "SoftmaxGrad", 1); }
+void grad_log_softmax_2d(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGrad", 1); }
 
 // ---- LayerNormalization(X, Scale, B?; axis, epsilon) -> Y, Mean?, InvStdDev? ----
 // and com.microsoft LayerNormalizationGrad(dY, X, scale, mean, inv_std) -> dX, dScale, dBias
@@ -171,6 +200,37 @@ void cpu_dropout(OpContext& ctx) {
         yp[i] = keep ? xp[i] * scale : scalar_t(0);
       }
     });
+  });
+}
+
+// Dropout before opset 12 (ratio an attribute): the engine runs it as inference, output =
+// data and an all-true mask (element type T before opset 10, bool from 10). Opsets 1-6 say
+// so with is_test=1; is_test=0 asks for training-mode dropout, which is refused.
+std::vector<OutputInfo> shape_dropout_legacy(const OpContext& ctx) {
+  const int until = ctx.node.def->until_version;
+  if (until < 7 && ctx.node.attr_int("is_test", 0) == 0) {
+    ctx.fail(
+        "attribute is_test=0 asks for training-mode dropout, which is not supported "
+        "before opset 7; expected is_test=1 (inference)");
+  }
+  dropout_ratio(ctx, 1);
+  std::vector<OutputInfo> outs = shape_dropout(ctx);
+  if (until < 10) outs[1].dtype = ctx.in(0).dtype();
+  return outs;
+}
+
+void cpu_dropout_legacy(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  std::memcpy(ctx.out(0).raw(), x.raw(), x.nbytes());
+  if (!ctx.has_output(1)) return;
+  Tensor& mask = ctx.out(1);
+  if (mask.dtype() == DType::Bool) {
+    std::memset(mask.raw(), 1, mask.nbytes());
+    return;
+  }
+  ORTM_DISPATCH_FLOAT(mask.dtype(), ctx, {
+    scalar_t* m = mask.data<scalar_t>();
+    std::fill(m, m + mask.numel(), scalar_t(1));
   });
 }
 

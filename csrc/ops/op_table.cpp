@@ -23,6 +23,11 @@ struct Row {
     def.cpu = cpu;
     def.grad = grad;
   }
+  // The last opset version of the op's domain the row covers (a newer row takes over).
+  Row& until(int version) {
+    def.until_version = version;
+    return *this;
+  }
   Row& inplace(int input) {
     def.inplace_input = input;
     return *this;
@@ -68,18 +73,26 @@ std::vector<OpDef> build_table() {
       Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).inplace(0),
       Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).inplace(0),
       Row("", "Pow", 7, shape_binary_broadcast, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
-      Row("", "Sum", 8, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
-      Row("", "Neg", 6, shape_same_as_input0, cpu_neg, grad_neg).inplace(0),
-      Row("", "Relu", 6, shape_same_as_input0, cpu_relu, grad_relu).inplace(0),
-      Row("", "Sigmoid", 6, shape_same_as_input0, cpu_sigmoid, grad_sigmoid).inplace(0),
-      Row("", "Tanh", 6, shape_same_as_input0, cpu_tanh, grad_tanh).inplace(0),
-      Row("", "Exp", 6, shape_same_as_input0, cpu_exp, grad_exp).inplace(0),
-      Row("", "Log", 6, shape_same_as_input0, cpu_log, grad_log).inplace(0),
-      Row("", "Sqrt", 6, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
+      // Before opset 7: broadcasting only with broadcast=1, B to A's shape (axis attribute).
+      Row("", "Add", 1, shape_legacy_broadcast, cpu_add, grad_add).until(6).inplace(0),
+      Row("", "Sub", 1, shape_legacy_broadcast, cpu_sub, grad_sub).until(6).inplace(0),
+      Row("", "Mul", 1, shape_legacy_broadcast, cpu_mul, grad_mul).until(6).inplace(0),
+      Row("", "Div", 1, shape_legacy_broadcast, cpu_div, grad_div).until(6).inplace(0),
+      Row("", "Pow", 1, shape_legacy_broadcast, cpu_pow, grad_pow).until(6).tolerance(1e-5, 1e-5),
+      Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
+      Row("", "Neg", 1, shape_same_as_input0, cpu_neg, grad_neg).inplace(0),
+      Row("", "Relu", 1, shape_same_as_input0, cpu_relu, grad_relu).inplace(0),
+      Row("", "Sigmoid", 1, shape_same_as_input0, cpu_sigmoid, grad_sigmoid).inplace(0),
+      Row("", "Tanh", 1, shape_same_as_input0, cpu_tanh, grad_tanh).inplace(0),
+      Row("", "Exp", 1, shape_same_as_input0, cpu_exp, grad_exp).inplace(0),
+      Row("", "Log", 1, shape_same_as_input0, cpu_log, grad_log).inplace(0),
+      Row("", "Sqrt", 1, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
       Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).inplace(0),
-      Row("", "Abs", 6, shape_same_as_input0, cpu_abs, grad_abs).inplace(0),
-      Row("", "LeakyRelu", 6, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
+      Row("", "Abs", 1, shape_same_as_input0, cpu_abs, grad_abs).inplace(0),
+      Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
       Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
+      // Before opset 11 the bounds are the min/max attributes.
+      Row("", "Clip", 1, shape_same_as_input0, cpu_clip, grad_clip).until(10).inplace(0),
       Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity),
       // Tensor.detach() and the outputs of torch.no_grad() regions: identity, no gradient.
       Row(kOwn, "StopGradient", 1, shape_view_of_input0, cpu_view, nullptr).not_differentiable(),
@@ -88,14 +101,14 @@ std::vector<OpDef> build_table() {
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand),
       Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).inplace(0),
       Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).inplace(0),
-      Row("", "Reciprocal", 6, shape_same_as_input0, cpu_reciprocal, grad_reciprocal).inplace(0),
+      Row("", "Reciprocal", 1, shape_same_as_input0, cpu_reciprocal, grad_reciprocal).inplace(0),
       Row("", "Softplus", 1, shape_same_as_input0, cpu_softplus, grad_softplus).inplace(0),
       Row("", "Gelu", 20, shape_same_as_input0, cpu_gelu, grad_gelu).inplace(0),
       // Piecewise constant: the gradient is zero wherever it exists (as in PyTorch).
-      Row("", "Floor", 6, shape_same_as_input0, cpu_floor, nullptr).not_differentiable(),
-      Row("", "Ceil", 6, shape_same_as_input0, cpu_ceil, nullptr).not_differentiable(),
-      Row("", "Min", 8, shape_variadic_broadcast, cpu_min, grad_min_max),
-      Row("", "Max", 8, shape_variadic_broadcast, cpu_max, grad_min_max),
+      Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr).not_differentiable(),
+      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr).not_differentiable(),
+      Row("", "Min", 1, shape_variadic_broadcast, cpu_min, grad_min_max),
+      Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max),
       Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod),
       Row("", "Where", 9, shape_where, cpu_where, grad_where),
       // ---- comparisons and logic (bool results, no gradients) ----
@@ -112,7 +125,7 @@ std::vector<OpDef> build_table() {
       Row("", "IsNaN", 9, shape_float_predicate, cpu_isnan, nullptr).not_differentiable(),
       Row("", "IsInf", 10, shape_float_predicate, cpu_isinf, nullptr).not_differentiable(),
       // ---- matrix products ----
-      Row("", "Gemm", 7, shape_gemm, cpu_gemm, grad_gemm),
+      Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm),
       Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
       // ---- data movement ----
       Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like),
@@ -125,9 +138,13 @@ std::vector<OpDef> build_table() {
       // torch.nn.Embedding with a padding index: Gather whose padding row gets no gradient.
       Row(kOwn, "Embedding", 1, shape_gather, cpu_gather, grad_embedding),
       Row("", "Slice", 10, shape_slice, cpu_slice, grad_slice),
-      Row("", "Split", 13, shape_split, cpu_split, grad_split),
+      // Before opset 10 starts, ends and axes are attributes (no steps).
+      Row("", "Slice", 1, shape_slice, cpu_slice, grad_slice).until(9),
+      Row("", "Split", 1, shape_split, cpu_split, grad_split),
       Row("", "Tile", 6, shape_tile, cpu_tile, grad_tile),
       Row("", "Pad", 11, shape_pad, cpu_pad, grad_pad),
+      // Before opset 11 pads (paddings at opset 1) and value are attributes.
+      Row("", "Pad", 1, shape_pad, cpu_pad, grad_pad).until(10),
       Row("", "Trilu", 14, shape_same_as_input0, cpu_trilu, grad_trilu),
       Row("", "CumSum", 11, shape_same_as_input0, cpu_cumsum, grad_cumsum),
       Row("", "Range", 11, shape_range, cpu_range, nullptr).not_differentiable(),
@@ -155,12 +172,25 @@ std::vector<OpDef> build_table() {
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
+      // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
+      Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d).until(12),
+      Row("", "LogSoftmax", 1, shape_same_as_input0, cpu_log_softmax, grad_log_softmax_2d)
+          .until(12),
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
-      Row("", "MaxPool", 8, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
-      Row("", "AveragePool", 7, shape_avgpool, cpu_avgpool, grad_avgpool),
+      Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
+      Row("", "AveragePool", 1, shape_avgpool, cpu_avgpool, grad_avgpool),
       Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool,
           grad_global_avgpool),
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
+          .writeback({{1, 3}, {2, 4}})
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
+      // Before opset 14: inference form only (output Y, spatial=1).
+      Row("", "BatchNormalization", 1, shape_batchnorm_legacy, cpu_batchnorm, grad_batchnorm)
+          .until(13)
+          .tolerance(1e-4, 1e-5),
+      // PyTorch's batch norm: running_var tracks the unbiased batch variance.
+      Row(kOwn, "BatchNormTorch", 1, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
           .writeback({{1, 3}, {2, 4}})
           .grad_outputs(1)
           .tolerance(1e-4, 1e-5),
@@ -168,6 +198,11 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
       Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random().grad_outputs(1),
+      // Before opset 12 (ratio an attribute) Dropout runs as inference: output = data.
+      // Opsets 1-6 need is_test=1; the mask is of type T before opset 10, bool from 10.
+      Row("", "Dropout", 1, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(6.grad_outputs(1),
+      Row("", "Dropout", 7, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(9.grad_outputs(1),
+      Row("", "Dropout", 10, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(11.grad_outputs(1),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
           grad_softmax_cross_entropy)
           .grad_outputs(1),
@@ -184,6 +219,8 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr).internal().inplace(0),
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
+      Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
+      Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .internal(),
       Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, nullptr).internal(),

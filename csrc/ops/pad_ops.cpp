@@ -34,7 +34,15 @@ PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
   } else {
     ctx.fail("mode \"" + mode + "\" is not a Pad mode (constant, edge, reflect, wrap)");
   }
-  std::vector<int64_t> pads = ctx.in(pads_at).to_int_vector();
+  // Before opset 11 the pads are an attribute ("paddings" at opset 1).
+  std::vector<int64_t> pads;
+  if (ctx.has_input(pads_at)) {
+    pads = ctx.in(pads_at).to_int_vector();
+  } else if (ctx.node.has_attr("pads") || ctx.node.has_attr("paddings")) {
+    pads = ctx.node.attr_ints(ctx.node.has_attr("pads") ? "pads" : "paddings");
+  } else {
+    ctx.fail("input 'pads' is missing");
+  }
   std::vector<int64_t> axes;
   if (ctx.has_input(pads_at + 2)) {
     for (int64_t a : ctx.in(pads_at + 2).to_int_vector())
@@ -128,7 +136,11 @@ void cpu_pad(OpContext& ctx) {
     ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
              dtype_name(x.dtype()));
   ORTM_DISPATCH_ALL(x.dtype(), ctx, {
-    const scalar_t value = ctx.has_input(2) ? ctx.in(2).data<scalar_t>()[0] : scalar_t(0);
+    // Before opset 11 the constant is the float attribute "value".
+    const scalar_t value = ctx.has_input(2) ? ctx.in(2).data<scalar_t>()[0]
+                           : ctx.node.has_attr("value")
+                               ? static_cast<scalar_t>(ctx.node.attr_float("value", 0))
+                               : scalar_t(0);
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for_each_padded(x.shape(), y.shape(), p,
@@ -162,10 +174,12 @@ void grad_pad(GradContext& g) {
     in.push_back(nullptr);
     in.push_back(g.input(3));
   }
-  g.set_input_grad(
-      0, g.emit("PadGrad", in,
-                {{"mode", Attribute::make_string(g.node().attr_string("mode", "constant"))}},
-                "ai.ortmodule"));
+  Value* dx = g.emit("PadGrad", in,
+                     {{"mode", Attribute::make_string(g.node().attr_string("mode", "constant"))}},
+                     "ai.ortmodule");
+  for (const char* key : {"pads", "paddings"})
+    if (g.node().has_attr(key)) dx->producer->attrs[key] = *g.node().attr(key);
+  g.set_input_grad(0, dx);
 }
 
 }  // namespace ortmodule

@@ -54,19 +54,27 @@ void for_each_in_box(const Shape& full, const Box& box, F f) {
 }
 
 // The box Slice(data, starts, ends, axes?, steps?) selects (ONNX clamping rules).
-// Inputs start at `first` (0 for Slice, 2 for SliceGrad).
+// Inputs start at `first` (1 for Slice, 2 for SliceGrad). Before opset 10 starts, ends and
+// axes are attributes (and there are no steps).
 Box slice_box(const OpContext& ctx, const Shape& data, size_t first) {
   const int64_t rank = static_cast<int64_t>(data.size());
-  std::vector<int64_t> starts = ctx.in(first).to_int_vector();
-  std::vector<int64_t> ends = ctx.in(first + 1).to_int_vector();
+  const bool from_attrs = !ctx.has_input(first) && ctx.node.has_attr("starts");
+  if (!from_attrs && !ctx.has_input(first)) ctx.fail("input 'starts' is missing");
+  std::vector<int64_t> starts =
+      from_attrs ? ctx.node.attr_ints("starts") : ctx.in(first).to_int_vector();
+  if (from_attrs && !ctx.node.has_attr("ends")) ctx.fail("attribute 'ends' is missing");
+  std::vector<int64_t> ends =
+      from_attrs ? ctx.node.attr_ints("ends") : ctx.in(first + 1).to_int_vector();
   std::vector<int64_t> axes, steps;
-  if (ctx.has_input(first + 2)) {
+  if (from_attrs && ctx.node.has_attr("axes")) {
+    axes = ctx.node.attr_ints("axes");
+  } else if (!from_attrs && ctx.has_input(first + 2)) {
     axes = ctx.in(first + 2).to_int_vector();
   } else {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
-  steps = ctx.has_input(first + 3) ? ctx.in(first + 3).to_int_vector()
-                                   : std::vector<int64_t>(starts.size(), 1);
+  steps = !from_attrs && ctx.has_input(first + 3) ? ctx.in(first + 3).to_int_vector()
+                                                  : std::vector<int64_t>(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size()) {
     ctx.fail("starts, ends, axes and steps must have one entry per sliced axis (got " +
@@ -145,7 +153,11 @@ void cpu_slice_grad(OpContext& ctx) {
 void grad_slice(GradContext& g) {
   std::vector<Value*> in = {g.output_grad(0), g.shape_of(g.input(0))};
   for (size_t i = 1; i < g.node().inputs.size(); ++i) in.push_back(g.input(i));
-  g.set_input_grad(0, g.emit("SliceGrad", in, {}, "ai.ortmodule"));
+  Value* dx = g.emit("SliceGrad", in, {}, "ai.ortmodule");
+  // Before opset 10 the slice is given by attributes; SliceGrad reads them the same way.
+  for (const char* key : {"starts", "ends", "axes"})
+    if (g.node().has_attr(key)) dx->producer->attrs[key] = *g.node().attr(key);
+  g.set_input_grad(0, dx);
 }
 
 // ---- Split(input, split?; axis, num_outputs) ----

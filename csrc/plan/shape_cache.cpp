@@ -35,6 +35,7 @@ const std::unordered_map<std::string, std::vector<int>>& shape_inputs_table() {
     for (std::string op; shape_only >> op;) t[op] = {};
     t["com.microsoft:FusedMatMul"] = {};
     t["com.microsoft:BatchNormInternal"] = {};
+    t["ai.ortmodule:BatchNormTorch"] = {};
     // Output shapes read from input values.
     for (const char* op : {"Reshape", "Expand", "Squeeze", "Unsqueeze", "Tile", "TopK", "Split",
                            "Compress", "OneHot", "CenterCropPad"})

@@ -62,6 +62,8 @@ PYBIND11_MODULE(_C, m) {
         "Registers fn(*tensors) -> tuple of tensors for TorchCall nodes; returns its id.");
   m.def("release_callable", &release_callable, py::arg("id"));
   m.def("op_table", &op_table_py, "One dict per op-table row.");
+  // The newest opset of the default ONNX domain the loader accepts (from opset 1).
+  m.attr("max_onnx_opset") = kMaxOnnxOpset;
   m.def(
       "load_onnx",
       [](py::bytes data, std::vector<std::string> feed) {

@@ -289,13 +289,38 @@ at::Tensor to_torch(const Tensor& t) {
       t.raw(), shape, [storage](void*) {}, at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
 }
 
-std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
-                                    const std::vector<at::Tensor>& inputs) {
-  const std::vector<std::string>& names = program->input_names();
-  if (inputs.size() != names.size()) {
-    throw std::invalid_argument("program expects " + std::to_string(names.size()) +
-                                " inputs, got " + std::to_string(inputs.size()));
+namespace {
+
+// The caller passes every input, or only those without a default (graph inputs that the
+// model also lists as initializers take the initializer's value when left out).
+std::vector<at::Tensor> complete_inputs(const Program& program,
+                                        const std::vector<at::Tensor>& given) {
+  const std::vector<std::string>& names = program.input_names();
+  const std::vector<Tensor>& defaults = program.input_defaults();
+  if (given.size() == names.size()) return given;
+  size_t required = 0;
+  for (const Tensor& d : defaults) required += d.defined() ? 0 : 1;
+  if (given.size() != required) {
+    std::string message = "program expects " + std::to_string(names.size()) + " inputs";
+    if (required != names.size()) {
+      message += " (or the " + std::to_string(required) +
+                 " without a default; the others are initializers of the model)";
+    }
+    throw std::invalid_argument(message + ", got " + std::to_string(given.size()));
   }
+  std::vector<at::Tensor> full;
+  full.reserve(names.size());
+  size_t next = 0;
+  for (const Tensor& d : defaults) full.push_back(d.defined() ? to_torch(d) : given[next++]);
+  return full;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
+                                    const std::vector<at::Tensor>& given) {
+  const std::vector<std::string>& names = program->input_names();
+  const std::vector<at::Tensor> inputs = complete_inputs(*program, given);
   std::vector<Tensor> engine_inputs;
   engine_inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

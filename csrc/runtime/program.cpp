@@ -21,6 +21,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   for (Value* v : graph_->inputs()) {
     input_names_.push_back(v->name);
     input_dtypes_.push_back(v->dtype);
+    input_defaults_.push_back(v->input_default);
   }
   for (Value* v : graph_->outputs()) output_names_.push_back(v->name);
 

@@ -26,6 +26,8 @@ class Program {
 
   Executor& executor() { return *executor_; }
   const std::vector<std::string>& input_names() const { return input_names_; }
+  // Per input: its default (an initializer the model also lists as an input), or undefined.
+  const std::vector<Tensor>& input_defaults() const { return input_defaults_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
   // Declared element type per input (Undefined where the model leaves it open).
   const std::vector<DType>& input_dtypes() const { return input_dtypes_; }
@@ -48,6 +50,7 @@ class Program {
   std::unique_ptr<Executor> executor_;
   std::vector<std::string> input_names_, output_names_;
   std::vector<DType> input_dtypes_;
+  std::vector<Tensor> input_defaults_;
   std::vector<int> wrt_positions_;
   std::vector<bool> output_differentiable_;
   std::vector<Value*> output_grads_, input_grads_;

@@ -99,9 +99,9 @@ TYPED_TEST(BatchNormKernelTest, TrainForwardMatchesReference) {
     std::vector<T> y(x.size()), mean(s.C), inv_std(s.C);
     // running_*_in aliases running_*_out, as the runtime passes them.
     std::vector<T> rm = cast_to<T>(rmean), rv = cast_to<T>(rvar);
-    batchnorm_train_forward<T>(s.N, s.C, s.S, kEpsilon, kMomentum, xt.data(), st.data(), bt.data(),
-                               rm.data(), rv.data(), y.data(), rm.data(), rv.data(), mean.data(),
-                               inv_std.data());
+    batchnorm_train_forward<T>(s.N, s.C, s.S, kEpsilon, kMomentum, true, xt.data(), st.data(),
+                               bt.data(), rm.data(), rv.data(), y.data(), rm.data(), rv.data(),
+                               mean.data(), inv_std.data());
     expect_close(y, ref.y, "y");
     expect_close(mean, ref.mean, "saved_mean");
     expect_close(inv_std, ref.inv_std, "saved_inv_std");
@@ -111,9 +111,9 @@ TYPED_TEST(BatchNormKernelTest, TrainForwardMatchesReference) {
     // Separate in/out buffers leave the inputs untouched.
     const auto rm_in = cast_to<T>(rmean), rv_in = cast_to<T>(rvar);
     std::vector<T> rm_out(s.C), rv_out(s.C);
-    batchnorm_train_forward<T>(s.N, s.C, s.S, kEpsilon, kMomentum, xt.data(), st.data(), bt.data(),
-                               rm_in.data(), rv_in.data(), y.data(), rm_out.data(), rv_out.data(),
-                               mean.data(), inv_std.data());
+    batchnorm_train_forward<T>(s.N, s.C, s.S, kEpsilon, kMomentum, true, xt.data(), st.data(),
+                               bt.data(), rm_in.data(), rv_in.data(), y.data(), rm_out.data(),
+                               rv_out.data(), mean.data(), inv_std.data());
     expect_close(rm_out, ref.running_mean, "running_mean_out");
     expect_close(rv_out, ref.running_var, "running_var_out");
     expect_close(rm_in, rmean, "running_mean_in");
@@ -146,7 +146,7 @@ TYPED_TEST(BatchNormKernelTest, TrainForwardKeepsVarianceOfOffsetData) {
   }
   const auto xt = cast_to<T>(x), st = cast_to<T>(scale), bt = cast_to<T>(bias);
   std::vector<T> y(x.size()), rm(C, T(0)), rv(C, T(1)), mean(C), inv_std(C);
-  batchnorm_train_forward<T>(N, C, S, kEpsilon, kMomentum, xt.data(), st.data(), bt.data(),
+  batchnorm_train_forward<T>(N, C, S, kEpsilon, kMomentum, true, xt.data(), st.data(), bt.data(),
                              rm.data(), rv.data(), y.data(), rm.data(), rv.data(), mean.data(),
                              inv_std.data());
   expect_close(inv_std, ref_inv_std, "saved_inv_std");
@@ -245,9 +245,9 @@ TEST(BatchNormKernelGradCheck, TrainBackwardMatchesFiniteDifferences) {
     const auto r = random_values<double>(size, 17);
     std::vector<double> y(size), rm(s.C, 0.0), rv(s.C, 1.0), mean(s.C), inv_std(s.C);
     auto loss = [&] {
-      batchnorm_train_forward<double>(s.N, s.C, s.S, kEpsilon, kMomentum, x.data(), scale.data(),
-                                      bias.data(), rm.data(), rv.data(), y.data(), rm.data(),
-                                      rv.data(), mean.data(), inv_std.data());
+      batchnorm_train_forward<double>(s.N, s.C, s.S, kEpsilon, kMomentum, true, x.data(),
+                                      scale.data(), bias.data(), rm.data(), rv.data(), y.data(),
+                                      rm.data(), rv.data(), mean.data(), inv_std.data());
       double l = 0;
       for (int64_t i = 0; i < size; ++i) l += y[i] * r[i];
       return l;

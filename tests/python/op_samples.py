@@ -229,3 +229,151 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
 }
 SAMPLES.update(DATA_SAMPLES)
+
+
+def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,
+              eps: float = 1e-5) -> list[np.ndarray]:
+    """PyTorch's training-mode batch norm: normalise with the biased batch variance, track
+    the unbiased one (ONNX momentum: the weight of the old running value)."""
+    x = d["x"]
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    shape = [1, -1] + [1] * (x.ndim - 2)
+    mean, var = x.mean(axis=axes), x.var(axis=axes)
+    momentum = float(np.float32(momentum))  # the attribute is a float32
+    count = x.size // x.shape[1]
+    y = ((x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * d["scale"].reshape(shape)
+         + d["bias"].reshape(shape))
+    return [y, momentum * d["mean"] + (1 - momentum) * mean,
+            momentum * d["var"] + (1 - momentum) * var * count / (count - 1)]
+
+
+def _softmax_2d(d: dict[str, np.ndarray], axis: int = 1, log: bool = False) -> list[np.ndarray]:
+    """Softmax before opset 13: the input coerced to 2-D at axis, each row normalised."""
+    x = d["x"]
+    rows = x.reshape(int(np.prod(x.shape[:axis % x.ndim if axis < 0 else axis])), -1)
+    e = np.exp(rows - rows.max(axis=1, keepdims=True))
+    y = e / e.sum(axis=1, keepdims=True)
+    return [(np.log(y) if log else y).reshape(x.shape)]
+
+
+def _bn_infer(d: dict[str, np.ndarray], eps: float = 1e-5) -> list[np.ndarray]:
+    shape = [1, -1] + [1] * (d["x"].ndim - 2)
+    c = {k: d[k].reshape(shape) for k in ("scale", "bias", "mean", "var")}
+    eps = float(np.float32(eps))  # the attribute is a float32
+    return [(d["x"] - c["mean"]) / np.sqrt(c["var"] + eps) * c["scale"] + c["bias"]]
+
+
+def _maxpool_column_major(d: dict[str, np.ndarray], kernel: list[int]) -> list[np.ndarray]:
+    """MaxPool with storage_order=1 (no padding, stride 1): torch's per-plane row-major
+    indices made absolute and column-major over the spatial dims."""
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    pool = torch.nn.functional.max_pool2d if x.dim() == 4 else torch.nn.functional.max_pool3d
+    y, idx = pool(x, kernel, stride=1, return_indices=True)
+    spatial = tuple(x.shape[2:])
+    coords = np.unravel_index(idx.numpy(), spatial)
+    column = np.ravel_multi_index(coords, spatial, order="F")
+    planes = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1],
+                                                        *([1] * len(spatial)))
+    return [y.numpy(), column + planes * int(np.prod(spatial))]
+
+
+def _extend(extra: dict[str, list[Sample]]) -> None:
+    for op, samples in extra.items():
+        SAMPLES.setdefault(op, []).extend(samples)
+
+
+# Samples at the opsets of the op's older rows (and of semantics newer opsets added).
+_extend({
+    # Before opset 7: broadcasting only with broadcast=1 (B to A's shape, trailing dims).
+    "Add": [S({"a": rand(2, 3), "b": rand(3)}, attrs={"broadcast": 1}, opset=6),
+            S({"a": rand(2, 3), "b": rand(2, 3)}, opset=6)],
+    "Sub": [S({"a": rand(2, 3, 4), "b": rand(3, 4)}, attrs={"broadcast": 1, "axis": 1}, opset=6)],
+    "Mul": [S({"a": rand(2, 3), "b": rand(1, 3)}, attrs={"broadcast": 1}, opset=6)],
+    "Div": [S({"a": rand(2, 3), "b": rand(3, low=0.5, high=1.5)}, attrs={"broadcast": 1},
+              opset=6)],
+    "Pow": [S({"a": rand(2, 3, low=0.5, high=1.5), "b": rand(3, low=1.0, high=2.0)},
+              attrs={"broadcast": 1}, opset=6, expected=lambda d: [d["a"] ** d["b"]])],
+    # Before opset 11 the bounds are attributes; min > max makes every output max.
+    "Clip": [S({"x": np.array([-0.9, -0.6, -0.3, 0.1, 0.4, 0.8])},
+               attrs={"min": -0.5, "max": 0.5}, opset=10),
+             S({"x": np.array([-0.9, -0.2, 0.3])}, attrs={"min": 0.0}, opset=6),
+             S({"x": np.array([-0.9, -0.2, 0.3, 1.5])}, constants={"lo": np.asarray(1.0),
+                                                             "hi": np.asarray(0.5)},
+               order=["x", "lo", "hi"])],
+    # Before opset 10 starts, ends and axes are attributes.
+    "Slice": [S({"x": rand(3, 4, 5)}, attrs={"starts": [1, -3], "ends": [3, 100], "axes": [0, 2]},
+                opset=9),
+              S({"x": rand(3, 4)}, attrs={"starts": [0, 1], "ends": [2, 3]}, opset=1)],
+    # Before opset 11 pads and value are attributes.
+    "Pad": [S({"x": rand(2, 3)}, attrs={"pads": [0, 1, 1, 2], "value": 1.5}, opset=10),
+            S({"x": rand(3, 4)}, attrs={"pads": [1, 2, 1, 0], "mode": "reflect"}, opset=2)],
+    # Before opset 13 the input is coerced to 2-D at axis (default 1).
+    # (onnx.reference normalises along the axis alone at these opsets: numpy references.)
+    "Softmax": [S({"x": rand(2, 3, 4)}, opset=11, expected=_softmax_2d),
+                S({"x": rand(2, 3, 4)}, attrs={"axis": 2}, opset=11,
+                  expected=lambda d: _softmax_2d(d, 2)),
+                S({"x": rand(2, 3, 4)}, attrs={"axis": 0}, opset=1,
+                  expected=lambda d: _softmax_2d(d, 0))],
+    "LogSoftmax": [S({"x": rand(2, 3, 4)}, opset=12, expected=lambda d: _softmax_2d(d, log=True)),
+                   S({"x": rand(3, 5)}, attrs={"axis": -1}, opset=11,
+                     expected=lambda d: _softmax_2d(d, -1, log=True))],
+    # Before opset 14: inference form (Y only).
+    "BatchNormalization": [
+        S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
+           "mean": rand(3), "var": rand(3, low=0.5, high=1.5)}, attrs={"epsilon": 1e-3},
+          grad=["x", "scale", "bias"], opset=9, expected=lambda d: _bn_infer(d, 1e-3)),
+        S({"x": rand(4, 3, 5), "scale": rand(3), "bias": rand(3), "mean": rand(3),
+           "var": rand(3, low=0.5, high=1.5)}, attrs={"is_test": 1, "spatial": 1},
+          grad=["x", "scale", "bias"], opset=6, expected=_bn_infer),
+        # Training mode follows ONNX: running_var tracks the biased batch variance.
+        S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
+           "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.8}, grad=[], num_outputs=3,
+          reference_rtol=1e-6),
+    ],
+    # PyTorch's batch norm (the capture emits it): running_var tracks the unbiased variance.
+    "BatchNormTorch": [
+        S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
+           "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.9}, grad=[], num_outputs=3,
+          domain="ai.ortmodule", expected=_bn_torch),
+        S({"x": rand(6, 2), "scale": rand(2, low=0.5, high=1.5), "bias": rand(2),
+           "mean": rand(2), "var": rand(2, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.7}, grad=["x", "scale", "bias"],
+          domain="ai.ortmodule", expected=lambda d: _bn_torch(d, momentum=0.7)[:1]),
+    ],
+    # Before opset 12 Dropout runs as inference (ratio an attribute; is_test=1 before 7).
+    "Dropout": [S({"x": rand(4, 5)}, attrs={"is_test": 1, "ratio": 0.3}, opset=6,
+                  expected=lambda d: [d["x"]]),
+                S({"x": rand(4, 5)}, attrs={"ratio": 0.3}, opset=9),
+                S({"x": rand(4, 5)}, attrs={"ratio": 0.3}, num_outputs=2, opset=11)],
+    # fmod=0 on floats (opset 28): floored quotient, the sign of the divisor.
+    "Mod": [S({"a": np.array([2.3, -2.7, 1.45, 5.1, -3.0]),
+               "b": np.array([1.0, 1.2, -0.6, -1.4, 1.6])}, opset=28, grad=["a"])],
+    # 3-D windows, dilations, column-major indices (storage_order=1).
+    "MaxPool": [
+        S({"x": distinct(1, 2, 4, 5, 4)}, attrs={"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],
+                                                "pads": [1, 0, 1, 0, 1, 0]}, num_outputs=2),
+        S({"x": distinct(1, 1, 5, 5, 5)}, attrs={"kernel_shape": [2, 2, 2],
+                                                "dilations": [2, 1, 2], "ceil_mode": 1}),
+        # (onnx.reference miscounts column-major indices: torch's, converted, are the reference.)
+        S({"x": distinct(2, 2, 5, 4)}, attrs={"kernel_shape": [2, 2], "storage_order": 1},
+          num_outputs=2, expected=lambda d: _maxpool_column_major(d, [2, 2])),
+        S({"x": distinct(1, 2, 3, 4, 3)}, attrs={"kernel_shape": [2, 2, 2], "storage_order": 1},
+          num_outputs=2, expected=lambda d: _maxpool_column_major(d, [2, 2, 2])),
+        S({"x": distinct(1, 2, 7, 7)}, attrs={"kernel_shape": [3, 3], "dilations": [2, 2],
+                                             "pads": [1, 1, 1, 1]}),
+        S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=1),
+    ],
+    "AveragePool": [
+        S({"x": rand(1, 2, 4, 5, 4)}, attrs={"kernel_shape": [2, 3, 2], "strides": [2, 1, 2],
+                                            "pads": [1, 0, 1, 0, 1, 0]}),
+        S({"x": rand(1, 2, 5, 5, 5)}, attrs={"kernel_shape": [3, 2, 3], "pads": [1, 1, 1, 1, 0, 1],
+                                            "count_include_pad": 1}),
+        S({"x": rand(1, 1, 6, 6, 6)}, attrs={"kernel_shape": [2, 2, 2], "dilations": [2, 2, 2],
+                                            "strides": [2, 2, 2], "ceil_mode": 1}, opset=19),
+        S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=6),
+    ],
+})

@@ -142,9 +142,10 @@ void affine_channel(int64_t N, int64_t C, int64_t S, int64_t c, const T* x, doub
 // x: [N, C, S], scale, bias, running_*_in: [C] -> y: [N, C, S], running_*_out, saved_*: [C]
 template <typename T>
 void batchnorm_train_forward(int64_t N, int64_t C, int64_t S, double eps, double momentum,
-                             const T* x, const T* scale, const T* bias, const T* running_mean_in,
-                             const T* running_var_in, T* y, T* running_mean_out, T* running_var_out,
-                             T* saved_mean, T* saved_inv_std) {
+                             bool unbiased_running_var, const T* x, const T* scale, const T* bias,
+                             const T* running_mean_in, const T* running_var_in, T* y,
+                             T* running_mean_out, T* running_var_out, T* saved_mean,
+                             T* saved_inv_std) {
   const int64_t count = N * S;
   parallel_for(0, C, channel_grain(2 * count), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
@@ -161,8 +162,8 @@ void batchnorm_train_forward(int64_t N, int64_t C, int64_t S, double eps, double
       // Read both inputs before writing: running_*_in may alias running_*_out.
       const double rm = running_mean_in[c], rv = running_var_in[c];
       running_mean_out[c] = static_cast<T>(batchnorm_running_update(rm, mean, momentum));
-      running_var_out[c] = static_cast<T>(
-          batchnorm_running_update(rv, batchnorm_unbiased_var(var, count), momentum));
+      running_var_out[c] = static_cast<T>(batchnorm_running_update(
+          rv, unbiased_running_var ? batchnorm_unbiased_var(var, count) : var, momentum));
       const double alpha = batchnorm_alpha(scale[c], inv_std);
       affine_channel(N, C, S, c, x, mean, alpha, bias[c], y);
     }
@@ -245,9 +246,9 @@ void batchnorm_train_backward(int64_t N, int64_t C, int64_t S, const T* x, const
 }
 
 #define ORTM_INSTANTIATE_BATCHNORM(T)                                                              \
-  template void batchnorm_train_forward<T>(int64_t, int64_t, int64_t, double, double, const T*,    \
-                                           const T*, const T*, const T*, const T*, T*, T*, T*, T*, \
-                                           T*);                                                    \
+  template void batchnorm_train_forward<T>(int64_t, int64_t, int64_t, double, double, bool,        \
+                                           const T*, const T*, const T*, const T*, const T*, T*,   \
+                                           T*, T*, T*, T*);                                        \
   template void batchnorm_infer_forward<T>(int64_t, int64_t, int64_t, double, const T*, const T*,  \
                                            const T*, const T*, const T*, T*);                      \
   template void batchnorm_train_backward<T>(int64_t, int64_t, int64_t, const T*, const T*,         \

@@ -8,15 +8,18 @@ namespace ortmodule {
 // Training mode: x, scale, bias, running_*_in -> y: [N, C, S]; running_*_out, saved_mean,
 // saved_inv_std: [C]. Normalises with the batch mean and biased variance;
 // saved_inv_std = 1 / sqrt(var_biased + eps). Running statistics follow ONNX's momentum
-// (PyTorch momentum 0.1 arrives as 0.9) and, like PyTorch, track the unbiased variance:
+// (PyTorch momentum 0.1 arrives as 0.9):
 //   running_mean_out = momentum * running_mean_in + (1 - momentum) * batch_mean
-//   running_var_out  = momentum * running_var_in  + (1 - momentum) * var_biased * NS / (NS - 1)
+//   running_var_out  = momentum * running_var_in  + (1 - momentum) * batch_var
+// where batch_var is the biased variance (ONNX BatchNormalization) or, with
+// unbiased_running_var (PyTorch's batch norm), var_biased * NS / (NS - 1).
 // running_*_in may alias running_*_out.
 template <typename T>
 void batchnorm_train_forward(int64_t N, int64_t C, int64_t S, double eps, double momentum,
-                             const T* x, const T* scale, const T* bias, const T* running_mean_in,
-                             const T* running_var_in, T* y, T* running_mean_out, T* running_var_out,
-                             T* saved_mean, T* saved_inv_std);
+                             bool unbiased_running_var, const T* x, const T* scale, const T* bias,
+                             const T* running_mean_in, const T* running_var_in, T* y,
+                             T* running_mean_out, T* running_var_out, T* saved_mean,
+                             T* saved_inv_std);
 
 // Inference mode: x: [N, C, S], scale, bias, mean, var: [C] -> y: [N, C, S]
 template <typename T>

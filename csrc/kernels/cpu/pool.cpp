@@ -236,6 +236,131 @@ void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx) {
   });
 }
 
+namespace {
+
+// The taps of output position (o0, o1, o2) that fall inside the input: [lo[i], hi[i]) with
+// first input coordinate start[i]; `padded` counts the taps inside the padded input.
+struct Window3d {
+  int64_t lo[3], hi[3], start[3], padded;
+};
+
+Window3d window3d_at(const Pool3dParams& p, const int64_t* o) {
+  Window3d w;
+  w.padded = 1;
+  for (int i = 0; i < 3; ++i) {
+    w.start[i] = o[i] * p.stride[i] - p.pad_begin[i];
+    pool_tap_range(w.start[i], p.dilation[i], p.in[i], p.kernel[i], &w.lo[i], &w.hi[i]);
+    // Taps at padded coordinates start + pad_begin + k * dilation < in + pad_begin + pad_end.
+    int64_t lo, hi;
+    pool_tap_range(w.start[i] + p.pad_begin[i], p.dilation[i],
+                   p.in[i] + p.pad_begin[i] + p.pad_end[i], p.kernel[i], &lo, &hi);
+    w.padded *= hi - lo;
+  }
+  return w;
+}
+
+int64_t plane_size(const int64_t* dims) { return dims[0] * dims[1] * dims[2]; }
+
+// Calls f(flat output index within the plane, window) for every output position.
+template <typename F>
+void for_each_window3d(const Pool3dParams& p, F f) {
+  int64_t o[3];
+  int64_t at = 0;
+  for (o[0] = 0; o[0] < p.out[0]; ++o[0])
+    for (o[1] = 0; o[1] < p.out[1]; ++o[1])
+      for (o[2] = 0; o[2] < p.out[2]; ++o[2]) f(at++, window3d_at(p, o));
+}
+
+// Calls g(flat input index within the plane) for every tap of the window inside the input.
+template <typename G>
+void for_each_tap3d(const Pool3dParams& p, const Window3d& w, G g) {
+  for (int64_t a = w.lo[0]; a < w.hi[0]; ++a) {
+    const int64_t i0 = w.start[0] + a * p.dilation[0];
+    for (int64_t b = w.lo[1]; b < w.hi[1]; ++b) {
+      const int64_t i1 = w.start[1] + b * p.dilation[1];
+      const int64_t row = (i0 * p.in[1] + i1) * p.in[2];
+      for (int64_t c = w.lo[2]; c < w.hi[2]; ++c) g(row + w.start[2] + c * p.dilation[2]);
+    }
+  }
+}
+
+int64_t avg3d_divisor(const Pool3dParams& p, const Window3d& w) {
+  if (p.count_include_pad) return w.padded;
+  return (w.hi[0] - w.lo[0]) * (w.hi[1] - w.lo[1]) * (w.hi[2] - w.lo[2]);
+}
+
+}  // namespace
+
+template <typename T>
+void maxpool3d_forward(const Pool3dParams& p, const T* x, T* y, int64_t* indices) {
+  const int64_t X = plane_size(p.in), P = plane_size(p.out);
+  const int64_t taps = p.kernel[0] * p.kernel[1] * p.kernel[2];
+  parallel_for(0, p.N * p.C, plane_grain(P * taps), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T* xp = x + plane * X;
+      for_each_window3d(p, [&](int64_t o, const Window3d& w) {
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t best_at = -1;
+        for_each_tap3d(p, w, [&](int64_t at) {
+          if (best_at < 0 || pool_max_replaces(xp[at], best)) {
+            best = xp[at];
+            best_at = at;
+          }
+        });
+        y[plane * P + o] = best;
+        if (indices != nullptr) indices[plane * P + o] = best_at < 0 ? -1 : plane * X + best_at;
+      });
+    }
+  });
+}
+
+template <typename T>
+void maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx) {
+  const int64_t X = plane_size(p.in), P = plane_size(p.out);
+  parallel_for(0, p.N * p.C, plane_grain(P + X), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      std::fill(dx + plane * X, dx + (plane + 1) * X, T(0));
+      for (int64_t o = plane * P; o < (plane + 1) * P; ++o)
+        if (indices[o] >= 0) dx[indices[o]] += dy[o];
+    }
+  });
+}
+
+template <typename T>
+void avgpool3d_forward(const Pool3dParams& p, const T* x, T* y) {
+  const int64_t X = plane_size(p.in), P = plane_size(p.out);
+  const int64_t taps = p.kernel[0] * p.kernel[1] * p.kernel[2];
+  parallel_for(0, p.N * p.C, plane_grain(P * taps), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      const T* xp = x + plane * X;
+      for_each_window3d(p, [&](int64_t o, const Window3d& w) {
+        double sum = 0;
+        for_each_tap3d(p, w, [&](int64_t at) { sum += xp[at]; });
+        const int64_t divisor = avg3d_divisor(p, w);
+        y[plane * P + o] = divisor > 0 ? static_cast<T>(sum / static_cast<double>(divisor)) : T(0);
+      });
+    }
+  });
+}
+
+template <typename T>
+void avgpool3d_backward(const Pool3dParams& p, const T* dy, T* dx) {
+  const int64_t X = plane_size(p.in), P = plane_size(p.out);
+  const int64_t taps = p.kernel[0] * p.kernel[1] * p.kernel[2];
+  parallel_for(0, p.N * p.C, plane_grain(P * taps + X), [&](int64_t b0, int64_t b1) {
+    for (int64_t plane = b0; plane < b1; ++plane) {
+      T* dxp = dx + plane * X;
+      std::fill(dxp, dxp + X, T(0));
+      for_each_window3d(p, [&](int64_t o, const Window3d& w) {
+        const int64_t divisor = avg3d_divisor(p, w);
+        if (divisor == 0) return;
+        const T g = dy[plane * P + o] / static_cast<T>(divisor);
+        for_each_tap3d(p, w, [&](int64_t at) { dxp[at] += g; });
+      });
+    }
+  });
+}
+
 // x: [N, C, S] -> y: [N, C]
 template <typename T>
 void global_avgpool_forward(int64_t N, int64_t C, int64_t S, const T* x, T* y) {
@@ -265,6 +390,10 @@ void global_avgpool_backward(int64_t N, int64_t C, int64_t S, const T* dy, T* dx
   template void maxpool2d_backward<T>(const Pool2dParams&, const T*, const int64_t*, T*); \
   template void avgpool2d_forward<T>(const Pool2dParams&, const T*, T*);                  \
   template void avgpool2d_backward<T>(const Pool2dParams&, const T*, T*);                 \
+  template void maxpool3d_forward<T>(const Pool3dParams&, const T*, T*, int64_t*);        \
+  template void maxpool3d_backward<T>(const Pool3dParams&, const T*, const int64_t*, T*); \
+  template void avgpool3d_forward<T>(const Pool3dParams&, const T*, T*);                  \
+  template void avgpool3d_backward<T>(const Pool3dParams&, const T*, T*);                 \
   template void global_avgpool_forward<T>(int64_t, int64_t, int64_t, const T*, T*);       \
   template void global_avgpool_backward<T>(int64_t, int64_t, int64_t, const T*, T*);
 

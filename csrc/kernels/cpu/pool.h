@@ -31,6 +31,32 @@ void avgpool2d_forward(const Pool2dParams& p, const T* x, T* y);
 template <typename T>
 void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx);
 
+// 3-D pooling over contiguous [N, C, D, H, W] tensors (spatial axes i = 0, 1, 2 = D, H, W).
+struct Pool3dParams {
+  int64_t N, C;
+  int64_t in[3], kernel[3], out[3], stride[3], pad_begin[3], pad_end[3], dilation[3];
+  bool count_include_pad;  // AveragePool only
+};
+
+// x -> y, indices (nullable): [N, C, out...]. Indices as in maxpool2d_forward (row-major
+// positions in the flattened input); padding cells never win, an empty window gives -inf, -1.
+template <typename T>
+void maxpool3d_forward(const Pool3dParams& p, const T* x, T* y, int64_t* indices);
+
+// dy, indices: [N, C, out...] -> dx: [N, C, in...] (overwritten; overlapping windows add up).
+template <typename T>
+void maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx);
+
+// ONNX AveragePool: with count_include_pad the divisor counts the window's taps inside the
+// padded input (input plus the pads; taps past the end padding, from ceil_mode, do not count),
+// otherwise the taps inside the input.
+template <typename T>
+void avgpool3d_forward(const Pool3dParams& p, const T* x, T* y);
+
+// dy: [N, C, out...] -> dx: [N, C, in...] (overwritten).
+template <typename T>
+void avgpool3d_backward(const Pool3dParams& p, const T* dy, T* dx);
+
 // x: [N, C, S] -> y: [N, C]
 template <typename T>
 void global_avgpool_forward(int64_t N, int64_t C, int64_t S, const T* x, T* y);
