@@ -200,9 +200,15 @@ std::vector<OpDef> build_table() {
       Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random().grad_outputs(1),
       // Before opset 12 (ratio an attribute) Dropout runs as inference: output = data.
       // Opsets 1-6 need is_test=1; the mask is of type T before opset 10, bool from 10.
-      Row("", "Dropout", 1, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(6.grad_outputs(1),
-      Row("", "Dropout", 7, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(9.grad_outputs(1),
-      Row("", "Dropout", 10, shape_dropout_legacy, cpu_dropout_legacy, grad_identity).until(11.grad_outputs(1),
+      Row("", "Dropout", 1, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .until(6)
+          .grad_outputs(1),
+      Row("", "Dropout", 7, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .until(9)
+          .grad_outputs(1),
+      Row("", "Dropout", 10, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .until(11)
+          .grad_outputs(1),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
           grad_softmax_cross_entropy)
           .grad_outputs(1),
