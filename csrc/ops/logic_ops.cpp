@@ -126,7 +126,7 @@ void cpu_where(OpContext& ctx) {
   const Tensor& y = ctx.in(2);
   Tensor& out = ctx.out(0);
   const uint8_t* cp = c.data<uint8_t>();
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* xp = x.data<scalar_t>();
     const scalar_t* yp = y.data<scalar_t>();
     scalar_t* op = out.data<scalar_t>();
@@ -204,20 +204,27 @@ void cpu_mod(OpContext& ctx) {
   if (!dtype_is_floating(a.dtype())) {
     for (int64_t i = 0; i < b.numel(); ++i)
       if (b.int_at(i) == 0) ctx.fail("integer modulo by zero");
-  } else if (!fmod) {
-    ctx.fail("fmod=0 is only defined for integer inputs; floats need fmod=1");
+  } else if (!fmod && ctx.node.def && ctx.node.def->since_version < 28) {
+    ctx.fail("fmod=0 is only defined for integer inputs before opset 28; floats need fmod=1");
   }
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx,
                         binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
                                    y.shape(), y.data<scalar_t>(), [fmod](auto p, auto q) {
                                      using T = decltype(p);
                                      if constexpr (std::is_floating_point_v<T>) {
-                                       return std::fmod(p, q);
-                                     } else {
-                                       T r = p % q;  // truncated, the sign of the dividend
+                                       T r = std::fmod(p, q);
+                                       if (fmod) return r;
+                                       // numpy.mod: the sign of the divisor, zero included.
+                                       if (r == 0) return std::copysign(T(0), q);
+                                       return (r < 0) != (q < 0) ? r + q : r;
+                                     } else if constexpr (std::is_signed_v<T>) {
+                                       if (q == T(-1)) return T(0);  // lowest % -1 traps
+                                       T r = static_cast<T>(p % q);  // the dividend's sign
                                        if (!fmod && r != 0 && ((r < 0) != (q < 0)))
-                                         r += q;  // sign of divisor
+                                         r = static_cast<T>(r + q);  // the divisor's sign
                                        return r;
+                                     } else {
+                                       return static_cast<T>(p % q);
                                      }
                                    }));
 }

@@ -63,7 +63,7 @@ std::vector<OpDef> build_table() {
       Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).inplace(0),
       Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).inplace(0),
       Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).inplace(0),
-      Row("", "Pow", 7, shape_binary_broadcast, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
+      Row("", "Pow", 7, shape_pow, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
       Row("", "Sum", 8, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
       Row("", "Neg", 6, shape_same_as_input0, cpu_neg, grad_neg).inplace(0),
       Row("", "Relu", 6, shape_same_as_input0, cpu_relu, grad_relu).inplace(0),

@@ -127,7 +127,7 @@ void cpu_pad(OpContext& ctx) {
   if (ctx.has_input(2) && ctx.in(2).dtype() != x.dtype())
     ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
              dtype_name(x.dtype()));
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t value = ctx.has_input(2) ? ctx.in(2).data<scalar_t>()[0] : scalar_t(0);
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
