@@ -108,8 +108,9 @@ def untranslatable_node(error: BaseException) -> torch.fx.Node | None:
 
 # ---- the translation: an ATen op as a TorchCall node ----
 
-_DTYPES = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6, torch.int64: 7,
-           torch.bool: 9, torch.float16: 10, torch.float64: 11, torch.bfloat16: 16}
+_DTYPES = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.uint16: 4, torch.int16: 5,
+           torch.int32: 6, torch.int64: 7, torch.bool: 9, torch.float16: 10, torch.float64: 11,
+           torch.uint32: 12, torch.uint64: 13, torch.bfloat16: 16}
 
 
 def _is_value(v: Any) -> bool:

@@ -142,8 +142,8 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
     if (it == contributions.end() || it->second.empty()) return nullptr;
     std::vector<Value*>& parts = it->second;
     if (parts.size() > 1) {
-      if (v->dtype == DType::BFloat16) {
-        // Contributions may arrive in float32 (from ops computed in float32) or bfloat16:
+      if (dtype_is_low_precision(v->dtype)) {
+        // Contributions may arrive in float32 (from ops computed in float32) or 16-bit:
         // each is brought to the value's own type, summed as autograd sums them.
         for (Value*& part : parts) {
           Value* like = graph.new_value(part->name + "_like");
@@ -154,7 +154,7 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
         }
       }
       Value* sum = graph.new_value(v->name + "_grad_sum");
-      if (v->dtype == DType::BFloat16) sum->dtype = v->dtype;
+      if (dtype_is_low_precision(v->dtype)) sum->dtype = v->dtype;
       Node* n = graph.add_node("Sum", "", parts, {sum}, v->name + "_grad_accumulate");
       n->def = find_op("", "Sum", kMaxOnnxOpset);
       parts.assign(1, sum);

@@ -12,11 +12,15 @@ enum class DType : int32_t {
   Float32 = 1,
   UInt8 = 2,
   Int8 = 3,
+  UInt16 = 4,
+  Int16 = 5,
   Int32 = 6,
   Int64 = 7,
   Bool = 9,
   Float16 = 10,
   Float64 = 11,
+  UInt32 = 12,
+  UInt64 = 13,
   BFloat16 = 16,
   // Low-bit types: Cast/CastLike convert to and from them, data movement ops copy them.
   // The engine stores one element per byte (the element's bit pattern in the low bits,
@@ -44,6 +48,8 @@ bool dtype_is_low_bit(DType t);
 // Bits per element in ONNX's packed storage (raw_data): 4, 2 or 6 for the sub-byte
 // types, 8 * dtype_size for the others.
 int dtype_packed_bits(DType t);
+// float16 and bfloat16: stored in 16 bits, computed in float32 (passes/low_precision).
+bool dtype_is_low_precision(DType t);
 // Known to the engine (others are rejected at load time with a clear error).
 bool dtype_is_supported(int32_t onnx_type);
 

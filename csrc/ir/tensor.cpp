@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/math/bfloat16.h"
+#include "kernels/math/float16.h"
 #include "runtime/allocator.h"
 
 namespace ortmodule {
@@ -11,12 +13,16 @@ size_t dtype_size(DType t) {
   switch (t) {
     case DType::Float32:
     case DType::Int32:
+    case DType::UInt32:
       return 4;
     case DType::Float64:
     case DType::Int64:
+    case DType::UInt64:
       return 8;
     case DType::Float16:
     case DType::BFloat16:
+    case DType::Int16:
+    case DType::UInt16:
       return 2;
     case DType::UInt8:
     case DType::Int8:
@@ -41,6 +47,14 @@ std::string dtype_name(DType t) {
       return "int64";
     case DType::Int32:
       return "int32";
+    case DType::Int16:
+      return "int16";
+    case DType::UInt64:
+      return "uint64";
+    case DType::UInt32:
+      return "uint32";
+    case DType::UInt16:
+      return "uint16";
     case DType::Int8:
       return "int8";
     case DType::UInt8:
@@ -102,6 +116,7 @@ int dtype_packed_bits(DType t) {
       return static_cast<int>(8 * dtype_size(t));
   }
 }
+bool dtype_is_low_precision(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 bool dtype_is_supported(int32_t onnx_type) {
   if (dtype_is_low_bit(static_cast<DType>(onnx_type))) return true;
@@ -112,7 +127,11 @@ bool dtype_is_supported(int32_t onnx_type) {
     case DType::BFloat16:
     case DType::Int64:
     case DType::Int32:
+    case DType::Int16:
     case DType::Int8:
+    case DType::UInt64:
+    case DType::UInt32:
+    case DType::UInt16:
     case DType::UInt8:
     case DType::Bool:
       return true;
@@ -182,6 +201,17 @@ int64_t Tensor::int_at(int64_t i) const {
       return data<uint8_t>()[i];
     case DType::Int8:
       return data<int8_t>()[i];
+    case DType::Int16:
+      return data<int16_t>()[i];
+    case DType::UInt16:
+      return data<uint16_t>()[i];
+    case DType::UInt32:
+      return data<uint32_t>()[i];
+    case DType::UInt64:
+      return static_cast<int64_t>(data<uint64_t>()[i]);
+    case DType::Float16:
+    case DType::BFloat16:
+      return static_cast<int64_t>(float_at(i));
     default:
       throw std::runtime_error("int_at: unsupported dtype " + dtype_name(dtype_));
   }
@@ -193,6 +223,12 @@ double Tensor::float_at(int64_t i) const {
       return data<float>()[i];
     case DType::Float64:
       return data<double>()[i];
+    case DType::Float16:
+      return math::half_to_float(data<uint16_t>()[i]);
+    case DType::BFloat16:
+      return math::bf16_to_float(data<uint16_t>()[i]);
+    case DType::UInt64:
+      return static_cast<double>(data<uint64_t>()[i]);
     default:
       return static_cast<double>(int_at(i));
   }

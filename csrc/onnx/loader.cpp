@@ -96,6 +96,18 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
     case DType::Int8:
       copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t);
       break;
+    case DType::Int16:
+      copy_field<decltype(tp.int32_data()), int16_t>(tp.int32_data(), t);
+      break;
+    case DType::UInt16:
+      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
+      break;
+    case DType::UInt32:
+      copy_field<decltype(tp.uint64_data()), uint32_t>(tp.uint64_data(), t);
+      break;
+    case DType::UInt64:
+      copy_field<decltype(tp.uint64_data()), uint64_t>(tp.uint64_data(), t);
+      break;
     case DType::UInt8:
     case DType::Bool:
     case DType::Float8E4M3FN:

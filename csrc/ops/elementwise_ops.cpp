@@ -1,11 +1,16 @@
 // Element-wise ops: shape rules, CPU kernels and gradient rules side by side.
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/elementwise.h"
+#include "kernels/math/float16.h"
 #include "ops/cast_low_bit.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -75,7 +80,62 @@ std::vector<OutputInfo> shape_variadic_broadcast(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), s);
 }
 
+// Pow(X, Y): X and Y may differ in dtype (ONNX Pow since opset 12); Z has X's dtype.
+std::vector<OutputInfo> shape_pow(const OpContext& ctx) {
+  return one_output(ctx.in(0).dtype(), broadcast_shapes(ctx, ctx.in(0).shape(), ctx.in(1).shape()));
+}
+
 // ---- binary kernels ----
+
+namespace {
+// Integer arithmetic wraps around as numpy's does: it runs in an unsigned type at least as
+// wide as int, where overflow is defined. Floats compute in their own type.
+template <typename T, typename = void>
+struct WrapType {
+  using type = T;
+};
+template <typename T>
+struct WrapType<T, std::enable_if_t<std::is_integral_v<T>>> {
+  using type =
+      std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+};
+template <typename T>
+using wrap_t = typename WrapType<T>::type;
+
+template <typename T>
+T wrap_add(T p, T q) {
+  return static_cast<T>(static_cast<wrap_t<T>>(p) + static_cast<wrap_t<T>>(q));
+}
+template <typename T>
+T wrap_sub(T p, T q) {
+  return static_cast<T>(static_cast<wrap_t<T>>(p) - static_cast<wrap_t<T>>(q));
+}
+template <typename T>
+T wrap_mul(T p, T q) {
+  return static_cast<T>(static_cast<wrap_t<T>>(p) * static_cast<wrap_t<T>>(q));
+}
+template <typename T>
+T wrap_neg(T v) {
+  return wrap_sub(T(0), v);
+}
+template <typename T>
+T abs_value(T v) {
+  if constexpr (std::is_signed_v<T>) {
+    return v < 0 ? wrap_neg(v) : v;
+  } else {
+    return v;
+  }
+}
+// Integer division truncates toward zero (ONNX Div); the one overflowing case,
+// lowest / -1, wraps to lowest as numpy's does instead of trapping.
+template <typename T>
+T div_trunc(T p, T q) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    if (q == T(-1)) return wrap_neg(p);
+  }
+  return static_cast<T>(p / q);
+}
+}  // namespace
 
 template <typename F>
 void run_binary(OpContext& ctx, F f) {
@@ -90,13 +150,13 @@ void run_binary(OpContext& ctx, F f) {
 }
 
 void cpu_add(OpContext& ctx) {
-  run_binary(ctx, [](auto p, auto q) { return p + q; });
+  run_binary(ctx, [](auto p, auto q) { return wrap_add(p, q); });
 }
 void cpu_sub(OpContext& ctx) {
-  run_binary(ctx, [](auto p, auto q) { return p - q; });
+  run_binary(ctx, [](auto p, auto q) { return wrap_sub(p, q); });
 }
 void cpu_mul(OpContext& ctx) {
-  run_binary(ctx, [](auto p, auto q) { return p * q; });
+  run_binary(ctx, [](auto p, auto q) { return wrap_mul(p, q); });
 }
 void cpu_div(OpContext& ctx) {
   if (!dtype_is_floating(ctx.in(0).dtype())) {
@@ -104,9 +164,57 @@ void cpu_div(OpContext& ctx) {
     for (int64_t i = 0; i < ctx.in(1).numel(); ++i)
       if (ctx.in(1).int_at(i) == 0) ctx.fail("integer division by zero");
   }
-  run_binary(ctx, [](auto p, auto q) { return p / q; });
+  run_binary(ctx, [](auto p, auto q) { return div_trunc(p, q); });
 }
+
+namespace {
+// Integer power by squaring, wrapping around like numpy's integer power.
+template <typename T>
+T int_pow(T base, int64_t e) {
+  using W = wrap_t<T>;
+  W result = 1, b = static_cast<W>(base);
+  for (; e > 0; e >>= 1) {
+    if (e & 1) result = static_cast<W>(result * b);
+    b = static_cast<W>(b * b);
+  }
+  return static_cast<T>(result);
+}
+
+// Pow with an integer base or operands of different dtypes: numpy computes in the promoted
+// type (double as soon as a float is involved, else integer) and the result is cast to the
+// base's dtype (onnx.reference: np.power(x, y).astype(x.dtype)).
+void pow_mixed(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  const bool int_pow_only = !dtype_is_floating(a.dtype()) && !dtype_is_floating(b.dtype());
+  std::vector<double> e(static_cast<size_t>(b.numel()));
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    e[i] = b.float_at(i);
+    if (int_pow_only && e[i] < 0)
+      ctx.fail("integer base raised to the negative integer exponent " +
+               std::to_string(b.int_at(i)) + " (numpy and onnx.reference refuse it too)");
+  }
+  ORTM_DISPATCH_NUMERIC(a.dtype(), ctx, {
+    const scalar_t* ap = a.data<scalar_t>();
+    scalar_t* yp = y.data<scalar_t>();
+    for_each_broadcast<2>(
+        y.shape(), {a.shape(), b.shape()}, [&](int64_t i, const std::array<int64_t, 2>& o) {
+          if constexpr (std::is_integral_v<scalar_t>) {
+            if (int_pow_only) {
+              yp[i] = int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
+              return;
+            }
+          }
+          yp[i] = static_cast<scalar_t>(std::pow(static_cast<double>(ap[o[0]]), e[o[1]]));
+        });
+  });
+}
+}  // namespace
+
 void cpu_pow(OpContext& ctx) {
+  if (ctx.in(0).dtype() != ctx.in(1).dtype() || !dtype_is_floating(ctx.in(0).dtype()))
+    return pow_mixed(ctx);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
   // Scalar exponents models use (x**2 in norms, and x**1 in its gradient) skip std::pow.
   if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size()) {
@@ -128,10 +236,12 @@ void cpu_sum(OpContext& ctx) {
       break;
     }
     binary_map(first.shape(), first.data<scalar_t>(), ctx.in(1).shape(), ctx.in(1).data<scalar_t>(),
-               y.shape(), y.data<scalar_t>(), [](scalar_t p, scalar_t q) { return p + q; });
+               y.shape(), y.data<scalar_t>(),
+               [](scalar_t p, scalar_t q) { return wrap_add(p, q); });
     for (size_t i = 2; i < ctx.num_inputs(); ++i) {
       binary_map(y.shape(), y.data<scalar_t>(), ctx.in(i).shape(), ctx.in(i).data<scalar_t>(),
-                 y.shape(), y.data<scalar_t>(), [](scalar_t p, scalar_t q) { return p + q; });
+                 y.shape(), y.data<scalar_t>(),
+                 [](scalar_t p, scalar_t q) { return wrap_add(p, q); });
     }
   });
 }
@@ -150,7 +260,7 @@ void cpu_neg(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
                         unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                  [](scalar_t v) { return static_cast<scalar_t>(-v); }));
+                                  [](scalar_t v) { return wrap_neg(v); }));
 }
 void cpu_relu(OpContext& ctx) {
   run_unary_float(ctx, [](auto v) { return math::relu(v); });
@@ -175,10 +285,9 @@ void cpu_erf(OpContext& ctx) {
 }
 void cpu_abs(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_NUMERIC(
-      x.dtype(), ctx,
-      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                [](scalar_t v) { return static_cast<scalar_t>(v < 0 ? -v : v); }));
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
+                        unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+                                  [](scalar_t v) { return abs_value(v); }));
 }
 void cpu_leaky_relu(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
@@ -224,30 +333,37 @@ void cpu_leaky_relu_grad(OpContext& ctx) {
 // ---- Clip(x, min?, max?) and ClipGrad(dY, x, min?, max?) ----
 
 namespace {
-// Bounds from inputs `first` and `first + 1` (opset 11 and later) or, before opset 11,
-// from the min/max attributes.
+// A bound is read in the dtype of input 0 (x, or dY of ClipGrad), the type T binds:
+// exactly when the bound has that dtype (64-bit integers do not pass through double).
+// Before opset 11 the bounds are the float attributes min and max.
+template <typename T>
+T clip_bound(const OpContext& ctx, size_t k, const char* attr, T absent) {
+  if (!ctx.has_input(k))
+    return ctx.node.has_attr(attr) ? static_cast<T>(ctx.node.attr_float(attr, 0)) : absent;
+  const Tensor& b = ctx.in(k);
+  if (b.numel() != 1)
+    ctx.fail("input " + std::to_string(k) + " (a bound) has shape " + shape_str(b.shape()) +
+             "; expected a single value");
+  if (b.dtype() == ctx.in(0).dtype()) return b.data<T>()[0];
+  return static_cast<T>(b.float_at(0));
+}
 template <typename T>
 void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
-  *lo = ctx.has_input(first)       ? static_cast<T>(ctx.in(first).float_at(0))
-        : ctx.node.has_attr("min") ? static_cast<T>(ctx.node.attr_float("min", 0))
-                                   : std::numeric_limits<T>::lowest();
-  *hi = ctx.has_input(first + 1)   ? static_cast<T>(ctx.in(first + 1).float_at(0))
-        : ctx.node.has_attr("max") ? static_cast<T>(ctx.node.attr_float("max", 0))
-                                   : std::numeric_limits<T>::max();
+  *lo = clip_bound(ctx, first, "min", std::numeric_limits<T>::lowest());
+  *hi = clip_bound(ctx, first + 1, "max", std::numeric_limits<T>::max());
 }
 }  // namespace
 
 void cpu_clip(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
     scalar_t lo, hi;
     clip_bounds(ctx, 1, &lo, &hi);
-    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-              // min(max(v, lo), hi): with lo > hi every output is hi, as ONNX defines.
-              [lo, hi](scalar_t v) {
-                const scalar_t m = v < lo ? lo : v;
-                return m > hi ? hi : m;
-              });
+    // min(max(x, lo), hi): with lo > hi every element becomes hi (numpy.clip); NaN stays.
+    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(), [lo, hi](scalar_t v) {
+      const scalar_t t = v < lo ? lo : v;
+      return t > hi ? hi : t;
+    });
   });
 }
 
@@ -264,41 +380,77 @@ void cpu_clip_grad(OpContext& ctx) {
 }
 
 // ---- Cast / CastLike ----
+//
+// numpy's astype semantics (what onnx.reference runs): float to integer truncates toward
+// zero, x != 0 makes bool, float16 and bfloat16 round to nearest even. A source element is
+// loaded as an arithmetic value (cpu_cast's switch over the source dtype), then stored in
+// the destination dtype (cast_from's switch).
 
-// Converts n elements read through `load` (which yields a value of an arithmetic type)
-// into y's dtype.
+namespace {
+
+// Stores a loaded value `v` in destination type D.
+template <typename D>
+struct StoreAs {
+  template <typename V>
+  D operator()(V v) const {
+    return static_cast<D>(v);
+  }
+};
+struct StoreFloat16 {
+  template <typename V>
+  uint16_t operator()(V v) const {
+    return math::double_to_half(static_cast<double>(v));
+  }
+};
+struct StoreBFloat16 {
+  template <typename V>
+  uint16_t operator()(V v) const {
+    return math::float_to_bf16(static_cast<float>(v));
+  }
+};
+struct StoreBool {
+  template <typename V>
+  uint8_t operator()(V v) const {
+    return static_cast<uint8_t>(v != V(0));
+  }
+};
+
+template <typename Src, typename D, typename Load, typename Store>
+void cast_loop(int64_t n, const Src* x, D* y, Load load, Store store) {
+  unary_map(n, x, y, [load, store](Src v) { return store(load(v)); });
+}
+
+// Converts y.numel() elements read through `load` into y's dtype.
 template <typename Src, typename Load>
 void cast_from(OpContext& ctx, const Src* x, Tensor& y, Load load) {
-  int64_t n = y.numel();
+  const int64_t n = y.numel();
   switch (y.dtype()) {
     case DType::Float32:
-      unary_map(n, x, y.data<float>(), [load](Src v) { return static_cast<float>(load(v)); });
-      break;
+      return cast_loop(n, x, y.data<float>(), load, StoreAs<float>());
     case DType::Float64:
-      unary_map(n, x, y.data<double>(), [load](Src v) { return static_cast<double>(load(v)); });
-      break;
+      return cast_loop(n, x, y.data<double>(), load, StoreAs<double>());
+    case DType::Float16:
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreFloat16());
     case DType::BFloat16:
-      unary_map(n, x, y.data<uint16_t>(),
-                [load](Src v) { return math::float_to_bf16(static_cast<float>(load(v))); });
-      break;
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreBFloat16());
     case DType::Int64:
-      unary_map(n, x, y.data<int64_t>(), [load](Src v) { return static_cast<int64_t>(load(v)); });
-      break;
+      return cast_loop(n, x, y.data<int64_t>(), load, StoreAs<int64_t>());
     case DType::Int32:
-      unary_map(n, x, y.data<int32_t>(), [load](Src v) { return static_cast<int32_t>(load(v)); });
-      break;
-    case DType::UInt8:
-      unary_map(n, x, y.data<uint8_t>(), [load](Src v) { return static_cast<uint8_t>(load(v)); });
-      break;
+      return cast_loop(n, x, y.data<int32_t>(), load, StoreAs<int32_t>());
+    case DType::Int16:
+      return cast_loop(n, x, y.data<int16_t>(), load, StoreAs<int16_t>());
     case DType::Int8:
-      unary_map(n, x, y.data<int8_t>(), [load](Src v) { return static_cast<int8_t>(load(v)); });
-      break;
+      return cast_loop(n, x, y.data<int8_t>(), load, StoreAs<int8_t>());
+    case DType::UInt64:
+      return cast_loop(n, x, y.data<uint64_t>(), load, StoreAs<uint64_t>());
+    case DType::UInt32:
+      return cast_loop(n, x, y.data<uint32_t>(), load, StoreAs<uint32_t>());
+    case DType::UInt16:
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreAs<uint16_t>());
+    case DType::UInt8:
+      return cast_loop(n, x, y.data<uint8_t>(), load, StoreAs<uint8_t>());
     case DType::Bool:
-      unary_map(n, x, y.data<uint8_t>(), [load](Src v) {
-        using T = decltype(load(v));
-        return static_cast<uint8_t>(load(v) != T(0));
-      });
-      break;
+      return cast_loop(n, x, y.data<uint8_t>(), load, StoreBool());
     default:
       ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
   }
@@ -309,6 +461,8 @@ void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
   cast_from(ctx, x, y, [](Src v) { return v; });
 }
 
+}  // namespace
+
 void cpu_cast(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
@@ -318,29 +472,38 @@ void cpu_cast(OpContext& ctx) {
     return;
   }
   // ---- end of low-bit types ----
+  if (x.dtype() == y.dtype()) {
+    if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
   switch (x.dtype()) {
     case DType::Float32:
-      cast_from(ctx, x.data<float>(), y);
-      break;
+      return cast_from(ctx, x.data<float>(), y);
     case DType::Float64:
-      cast_from(ctx, x.data<double>(), y);
-      break;
+      return cast_from(ctx, x.data<double>(), y);
+    case DType::Float16:
+      return cast_from(ctx, x.data<uint16_t>(), y,
+                       [](uint16_t v) { return math::half_to_float(v); });
     case DType::BFloat16:
-      cast_from(ctx, x.data<uint16_t>(), y, [](uint16_t v) { return math::bf16_to_float(v); });
-      break;
+      return cast_from(ctx, x.data<uint16_t>(), y,
+                       [](uint16_t v) { return math::bf16_to_float(v); });
     case DType::Int64:
-      cast_from(ctx, x.data<int64_t>(), y);
-      break;
+      return cast_from(ctx, x.data<int64_t>(), y);
     case DType::Int32:
-      cast_from(ctx, x.data<int32_t>(), y);
-      break;
+      return cast_from(ctx, x.data<int32_t>(), y);
+    case DType::Int16:
+      return cast_from(ctx, x.data<int16_t>(), y);
+    case DType::Int8:
+      return cast_from(ctx, x.data<int8_t>(), y);
+    case DType::UInt64:
+      return cast_from(ctx, x.data<uint64_t>(), y);
+    case DType::UInt32:
+      return cast_from(ctx, x.data<uint32_t>(), y);
+    case DType::UInt16:
+      return cast_from(ctx, x.data<uint16_t>(), y);
     case DType::Bool:
     case DType::UInt8:
-      cast_from(ctx, x.data<uint8_t>(), y);
-      break;
-    case DType::Int8:
-      cast_from(ctx, x.data<int8_t>(), y);
-      break;
+      return cast_from(ctx, x.data<uint8_t>(), y);
     default:
       ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");
   }
@@ -393,7 +556,7 @@ std::vector<OutputInfo> shape_expand(const OpContext& ctx) {
 void cpu_expand(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  ORTM_DISPATCH_ALL(
+  ORTM_DISPATCH_BITS(
       x.dtype(), ctx,
       binary_map(x.shape(), x.data<scalar_t>(), Shape{}, x.data<scalar_t>(), y.shape(),
                  y.data<scalar_t>(), [](scalar_t p, scalar_t) { return p; }));
@@ -434,8 +597,12 @@ void grad_pow(GradContext& g) {
   // y = a^b:  da = dy * b * a^(b-1),  db = dy * y * log(a)
   Value* dy = g.output_grad(0);
   if (g.needs_grad(0)) {
-    Value* b_minus_1 = g.emit("Sub", {g.input(1), g.scalar_constant(1.0, g.input(1))});
-    Value* local = g.emit("Mul", {g.input(1), g.emit("Pow", {g.input(0), b_minus_1})});
+    // An exponent of another dtype (an integer power of a float base) joins a's dtype.
+    const bool same =
+        g.input(1)->dtype != DType::Undefined && g.input(1)->dtype == g.input(0)->dtype;
+    Value* b = same ? g.input(1) : g.emit("CastLike", {g.input(1), g.input(0)});
+    Value* b_minus_1 = g.emit("Sub", {b, g.scalar_constant(1.0, b)});
+    Value* local = g.emit("Mul", {b, g.emit("Pow", {g.input(0), b_minus_1})});
     g.set_input_grad(0, g.sum_to_shape(g.emit("Mul", {dy, local}), g.input(0)));
   }
   if (g.needs_grad(1)) {

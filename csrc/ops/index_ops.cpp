@@ -113,7 +113,7 @@ std::vector<OutputInfo> shape_gather_elements(const OpContext& ctx) {
 void cpu_gather_elements(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), x.rank());
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = ctx.out(0).data<scalar_t>();
     for_each_element_index(ctx, x.shape(), ctx.in(1), axis,

@@ -126,7 +126,7 @@ void cpu_where(OpContext& ctx) {
   const Tensor& y = ctx.in(2);
   Tensor& out = ctx.out(0);
   const uint8_t* cp = c.data<uint8_t>();
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* xp = x.data<scalar_t>();
     const scalar_t* yp = y.data<scalar_t>();
     scalar_t* op = out.data<scalar_t>();
@@ -212,16 +212,19 @@ void cpu_mod(OpContext& ctx) {
                                    y.shape(), y.data<scalar_t>(), [fmod](auto p, auto q) {
                                      using T = decltype(p);
                                      if constexpr (std::is_floating_point_v<T>) {
-                                       T r = std::fmod(p, q);  // A - trunc(A / B) * B
+                                       T r = std::fmod(p, q);
                                        if (fmod) return r;
-                                       // A - floor(A / B) * B: the sign of B, zero included.
-                                       if (r != 0 && ((r < 0) != (q < 0))) return r + q;
-                                       return r == 0 ? std::copysign(T(0), q) : r;
-                                     } else {
-                                       T r = p % q;  // truncated, the sign of the dividend
+                                       // numpy.mod: the sign of the divisor, zero included.
+                                       if (r == 0) return std::copysign(T(0), q);
+                                       return (r < 0) != (q < 0) ? r + q : r;
+                                     } else if constexpr (std::is_signed_v<T>) {
+                                       if (q == T(-1)) return T(0);  // lowest % -1 traps
+                                       T r = static_cast<T>(p % q);  // the dividend's sign
                                        if (!fmod && r != 0 && ((r < 0) != (q < 0)))
-                                         r += q;  // sign of divisor
+                                         r = static_cast<T>(r + q);  // the divisor's sign
                                        return r;
+                                     } else {
+                                       return static_cast<T>(p % q);
                                      }
                                    }));
 }

@@ -72,7 +72,7 @@ std::vector<OpDef> build_table() {
       Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).inplace(0),
       Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).inplace(0),
       Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).inplace(0),
-      Row("", "Pow", 7, shape_binary_broadcast, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
+      Row("", "Pow", 7, shape_pow, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
       // Before opset 7: broadcasting only with broadcast=1, B to A's shape (axis attribute).
       Row("", "Add", 1, shape_legacy_broadcast, cpu_add, grad_add).until(6).inplace(0),
       Row("", "Sub", 1, shape_legacy_broadcast, cpu_sub, grad_sub).until(6).inplace(0),

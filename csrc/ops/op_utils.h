@@ -26,33 +26,70 @@ namespace ortmodule {
       (CTX).fail("dtype " + dtype_name(DTYPE) + " is not supported (float32, float64)"); \
   }
 
-// Floating types plus the integer types shape arithmetic uses.
-#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                       \
-  switch (DTYPE) {                                                                   \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                     \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                    \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                     \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                     \
-    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                     \
-    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                       \
-    default:                                                                         \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                      \
-                 " is not supported (float32, float64, int64, int32, uint8, int8)"); \
+// Floating types plus every integer type.
+#define ORTM_DISPATCH_NUMERIC(DTYPE, CTX, ...)                                               \
+  switch (DTYPE) {                                                                           \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                             \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                            \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                             \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                             \
+    ORTM_DTYPE_CASE(Int16, int16_t, __VA_ARGS__)                                             \
+    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                               \
+    ORTM_DTYPE_CASE(UInt64, uint64_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(UInt32, uint32_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(UInt16, uint16_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                             \
+    default:                                                                                 \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                              \
+                 " is not supported (float32, float64 and the 8- to 64-bit integer types)"); \
   }
 
-// Every dtype the engine computes with, bool included (stored as uint8_t).
-#define ORTM_DISPATCH_ALL(DTYPE, CTX, ...)                                                 \
-  switch (DTYPE) {                                                                         \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                           \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                          \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                           \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                           \
-    ORTM_DTYPE_CASE(Bool, uint8_t, __VA_ARGS__)                                            \
-    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                           \
-    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                             \
-    default:                                                                               \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                            \
-                 " is not supported (float32, float64, int64, int32, uint8, int8, bool)"); \
+// Every dtype the engine computes with, bool included (stored as uint8_t). float16 and
+// bfloat16 compute in float32 (passes/low_precision), so kernels never see them here.
+#define ORTM_DISPATCH_ALL(DTYPE, CTX, ...)                                                      \
+  switch (DTYPE) {                                                                              \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                               \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                                \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                                \
+    ORTM_DTYPE_CASE(Int16, int16_t, __VA_ARGS__)                                                \
+    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                                                  \
+    ORTM_DTYPE_CASE(UInt64, uint64_t, __VA_ARGS__)                                              \
+    ORTM_DTYPE_CASE(UInt32, uint32_t, __VA_ARGS__)                                              \
+    ORTM_DTYPE_CASE(UInt16, uint16_t, __VA_ARGS__)                                              \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                                                \
+    ORTM_DTYPE_CASE(Bool, uint8_t, __VA_ARGS__)                                                 \
+    default:                                                                                    \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                                 \
+                 " is not supported (float32, float64, the 8- to 64-bit integer types, bool)"); \
+  }
+
+// Kernels that only move elements: binds `scalar_t` to an unsigned integer of the
+// element's width, so every dtype (float16 and bfloat16 included) moves bit for bit.
+#define ORTM_DISPATCH_BITS(DTYPE, CTX, ...)                                                   \
+  switch (dtype_size(DTYPE)) {                                                                \
+    case 1: {                                                                                 \
+      using scalar_t = uint8_t;                                                               \
+      __VA_ARGS__;                                                                            \
+      break;                                                                                  \
+    }                                                                                         \
+    case 2: {                                                                                 \
+      using scalar_t = uint16_t;                                                              \
+      __VA_ARGS__;                                                                            \
+      break;                                                                                  \
+    }                                                                                         \
+    case 4: {                                                                                 \
+      using scalar_t = uint32_t;                                                              \
+      __VA_ARGS__;                                                                            \
+      break;                                                                                  \
+    }                                                                                         \
+    case 8: {                                                                                 \
+      using scalar_t = uint64_t;                                                              \
+      __VA_ARGS__;                                                                            \
+      break;                                                                                  \
+    }                                                                                         \
+    default:                                                                                  \
+      (CTX).fail("dtype " + dtype_name(DTYPE) + " has no element width the kernel can move"); \
   }
 
 // Numpy-style broadcast of two shapes; fails naming the node on mismatch.

@@ -61,6 +61,7 @@ std::vector<OutputInfo> shape_view_of_input0(const OpContext&);
 std::vector<OutputInfo> shape_binary_broadcast(const OpContext&);
 std::vector<OutputInfo> shape_legacy_broadcast(const OpContext&);
 std::vector<OutputInfo> shape_variadic_broadcast(const OpContext&);
+std::vector<OutputInfo> shape_pow(const OpContext&);
 void cpu_add(OpContext&);
 void cpu_sub(OpContext&);
 void cpu_mul(OpContext&);

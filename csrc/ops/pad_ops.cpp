@@ -135,12 +135,20 @@ void cpu_pad(OpContext& ctx) {
   if (ctx.has_input(2) && ctx.in(2).dtype() != x.dtype())
     ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
              dtype_name(x.dtype()));
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
-    // Before opset 11 the constant is the float attribute "value".
-    const scalar_t value = ctx.has_input(2) ? ctx.in(2).data<scalar_t>()[0]
-                           : ctx.node.has_attr("value")
-                               ? static_cast<scalar_t>(ctx.node.attr_float("value", 0))
-                               : scalar_t(0);
+  // Before opset 11 the constant is the float attribute "value" (float inputs only).
+  std::vector<uint8_t> fill(dtype_size(x.dtype()), 0);
+  if (!ctx.has_input(2) && ctx.node.has_attr("value")) {
+    ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
+      const scalar_t v = static_cast<scalar_t>(ctx.node.attr_float("value", 0));
+      std::memcpy(fill.data(), &v, sizeof(v));
+    });
+  }
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
+    scalar_t value;
+    if (ctx.has_input(2))
+      value = ctx.in(2).data<scalar_t>()[0];
+    else
+      std::memcpy(&value, fill.data(), sizeof(value));
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for_each_padded(x.shape(), y.shape(), p,

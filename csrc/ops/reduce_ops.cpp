@@ -126,9 +126,16 @@ void run_reduce_extreme(OpContext& ctx, bool is_max) {
   bool given = false;
   std::vector<int64_t> axes = reduce_axes(ctx, 1, &given);
   ReducePlan p = plan_reduce(ctx, x.shape(), axes, given);
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
-                        reduce_extreme_forward(x.shape(), x.data<scalar_t>(), p.keep_shape,
-                                               ctx.out(0).data<scalar_t>(), is_max));
+  Tensor& y = ctx.out(0);
+  ORTM_DISPATCH_ALL(x.dtype(), ctx,
+                    reduce_extreme_forward(x.shape(), x.data<scalar_t>(), p.keep_shape,
+                                           y.data<scalar_t>(), is_max));
+  if (x.dtype() == DType::Bool) {
+    // max is any, min is all: an empty reduction gives the uint8 extreme 0 (false) or 255,
+    // which becomes true.
+    uint8_t* out = y.data<uint8_t>();
+    for (int64_t i = 0; i < y.numel(); ++i) out[i] = out[i] != 0;
+  }
 }
 }  // namespace
 

@@ -126,7 +126,7 @@ void cpu_slice(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
   const Box box = slice_box(ctx, x.shape(), 1);
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for_each_in_box(x.shape(), box, [&](int64_t i, int64_t off) { dst[i] = src[off]; });
@@ -282,7 +282,7 @@ void for_each_tiled(const Shape& small, const Shape& big, F f) {
 void cpu_tile(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for_each_tiled(x.shape(), y.shape(), [&](int64_t i, int64_t off) { dst[i] = src[off]; });
@@ -319,7 +319,7 @@ void cpu_trilu(OpContext& ctx) {
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   const int64_t mats = (rows != 0 && cols != 0) ? x.numel() / (rows * cols) : 0;
-  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+  ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for (int64_t m = 0; m < mats; ++m)

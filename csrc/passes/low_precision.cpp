@@ -11,12 +11,45 @@ namespace ortmodule {
 
 namespace {
 
-// Ops that move or describe bfloat16 data without arithmetic, or convert it themselves.
-bool keeps_bfloat16(const Node& n) {
+// Ops that move or describe 16-bit float data without arithmetic (their kernels copy
+// elements bit for bit), or convert it themselves.
+bool keeps_low_precision(const Node& n) {
   static const std::unordered_set<std::string> ops = {
-      "Cast",    "CastLike",  "Constant", "Shape",   "Size",        "Identity",
-      "Reshape", "Unsqueeze", "Squeeze",  "Flatten", "StopGradient"};
+      "Cast",    "CastLike",     "Constant",  "ConstantOfShape", "Shape",
+      "Size",    "Identity",     "Reshape",   "Unsqueeze",       "Squeeze",
+      "Flatten", "StopGradient", "Transpose", "Concat",          "Split",
+      "Slice",   "Gather",       "Embedding", "GatherElements",  "GatherND",
+      "Expand",  "Tile",         "Pad",       "Where",           "Trilu"};
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
+}
+
+// The dtype of output k of n from its inputs' dtypes and attributes (what the ops' shape
+// rules compute), so values the model declares no type for are still found; Undefined
+// where it depends on something unknown (bridge nodes run by the host framework).
+DType inferred_dtype(const Node& n, size_t k) {
+  if (!n.def || n.def->host_call) return DType::Undefined;
+  auto in = [&n](size_t i) {
+    return i < n.inputs.size() && n.inputs[i] ? n.inputs[i]->dtype : DType::Undefined;
+  };
+  static const std::unordered_set<std::string> bool_ops = {
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+      "And",   "Or",   "Xor",     "IsNaN",       "IsInf"};
+  static const std::unordered_set<std::string> int64_ops = {"Shape", "Size", "ArgMax", "ArgMin"};
+  const std::string& op = n.op_type;
+  if (bool_ops.count(op) || (op == "Dropout" && k == 1)) return DType::Bool;
+  if (int64_ops.count(op) || (op == "MaxPool" && k == 1)) return DType::Int64;
+  if (op == "Cast") return static_cast<DType>(n.attr_int("to", 0));
+  if (op == "CastLike" || op == "Where" || op == "SoftmaxCrossEntropyLossGrad") return in(1);
+  if (op == "GatherGrad" || op == "GatherNDGrad" || op == "EmbeddingGrad") return in(2);
+  if (op == "Constant" || op == "ConstantOfShape") {
+    const Attribute* value = n.attr("value");
+    if (value && value->kind == Attribute::Kind::Tensor && value->t.defined())
+      return value->t.dtype();
+    if (op == "ConstantOfShape" || n.attr("value_float") || n.attr("value_floats"))
+      return DType::Float32;
+    return n.attr("value_int") || n.attr("value_ints") ? DType::Int64 : DType::Undefined;
+  }
+  return in(0);
 }
 
 Node* add_cast(Graph& graph, Value* in, Value* out, DType to) {
@@ -29,25 +62,23 @@ Node* add_cast(Graph& graph, Value* in, Value* out, DType to) {
 
 }  // namespace
 
-int compute_bfloat16_in_float32(Graph& graph) {
-  std::unordered_map<Value*, Value*> as_float;  // bfloat16 value -> its float32 copy
+int compute_low_precision_in_float32(Graph& graph) {
+  std::unordered_map<Value*, Value*> as_float;  // 16-bit float value -> its float32 copy
   int moved = 0;
-  // Constants carry their type in their tensor, not in the graph's type records.
   for (Node* n : graph.nodes()) {
-    const Attribute* value = n->op_type == "Constant" ? n->attr("value") : nullptr;
-    if (value && value->kind == Attribute::Kind::Tensor && value->t.defined() &&
-        !n->outputs.empty() && n->outputs[0] && n->outputs[0]->dtype == DType::Undefined)
-      n->outputs[0]->dtype = value->t.dtype();
-  }
-  for (Node* n : graph.nodes()) {
-    if (keeps_bfloat16(*n)) continue;
+    // Nodes run in order, so the inputs' dtypes are known (or unknowable) by now.
+    for (size_t k = 0; k < n->outputs.size(); ++k) {
+      Value* out = n->outputs[k];
+      if (out && out->dtype == DType::Undefined) out->dtype = inferred_dtype(*n, k);
+    }
+    if (keeps_low_precision(*n)) continue;
     bool any = false;
-    for (Value* v : n->inputs) any = any || (v && v->dtype == DType::BFloat16);
-    for (Value* v : n->outputs) any = any || (v && v->dtype == DType::BFloat16);
+    for (Value* v : n->inputs) any = any || (v && dtype_is_low_precision(v->dtype));
+    for (Value* v : n->outputs) any = any || (v && dtype_is_low_precision(v->dtype));
     if (!any) continue;
     ++moved;
     for (Value*& in : n->inputs) {
-      if (!in || in->dtype != DType::BFloat16) continue;
+      if (!in || !dtype_is_low_precision(in->dtype)) continue;
       auto it = as_float.find(in);
       if (it == as_float.end()) {
         Value* f = graph.new_value(in->name + "_f32");
@@ -60,7 +91,8 @@ int compute_bfloat16_in_float32(Graph& graph) {
       in = it->second;
     }
     for (Value*& out : n->outputs) {
-      if (!out || out->dtype != DType::BFloat16) continue;
+      if (!out || !dtype_is_low_precision(out->dtype)) continue;
+      const DType low = out->dtype;
       Value* f = graph.new_value(out->name + "_f32");
       f->dtype = DType::Float32;
       f->shape = out->shape;
@@ -69,7 +101,7 @@ int compute_bfloat16_in_float32(Graph& graph) {
       Value* rounded = out;
       rounded->producer = nullptr;
       out = f;
-      add_cast(graph, f, rounded, DType::BFloat16);
+      add_cast(graph, f, rounded, low);
       // Later readers of the rounded value that compute in float32 read the rounded one.
       as_float.erase(rounded);
     }

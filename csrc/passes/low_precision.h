@@ -1,13 +1,15 @@
-// bfloat16 graphs (torch.autocast regions) on float32 kernels: every op that reads or
-// writes bfloat16 values computes in float32 between Casts, so each bfloat16 value is
-// rounded exactly where eager PyTorch rounds it (once per op, after computing in float32).
+// bfloat16 and float16 graphs (torch.autocast regions, half-precision models) on float32
+// kernels: every op that reads or writes such values computes in float32 between Casts, so
+// each value is rounded exactly where eager PyTorch and numpy round it (once per op, after
+// computing in float32; reductions, softmax, normalisation and GEMM accumulate in float32).
+// Ops that only move elements run on the 16-bit data directly.
 #pragma once
 
 #include "ir/graph.h"
 
 namespace ortmodule {
 
-// Returns the number of ops moved to float32 (0 when the graph has no bfloat16 value).
-int compute_bfloat16_in_float32(Graph& graph);
+// Returns the number of ops moved to float32 (0 when the graph has no 16-bit float value).
+int compute_low_precision_in_float32(Graph& graph);
 
 }  // namespace ortmodule

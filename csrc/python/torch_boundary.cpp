@@ -19,6 +19,8 @@ constexpr std::pair<at::ScalarType, DType> kDTypes[] = {
     {at::kFloat, DType::Float32},     {at::kDouble, DType::Float64}, {at::kHalf, DType::Float16},
     {at::kBFloat16, DType::BFloat16}, {at::kLong, DType::Int64},     {at::kInt, DType::Int32},
     {at::kChar, DType::Int8},         {at::kByte, DType::UInt8},     {at::kBool, DType::Bool},
+    {at::kShort, DType::Int16},       {at::kUInt16, DType::UInt16},  {at::kUInt32, DType::UInt32},
+    {at::kUInt64, DType::UInt64},
 };
 // Low-bit types, one element per byte on both sides. torch's int4/uint4/int2/uint2 are
 // storage-only dtypes: each byte holds the element's bits in its low bits.

@@ -17,7 +17,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
   LoadOptions load;
   load.feed_initializers = options.feed_initializers;
   graph_ = load_onnx_model(onnx_bytes, load);
-  compute_bfloat16_in_float32(*graph_);
+  compute_low_precision_in_float32(*graph_);
   for (Value* v : graph_->inputs()) {
     input_names_.push_back(v->name);
     input_dtypes_.push_back(v->dtype);
@@ -49,9 +49,9 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
     }
     const std::vector<Node*> forward = graph_->nodes();
     GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
-    // Gradient nodes of bfloat16 values (sums of several contributions) compute in float32
-    // too, rounded like autograd's bfloat16 accumulation.
-    compute_bfloat16_in_float32(*graph_);
+    // Gradient nodes of bfloat16/float16 values (sums of several contributions) compute in
+    // float32 too, rounded like autograd's accumulation in the value's dtype.
+    compute_low_precision_in_float32(*graph_);
     std::unordered_map<Value*, Value*> replaced;
     eliminate_common_subexpressions(*graph_, &replaced);
     for (auto* list : {&info.output_grads, &info.input_grads})

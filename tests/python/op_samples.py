@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.python.op_samples_data import DATA_SAMPLES
+from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.sample_utils import Sample, away_from_zero, distinct, i64, rand
 
 S = Sample
@@ -377,3 +378,5 @@ _extend({
         S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=6),
     ],
 })
+for _op, _extra in DTYPE_SAMPLES.items():
+    SAMPLES.setdefault(_op, []).extend(_extra)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -16,6 +17,7 @@ from ortmodule import _C
 from tests.python.op_samples import SAMPLES, Sample
 from tests.python.op_samples_large import LARGE_SAMPLES, NO_LARGE_SAMPLE
 
+BF16 = np.dtype(ml_dtypes.bfloat16)
 ROWS = [r for r in _C.op_table() if not r["internal"]]
 GRAD_ROWS = [r for r in ROWS if r["has_gradient"]]
 
@@ -76,6 +78,20 @@ def build_model(op: str, sample: Sample) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=opsets)
 
 
+def to_torch(v: np.ndarray) -> torch.Tensor:
+    """numpy -> torch; bfloat16 (ml_dtypes, which torch.from_numpy does not know) by bits."""
+    v = np.ascontiguousarray(v)
+    if v.dtype == BF16:
+        return torch.from_numpy(v.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(v.copy())
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(BF16)
+    return t.numpy()
+
+
 def output_names(sample: Sample) -> list[str]:
     return ["y"] if sample.num_outputs == 1 else [f"y{i}" for i in range(sample.num_outputs)]
 
@@ -95,7 +111,7 @@ def test_newest_opset_is_onnx_newest() -> None:
 def test_forward_matches_onnx_reference(row: dict, sample: Sample) -> None:
     model = build_model(row["op_type"], sample)
     program = _C.Program(model.SerializeToString(), [], [])
-    inputs = [torch.from_numpy(v.copy()) for v in sample.inputs.values()]
+    inputs = [to_torch(v) for v in sample.inputs.values()]
     outputs = _C.run(program, inputs)
     assert len(outputs) == sample.num_outputs
     if not sample.reference:
@@ -108,8 +124,11 @@ def test_forward_matches_onnx_reference(row: dict, sample: Sample) -> None:
     for got, expected in zip(outputs, reference):
         expected = np.asarray(expected)
         assert tuple(got.shape) == expected.shape, f"shape {tuple(got.shape)} != {expected.shape}"
-        assert got.numpy().dtype == expected.dtype, f"dtype {got.dtype} != {expected.dtype}"
-        np.testing.assert_allclose(got.numpy(), expected, rtol=sample.reference_rtol, atol=1e-12)
+        got = to_numpy(got)
+        assert got.dtype == expected.dtype, f"dtype {got.dtype} != {expected.dtype}"
+        if expected.dtype == BF16:  # compared as the float32 values they hold
+            got, expected = got.astype(np.float32), expected.astype(np.float32)
+        np.testing.assert_allclose(got, expected, rtol=sample.reference_rtol, atol=1e-12)
 
 
 @pytest.mark.parametrize("row,sample", _cases(GRAD_ROWS, differentiable_only=True))

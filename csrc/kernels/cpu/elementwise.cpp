@@ -89,5 +89,13 @@ template void sum_to_shape<uint8_t>(const std::vector<int64_t>&, const uint8_t*,
                                     const std::vector<int64_t>&, uint8_t*);
 template void sum_to_shape<int8_t>(const std::vector<int64_t>&, const int8_t*,
                                    const std::vector<int64_t>&, int8_t*);
+template void sum_to_shape<int16_t>(const std::vector<int64_t>&, const int16_t*,
+                                    const std::vector<int64_t>&, int16_t*);
+template void sum_to_shape<uint16_t>(const std::vector<int64_t>&, const uint16_t*,
+                                     const std::vector<int64_t>&, uint16_t*);
+template void sum_to_shape<uint32_t>(const std::vector<int64_t>&, const uint32_t*,
+                                     const std::vector<int64_t>&, uint32_t*);
+template void sum_to_shape<uint64_t>(const std::vector<int64_t>&, const uint64_t*,
+                                     const std::vector<int64_t>&, uint64_t*);
 
 }  // namespace ortmodule

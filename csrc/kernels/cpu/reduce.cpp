@@ -121,6 +121,10 @@ ORTM_INSTANTIATE_EXTREME(int64_t)
 ORTM_INSTANTIATE_EXTREME(int32_t)
 ORTM_INSTANTIATE_EXTREME(uint8_t)
 ORTM_INSTANTIATE_EXTREME(int8_t)
+ORTM_INSTANTIATE_EXTREME(int16_t)
+ORTM_INSTANTIATE_EXTREME(uint16_t)
+ORTM_INSTANTIATE_EXTREME(uint32_t)
+ORTM_INSTANTIATE_EXTREME(uint64_t)
 #undef ORTM_INSTANTIATE_EXTREME
 template void reduce_extreme_backward<float>(const std::vector<int64_t>&, const float*,
                                              const std::vector<int64_t>&, const float*,
