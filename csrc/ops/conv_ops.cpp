@@ -456,8 +456,9 @@ std::vector<OutputInfo> shape_batchnorm_legacy(const OpContext& ctx) {
 void cpu_batchnorm(OpContext& ctx) {
   int64_t N, C, S;
   bn_dims(ctx, &N, &C, &S);
-  double eps = ctx.node.attr_float("epsilon", 1e-5),
-         momentum = ctx.node.attr_float("momentum", 0.9);
+  // Defaults are float32 values, as ONNX attributes are.
+  double eps = ctx.node.attr_float("epsilon", 1e-5f),
+         momentum = ctx.node.attr_float("momentum", 0.9f);
   bool training = ctx.node.attr_int("training_mode", 0) != 0;
   // ai.ortmodule BatchNormTorch (PyTorch's batch norm, and the BatchNormInternal that its
   // gradient rule switches it to) tracks the unbiased batch variance; ONNX's the biased one.
@@ -506,7 +507,7 @@ void cpu_batchnorm_grad(OpContext& ctx) {
 void cpu_batchnorm_inference_grad(OpContext& ctx) {
   const Shape& x = ctx.in(1).shape();
   int64_t N = x[0], C = x[1], S = dims_product(x, 2, x.size());
-  double eps = ctx.node.attr_float("epsilon", 1e-5);
+  double eps = ctx.node.attr_float("epsilon", 1e-5f);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     auto in = [&](size_t i) { return ctx.in(i).data<scalar_t>(); };
     auto out = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
@@ -526,7 +527,7 @@ void grad_batchnorm(GradContext& g) {
         "BatchNormInferenceGrad",
         {g.output_grad(0), g.input(0), g.input(1), g.input(3), g.input(4)},
         {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)},
-        {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5))}}, "ai.ortmodule");
+        {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5f))}}, "ai.ortmodule");
     for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);
     return;
   }
@@ -541,7 +542,7 @@ void grad_batchnorm(GradContext& g) {
       "BatchNormalizationGrad",
       {g.output_grad(0), g.input(0), g.input(1), saved_mean, saved_inv_std},
       {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)},
-      {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5))}}, "com.microsoft");
+      {{"epsilon", Attribute::make_float(n.attr_float("epsilon", 1e-5f))}}, "com.microsoft");
   for (size_t i = 0; i < 3; ++i) g.set_input_grad(i, grads[i]);
 }
 

@@ -174,10 +174,11 @@ SAMPLES: dict[str, list[Sample]] = {
     "BatchNormalization": [
         S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
            "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},
-          attrs={"training_mode": 1, "momentum": 0.9}, grad=["x", "scale", "bias"]),
+          attrs={"training_mode": 1, "momentum": 0.9}, grad=["x", "scale", "bias"],
+          num_outputs=3),
         S({"x": rand(5, 3), "scale": rand(3), "bias": rand(3), "mean": rand(3),
            "var": rand(3, low=0.5, high=1.5)}, attrs={"training_mode": 1},
-          grad=["x", "scale", "bias"]),
+          grad=["x", "scale", "bias"], num_outputs=3),
         # Inference mode (a BatchNorm in eval() inside a model being trained).
         S({"x": rand(4, 3, 2, 2), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3),
            "mean": rand(3), "var": rand(3, low=0.5, high=1.5)},

@@ -89,6 +89,19 @@ def _gather_elements(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [np.take_along_axis(inputs["x"], inputs["i"], axis=1)]
 
 
+def _bn_torch(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """PyTorch's training-mode batch norm in float64 (running_var: unbiased variance)."""
+    x = d["x"].astype(np.float64)
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    count = x.size // x.shape[1]
+    shape = (1, -1, 1, 1)
+    y = ((x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + 1e-5)
+         * d["scale"].reshape(shape) + d["bias"].reshape(shape))
+    m = float(np.float32(0.9))
+    return [y.astype(np.float32), (m * d["mean"] + (1 - m) * mean).astype(np.float32),
+            (m * d["var"] + (1 - m) * var * count / (count - 1)).astype(np.float32)]
+
+
 def _sin(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [np.sin(inputs["x"])]
 
@@ -234,6 +247,12 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           num_outputs=3),
         L({"x": f(16, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32),
            "mean": f(32), "var": f(32, low=0.5, high=1.5)}, grad=["x", "scale", "bias"]),
+    ],
+    "BatchNormTorch": [
+        L({"x": f(16, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32),
+           "mean": f(32), "var": f(32, low=0.5, high=1.5)},
+          attrs={"training_mode": 1, "momentum": 0.9}, grad=["x", "scale", "bias"],
+          num_outputs=3, domain="ai.ortmodule", expected=_bn_torch),
     ],
     "LayerNormalization": [
         L({"x": f(256, 512), "scale": f(512, low=0.5, high=1.5), "bias": f(512)},
