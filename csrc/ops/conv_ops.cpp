@@ -54,8 +54,10 @@ void apply_auto_pad(const OpContext& ctx, const Shape& in, const std::vector<int
 
 Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> kernel) {
   if (x.size() != 3 && x.size() != 4) {
-    ctx.fail("only 1-D and 2-D spatial inputs ([N, C, L] or [N, C, H, W]) are supported, got " +
-             shape_str(x));
+    ctx.fail(
+        "only 1-D, 2-D and 3-D spatial inputs ([N, C, L], [N, C, H, W] or [N, C, D, H, W]) "
+        "are supported, got " +
+        shape_str(x));
   }
   bool one_d = x.size() == 3;
   size_t sd = x.size() - 2;
@@ -183,6 +185,43 @@ Conv2dParams conv_params(const OpContext& ctx, const Shape& x, const Shape& weig
                       w.pad_top, w.pad_left, w.dil_h, w.dil_w};
 }
 
+// Conv over [N, C, D, H, W] (the 3-D kernels; 1-D and 2-D take the Window path).
+Conv3dParams conv3d_params(const OpContext& ctx, const Shape& x, const Shape& weight) {
+  const std::vector<int64_t> kernel = conv_kernel_shape(ctx, weight);
+  if (kernel.size() != 3)
+    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for 3 spatial dims");
+  std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
+  std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
+  std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
+  if (strides.size() != 3 || dil.size() != 3 || pads.size() != 6) {
+    ctx.fail("strides, dilations and pads need 3, 3 and 6 entries for 3 spatial dims, got " +
+             std::to_string(strides.size()) + ", " + std::to_string(dil.size()) + " and " +
+             std::to_string(pads.size()));
+  }
+  Shape in(x.begin() + 2, x.end());
+  apply_auto_pad(ctx, in, kernel, strides, dil, &pads);
+  const int64_t group = ctx.node.attr_int("group", 1);
+  if (group <= 0 || x[1] % group != 0 || weight[0] % group != 0 || weight[1] * group != x[1]) {
+    ctx.fail("input " + shape_str(x) + " and weight " + shape_str(weight) +
+             " do not match group=" + std::to_string(group));
+  }
+  Conv3dParams p{};
+  p.N = x[0];
+  p.C = x[1];
+  p.M = weight[0];
+  p.group = group;
+  for (int i = 0; i < 3; ++i) {
+    p.in[i] = in[i];
+    p.kernel[i] = kernel[i];
+    p.stride[i] = strides[i];
+    p.dilation[i] = dil[i];
+    p.pad_begin[i] = pads[i];
+    p.out[i] = out_extent(in[i], kernel[i], strides[i], pads[i], pads[i + 3], dil[i], false);
+    if (p.out[i] <= 0) ctx.fail("input " + shape_str(x) + " is smaller than the kernel");
+  }
+  return p;
+}
+
 // Copies the attributes that define the window geometry onto a gradient node.
 AttrList::value_type attr_entry(const Node& n, const char* key) { return {key, n.attrs.at(key)}; }
 void copy_window_attrs(const Node& from, Node* to) {
@@ -202,12 +241,25 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
   const Shape& w = ctx.in(1).shape();
   if (w.size() != x.size())
     ctx.fail("weight " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
+  if (x.size() == 5) {
+    const Conv3dParams p = conv3d_params(ctx, x, w);
+    return one_output(ctx.in(0).dtype(), {p.N, p.M, p.out[0], p.out[1], p.out[2]});
+  }
   Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
   conv_params(ctx, x, w);
   return one_output(ctx.in(0).dtype(), window_out_shape(win, w[0]));
 }
 
 void cpu_conv(OpContext& ctx) {
+  if (ctx.in(0).shape().size() == 5) {
+    const Conv3dParams p = conv3d_params(ctx, ctx.in(0).shape(), ctx.in(1).shape());
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(0).dtype(), ctx,
+        conv3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
+                                 ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr,
+                                 ctx.out(0).data<scalar_t>()));
+    return;
+  }
   Conv2dParams p = conv_params(ctx, ctx.in(0).shape(), ctx.in(1).shape());
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
@@ -223,6 +275,17 @@ std::vector<OutputInfo> shape_conv_grad(const OpContext& ctx) {
 }
 
 void cpu_conv_grad(OpContext& ctx) {
+  if (ctx.in(1).shape().size() == 5) {
+    const Conv3dParams p = conv3d_params(ctx, ctx.in(1).shape(), ctx.in(2).shape());
+    ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
+      auto ptr = [&](size_t i) {
+        return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr;
+      };
+      conv3d_backward<scalar_t>(p, ctx.in(1).data<scalar_t>(), ctx.in(2).data<scalar_t>(),
+                                ctx.in(0).data<scalar_t>(), ptr(0), ptr(1), ptr(2));
+    });
+    return;
+  }
   Conv2dParams p = conv_params(ctx, ctx.in(1).shape(), ctx.in(2).shape());
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     auto ptr = [&](size_t i) { return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr; };
@@ -267,23 +330,36 @@ std::vector<OutputInfo> shape_maxpool(const OpContext& ctx) {
   return {y, idx};
 }
 
+// MaxPool's forward types: the floating types, int8 and uint8.
+#define ORTM_DISPATCH_MAXPOOL(DTYPE, CTX, ...)                         \
+  switch (DTYPE) {                                                     \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                       \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                      \
+    ORTM_DTYPE_CASE(Int8, int8_t, __VA_ARGS__)                         \
+    ORTM_DTYPE_CASE(UInt8, uint8_t, __VA_ARGS__)                       \
+    default:                                                           \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                        \
+                 " is not supported (float32, float64, int8, uint8)"); \
+  }
+
 void cpu_maxpool(OpContext& ctx) {
   const Shape& x = ctx.in(0).shape();
   int64_t* idx = ctx.has_output(1) ? ctx.out(1).data<int64_t>() : nullptr;
   if (is_pool3d(x)) {
     const Pool3dParams p = make_pool3d(ctx, x, false);
-    ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                        maxpool3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(),
-                                                    ctx.out(0).data<scalar_t>(), idx));
+    ORTM_DISPATCH_MAXPOOL(ctx.in(0).dtype(), ctx,
+                          maxpool3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(),
+                                                      ctx.out(0).data<scalar_t>(), idx));
   } else {
     Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
-    ORTM_DISPATCH_FLOAT(
+    ORTM_DISPATCH_MAXPOOL(
         ctx.in(0).dtype(), ctx,
         maxpool2d_forward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
                                     ctx.out(0).data<scalar_t>(), idx));
   }
   if (idx && column_major_indices(ctx)) convert_storage_order(x, idx, ctx.out(1).numel(), true);
 }
+#undef ORTM_DISPATCH_MAXPOOL
 
 // Pool gradients take dY first and the input's shape last.
 std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {

@@ -223,5 +223,87 @@ TEST(ConvKernelGradCheck, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// ---- 3-D ----
+
+Conv3dParams make_conv3d(int64_t N, int64_t C, int64_t M, int64_t group, std::vector<int64_t> in,
+                         std::vector<int64_t> k, std::vector<int64_t> stride,
+                         std::vector<int64_t> pads, std::vector<int64_t> dil) {
+  Conv3dParams p{};
+  p.N = N, p.C = C, p.M = M, p.group = group;
+  for (int i = 0; i < 3; ++i) {
+    p.in[i] = in[i], p.kernel[i] = k[i], p.stride[i] = stride[i], p.pad_begin[i] = pads[i];
+    p.dilation[i] = dil[i];
+    p.out[i] = (in[i] + pads[i] + pads[i + 3] - dil[i] * (k[i] - 1) - 1) / stride[i] + 1;
+  }
+  return p;
+}
+
+// Direct loops over every (output, tap) pair: y, dx, dw, dbias.
+struct Conv3dRef {
+  std::vector<double> y, dx, dw, dbias;
+};
+
+Conv3dRef ref_conv3d(const Conv3dParams& p, const std::vector<double>& x,
+                     const std::vector<double>& w, const std::vector<double>& b,
+                     const std::vector<double>& dy) {
+  const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+  const int64_t P = p.out[0] * p.out[1] * p.out[2], X = p.in[0] * p.in[1] * p.in[2];
+  const int64_t K = p.kernel[0] * p.kernel[1] * p.kernel[2];
+  Conv3dRef r{std::vector<double>(p.N * p.M * P), std::vector<double>(x.size(), 0.0),
+              std::vector<double>(w.size(), 0.0), std::vector<double>(p.M, 0.0)};
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t o = 0; o < P; ++o) {
+        const int64_t yi = (n * p.M + m) * P + o;
+        const int64_t od = o / (p.out[1] * p.out[2]), oh = o / p.out[2] % p.out[1],
+                      ow = o % p.out[2];
+        double acc = b[m];
+        r.dbias[m] += dy[yi];
+        for (int64_t cg = 0; cg < Cg; ++cg)
+          for (int64_t t = 0; t < K; ++t) {
+            const int64_t kd = t / (p.kernel[1] * p.kernel[2]), kh = t / p.kernel[2] % p.kernel[1],
+                          kw = t % p.kernel[2];
+            const int64_t id = od * p.stride[0] - p.pad_begin[0] + kd * p.dilation[0];
+            const int64_t ih = oh * p.stride[1] - p.pad_begin[1] + kh * p.dilation[1];
+            const int64_t iw = ow * p.stride[2] - p.pad_begin[2] + kw * p.dilation[2];
+            if (id < 0 || id >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2])
+              continue;
+            const int64_t xi =
+                (n * p.C + (m / Mg) * Cg + cg) * X + (id * p.in[1] + ih) * p.in[2] + iw;
+            const int64_t wi = (m * Cg + cg) * K + t;
+            acc += x[xi] * w[wi];
+            r.dx[xi] += w[wi] * dy[yi];
+            r.dw[wi] += x[xi] * dy[yi];
+          }
+        r.y[yi] = acc;
+      }
+  return r;
+}
+
+TYPED_TEST(ConvKernelTest, Conv3dMatchesReference) {
+  using T = TypeParam;
+  const std::vector<Conv3dParams> cases = {
+      make_conv3d(2, 2, 3, 1, {4, 5, 4}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {2, 1, 1}),
+      make_conv3d(2, 4, 6, 2, {3, 4, 5}, {2, 2, 3}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, {1, 1, 1}),
+      make_conv3d(1, 3, 3, 3, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {3, 3, 3, 3, 3, 3}, {1, 1, 1}),
+  };
+  for (const Conv3dParams& p : cases) {
+    const int64_t xs = p.N * p.C * p.in[0] * p.in[1] * p.in[2];
+    const int64_t ws = p.M * (p.C / p.group) * p.kernel[0] * p.kernel[1] * p.kernel[2];
+    const int64_t ys = p.N * p.M * p.out[0] * p.out[1] * p.out[2];
+    const auto x = random_values(xs, 11), w = random_values(ws, 12), b = random_values(p.M, 13),
+               dy = random_values(ys, 14);
+    const Conv3dRef r = ref_conv3d(p, x, w, b, dy);
+    const auto xt = cast_to<T>(x), wt = cast_to<T>(w), bt = cast_to<T>(b), dyt = cast_to<T>(dy);
+    std::vector<T> y(ys), dx(xs), dw(ws), db(p.M);
+    conv3d_forward<T>(p, xt.data(), wt.data(), bt.data(), y.data());
+    expect_close(y, r.y, "y");
+    conv3d_backward<T>(p, xt.data(), wt.data(), dyt.data(), dx.data(), dw.data(), db.data());
+    expect_close(dx, r.dx, "dx");
+    expect_close(dw, r.dw, "dw");
+    expect_close(db, r.dbias, "dbias");
+  }
+}
+
 }  // namespace
 }  // namespace ortmodule

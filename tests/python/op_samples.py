@@ -157,12 +157,22 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}),
         S({"x": rand(1, 2, 6, 6), "w": rand(3, 2, 2, 2)}, attrs={"dilations": [2, 2]}),
         S({"x": rand(2, 3, 7), "w": rand(4, 3, 3), "b": rand(4)}, attrs={"pads": [1, 1]}),
+        # 3-D: pads, strides and dilations per axis; groups with a bias.
+        S({"x": rand(1, 2, 4, 5, 4), "w": rand(3, 2, 2, 3, 2), "b": rand(3)},
+          attrs={"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1], "dilations": [2, 1, 1]}),
+        S({"x": rand(2, 4, 3, 4, 5), "w": rand(6, 2, 2, 2, 3), "b": rand(6)},
+          attrs={"group": 2, "strides": [1, 1, 2], "pads": [0, 1, 1, 1, 0, 1]}),
     ],
     "MaxPool": [
         S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
                                                "pads": [1, 1, 1, 1]}, num_outputs=2),
         S({"x": distinct(2, 1, 5, 5)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2],
                                                "ceil_mode": 1}),
+        # int8 and uint8 (forward only), with ties, the type's extremes and padding.
+        S({"x": np.random.default_rng(7).integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)},
+          attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        S({"x": np.random.default_rng(8).integers(-128, 128, (1, 2, 4, 4, 4)).astype(np.int8)},
+          attrs={"kernel_shape": [2, 2, 2], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}),
     ],
     "AveragePool": [
         S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),

@@ -11,6 +11,14 @@
 namespace ortmodule {
 namespace {
 
+// The start of a running maximum: -inf for floating types, the least value for integers
+// (MaxPool accepts int8 and uint8). Only an empty window keeps it.
+template <typename T>
+T lowest_value() {
+  if (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+
 // Elements touched per parallel chunk; below this threads cost more than they save.
 constexpr int64_t kGrainElems = 1 << 14;
 
@@ -127,7 +135,7 @@ void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices
       };
       auto clipped = [&](int64_t oh, int64_t ow) {
         const Window win = window_at(p, oh, ow);
-        T best = -std::numeric_limits<T>::infinity();
+        T best = lowest_value<T>();
         int64_t best_at = -1;
         for (int64_t kh = win.kh0; kh < win.kh1; ++kh) {
           const int64_t row = (win.h0 + kh * p.dil_h) * p.W + win.w0;
@@ -299,7 +307,7 @@ void maxpool3d_forward(const Pool3dParams& p, const T* x, T* y, int64_t* indices
     for (int64_t plane = b0; plane < b1; ++plane) {
       const T* xp = x + plane * X;
       for_each_window3d(p, [&](int64_t o, const Window3d& w) {
-        T best = -std::numeric_limits<T>::infinity();
+        T best = lowest_value<T>();
         int64_t best_at = -1;
         for_each_tap3d(p, w, [&](int64_t at) {
           if (best_at < 0 || pool_max_replaces(xp[at], best)) {
@@ -400,5 +408,11 @@ void global_avgpool_backward(int64_t N, int64_t C, int64_t S, const T* dy, T* dx
 ORTM_INSTANTIATE_POOL(float)
 ORTM_INSTANTIATE_POOL(double)
 #undef ORTM_INSTANTIATE_POOL
+
+// MaxPool's forward also takes int8 and uint8 (no gradient: integers are not differentiable).
+template void maxpool2d_forward<int8_t>(const Pool2dParams&, const int8_t*, int8_t*, int64_t*);
+template void maxpool2d_forward<uint8_t>(const Pool2dParams&, const uint8_t*, uint8_t*, int64_t*);
+template void maxpool3d_forward<int8_t>(const Pool3dParams&, const int8_t*, int8_t*, int64_t*);
+template void maxpool3d_forward<uint8_t>(const Pool3dParams&, const uint8_t*, uint8_t*, int64_t*);
 
 }  // namespace ortmodule
