@@ -1,6 +1,7 @@
 // Element-wise ops: shape rules, CPU kernels and gradient rules side by side.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
@@ -66,7 +67,14 @@ void cpu_div(OpContext& ctx) {
     for (int64_t i = 0; i < ctx.in(1).numel(); ++i)
       if (ctx.in(1).int_at(i) == 0) ctx.fail("integer division by zero");
   }
-  run_binary(ctx, [](auto p, auto q) { return p / q; });
+  run_binary(ctx, [](auto p, auto q) {
+    using T = decltype(p);
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      // INT_MIN / -1 overflows (and traps); negate with wrap-around instead.
+      if (q == T(-1)) return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(p));
+    }
+    return static_cast<T>(p / q);
+  });
 }
 void cpu_pow(OpContext& ctx) {
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
@@ -154,7 +162,7 @@ void run_grad_binary(OpContext& ctx, F f) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);
   const Tensor& y = ctx.in(1);
-  if (dy.numel() != y.numel()) {
+  if (dy.shape() != y.shape()) {
     ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(y.shape()));
   }
   ORTM_DISPATCH_FLOAT(
@@ -188,6 +196,10 @@ void cpu_leaky_relu_grad(OpContext& ctx) {
 namespace {
 template <typename T>
 void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
+  for (size_t i = first; i < first + 2; ++i)
+    if (ctx.has_input(i) && ctx.in(i).numel() != 1)
+      ctx.fail("bound (input " + std::to_string(i) + ") must hold one value, got shape " +
+               shape_str(ctx.in(i).shape()));
   *lo = ctx.has_input(first) ? static_cast<T>(ctx.in(first).float_at(0))
                              : std::numeric_limits<T>::lowest();
   *hi = ctx.has_input(first + 1) ? static_cast<T>(ctx.in(first + 1).float_at(0))
@@ -208,6 +220,9 @@ void cpu_clip(OpContext& ctx) {
 void cpu_clip_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
   const Tensor& x = ctx.in(1);
+  expect_same_dtype(ctx, 1);
+  if (dy.shape() != x.shape())
+    ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
   ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
     scalar_t lo, hi;
     clip_bounds(ctx, 2, &lo, &hi);
@@ -310,6 +325,11 @@ std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
 // SumToShape(x, shape): sums x down to `shape` (which broadcasts to x's shape).
 std::vector<OutputInfo> shape_sum_to_shape(const OpContext& ctx) {
   Shape target = ctx.in(1).to_int_vector();
+  check_shape(ctx, target, "shape input (input 1)");
+  if (target.size() > ctx.in(0).rank() ||
+      broadcast_shapes(ctx, ctx.in(0).shape(), target) != ctx.in(0).shape())
+    ctx.fail("shape " + shape_str(target) + " does not broadcast to input 0's shape " +
+             shape_str(ctx.in(0).shape()));
   auto out = one_output(ctx.in(0).dtype(), target);
   if (target == ctx.in(0).shape()) out[0].alias_of = 0;  // nothing was broadcast
   return out;
@@ -335,7 +355,10 @@ void cpu_scalar_like(OpContext& ctx) {
 
 // Expand(x, shape)
 std::vector<OutputInfo> shape_expand(const OpContext& ctx) {
+  if (ctx.in(1).rank() > 1)
+    ctx.fail("shape input (input 1) must be 1-D, got " + shape_str(ctx.in(1).shape()));
   Shape target = ctx.in(1).to_int_vector();
+  check_shape(ctx, target, "shape input (input 1)");
   return one_output(ctx.in(0).dtype(), broadcast_shapes(ctx, ctx.in(0).shape(), target));
 }
 void cpu_expand(OpContext& ctx) {

@@ -214,7 +214,8 @@ void cpu_mod(OpContext& ctx) {
                                      if constexpr (std::is_floating_point_v<T>) {
                                        return std::fmod(p, q);
                                      } else {
-                                       T r = p % q;  // truncated, the sign of the dividend
+                                       // x % -1 is 0 (and INT_MIN % -1 would trap).
+                                       T r = q == T(-1) ? T(0) : p % q;  // sign of the dividend
                                        if (!fmod && r != 0 && ((r < 0) != (q < 0)))
                                          r += q;  // sign of divisor
                                        return r;
