@@ -66,13 +66,13 @@ fuzz-build: system-deps $(STAMP)
 	  > /dev/null
 	cmake --build $(FUZZ_DIR) --target fuzz_load_run -j 2
 
-# New crashes are written to build/fuzz/crash-*; minimise one with
+# New crashes are written to build/fuzz/crash-* (or leak-*, timeout-*, oom-*); minimise one with
 #   build/fuzz/fuzz_load_run -minimize_crash=1 -runs=10000 build/fuzz/crash-...
 # and add it to tests/fuzz/regressions/ (tests/python/test_model_safety.py replays them).
 fuzz: fuzz-build
 	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/corpus
 	$(PY) tests/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
-	$(FUZZ_DIR)/fuzz_load_run $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/crash- \
+	$(FUZZ_DIR)/fuzz_load_run $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/ \
 	  $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds tests/fuzz/regressions > $(FUZZ_DIR)/last.log 2>&1; \
 	  rc=$$?; if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/last.log; \
 	  else grep -E 'INFO: seed corpus|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss' \

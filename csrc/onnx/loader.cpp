@@ -9,6 +9,7 @@
 
 #include "ops/op_table.h"
 #include "ortmodule_onnx.pb.h"
+#include "runtime/allocator.h"
 
 namespace ortmodule {
 namespace {
@@ -20,9 +21,10 @@ namespace pb = ::ortmodule_onnx;
 }
 
 template <typename Src, typename Dst>
-void copy_field(const Src& field, Tensor& t) {
+void copy_field(const Src& field, Tensor& t, const std::string& name) {
   if (static_cast<int64_t>(field.size()) != t.numel()) {
-    load_error("tensor data has " + std::to_string(field.size()) + " elements, shape says " +
+    load_error("tensor '" + name + "' data has " + std::to_string(field.size()) +
+               " elements, its shape " + shape_str(t.shape()) + " says " +
                std::to_string(t.numel()));
   }
   Dst* out = t.data<Dst>();
@@ -40,9 +42,15 @@ void check_dims(const std::string& what, const Shape& shape, DType dt) {
     }
   }
   const int64_t numel = shape_numel_checked(shape);
-  if (numel < 0 || tensor_bytes_checked(numel, dt) == SIZE_MAX) {
+  const size_t bytes = numel < 0 ? SIZE_MAX : tensor_bytes_checked(numel, dt);
+  if (bytes == SIZE_MAX) {
     load_error(what + " has shape " + shape_str(shape) +
                " whose element count or byte size would overflow");
+  }
+  if (bytes > allocator_limit()) {
+    load_error(what + " has shape " + shape_str(shape) + " of " + std::to_string(bytes) +
+               " bytes: too large (the allocation limit is " + std::to_string(allocator_limit()) +
+               " bytes)");
   }
 }
 
@@ -69,27 +77,27 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
   }
   switch (dt) {
     case DType::Float32:
-      copy_field<decltype(tp.float_data()), float>(tp.float_data(), t);
+      copy_field<decltype(tp.float_data()), float>(tp.float_data(), t, tp.name());
       break;
     case DType::Float64:
-      copy_field<decltype(tp.double_data()), double>(tp.double_data(), t);
+      copy_field<decltype(tp.double_data()), double>(tp.double_data(), t, tp.name());
       break;
     case DType::Int64:
-      copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t);
+      copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t, tp.name());
       break;
     case DType::Int32:
-      copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Int8:
-      copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::UInt8:
     case DType::Bool:
-      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Float16:
     case DType::BFloat16:
-      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t, tp.name());
       break;
     default:
       load_error("tensor '" + tp.name() + "' has no data");

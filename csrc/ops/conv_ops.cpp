@@ -149,9 +149,6 @@ Conv2dParams conv_params(const OpContext& ctx, const Shape& x, const Shape& weig
   if (w.kH != (w.one_d ? 1 : weight[2]) || w.kW != weight.back())
     ctx.fail("attribute 'kernel_shape' " + shape_str(conv_kernel_shape(ctx, weight)) +
              " does not match weight (input 1) " + shape_str(weight));
-  if (ctx.has_input(2) && ctx.in(2).numel() != weight[0])
-    ctx.fail("bias (input 2) has shape " + shape_str(ctx.in(2).shape()) + ", expected [" +
-             std::to_string(weight[0]) + "]");
   return Conv2dParams{w.N,       w.C,        w.H,     w.W,    weight[0],  w.kH,
                       w.kW,      w.outH,     w.outW,  group,  w.stride_h, w.stride_w,
                       w.pad_top, w.pad_left, w.dil_h, w.dil_w};
@@ -179,6 +176,9 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
   if (ctx.has_input(2)) expect_same_dtype(ctx, 2);
   Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
   conv_params(ctx, x, w);
+  if (ctx.has_input(2) && ctx.in(2).numel() != w[0])
+    ctx.fail("bias (input 2) has shape " + shape_str(ctx.in(2).shape()) + ", expected [" +
+             std::to_string(w[0]) + "]");
   return one_output(ctx.in(0).dtype(), window_out_shape(win, w[0]));
 }
 

@@ -3,6 +3,8 @@
 // reduced axes (scaled by 1/count for the mean); ReduceMax / ReduceMin and their
 // gradient ReduceExtremeGrad(dY, X, Y[, axes]), which routes dY to the elements
 // equal to the extreme; ArgMax / ArgMin.
+#include <algorithm>
+
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/reduce.h"
@@ -66,7 +68,10 @@ void run_reduce(OpContext& ctx, bool mean) {
   Tensor& y = ctx.out(0);
   ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
     sum_to_shape(x.shape(), x.data<scalar_t>(), p.keep_shape, y.data<scalar_t>());
-    if (mean && p.count != 1) {
+    if (mean && p.count == 0 && !dtype_is_floating(x.dtype())) {
+      // The integer mean of no elements is 0 (the float one is NaN, from 0 / 0 below).
+      std::fill(y.data<scalar_t>(), y.data<scalar_t>() + y.numel(), scalar_t(0));
+    } else if (mean && p.count != 1) {
       // Integer means truncate, as ONNX Runtime does.
       scalar_t* out = y.data<scalar_t>();
       for (int64_t i = 0; i < y.numel(); ++i)

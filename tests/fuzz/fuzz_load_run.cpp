@@ -79,25 +79,67 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+namespace {
+
+// Reads every byte of the outputs, so that a short or unallocated output shows up.
+void touch(const std::vector<Tensor>& tensors) {
+  volatile uint8_t sink = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !t.raw()) continue;
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    for (size_t i = 0; i < t.nbytes(); ++i) sink = sink ^ p[i];
+  }
+  (void)sink;
+}
+
+Tensor ones_like(const Tensor& t) {
+  Tensor g = Tensor::zeros(t.dtype(), t.shape());
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (t.dtype() == DType::Float64) g.data<double>()[i] = 1.0;
+    if (t.dtype() == DType::Float32) g.data<float>()[i] = 1.0f;
+  }
+  return g;
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
+  std::vector<Tensor> inputs;
+  std::vector<std::string> float_inputs;
   try {
     auto graph = ortmodule::load_onnx_model(bytes, ortmodule::LoadOptions{});
-    std::vector<Tensor> inputs;
-    for (const ortmodule::Value* v : graph->inputs()) inputs.push_back(synthesize_input(*v));
-    ortmodule::Program program(bytes, ortmodule::ProgramOptions{});
-    if (program.input_names().size() != inputs.size()) return 0;
-    std::vector<Tensor> outputs = program.executor().forward(inputs, /*seed=*/1, nullptr);
-    // Touch every output byte so that a short or unallocated output shows up.
-    volatile uint8_t sink = 0;
-    for (const Tensor& t : outputs) {
-      if (!t.defined() || !t.raw()) continue;
-      const auto* p = static_cast<const uint8_t*>(t.raw());
-      for (size_t i = 0; i < t.nbytes(); ++i) sink = sink ^ p[i];
+    for (const ortmodule::Value* v : graph->inputs()) {
+      inputs.push_back(synthesize_input(*v));
+      if (ortmodule::dtype_is_floating(inputs.back().dtype())) float_inputs.push_back(v->name);
     }
-    (void)sink;
   } catch (const std::exception&) {
-    // A clean rejection with a message.
+    return 0;  // a clean rejection with a message
+  }
+  // Forward only (inference).
+  try {
+    ortmodule::Program program(bytes, ortmodule::ProgramOptions{});
+    if (program.input_names().size() == inputs.size())
+      touch(program.executor().forward(inputs, /*seed=*/1, nullptr));
+  } catch (const std::exception&) {
+  }
+  // Forward and backward with respect to every floating input: gradient rules, the
+  // internal gradient ops and the backward plan.
+  if (float_inputs.empty()) return 0;
+  try {
+    ortmodule::ProgramOptions options;
+    options.wrt = float_inputs;
+    ortmodule::Program program(bytes, options);
+    if (program.input_names().size() != inputs.size()) return 0;
+    std::shared_ptr<ortmodule::RunState> state;
+    std::vector<Tensor> outputs = program.executor().forward(inputs, /*seed=*/1, &state);
+    touch(outputs);
+    std::vector<Tensor> output_grads(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (program.output_differentiable()[i] && outputs[i].defined())
+        output_grads[i] = ones_like(outputs[i]);
+    touch(program.executor().backward(*state, output_grads));
+  } catch (const std::exception&) {
   }
   return 0;
 }

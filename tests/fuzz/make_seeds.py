@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import pathlib
 import sys
+import warnings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -24,6 +25,7 @@ def main() -> int:
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--max-bytes", type=int, default=64 * 1024)
     args = parser.parse_args()
+    warnings.filterwarnings("ignore", category=RuntimeWarning)  # the corpus generators
     args.out.mkdir(parents=True, exist_ok=True)
     written = skipped = 0
     blobs = [case.model.SerializeToString() for case in all_cases()]

@@ -83,6 +83,17 @@ def _raw_tensor(name: str, dims, raw: bytes, elem: int = F) -> TensorProto:
     return t
 
 
+def _typed_tensor(name: str, elem: int, dims, **fields) -> TensorProto:
+    """A tensor whose typed data field holds what `fields` say, whatever the dims."""
+    t = TensorProto()
+    t.name = name
+    t.data_type = elem
+    t.dims.extend(dims)
+    for field, values in fields.items():
+        getattr(t, field).extend(values)
+    return t
+
+
 def _gather(indices: np.ndarray, axis: int = 0):
     return _with_const("Gather", np.arange(6, dtype=np.float32).reshape(2, 3), indices, axis=axis)
 
@@ -105,9 +116,9 @@ CASES: dict[str, tuple[Callable[[], tuple[bytes, list[np.ndarray]]], str]] = {
     "initializer_raw_size_mismatch": (lambda: _initializer_model(
         _raw_tensor("w", [4], b"\0" * 12)), r"tensor 'w'.*12 bytes.*expected 16"),
     "initializer_float_data_mismatch": (lambda: _initializer_model(
-        helper.make_tensor("w", F, [3], [1.0, 2.0])), r"tensor 'w'.*2 elements.*3"),
+        _typed_tensor("w", F, [3], float_data=[1.0, 2.0])), r"tensor 'w'.*2 elements.*3"),
     "initializer_int64_data_mismatch": (lambda: _initializer_model(
-        helper.make_tensor("w", I64, [2, 2], [1, 2, 3])), r"tensor 'w'.*3 elements.*4"),
+        _typed_tensor("w", I64, [2, 2], int64_data=[1, 2, 3])), r"tensor 'w'.*3 elements.*4"),
     "graph_input_negative_dim": (lambda: (_model(
         [helper.make_node("Relu", ["x"], ["y"], name="r")],
         [_vi("x", F, [-3])], [_vi("y", F, None)]), [np.ones(1, np.float32)]),
@@ -246,8 +257,9 @@ CASES: dict[str, tuple[Callable[[], tuple[bytes, list[np.ndarray]]], str]] = {
         "CumSum", np.ones((2, 3), np.float32), np.array(3, np.int64)), r"bad_node.*axis 3"),
     "argmax_axis_out_of_range": (lambda: _unary("ArgMax", [2, 3], axis=2),
                                  r"bad_node.*axis 2"),
-    "layernorm_axis_out_of_range": (lambda: _unary("LayerNormalization", [2, 3], axis=3),
-                                    r"bad_node.*axis 3"),
+    "layernorm_axis_out_of_range": (lambda: _with_const(
+        "LayerNormalization", np.ones((2, 3), np.float32), np.ones(3, np.float32), axis=3),
+        r"bad_node.*axis 3"),
     "gemm_inner_mismatch": (lambda: _with_const(
         "Gemm", np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)),
         r"bad_node.*(3|4)"),
@@ -342,8 +354,6 @@ def test_crafted_model_raises_clear_error(outcomes, name: str) -> None:
     message = result["message"]
     assert "internal error" not in message, message
     pattern = CASES[name][1]
-
-
     assert re.search(pattern, message, re.DOTALL), f"{name}: {message!r} does not match {pattern!r}"
 
 
