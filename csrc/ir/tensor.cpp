@@ -84,8 +84,9 @@ int64_t shape_numel_checked(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s)
     if (d < 0) return -1;
-  for (int64_t d : s) {
+  for (int64_t d : s)
     if (d == 0) return 0;
+  for (int64_t d : s) {
     if (n > INT64_MAX / d) return -1;
     n *= d;
   }

@@ -73,9 +73,10 @@ Tensor synthesize_input(const ortmodule::Value& v) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // Far below libFuzzer's malloc limit: an absurd size is the engine's clean refusal,
-  // not an out-of-memory report.
-  ortmodule::allocator_set_limit(size_t(256) << 20);
+  // Far below libFuzzer's malloc limit, so that an absurd size is the engine's clean
+  // refusal rather than an out-of-memory report, and small enough that no op over tensors
+  // of this size runs into the per-input timeout under the sanitizers.
+  ortmodule::allocator_set_limit(size_t(4) << 20);
   return 0;
 }
 
