@@ -82,15 +82,19 @@ int64_t shape_numel(const Shape& s) {
 
 int64_t shape_numel_checked(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s)
-    if (d < 0) return -1;
-  for (int64_t d : s)
-    if (d == 0) return 0;
+  // The product of the non-zero dims must fit too: kernels compute strides and partial
+  // products of an empty tensor's shape as well.
+  bool empty = false;
   for (int64_t d : s) {
+    if (d < 0) return -1;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
     if (n > INT64_MAX / d) return -1;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 size_t tensor_bytes_checked(int64_t numel, DType dtype) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "grad/gradient_builder.h"
 #include "kernels/parallel.h"
@@ -257,8 +258,15 @@ void cpu_range(OpContext& ctx) {
     const scalar_t start = ctx.in(0).data<scalar_t>()[0];
     const scalar_t delta = ctx.in(2).data<scalar_t>()[0];
     scalar_t* p = y.data<scalar_t>();
-    for (int64_t i = 0; i < y.numel(); ++i)
-      p[i] = static_cast<scalar_t>(start + static_cast<scalar_t>(i) * delta);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      if constexpr (std::is_integral_v<scalar_t>) {
+        // Wraps like the hardware instead of overflowing (undefined for signed types).
+        p[i] = static_cast<scalar_t>(static_cast<uint64_t>(start) +
+                                     static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
+      } else {
+        p[i] = static_cast<scalar_t>(start + static_cast<scalar_t>(i) * delta);
+      }
+    }
   });
 }
 
@@ -341,6 +349,8 @@ void cpu_trilu(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
   if (x.rank() < 2) ctx.fail("input has rank " + std::to_string(x.rank()) + "; expected >= 2");
+  if (ctx.has_input(1) && ctx.in(1).numel() != 1)
+    ctx.fail("k (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
   const int64_t k = ctx.has_input(1) ? ctx.in(1).int_at(0) : 0;
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);

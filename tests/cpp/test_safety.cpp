@@ -69,7 +69,9 @@ TEST(TensorShape, NegativeOrOverflowingShapesAreRefused) {
   EXPECT_EQ(shape_numel_checked({0, -1}), -1);
   EXPECT_EQ(shape_numel_checked({-2, -3}), -1);
   EXPECT_EQ(shape_numel_checked({int64_t(1) << 40, int64_t(1) << 40}), -1);
-  EXPECT_EQ(shape_numel_checked({int64_t(1) << 40, int64_t(1) << 40, 0}), 0);
+  EXPECT_EQ(shape_numel_checked({int64_t(1) << 40, 0}), 0);
+  // Strides of an empty tensor are products of its other dims: they must fit as well.
+  EXPECT_EQ(shape_numel_checked({int64_t(1) << 40, int64_t(1) << 40, 0}), -1);
   EXPECT_EQ(tensor_bytes_checked(INT64_MAX, DType::Float64), SIZE_MAX);
   EXPECT_THROW(Tensor::empty(DType::Float32, {-1, 4}), std::runtime_error);
   EXPECT_THROW(Tensor::empty(DType::Float32, {int64_t(1) << 40, int64_t(1) << 40}),
