@@ -129,7 +129,8 @@ Value* ints_constant(GradContext& g, const std::vector<int64_t>& values) {
   return g.emit("Constant", {}, {{"value", Attribute::make_tensor(t)}});
 }
 
-bool is_rank1(Value* v) { return v->has_shape && v->shape.size() == 1; }
+// A missing operand (a malformed node) is not rank 1; the emitted nodes then fail cleanly.
+bool is_rank1(Value* v) { return v && v->has_shape && v->shape.size() == 1; }
 }  // namespace
 
 void grad_matmul(GradContext& g) {
