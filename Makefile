@@ -1,14 +1,17 @@
 # make example : set up everything on a fresh machine and run the main example
 # make test    : set up everything and run the C++ and Python test suites
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
+# make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format
+DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
+                   clang libclang-rt-14-dev
 
-.PHONY: example example-gpt2 test build system-deps test-cpp test-python bench docs lint
+.PHONY: example example-gpt2 test build system-deps test-cpp test-python bench docs lint fuzz \
+        fuzz-build test-cpp-asan
 
 example: build
 	$(PY) examples/train_digits_cnn.py
@@ -16,7 +19,7 @@ example: build
 example-gpt2: build
 	$(PY) examples/finetune_tiny_gpt2.py
 
-test: build test-cpp test-python lint
+test: build test-cpp test-python lint fuzz test-cpp-asan
 
 system-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -52,3 +55,33 @@ docs: build
 lint: build
 	$(PY) -m ruff check ortmodule tests benchmarks examples tools
 	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp')
+
+# ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
+FUZZ_DIR := build/fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS ?= -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+              -print_final_stats=1
+fuzz-build: system-deps $(STAMP)
+	CC=clang CXX=clang++ cmake -S tests/fuzz -B $(FUZZ_DIR) -DPYTHON_EXECUTABLE=$(abspath $(PY)) \
+	  > /dev/null
+	cmake --build $(FUZZ_DIR) --target fuzz_load_run -j 2
+
+# New crashes are written to build/fuzz/crash-* (or leak-*, timeout-*, oom-*); minimise one with
+#   build/fuzz/fuzz_load_run -minimize_crash=1 -runs=10000 build/fuzz/crash-...
+# and add it to tests/fuzz/regressions/ (tests/python/test_model_safety.py replays them).
+fuzz: fuzz-build
+	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/corpus
+	$(PY) tests/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
+	$(FUZZ_DIR)/fuzz_load_run $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/ \
+	  $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds tests/fuzz/regressions > $(FUZZ_DIR)/last.log 2>&1; \
+	  rc=$$?; if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/last.log; \
+	  else grep -E 'INFO: seed corpus|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss' \
+	  $(FUZZ_DIR)/last.log; fi; exit $$rc
+
+# The C++ GoogleTest suite built with clang, ASan and UBSan over the serial backend (no torch).
+test-cpp-asan: fuzz-build
+	cmake --build $(FUZZ_DIR) --target cpp_tests_asan -j 2
+	# The sanitized engine frees blocks at once instead of caching them (so that ASan sees
+	# every use after free) and loops run serially: the tests counting cache misses and
+	# torch's threads do not apply.
+	$(FUZZ_DIR)/cpp_tests_asan --gtest_filter=-Planner.InPlaceReuseOfDeadBuffer:Threads.ParallelForUsesTorchThreadPool

@@ -42,10 +42,41 @@ const Attribute* Node::attr(const std::string& key) const {
   return it == attrs.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+const char* attr_kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Int:
+      return "int";
+    case Attribute::Kind::Float:
+      return "float";
+    case Attribute::Kind::String:
+      return "string";
+    case Attribute::Kind::Ints:
+      return "ints";
+    case Attribute::Kind::Floats:
+      return "floats";
+    case Attribute::Kind::Strings:
+      return "strings";
+    case Attribute::Kind::Tensor:
+      return "tensor";
+  }
+  return "unknown";
+}
+
+[[noreturn]] void wrong_kind(const Node& n, const std::string& key, const char* expected,
+                             Attribute::Kind got) {
+  throw std::runtime_error(n.describe() + ": attribute '" + key + "' must be of type " + expected +
+                           ", got " + attr_kind_name(got));
+}
+
+}  // namespace
+
 int64_t Node::attr_int(const std::string& key, int64_t def_value) const {
   const Attribute* a = attr(key);
   if (!a) return def_value;
   if (a->kind == Attribute::Kind::Float) return static_cast<int64_t>(a->f);
+  if (a->kind != Attribute::Kind::Int) wrong_kind(*this, key, "int", a->kind);
   return a->i;
 }
 
@@ -53,17 +84,22 @@ double Node::attr_float(const std::string& key, double def_value) const {
   const Attribute* a = attr(key);
   if (!a) return def_value;
   if (a->kind == Attribute::Kind::Int) return static_cast<double>(a->i);
+  if (a->kind != Attribute::Kind::Float) wrong_kind(*this, key, "float", a->kind);
   return a->f;
 }
 
 std::string Node::attr_string(const std::string& key, const std::string& def_value) const {
   const Attribute* a = attr(key);
-  return a ? a->s : def_value;
+  if (!a) return def_value;
+  if (a->kind != Attribute::Kind::String) wrong_kind(*this, key, "string", a->kind);
+  return a->s;
 }
 
 std::vector<int64_t> Node::attr_ints(const std::string& key, std::vector<int64_t> def_value) const {
   const Attribute* a = attr(key);
-  return a ? a->ints : def_value;
+  if (!a) return def_value;
+  if (a->kind != Attribute::Kind::Ints) wrong_kind(*this, key, "ints", a->kind);
+  return a->ints;
 }
 
 size_t Node::num_inputs() const {

@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -146,6 +147,29 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+int64_t shape_numel_checked(const Shape& s) {
+  int64_t n = 1;
+  // The product of the non-zero dims must fit too: kernels compute strides and partial
+  // products of an empty tensor's shape as well.
+  bool empty = false;
+  for (int64_t d : s) {
+    if (d < 0) return -1;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > INT64_MAX / d) return -1;
+    n *= d;
+  }
+  return empty ? 0 : n;
+}
+
+size_t tensor_bytes_checked(int64_t numel, DType dtype) {
+  const size_t elem = dtype_size(dtype);
+  if (numel < 0 || (elem && static_cast<uint64_t>(numel) > SIZE_MAX / elem)) return SIZE_MAX;
+  return static_cast<size_t>(numel) * elem;
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -156,7 +180,13 @@ std::string shape_str(const Shape& s) {
 }
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const int64_t numel = shape_numel_checked(shape);
+  if (numel < 0) {
+    throw std::runtime_error("cannot allocate a tensor of shape " + shape_str(shape) +
+                             ": dimensions must be non-negative and their product must fit "
+                             "in int64 (it would overflow)");
+  }
+  size_t bytes = tensor_bytes_checked(numel, dtype);
   return Tensor(allocate_storage(bytes), dtype, shape);
 }
 
@@ -179,12 +209,22 @@ const std::shared_ptr<void>& Tensor::handle() const {
 }
 
 Tensor Tensor::view(const Shape& shape) const {
-  if (shape_numel(shape) != numel()) {
+  if (shape_numel_checked(shape) != numel()) {
     throw std::runtime_error("cannot view a tensor of shape " + shape_str(shape_) + " as " +
                              shape_str(shape));
   }
   return Tensor(storage_, dtype_, shape);
 }
+
+namespace {
+// Float to int64 without undefined behaviour: NaN is 0, out-of-range values saturate.
+int64_t saturate_to_int64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+}  // namespace
 
 int64_t Tensor::int_at(int64_t i) const {
   switch (dtype_) {
@@ -193,9 +233,9 @@ int64_t Tensor::int_at(int64_t i) const {
     case DType::Int32:
       return data<int32_t>()[i];
     case DType::Float32:
-      return static_cast<int64_t>(data<float>()[i]);
+      return saturate_to_int64(data<float>()[i]);
     case DType::Float64:
-      return static_cast<int64_t>(data<double>()[i]);
+      return saturate_to_int64(data<double>()[i]);
     case DType::Bool:
     case DType::UInt8:
       return data<uint8_t>()[i];

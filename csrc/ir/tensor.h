@@ -19,6 +19,11 @@ namespace ortmodule {
 using Shape = std::vector<int64_t>;
 
 int64_t shape_numel(const Shape& s);
+// Elements of `s`, or -1 when a dim is negative or the product of the non-zero dims
+// overflows int64 (so an empty tensor cannot have absurd other dims either).
+int64_t shape_numel_checked(const Shape& s);
+// Bytes of `numel` elements of `dtype`, or SIZE_MAX when that overflows size_t.
+size_t tensor_bytes_checked(int64_t numel, DType dtype);
 std::string shape_str(const Shape& s);
 
 struct Storage {

@@ -1,5 +1,6 @@
 #include "onnx/loader.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "onnx/packed_bits.h"
 #include "ops/op_table.h"
 #include "ortmodule_onnx.pb.h"
+#include "runtime/allocator.h"
 
 namespace ortmodule {
 namespace {
@@ -20,13 +22,37 @@ namespace pb = ::ortmodule_onnx;
 }
 
 template <typename Src, typename Dst>
-void copy_field(const Src& field, Tensor& t) {
+void copy_field(const Src& field, Tensor& t, const std::string& name) {
   if (static_cast<int64_t>(field.size()) != t.numel()) {
-    load_error("tensor data has " + std::to_string(field.size()) + " elements, shape says " +
+    load_error("tensor '" + name + "' data has " + std::to_string(field.size()) +
+               " elements, its shape " + shape_str(t.shape()) + " says " +
                std::to_string(t.numel()));
   }
   Dst* out = t.data<Dst>();
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
+}
+
+// Dims of a tensor or value: non-negative, with a product that fits int64 and a byte size
+// that fits size_t.
+void check_dims(const std::string& what, const Shape& shape, DType dt) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      load_error(what + " has dimension " + std::to_string(shape[i]) + " at position " +
+                 std::to_string(i) + " of shape " + shape_str(shape) +
+                 "; dimensions must be non-negative");
+    }
+  }
+  const int64_t numel = shape_numel_checked(shape);
+  const size_t bytes = numel < 0 ? SIZE_MAX : tensor_bytes_checked(numel, dt);
+  if (bytes == SIZE_MAX) {
+    load_error(what + " has shape " + shape_str(shape) +
+               " whose element count or byte size would overflow");
+  }
+  if (bytes > allocator_limit()) {
+    load_error(what + " has shape " + shape_str(shape) + " of " + std::to_string(bytes) +
+               " bytes: too large (the allocation limit is " + std::to_string(allocator_limit()) +
+               " bytes)");
+  }
 }
 
 Tensor tensor_from_proto(const pb::TensorProto& tp) {
@@ -40,6 +66,7 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
   }
   DType dt = static_cast<DType>(tp.data_type());
   Shape shape(tp.dims().begin(), tp.dims().end());
+  check_dims("tensor '" + tp.name() + "'", shape, dt);
   Tensor t = Tensor::empty(dt, shape);
   const int bits = dtype_packed_bits(dt);
   if (bits < 8) {
@@ -82,19 +109,19 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
   }
   switch (dt) {
     case DType::Float32:
-      copy_field<decltype(tp.float_data()), float>(tp.float_data(), t);
+      copy_field<decltype(tp.float_data()), float>(tp.float_data(), t, tp.name());
       break;
     case DType::Float64:
-      copy_field<decltype(tp.double_data()), double>(tp.double_data(), t);
+      copy_field<decltype(tp.double_data()), double>(tp.double_data(), t, tp.name());
       break;
     case DType::Int64:
-      copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t);
+      copy_field<decltype(tp.int64_data()), int64_t>(tp.int64_data(), t, tp.name());
       break;
     case DType::Int32:
-      copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), int32_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Int8:
-      copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Int16:
       copy_field<decltype(tp.int32_data()), int16_t>(tp.int32_data(), t);
@@ -115,11 +142,11 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
     case DType::Float8E8M0:
-      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Float16:
     case DType::BFloat16:
-      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t, tp.name());
       break;
     default:
       load_error("tensor '" + tp.name() + "' has no data");
@@ -179,8 +206,13 @@ void set_type(Value* v, const pb::ValueInfoProto& vi) {
   if (tt.has_shape()) {
     v->has_shape = true;
     v->shape.clear();
-    for (const auto& d : tt.shape().dim())
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() < 0) {
+        load_error("value '" + vi.name() + "' has dimension " + std::to_string(d.dim_value()) +
+                   " in its declared shape; dimensions must be non-negative");
+      }
       v->shape.push_back(d.has_dim_value() ? Dim{d.dim_value(), ""} : Dim{-1, d.dim_param()});
+    }
   }
 }
 
@@ -200,6 +232,23 @@ std::string source_of(const std::string& doc) {
     if (frame.find("/torch/") == std::string::npos) return frame;
   }
   return first;
+}
+
+int parse_region(const std::string& text, const Node& node) {
+  size_t used = 0;
+  int region = -1;
+  try {
+    region = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || region < -1) {
+    load_error(node.describe() +
+               ": metadata 'ortmodule.checkpoint_region' must be an integer >= "
+               "-1, got '" +
+               text + "'");
+  }
+  return region;
 }
 
 std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOptions& options) {
@@ -229,7 +278,15 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
   }
   std::unordered_map<std::string, Value*> fed;
   for (const auto& tp : gp.initializer()) {
-    initializer_names.insert(tp.name());
+    if (tp.name().empty()) load_error("an initializer has no name");
+    if (!initializer_names.insert(tp.name()).second)
+      load_error("initializer '" + tp.name() + "' is duplicated");
+    if (!dtype_is_supported(tp.data_type())) {
+      load_error("tensor '" + tp.name() + "' has unsupported ONNX data type " +
+                 std::to_string(tp.data_type()));
+    }
+    check_dims("tensor '" + tp.name() + "'", Shape(tp.dims().begin(), tp.dims().end()),
+               static_cast<DType>(tp.data_type()));
     Value* v = graph->find_value(tp.name());
     bool is_fed = feed.count(tp.name()) != 0;
     if (!v) v = graph->new_value(tp.name());
@@ -279,6 +336,10 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
       }
       inputs.push_back(v);
     }
+    if (np.output_size() == 0 || np.output(0).empty()) {
+      load_error("node '" + node_name + "' (" + np.op_type() +
+                 ") has no first output; every op produces output 0");
+    }
     std::vector<Value*> outputs;
     for (const std::string& out : np.output()) {
       if (out.empty()) {
@@ -301,7 +362,7 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     node->source = source_of(np.doc_string());
     for (const auto& prop : np.metadata_props())
       if (prop.key() == "ortmodule.checkpoint_region")
-        node->checkpoint_region = std::stoi(prop.value());
+        node->checkpoint_region = parse_region(prop.value(), *node);
     node->def = find_op(node->domain, node->op_type, graph->opset_version);
     if (!node->def) {
       bool known_elsewhere = false;

@@ -61,6 +61,8 @@ void cpu_gelu_grad(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);
   const Tensor& x = ctx.in(1);
+  if (dy.shape() != x.shape())
+    ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
   const bool tanh_mode = gelu_is_tanh(ctx);
   ORTM_DISPATCH_FLOAT(
       dy.dtype(), ctx,

@@ -1,5 +1,6 @@
 // Conv, MaxPool, AveragePool, GlobalAveragePool and BatchNormalization, with their
 // gradients (com.microsoft ConvGrad / BatchNormalizationGrad, ai.ortmodule pool grads).
+#include <algorithm>
 #include <cmath>
 
 #include "grad/gradient_builder.h"
@@ -27,6 +28,33 @@ int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int
   // The last window must start inside the input or the leading padding.
   if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
   return out;
+}
+
+// Window attributes: lengths match the spatial rank, kernel/strides/dilations positive,
+// pads non-negative, and every value small enough to keep the window arithmetic in int64.
+void check_window_attrs(const OpContext& ctx, size_t sd, const std::vector<int64_t>& kernel,
+                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                        const std::vector<int64_t>& pads) {
+  auto check_length = [&](const std::vector<int64_t>& v, size_t n, const char* name) {
+    if (v.size() != n)
+      ctx.fail(std::string("attribute '") + name + "' " + shape_str(v) + " has " +
+               std::to_string(v.size()) + " entries; expected " + std::to_string(n) + " for " +
+               std::to_string(sd) + " spatial dims");
+  };
+  check_length(kernel, sd, "kernel_shape");
+  check_length(strides, sd, "strides");
+  check_length(dil, sd, "dilations");
+  check_length(pads, 2 * sd, "pads");
+  check_positive(ctx, kernel, "attribute 'kernel_shape'");
+  check_positive(ctx, strides, "attribute 'strides'");
+  check_positive(ctx, dil, "attribute 'dilations'");
+  check_non_negative(ctx, pads, "attribute 'pads'");
+  const int64_t kMaxWindow = int64_t(1) << 31;
+  for (const auto* v : {&kernel, &strides, &dil, &pads})
+    for (int64_t e : *v)
+      if (e > kMaxWindow)
+        ctx.fail("window attribute value " + std::to_string(e) + " is too large (at most " +
+                 std::to_string(kMaxWindow) + ")");
 }
 
 // Resolves auto_pad (SAME_UPPER, SAME_LOWER, VALID) into explicit pads.
@@ -67,6 +95,7 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
+  check_window_attrs(ctx, sd, kernel, strides, dil, pads);
   bool ceil_mode = ctx.node.attr_int("ceil_mode", 0) != 0;
   Shape in(x.begin() + 2, x.end());
   apply_auto_pad(ctx, in, kernel, strides, dil, &pads);
@@ -96,6 +125,22 @@ Shape window_out_shape(const Window& w, int64_t channels) {
   return {w.N, channels, w.outH, w.outW};
 }
 
+// Pooling windows must overlap the input: each pad smaller than the (dilated) kernel.
+Window make_pool_window(const OpContext& ctx, const Shape& x) {
+  const std::vector<int64_t> kernel = ctx.node.attr_ints("kernel_shape");
+  Window w = make_window(ctx, x, kernel);
+  const size_t sd = kernel.size();
+  const std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
+  const std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
+  for (size_t i = 0; i < pads.size(); ++i) {
+    const int64_t k = dil[i % sd] * (kernel[i % sd] - 1) + 1;
+    if (pads[i] >= k)
+      ctx.fail("attribute 'pads' " + shape_str(pads) + " has pad " + std::to_string(pads[i]) +
+               " not smaller than the kernel extent " + std::to_string(k));
+  }
+  return w;
+}
+
 Pool2dParams pool_params(const Window& w, bool count_include_pad) {
   return Pool2dParams{w.N,       w.C,        w.H,     w.W,        w.kH,
                       w.kW,      w.outH,     w.outW,  w.stride_h, w.stride_w,
@@ -112,6 +157,7 @@ Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_includ
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
+  check_window_attrs(ctx, 3, kernel, strides, dil, pads);
   if (strides.size() != 3 || dil.size() != 3 || pads.size() != 6) {
     ctx.fail("strides, dilations and pads need 3, 3 and 6 entries for 3 spatial dims, got " +
              std::to_string(strides.size()) + ", " + std::to_string(dil.size()) + " and " +
@@ -176,10 +222,17 @@ std::vector<int64_t> conv_kernel_shape(const OpContext& ctx, const Shape& weight
 Conv2dParams conv_params(const OpContext& ctx, const Shape& x, const Shape& weight) {
   Window w = make_window(ctx, x, conv_kernel_shape(ctx, weight));
   int64_t group = ctx.node.attr_int("group", 1);
-  if (group <= 0 || w.C % group != 0 || weight[0] % group != 0 || weight[1] * group != w.C) {
+  if (group <= 0) ctx.fail("attribute 'group' must be positive, got " + std::to_string(group));
+  if (weight.size() != x.size())
+    ctx.fail("weight (input 1) " + shape_str(weight) + " and input " + shape_str(x) +
+             " ranks differ");
+  if (w.C % group != 0 || weight[0] % group != 0 || weight[1] * group != w.C) {
     ctx.fail("input " + shape_str(x) + " and weight " + shape_str(weight) +
              " do not match group=" + std::to_string(group));
   }
+  if (w.kH != (w.one_d ? 1 : weight[2]) || w.kW != weight.back())
+    ctx.fail("attribute 'kernel_shape' " + shape_str(conv_kernel_shape(ctx, weight)) +
+             " does not match weight (input 1) " + shape_str(weight));
   return Conv2dParams{w.N,       w.C,        w.H,     w.W,    weight[0],  w.kH,
                       w.kW,      w.outH,     w.outW,  group,  w.stride_h, w.stride_w,
                       w.pad_top, w.pad_left, w.dil_h, w.dil_w};
@@ -193,6 +246,7 @@ Conv3dParams conv3d_params(const OpContext& ctx, const Shape& x, const Shape& we
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
+  check_window_attrs(ctx, 3, kernel, strides, dil, pads);
   if (strides.size() != 3 || dil.size() != 3 || pads.size() != 6) {
     ctx.fail("strides, dilations and pads need 3, 3 and 6 entries for 3 spatial dims, got " +
              std::to_string(strides.size()) + ", " + std::to_string(dil.size()) + " and " +
@@ -240,13 +294,17 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
   const Shape& x = ctx.in(0).shape();
   const Shape& w = ctx.in(1).shape();
   if (w.size() != x.size())
-    ctx.fail("weight " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
+    ctx.fail("weight (input 1) " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
+  if (ctx.has_input(2)) expect_same_dtype(ctx, 2);
   if (x.size() == 5) {
     const Conv3dParams p = conv3d_params(ctx, x, w);
     return one_output(ctx.in(0).dtype(), {p.N, p.M, p.out[0], p.out[1], p.out[2]});
   }
   Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
   conv_params(ctx, x, w);
+  if (ctx.has_input(2) && ctx.in(2).numel() != w[0])
+    ctx.fail("bias (input 2) has shape " + shape_str(ctx.in(2).shape()) + ", expected [" +
+             std::to_string(w[0]) + "]");
   return one_output(ctx.in(0).dtype(), window_out_shape(win, w[0]));
 }
 
@@ -270,7 +328,18 @@ void cpu_conv(OpContext& ctx) {
 
 std::vector<OutputInfo> shape_conv_grad(const OpContext& ctx) {
   DType t = ctx.in(0).dtype();
-  OutputInfo dx{t, ctx.in(1).shape()}, dw{t, ctx.in(2).shape()}, db{t, {ctx.in(2).dim(0)}};
+  expect_same_dtype(ctx, 1);
+  expect_same_dtype(ctx, 2);
+  const Shape& x = ctx.in(1).shape();
+  const Shape& w = ctx.in(2).shape();
+  if (w.size() != x.size())
+    ctx.fail("weight (input 2) " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
+  Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
+  conv_params(ctx, x, w);
+  if (ctx.in(0).shape() != window_out_shape(win, w[0]))
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", expected " +
+             shape_str(window_out_shape(win, w[0])));
+  OutputInfo dx{t, x}, dw{t, w}, db{t, {w[0]}};
   return {dx, dw, db};
 }
 
@@ -322,7 +391,7 @@ std::vector<OutputInfo> shape_maxpool(const OpContext& ctx) {
   if (is_pool3d(x)) {
     out = pool3d_out_shape(make_pool3d(ctx, x, false));
   } else {
-    Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
+    Window w = make_pool_window(ctx, x);
     out = window_out_shape(w, w.C);
   }
   OutputInfo y{ctx.in(0).dtype(), out};
@@ -363,7 +432,25 @@ void cpu_maxpool(OpContext& ctx) {
 
 // Pool gradients take dY first and the input's shape last.
 std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(ctx.num_inputs() - 1).to_int_vector());
+  const Shape x = ctx.in(ctx.num_inputs() - 1).to_int_vector();
+  check_shape(ctx, x, "shape input (input " + std::to_string(ctx.num_inputs() - 1) + ")");
+  Shape dy;
+  if (ctx.node.op_type == "GlobalAveragePoolGrad") {
+    if (x.size() < 3) ctx.fail("input shape must be [N, C, spatial...], got " + shape_str(x));
+    dy = x;
+    for (size_t i = 2; i < dy.size(); ++i) dy[i] = 1;
+  } else {
+    Window w = make_pool_window(ctx, x);
+    dy = window_out_shape(w, w.C);
+  }
+  if (ctx.in(0).shape() != dy)
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", expected " +
+             shape_str(dy));
+  if (ctx.node.op_type == "MaxPoolGrad" &&
+      (ctx.in(1).dtype() != DType::Int64 || ctx.in(1).shape() != dy))
+    ctx.fail("indices (input 1) must be int64 of shape " + shape_str(dy) + ", got " +
+             dtype_name(ctx.in(1).dtype()) + " " + shape_str(ctx.in(1).shape()));
+  return one_output(ctx.in(0).dtype(), x);
 }
 
 void cpu_maxpool_grad(OpContext& ctx) {
@@ -375,6 +462,16 @@ void cpu_maxpool_grad(OpContext& ctx) {
     convert_storage_order(x, row_major.data(), static_cast<int64_t>(row_major.size()), false);
     indices = row_major.data();
   }
+  // Every index points into its own plane (or is -1 for an empty window).
+  if (x.size() < 3) ctx.fail("input_shape (input 2) " + shape_str(x) + " has no spatial dims");
+  const int64_t planes = x[0] * x[1], spatial = shape_numel(Shape(x.begin() + 2, x.end()));
+  const int64_t per_plane = planes > 0 ? ctx.in(1).numel() / planes : 1;
+  for (int64_t o = 0; o < ctx.in(1).numel(); ++o) {
+    const int64_t plane = o / std::max<int64_t>(per_plane, 1);
+    if (indices[o] != -1 && (indices[o] < plane * spatial || indices[o] >= (plane + 1) * spatial))
+      ctx.fail("indices (input 1) entry " + std::to_string(indices[o]) + " at position " +
+               std::to_string(o) + " is out of range for its plane");
+  }
   if (is_pool3d(x)) {
     const Pool3dParams p = make_pool3d(ctx, x, false);
     ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
@@ -382,7 +479,7 @@ void cpu_maxpool_grad(OpContext& ctx) {
                                                      ctx.out(0).data<scalar_t>()));
     return;
   }
-  Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
+  Window w = make_pool_window(ctx, x);
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(), indices,
@@ -403,7 +500,7 @@ std::vector<OutputInfo> shape_avgpool(const OpContext& ctx) {
   const Shape& x = ctx.in(0).shape();
   if (is_pool3d(x))
     return one_output(ctx.in(0).dtype(), pool3d_out_shape(make_pool3d(ctx, x, false)));
-  Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
+  Window w = make_pool_window(ctx, x);
   return one_output(ctx.in(0).dtype(), window_out_shape(w, w.C));
 }
 
@@ -564,6 +661,17 @@ void cpu_batchnorm(OpContext& ctx) {
 // BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dBias
 std::vector<OutputInfo> shape_batchnorm_grad(const OpContext& ctx) {
   DType t = ctx.in(0).dtype();
+  const Shape& x = ctx.in(1).shape();
+  if (x.size() < 2) ctx.fail("input 1 must be [N, C, ...], got " + shape_str(x));
+  if (ctx.in(0).shape() != x)
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", input 1 has " +
+             shape_str(x));
+  for (size_t i = 1; i < 5; ++i) {
+    expect_same_dtype(ctx, i);
+    if (i >= 2 && ctx.in(i).numel() != x[1])
+      ctx.fail("input " + std::to_string(i) + " has shape " + shape_str(ctx.in(i).shape()) +
+               ", expected [" + std::to_string(x[1]) + "]");
+  }
   OutputInfo dx{t, ctx.in(1).shape()}, dscale{t, ctx.in(2).shape()};
   return {dx, dscale, dscale};
 }

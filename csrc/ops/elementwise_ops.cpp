@@ -301,7 +301,7 @@ void run_grad_binary(OpContext& ctx, F f) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);
   const Tensor& y = ctx.in(1);
-  if (dy.numel() != y.numel()) {
+  if (dy.shape() != y.shape()) {
     ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(y.shape()));
   }
   ORTM_DISPATCH_FLOAT(
@@ -370,6 +370,9 @@ void cpu_clip(OpContext& ctx) {
 void cpu_clip_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
   const Tensor& x = ctx.in(1);
+  expect_same_dtype(ctx, 1);
+  if (dy.shape() != x.shape())
+    ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
   ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
     scalar_t lo, hi;
     clip_bounds(ctx, 2, &lo, &hi);
@@ -525,6 +528,11 @@ std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
 // SumToShape(x, shape): sums x down to `shape` (which broadcasts to x's shape).
 std::vector<OutputInfo> shape_sum_to_shape(const OpContext& ctx) {
   Shape target = ctx.in(1).to_int_vector();
+  check_shape(ctx, target, "shape input (input 1)");
+  if (target.size() > ctx.in(0).rank() ||
+      broadcast_shapes(ctx, ctx.in(0).shape(), target) != ctx.in(0).shape())
+    ctx.fail("shape " + shape_str(target) + " does not broadcast to input 0's shape " +
+             shape_str(ctx.in(0).shape()));
   auto out = one_output(ctx.in(0).dtype(), target);
   if (target == ctx.in(0).shape()) out[0].alias_of = 0;  // nothing was broadcast
   return out;
@@ -550,7 +558,10 @@ void cpu_scalar_like(OpContext& ctx) {
 
 // Expand(x, shape)
 std::vector<OutputInfo> shape_expand(const OpContext& ctx) {
+  if (ctx.in(1).rank() > 1)
+    ctx.fail("shape input (input 1) must be 1-D, got " + shape_str(ctx.in(1).shape()));
   Shape target = ctx.in(1).to_int_vector();
+  check_shape(ctx, target, "shape input (input 1)");
   return one_output(ctx.in(0).dtype(), broadcast_shapes(ctx, ctx.in(0).shape(), target));
 }
 void cpu_expand(OpContext& ctx) {

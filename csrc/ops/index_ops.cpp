@@ -34,6 +34,10 @@ void for_each_element_index(const OpContext& ctx, const Shape& data, const Tenso
   if (ishape.size() != data.size())
     ctx.fail("indices have rank " + std::to_string(ishape.size()) + " but data has rank " +
              std::to_string(data.size()));
+  for (size_t d = 0; d < data.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && ishape[d] > data[d])
+      ctx.fail("indices of shape " + shape_str(ishape) + " exceed data of shape " +
+               shape_str(data) + " at dim " + std::to_string(d));
   const Shape dst = strides_of(data);
   const int64_t n = indices.numel();
   for (int64_t i = 0; i < n; ++i) {
@@ -112,7 +116,7 @@ std::vector<OutputInfo> shape_gather_elements(const OpContext& ctx) {
 
 void cpu_gather_elements(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), x.rank());
+  const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), x.rank(), "attribute 'axis'");
   ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     const scalar_t* src = x.data<scalar_t>();
     scalar_t* dst = ctx.out(0).data<scalar_t>();
@@ -123,13 +127,18 @@ void cpu_gather_elements(OpContext& ctx) {
 
 // GatherElementsGrad(dY, data_shape, indices; axis): scatter-add into zeros.
 std::vector<OutputInfo> shape_gather_elements_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 1)");
+  if (ctx.in(0).shape() != ctx.in(2).shape())
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", indices have " +
+             shape_str(ctx.in(2).shape()));
+  return one_output(ctx.in(0).dtype(), shape);
 }
 
 void cpu_gather_elements_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
   Tensor& dx = ctx.out(0);
-  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), dx.rank());
+  const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), dx.rank(), "attribute 'axis'");
   std::memset(dx.raw(), 0, dx.nbytes());
   ORTM_DISPATCH_NUMERIC(dy.dtype(), ctx, {
     const scalar_t* src = dy.data<scalar_t>();
@@ -190,7 +199,7 @@ void reduce_into(Reduction r, T* dst, T v) {
 void cpu_scatter_elements(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), x.rank());
+  const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), x.rank(), "attribute 'axis'");
   if (ctx.in(1).shape() != ctx.in(2).shape())
     ctx.fail("indices " + shape_str(ctx.in(1).shape()) + " and updates " +
              shape_str(ctx.in(2).shape()) + " must have one shape");
@@ -254,7 +263,13 @@ void cpu_gather_nd(OpContext& ctx) {
 
 // GatherNDGrad(data_shape, indices, dY; batch_dims)
 std::vector<OutputInfo> shape_gather_nd_grad(const OpContext& ctx) {
-  return one_output(ctx.in(2).dtype(), ctx.in(0).to_int_vector());
+  const Shape shape = ctx.in(0).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 0)");
+  const NdIndex g = nd_index(ctx, shape, ctx.in(1).shape());
+  if (g.out != ctx.in(2).shape())
+    ctx.fail("input 2 (dY) has shape " + shape_str(ctx.in(2).shape()) + ", expected " +
+             shape_str(g.out));
+  return one_output(ctx.in(2).dtype(), shape);
 }
 
 void cpu_gather_nd_grad(OpContext& ctx) {

@@ -24,7 +24,12 @@ std::vector<OutputInfo> shape_gemm(const OpContext& ctx) {
     ctx.fail("inner dimensions differ: A " + shape_str(a) + (ta ? " (transposed)" : "") + ", B " +
              shape_str(b) + (tb ? " (transposed)" : ""));
   }
-  if (ctx.has_input(2)) broadcast_shapes(ctx, ctx.in(2).shape(), {M, N});
+  if (ctx.has_input(2)) {
+    expect_same_dtype(ctx, 2);
+    if (broadcast_shapes(ctx, ctx.in(2).shape(), {M, N}) != Shape{M, N})
+      ctx.fail("C (input 2) of shape " + shape_str(ctx.in(2).shape()) +
+               " does not broadcast to the output shape " + shape_str({M, N}));
+  }
   return one_output(ctx.in(0).dtype(), {M, N});
 }
 
@@ -124,7 +129,8 @@ Value* ints_constant(GradContext& g, const std::vector<int64_t>& values) {
   return g.emit("Constant", {}, {{"value", Attribute::make_tensor(t)}});
 }
 
-bool is_rank1(Value* v) { return v->has_shape && v->shape.size() == 1; }
+// A missing operand (a malformed node) is not rank 1; the emitted nodes then fail cleanly.
+bool is_rank1(Value* v) { return v && v->has_shape && v->shape.size() == 1; }
 }  // namespace
 
 void grad_matmul(GradContext& g) {

@@ -36,7 +36,7 @@ void softmax_dims(const OpContext& ctx, const Shape& s, bool coerce_2d, int64_t*
     *inner = 1;
     return;
   }
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", -1), rank);
+  int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", -1), rank, "attribute 'axis'");
   *outer = dims_product(s, 0, axis);
   *dim = s[axis];
   *inner = dims_product(s, axis + 1, s.size());
@@ -61,6 +61,9 @@ void run_softmax_grad(OpContext& ctx, bool log) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);
   const Tensor& y = ctx.in(1);
+  if (dy.shape() != y.shape())
+    ctx.fail("input 0 (dY) has shape " + shape_str(dy.shape()) + ", input 1 (Y) has " +
+             shape_str(y.shape()));
   int64_t outer, dim, inner;
   softmax_dims(ctx, y.shape(), coerces_2d(ctx), &outer, &dim, &inner);
   ORTM_DISPATCH_FLOAT(
@@ -109,6 +112,12 @@ std::vector<OutputInfo> shape_layernorm(const OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   int64_t axis, rows, cols;
   layernorm_dims(ctx, ctx.in(0), ctx.in(1), &axis, &rows, &cols);
+  if (ctx.has_input(2)) {
+    expect_same_dtype(ctx, 2);
+    if (ctx.in(2).numel() != cols)
+      ctx.fail("bias (input 2) has shape " + shape_str(ctx.in(2).shape()) + ", expected " +
+               std::to_string(cols) + " elements");
+  }
   Shape stat = ctx.in(0).shape();
   for (size_t i = axis; i < stat.size(); ++i) stat[i] = 1;
   DType t = ctx.in(0).dtype();
@@ -129,6 +138,16 @@ void cpu_layernorm(OpContext& ctx) {
 
 std::vector<OutputInfo> shape_layernorm_grad(const OpContext& ctx) {
   DType t = ctx.in(0).dtype();
+  int64_t axis, rows, cols;
+  layernorm_dims(ctx, ctx.in(1), ctx.in(2), &axis, &rows, &cols);
+  if (ctx.in(0).shape() != ctx.in(1).shape())
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", input 1 (X) has " +
+             shape_str(ctx.in(1).shape()));
+  for (size_t i = 1; i < 5; ++i) expect_same_dtype(ctx, i);
+  for (size_t i = 3; i < 5; ++i)
+    if (ctx.in(i).numel() != rows)
+      ctx.fail("input " + std::to_string(i) + " has shape " + shape_str(ctx.in(i).shape()) +
+               ", expected " + std::to_string(rows) + " elements");
   return {OutputInfo{t, ctx.in(1).shape()}, OutputInfo{t, ctx.in(2).shape()},
           OutputInfo{t, ctx.in(2).shape()}};
 }
@@ -161,11 +180,15 @@ void grad_layernorm(GradContext& g) {
 
 namespace {
 double dropout_ratio(const OpContext& ctx, size_t index) {
+  if (ctx.has_input(index) && ctx.in(index).numel() != 1)
+    ctx.fail("ratio (input " + std::to_string(index) + ") must hold one value");
   double r = ctx.has_input(index) ? ctx.in(index).float_at(0) : ctx.node.attr_float("ratio", 0.5);
   if (r < 0.0 || r >= 1.0) ctx.fail("ratio must be in [0, 1), got " + std::to_string(r));
   return r;
 }
 bool dropout_training(const OpContext& ctx, size_t index) {
+  if (ctx.has_input(index) && ctx.in(index).numel() != 1)
+    ctx.fail("training_mode (input " + std::to_string(index) + ") must hold one value");
   return ctx.has_input(index) && ctx.in(index).int_at(0) != 0;
 }
 }  // namespace
@@ -237,6 +260,9 @@ void cpu_dropout_legacy(OpContext& ctx) {
 // DropoutGrad(dY, mask, ratio?, training_mode?) -> dX
 void cpu_dropout_grad(OpContext& ctx) {
   const Tensor& dy = ctx.in(0);
+  if (ctx.in(1).numel() != dy.numel() || dtype_size(ctx.in(1).dtype()) != 1)
+    ctx.fail("mask (input 1) must be bool of dY's shape " + shape_str(dy.shape()) + ", got " +
+             dtype_name(ctx.in(1).dtype()) + " " + shape_str(ctx.in(1).shape()));
   const uint8_t* mask = ctx.in(1).data<uint8_t>();
   double ratio = dropout_ratio(ctx, 2);
   bool active = dropout_training(ctx, 3) && ratio > 0.0;
@@ -282,6 +308,24 @@ void loss_dims(const OpContext& ctx, const Shape& scores, const Shape& labels, i
   *D = dims_product(scores, 2, scores.size());
 }
 
+// The optional class weights (input i) hold one value per class, of the scores' dtype.
+void expect_weights(const OpContext& ctx, size_t i, int64_t C, DType dtype) {
+  if (!ctx.has_input(i)) return;
+  if (ctx.in(i).numel() != C || ctx.in(i).dtype() != dtype)
+    ctx.fail("weights (input " + std::to_string(i) + ") must be " + dtype_name(dtype) + " [" +
+             std::to_string(C) + "], got " + dtype_name(ctx.in(i).dtype()) + " " +
+             shape_str(ctx.in(i).shape()));
+}
+
+// dY of a loss gradient: the loss's shape (the labels' for reduction none, else a scalar).
+void expect_loss_grad(const OpContext& ctx, const Shape& labels, DType dtype) {
+  const int64_t n = reduction_of(ctx) == Reduction::None ? shape_numel(labels) : 1;
+  if (ctx.in(0).numel() != n || ctx.in(0).dtype() != dtype)
+    ctx.fail("input 0 (dY) must be " + dtype_name(dtype) + " with " + std::to_string(n) +
+             " elements, got " + dtype_name(ctx.in(0).dtype()) + " " +
+             shape_str(ctx.in(0).shape()));
+}
+
 void expect_labels(const OpContext& ctx, size_t i) {
   if (ctx.in(i).dtype() != DType::Int64) {
     ctx.fail("labels must be int64, got " + dtype_name(ctx.in(i).dtype()));
@@ -297,6 +341,7 @@ std::vector<OutputInfo> shape_softmax_cross_entropy(const OpContext& ctx) {
   expect_labels(ctx, 1);
   int64_t N, C, D;
   loss_dims(ctx, ctx.in(0).shape(), ctx.in(1).shape(), &N, &C, &D);
+  expect_weights(ctx, 2, C, ctx.in(0).dtype());
   OutputInfo loss, log_prob;
   loss.dtype = log_prob.dtype = ctx.in(0).dtype();
   loss.shape = loss_shape(ctx, ctx.in(1).shape());
@@ -321,6 +366,11 @@ void cpu_softmax_cross_entropy(OpContext& ctx) {
 
 // SoftmaxCrossEntropyLossGrad(dY, log_prob, labels, weight?) -> d_scores
 std::vector<OutputInfo> shape_softmax_cross_entropy_grad(const OpContext& ctx) {
+  expect_labels(ctx, 2);
+  int64_t N, C, D;
+  loss_dims(ctx, ctx.in(1).shape(), ctx.in(2).shape(), &N, &C, &D);
+  expect_weights(ctx, 3, C, ctx.in(1).dtype());
+  expect_loss_grad(ctx, ctx.in(2).shape(), ctx.in(1).dtype());
   return one_output(ctx.in(1).dtype(), ctx.in(1).shape());
 }
 
@@ -355,6 +405,7 @@ std::vector<OutputInfo> shape_nll_loss(const OpContext& ctx) {
   expect_labels(ctx, 1);
   int64_t N, C, D;
   loss_dims(ctx, ctx.in(0).shape(), ctx.in(1).shape(), &N, &C, &D);
+  expect_weights(ctx, 2, C, ctx.in(0).dtype());
   return one_output(ctx.in(0).dtype(), loss_shape(ctx, ctx.in(1).shape()));
 }
 
@@ -373,7 +424,14 @@ void cpu_nll_loss(OpContext& ctx) {
 
 // NegativeLogLikelihoodLossGrad(dY, input_shape, target, weight?) -> d_input
 std::vector<OutputInfo> shape_nll_loss_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 1)");
+  expect_labels(ctx, 2);
+  int64_t N, C, D;
+  loss_dims(ctx, shape, ctx.in(2).shape(), &N, &C, &D);
+  expect_weights(ctx, 3, C, ctx.in(0).dtype());
+  expect_loss_grad(ctx, ctx.in(2).shape(), ctx.in(0).dtype());
+  return one_output(ctx.in(0).dtype(), shape);
 }
 
 void cpu_nll_loss_grad(OpContext& ctx) {

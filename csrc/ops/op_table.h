@@ -32,7 +32,10 @@ struct OpContext {
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   const Tensor& in(size_t i) const;  // throws naming the node when absent
   bool has_output(size_t i) const { return i < outputs.size() && outputs[i].defined(); }
-  Tensor& out(size_t i) { return outputs[i]; }
+  Tensor& out(size_t i) {
+    if (i >= outputs.size()) fail("output " + std::to_string(i) + " is required but missing");
+    return outputs[i];
+  }
   [[noreturn]] void fail(const std::string& message) const;
 };
 

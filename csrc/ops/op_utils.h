@@ -96,6 +96,26 @@ namespace ortmodule {
 Shape broadcast_shapes(const OpContext& ctx, const Shape& a, const Shape& b);
 // Normalises a possibly negative axis against `rank`; fails naming the node.
 int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+// Like normalize_axis, but the axis must index an existing dim (rank >= 1); `what` names
+// the attribute or input it came from.
+int64_t check_axis(const OpContext& ctx, int64_t axis, int64_t rank, const std::string& what);
+// Normalised axes, each in range and none repeated (ONNX forbids duplicates).
+std::vector<int64_t> check_axes(const OpContext& ctx, const std::vector<int64_t>& axes,
+                                int64_t rank, const std::string& what);
+// `perm` must be a permutation of [0, rank).
+void check_perm(const OpContext& ctx, const std::vector<int64_t>& perm, size_t rank,
+                const std::string& what);
+// Every entry of `values` must be > 0 (strides, dilations, kernel sizes).
+void check_positive(const OpContext& ctx, const std::vector<int64_t>& values,
+                    const std::string& what);
+// Every entry of `values` must be >= 0 (pads).
+void check_non_negative(const OpContext& ctx, const std::vector<int64_t>& values,
+                        const std::string& what);
+// A shape computed from attributes or shape-tensor inputs: dims >= 0 and a product that
+// fits int64; `what` names where it came from. Returns the element count.
+int64_t check_shape(const OpContext& ctx, const Shape& shape, const std::string& what);
+// a * b, failing (naming `what`) when it overflows int64; a, b >= 0.
+int64_t checked_mul(const OpContext& ctx, int64_t a, int64_t b, const std::string& what);
 // Input k must have dtype equal to input 0's.
 void expect_same_dtype(const OpContext& ctx, size_t k);
 // Single output with the given dtype and shape.

@@ -18,6 +18,10 @@ struct PadSpec {
   std::vector<int64_t> begin, end;  // per axis of the data
 };
 
+// Larger pads never give a tensor that fits in memory; the bound keeps sums of a dim and
+// its two pads within int64.
+constexpr int64_t kMaxPad = int64_t(1) << 60;
+
 // Inputs: data (its shape given as `shape`), pads at `pads_at`, axes at pads_at + 2.
 PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
   const int64_t rank = static_cast<int64_t>(shape.size());
@@ -45,14 +49,16 @@ PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
   }
   std::vector<int64_t> axes;
   if (ctx.has_input(pads_at + 2)) {
-    for (int64_t a : ctx.in(pads_at + 2).to_int_vector())
-      axes.push_back(normalize_axis(ctx, a, rank));
+    axes = check_axes(ctx, ctx.in(pads_at + 2).to_int_vector(), rank, "axes input");
   } else {
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   }
   if (pads.size() != 2 * axes.size())
     ctx.fail("pads has " + std::to_string(pads.size()) + " entries; expected 2 x " +
              std::to_string(axes.size()) + " padded axes");
+  for (int64_t v : pads)
+    if (v > kMaxPad || v < -kMaxPad)
+      ctx.fail("pads " + shape_str(pads) + " has entry " + std::to_string(v) + ": too large");
   p.begin.assign(rank, 0);
   p.end.assign(rank, 0);
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -135,6 +141,9 @@ void cpu_pad(OpContext& ctx) {
   if (ctx.has_input(2) && ctx.in(2).dtype() != x.dtype())
     ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
              dtype_name(x.dtype()));
+  if (ctx.has_input(2) && ctx.in(2).numel() != 1)
+    ctx.fail("constant_value (input 2) must hold one value, got shape " +
+             shape_str(ctx.in(2).shape()));
   // Before opset 11 the constant is the float attribute "value" (float inputs only).
   std::vector<uint8_t> fill(dtype_size(x.dtype()), 0);
   if (!ctx.has_input(2) && ctx.node.has_attr("value")) {
@@ -158,7 +167,12 @@ void cpu_pad(OpContext& ctx) {
 
 // PadGrad(dY, input_shape, pads, axes?; mode)
 std::vector<OutputInfo> shape_pad_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 1)");
+  if (padded_shape(shape, pad_spec(ctx, shape, 2)) != ctx.in(0).shape())
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) +
+             ", not the padded shape of " + shape_str(shape));
+  return one_output(ctx.in(0).dtype(), shape);
 }
 
 void cpu_pad_grad(OpContext& ctx) {

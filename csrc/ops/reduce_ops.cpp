@@ -3,6 +3,8 @@
 // reduced axes (scaled by 1/count for the mean); ReduceMax / ReduceMin and their
 // gradient ReduceExtremeGrad(dY, X, Y[, axes]), which routes dY to the elements
 // equal to the extreme; ArgMax / ArgMin.
+#include <algorithm>
+
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/reduce.h"
@@ -28,7 +30,7 @@ ReducePlan plan_reduce(const OpContext& ctx, const Shape& in, const std::vector<
   // No axes: reduce everything, unless noop_with_empty_axes asks for identity.
   (void)axes_given;
   if (axes_in.empty() && !noop) std::fill(reduced.begin(), reduced.end(), true);
-  for (int64_t a : axes_in) reduced[normalize_axis(ctx, a, rank)] = true;
+  for (int64_t a : check_axes(ctx, axes_in, rank, "axes")) reduced[a] = true;
   ReducePlan p;
   for (size_t i = 0; i < in.size(); ++i) {
     p.keep_shape.push_back(reduced[i] ? 1 : in[i]);
@@ -66,7 +68,10 @@ void run_reduce(OpContext& ctx, bool mean) {
   Tensor& y = ctx.out(0);
   ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
     sum_to_shape(x.shape(), x.data<scalar_t>(), p.keep_shape, y.data<scalar_t>());
-    if (mean && p.count != 1) {
+    if (mean && p.count == 0 && !dtype_is_floating(x.dtype())) {
+      // The integer mean of no elements is 0 (the float one is NaN, from 0 / 0 below).
+      std::fill(y.data<scalar_t>(), y.data<scalar_t>() + y.numel(), scalar_t(0));
+    } else if (mean && p.count != 1) {
       // Integer means truncate, as ONNX Runtime does.
       scalar_t* out = y.data<scalar_t>();
       for (int64_t i = 0; i < y.numel(); ++i)
@@ -80,7 +85,15 @@ void cpu_reduce_sum(OpContext& ctx) { run_reduce(ctx, false); }
 void cpu_reduce_mean(OpContext& ctx) { run_reduce(ctx, true); }
 
 std::vector<OutputInfo> shape_reduce_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape x_shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, x_shape, "shape input (input 1)");
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, 2, &given);
+  ReducePlan p = plan_reduce(ctx, x_shape, axes, given);
+  if (ctx.in(0).numel() != shape_numel(p.keep_shape))
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", not the reduction of " +
+             shape_str(x_shape));
+  return one_output(ctx.in(0).dtype(), x_shape);
 }
 
 void cpu_reduce_grad(OpContext& ctx) {
@@ -158,6 +171,8 @@ void grad_reduce_extreme(GradContext& g) {
 
 // ReduceExtremeGrad(dY, X, Y[, axes]): dY and Y in the forward output's shape.
 std::vector<OutputInfo> shape_reduce_extreme_grad(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  expect_same_dtype(ctx, 2);
   return one_output(ctx.in(0).dtype(), ctx.in(1).shape());
 }
 
@@ -181,7 +196,8 @@ void cpu_reduce_extreme_grad(OpContext& ctx) {
 
 std::vector<OutputInfo> shape_arg_extreme(const OpContext& ctx) {
   const Shape& in = ctx.in(0).shape();
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), static_cast<int64_t>(in.size()));
+  int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), static_cast<int64_t>(in.size()),
+                            "attribute 'axis'");
   if (in[axis] == 0) ctx.fail("cannot take the arg-extreme over an empty axis " + shape_str(in));
   Shape out = in;
   if (ctx.node.attr_int("keepdims", 1) != 0) {

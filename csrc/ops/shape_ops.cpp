@@ -35,6 +35,11 @@ std::vector<OutputInfo> shape_reshape(const OpContext& ctx) {
   bool allowzero = ctx.node.attr_int("allowzero", 0) != 0;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] < -1) {
+      ctx.fail("shape input (input 1) " + shape_str(target) + " has entry " +
+               std::to_string(target[i]) + " at position " + std::to_string(i) +
+               "; entries must be >= -1");
+    }
     if (target[i] == 0 && !allowzero) {
       if (i >= in.size())
         ctx.fail("shape entry 0 at position " + std::to_string(i) + " has no input dim to copy");
@@ -44,9 +49,10 @@ std::vector<OutputInfo> shape_reshape(const OpContext& ctx) {
       if (infer >= 0) ctx.fail("more than one -1 in target shape");
       infer = static_cast<int64_t>(i);
     } else {
-      known *= target[i];
+      known = checked_mul(ctx, known, target[i], "shape input (input 1) " + shape_str(target));
     }
   }
+  if (infer >= 0 && allowzero && known == 0) ctx.fail("-1 next to a 0 in target shape");
   if (infer >= 0) {
     if (known == 0 || ctx.in(0).numel() % known != 0) {
       ctx.fail("cannot reshape " + shape_str(in) + " to " + shape_str(ctx.in(1).to_int_vector()));
@@ -65,7 +71,9 @@ std::vector<OutputInfo> shape_flatten(const OpContext& ctx) {
   int64_t rank = static_cast<int64_t>(in.size());
   int64_t axis = ctx.node.attr_int("axis", 1);
   if (axis < 0) axis += rank;
-  if (axis < 0 || axis > rank) ctx.fail("axis out of range for rank " + std::to_string(rank));
+  if (axis < 0 || axis > rank)
+    ctx.fail("attribute 'axis': axis " + std::to_string(ctx.node.attr_int("axis", 1)) +
+             " is out of range for rank " + std::to_string(rank));
   return view_output(ctx, {dims_product(in, 0, axis), dims_product(in, axis, in.size())});
 }
 
@@ -77,8 +85,7 @@ std::vector<OutputInfo> shape_squeeze(const OpContext& ctx) {
   if (axes.empty()) {
     for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == 1;
   }
-  for (int64_t a : axes) {
-    a = normalize_axis(ctx, a, rank);
+  for (int64_t a : check_axes(ctx, axes, rank, "axes")) {
     if (in[a] != 1)
       ctx.fail("cannot squeeze axis " + std::to_string(a) + " of shape " + shape_str(in));
     drop[a] = true;
@@ -94,11 +101,7 @@ std::vector<OutputInfo> shape_unsqueeze(const OpContext& ctx) {
   std::vector<int64_t> axes = axes_of(ctx, 1);
   int64_t out_rank = static_cast<int64_t>(in.size() + axes.size());
   std::vector<bool> inserted(out_rank, false);
-  for (int64_t a : axes) {
-    a = normalize_axis(ctx, a, out_rank);
-    if (inserted[a]) ctx.fail("axis " + std::to_string(a) + " repeated");
-    inserted[a] = true;
-  }
+  for (int64_t a : check_axes(ctx, axes, out_rank, "axes")) inserted[a] = true;
   Shape out;
   size_t j = 0;
   for (int64_t i = 0; i < out_rank; ++i) out.push_back(inserted[i] ? 1 : in[j++]);
@@ -118,9 +121,7 @@ std::vector<int64_t> perm_of(const OpContext& ctx) {
   if (perm.empty()) {
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
   }
-  if (perm.size() != rank)
-    ctx.fail("perm has " + std::to_string(perm.size()) + " entries for rank " +
-             std::to_string(rank));
+  check_perm(ctx, perm, rank, "attribute 'perm'");
   return perm;
 }
 }  // namespace
@@ -128,7 +129,7 @@ std::vector<int64_t> perm_of(const OpContext& ctx) {
 std::vector<OutputInfo> shape_transpose(const OpContext& ctx) {
   std::vector<int64_t> perm = perm_of(ctx);
   Shape out;
-  for (int64_t p : perm) out.push_back(ctx.in(0).shape()[normalize_axis(ctx, p, perm.size())]);
+  for (int64_t p : perm) out.push_back(ctx.in(0).shape()[p]);
   return one_output(ctx.in(0).dtype(), out);
 }
 
@@ -139,8 +140,12 @@ void cpu_transpose(OpContext& ctx) {
 
 void grad_transpose(GradContext& g) {
   std::vector<int64_t> perm = g.node().attr_ints("perm");
-  std::vector<int64_t> inverse(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  std::vector<int64_t> inverse(perm.size(), -1);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(perm.size()) || inverse[perm[i]] >= 0)
+      g.fail("attribute 'perm' " + shape_str(perm) + " is not a permutation");
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  }
   // An absent perm reverses the axes, which is its own inverse.
   if (perm.empty()) {
     g.set_input_grad(0, g.emit("Transpose", {g.output_grad(0)}));
@@ -154,7 +159,7 @@ void grad_transpose(GradContext& g) {
 
 std::vector<OutputInfo> shape_concat(const OpContext& ctx) {
   const Shape& first = ctx.in(0).shape();
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), first.size());
+  int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), first.size(), "attribute 'axis'");
   Shape out = first;
   out[axis] = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -218,8 +223,25 @@ std::vector<OutputInfo> shape_concat_grad(const OpContext& ctx) {
     OutputInfo o;
     o.dtype = ctx.in(0).dtype();
     o.shape = ctx.in(i).to_int_vector();
+    check_shape(ctx, o.shape, "shape input " + std::to_string(i));
+    if (o.shape.size() != ctx.in(0).rank())
+      ctx.fail("shape input " + std::to_string(i) + " " + shape_str(o.shape) +
+               " does not have the rank of input 0 " + shape_str(ctx.in(0).shape()));
     out.push_back(o);
   }
+  int64_t axis =
+      check_axis(ctx, ctx.node.attr_int("axis", 0), ctx.in(0).rank(), "attribute 'axis'");
+  int64_t total = 0;
+  for (const OutputInfo& o : out) {
+    for (size_t d = 0; d < o.shape.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && o.shape[d] != ctx.in(0).dim(d))
+        ctx.fail("shape " + shape_str(o.shape) + " does not match input 0 " +
+                 shape_str(ctx.in(0).shape()) + " outside axis " + std::to_string(axis));
+    total += o.shape[axis];
+  }
+  if (total != ctx.in(0).dim(axis))
+    ctx.fail("part sizes along axis " + std::to_string(axis) + " sum to " + std::to_string(total) +
+             ", input 0 has " + std::to_string(ctx.in(0).dim(axis)));
   return out;
 }
 
@@ -255,7 +277,11 @@ std::vector<OutputInfo> shape_constant(const OpContext& ctx) {
   const Attribute* value = ctx.node.attr("value");
   OutputInfo o;
   o.alias_of = -2;
-  if (value) return {o};
+  if (value) {
+    if (value->kind != Attribute::Kind::Tensor || !value->t.defined())
+      ctx.fail("attribute 'value' must be a tensor");
+    return {o};
+  }
   if (ctx.node.attr("value_float") || ctx.node.attr("value_int") || ctx.node.attr("value_ints") ||
       ctx.node.attr("value_floats")) {
     return {o};
@@ -304,10 +330,13 @@ void cpu_shape(OpContext& ctx) {
 std::vector<OutputInfo> shape_constant_of_shape(const OpContext& ctx) {
   const Attribute* value = ctx.node.attr("value");
   DType t = value ? value->t.dtype() : DType::Float32;
+  if (value && (value->kind != Attribute::Kind::Tensor || !value->t.defined()))
+    ctx.fail("attribute 'value' must be a tensor");
   if (value && value->t.numel() != 1) ctx.fail("value must hold exactly one element");
+  if (ctx.in(0).rank() > 1)
+    ctx.fail("shape input (input 0) must be 1-D, got " + shape_str(ctx.in(0).shape()));
   Shape shape = ctx.in(0).to_int_vector();
-  for (int64_t d : shape)
-    if (d < 0) ctx.fail("negative dimension in shape " + shape_str(shape));
+  check_shape(ctx, shape, "shape input (input 0)");
   return one_output(t, shape);
 }
 
@@ -328,7 +357,7 @@ void cpu_constant_of_shape(OpContext& ctx) {
 
 std::vector<OutputInfo> shape_gather(const OpContext& ctx) {
   const Shape& data = ctx.in(0).shape();
-  int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), data.size());
+  int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), data.size(), "attribute 'axis'");
   Shape out(data.begin(), data.begin() + axis);
   for (int64_t d : ctx.in(1).shape()) out.push_back(d);
   out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -366,7 +395,16 @@ void cpu_gather(OpContext& ctx) {
 }
 
 std::vector<OutputInfo> shape_gather_grad(const OpContext& ctx) {
-  return one_output(ctx.in(2).dtype(), ctx.in(0).to_int_vector());
+  Shape shape = ctx.in(0).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 0)");
+  int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), shape.size(), "attribute 'axis'");
+  Shape dy(shape.begin(), shape.begin() + axis);
+  for (int64_t d : ctx.in(1).shape()) dy.push_back(d);
+  dy.insert(dy.end(), shape.begin() + axis + 1, shape.end());
+  if (ctx.in(2).shape() != dy)
+    ctx.fail("input 2 (dY) has shape " + shape_str(ctx.in(2).shape()) + ", expected " +
+             shape_str(dy));
+  return one_output(ctx.in(2).dtype(), shape);
 }
 
 namespace {

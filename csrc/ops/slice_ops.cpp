@@ -1,7 +1,10 @@
 // Region and layout ops: Slice, Split, Tile, Pad, Trilu, CumSum, Range, and the
 // internal ops their gradients use (SliceGrad, TileGrad, PadGrad, ZerosLike).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "grad/gradient_builder.h"
 #include "kernels/parallel.h"
@@ -84,11 +87,13 @@ Box slice_box(const OpContext& ctx, const Shape& data, size_t first) {
   Box box{data, std::vector<int64_t>(rank, 0), std::vector<int64_t>(rank, 1)};
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t a = normalize_axis(ctx, axes[i], rank);
+    const int64_t a = check_axis(ctx, axes[i], rank, "axes input");
     if (seen[a]) ctx.fail("axis " + std::to_string(a) + " is sliced twice");
     seen[a] = true;
-    const int64_t dim = data[a], step = steps[i];
-    if (step == 0) ctx.fail("step 0 on axis " + std::to_string(a));
+    const int64_t dim = data[a];
+    if (steps[i] == 0) ctx.fail("step 0 on axis " + std::to_string(a));
+    // |step| beyond the dim selects one element either way; keeps -step representable.
+    const int64_t step = std::clamp<int64_t>(steps[i], -INT64_MAX, INT64_MAX);
     int64_t s = starts[i], e = ends[i];
     if (s < 0) s += dim;
     if (e < 0) e += dim;
@@ -99,8 +104,9 @@ Box slice_box(const OpContext& ctx, const Shape& data, size_t first) {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    int64_t count = step > 0 ? (e - s + step - 1) / step : (s - e + (-step) - 1) / (-step);
-    box.shape[a] = std::max<int64_t>(count, 0);
+    int64_t count =
+        step > 0 ? (e > s ? (e - s - 1) / step + 1 : 0) : (s > e ? (s - e - 1) / (-step) + 1 : 0);
+    box.shape[a] = count;
     box.start[a] = s;
     box.step[a] = step;
   }
@@ -134,7 +140,12 @@ void cpu_slice(OpContext& ctx) {
 }
 
 std::vector<OutputInfo> shape_slice_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 1)");
+  if (slice_box(ctx, shape, 2).shape != ctx.in(0).shape())
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) +
+             ", not the shape of the slice of " + shape_str(shape));
+  return one_output(ctx.in(0).dtype(), shape);
 }
 
 void cpu_slice_grad(OpContext& ctx) {
@@ -165,8 +176,9 @@ void grad_slice(GradContext& g) {
 namespace {
 std::vector<int64_t> split_sizes(const OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
-  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), s.size());
+  const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), s.size(), "attribute 'axis'");
   const int64_t n = static_cast<int64_t>(ctx.node.outputs.size());
+  if (n < 1) ctx.fail("has no outputs");
   std::vector<int64_t> sizes;
   if (ctx.has_input(1)) {
     sizes = ctx.in(1).to_int_vector();
@@ -179,7 +191,13 @@ std::vector<int64_t> split_sizes(const OpContext& ctx) {
       sizes.push_back(std::max<int64_t>(0, std::min(part, s[axis] - i * part)));
   }
   int64_t total = 0;
-  for (int64_t v : sizes) total += v;
+  for (int64_t v : sizes) {
+    if (v < 0 || v > s[axis])
+      ctx.fail("split size " + std::to_string(v) + " in " + shape_str(sizes) +
+               " is negative or larger than axis " + std::to_string(axis) + " of shape " +
+               shape_str(s));
+    total += v;
+  }
   if (static_cast<int64_t>(sizes.size()) != n || total != s[axis]) {
     ctx.fail("split sizes " + shape_str(sizes) + " do not divide axis " + std::to_string(axis) +
              " of shape " + shape_str(s) + " into " + std::to_string(n) + " outputs");
@@ -190,7 +208,7 @@ std::vector<int64_t> split_sizes(const OpContext& ctx) {
 
 std::vector<OutputInfo> shape_split(const OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
-  const int64_t axis = normalize_axis(ctx, ctx.node.attr_int("axis", 0), s.size());
+  const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), s.size(), "attribute 'axis'");
   std::vector<OutputInfo> out;
   for (int64_t size : split_sizes(ctx)) {
     OutputInfo o;
@@ -228,10 +246,21 @@ void grad_split(GradContext& g) {
 std::vector<OutputInfo> shape_range(const OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   expect_same_dtype(ctx, 2);
+  for (size_t i = 0; i < 3; ++i)
+    if (ctx.in(i).numel() != 1)
+      ctx.fail("input " + std::to_string(i) + " must be a scalar, got shape " +
+               shape_str(ctx.in(i).shape()));
   const double start = ctx.in(0).float_at(0), limit = ctx.in(1).float_at(0);
   const double delta = ctx.in(2).float_at(0);
   if (delta == 0) ctx.fail("delta is 0");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  const double count = std::ceil((limit - start) / delta);
+  if (std::isnan(count))
+    ctx.fail("start " + std::to_string(start) + ", limit " + std::to_string(limit) + " and delta " +
+             std::to_string(delta) + " give no element count (NaN)");
+  if (count > static_cast<double>(INT64_MAX / 16))
+    ctx.fail("start " + std::to_string(start) + ", limit " + std::to_string(limit) + " and delta " +
+             std::to_string(delta) + " give " + std::to_string(count) + " elements: too large");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   return one_output(ctx.in(0).dtype(), {n});
 }
 
@@ -241,8 +270,15 @@ void cpu_range(OpContext& ctx) {
     const scalar_t start = ctx.in(0).data<scalar_t>()[0];
     const scalar_t delta = ctx.in(2).data<scalar_t>()[0];
     scalar_t* p = y.data<scalar_t>();
-    for (int64_t i = 0; i < y.numel(); ++i)
-      p[i] = static_cast<scalar_t>(start + static_cast<scalar_t>(i) * delta);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      if constexpr (std::is_integral_v<scalar_t>) {
+        // Wraps like the hardware instead of overflowing (undefined for signed types).
+        p[i] = static_cast<scalar_t>(static_cast<uint64_t>(start) +
+                                     static_cast<uint64_t>(i) * static_cast<uint64_t>(delta));
+      } else {
+        p[i] = static_cast<scalar_t>(start + static_cast<scalar_t>(i) * delta);
+      }
+    }
   });
 }
 
@@ -256,8 +292,10 @@ std::vector<OutputInfo> shape_tile(const OpContext& ctx) {
              std::to_string(s.size()));
   Shape out = s;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (reps[i] < 0) ctx.fail("negative repeat " + std::to_string(reps[i]));
-    out[i] *= reps[i];
+    if (reps[i] < 0)
+      ctx.fail("repeats input (input 1) " + shape_str(reps) + " has negative repeat " +
+               std::to_string(reps[i]));
+    out[i] = checked_mul(ctx, out[i], reps[i], "repeats input (input 1)");
   }
   return one_output(ctx.in(0).dtype(), out);
 }
@@ -290,7 +328,15 @@ void cpu_tile(OpContext& ctx) {
 }
 
 std::vector<OutputInfo> shape_tile_grad(const OpContext& ctx) {
-  return one_output(ctx.in(0).dtype(), ctx.in(1).to_int_vector());
+  const Shape shape = ctx.in(1).to_int_vector();
+  check_shape(ctx, shape, "shape input (input 1)");
+  const Shape& dy = ctx.in(0).shape();
+  bool ok = dy.size() == shape.size();
+  for (size_t d = 0; ok && d < dy.size(); ++d)
+    ok = shape[d] > 0 ? dy[d] % shape[d] == 0 : dy[d] == 0;
+  if (!ok)
+    ctx.fail("input 0 (dY) of shape " + shape_str(dy) + " is not a tiling of " + shape_str(shape));
+  return one_output(ctx.in(0).dtype(), shape);
 }
 
 void cpu_tile_grad(OpContext& ctx) {
@@ -315,6 +361,8 @@ void cpu_trilu(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
   if (x.rank() < 2) ctx.fail("input has rank " + std::to_string(x.rank()) + "; expected >= 2");
+  if (ctx.has_input(1) && ctx.in(1).numel() != 1)
+    ctx.fail("k (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
   const int64_t k = ctx.has_input(1) ? ctx.in(1).int_at(0) : 0;
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
@@ -344,7 +392,9 @@ void grad_trilu(GradContext& g) {
 void cpu_cumsum(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  const int64_t axis = normalize_axis(ctx, ctx.in(1).int_at(0), x.rank());
+  if (ctx.in(1).numel() != 1)
+    ctx.fail("axis input (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
+  const int64_t axis = check_axis(ctx, ctx.in(1).int_at(0), x.rank(), "axis input (input 1)");
   const bool exclusive = ctx.node.attr_int("exclusive", 0) != 0;
   const bool reverse = ctx.node.attr_int("reverse", 0) != 0;
   const int64_t outer = dims_product(x.shape(), 0, axis), len = x.dim(axis);

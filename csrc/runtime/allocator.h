@@ -10,7 +10,13 @@
 
 namespace ortmodule {
 
+// Throws std::runtime_error for a request above allocator_limit() (an overflowed or
+// absurd size) instead of asking the OS for it.
 std::shared_ptr<Storage> allocate_storage(size_t bytes);
+// Largest single allocation the allocator accepts: the machine's physical memory unless
+// lowered with allocator_set_limit (0 restores the default).
+size_t allocator_limit();
+void allocator_set_limit(size_t bytes);
 
 struct AllocatorStats {
   size_t allocated_bytes;  // live bytes handed out

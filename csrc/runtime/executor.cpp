@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
+#include "ops/op_utils.h"
+#include "runtime/allocator.h"
 #include "runtime/profiler.h"
 
 namespace ortmodule {
@@ -18,6 +21,26 @@ bool releases(const PlanStep& step, int id) {
 }  // namespace
 
 namespace {
+
+// Whatever attributes or shape-tensor inputs a model gives, an output is only allocated
+// with non-negative dims, an element count that fits int64 and a byte size the allocator
+// accepts; the error names the node.
+void check_output(const OpContext& ctx, size_t i, const OutputInfo& info) {
+  const std::string what = "output " + std::to_string(i) + " shape";
+  const int64_t numel = check_shape(ctx, info.shape, what);
+  if (info.alias_of >= 0) return;
+  if (dtype_size(info.dtype) == 0) {
+    ctx.fail("output " + std::to_string(i) + " has no element type (got " + dtype_name(info.dtype) +
+             ")");
+  }
+  const size_t bytes = tensor_bytes_checked(numel, info.dtype);
+  if (bytes > allocator_limit()) {
+    ctx.fail(what + " " + shape_str(info.shape) + " needs " +
+             (bytes == SIZE_MAX ? std::string("more than SIZE_MAX") : std::to_string(bytes)) +
+             " bytes, above the allocation limit of " + std::to_string(allocator_limit()) +
+             " bytes; the model asks for an absurd size");
+  }
+}
 
 // Shape rule, output allocation and kernel of one step, without its releases.
 void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
@@ -40,13 +63,24 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
   std::vector<OutputInfo> infos = step.def->shape(ctx);
   ctx.outputs.resize(step.outputs.size());
   for (size_t i = 0; i < step.outputs.size(); ++i) {
-    if (step.outputs[i] < 0 || i >= infos.size()) continue;
+    if (step.outputs[i] < 0) continue;
+    if (i >= infos.size()) {
+      ctx.fail("has " + std::to_string(step.outputs.size()) + " outputs but the op produces " +
+               std::to_string(infos.size()));
+    }
     const OutputInfo& info = infos[i];
     if (info.alias_of >= 0) {
+      check_output(ctx, i, info);
+      if (static_cast<size_t>(info.alias_of) >= ctx.num_inputs() ||
+          shape_numel(info.shape) != ctx.in(info.alias_of).numel()) {
+        ctx.fail("output " + std::to_string(i) + " of shape " + shape_str(info.shape) +
+                 " cannot be a view of input " + std::to_string(info.alias_of));
+      }
       ctx.outputs[i] = ctx.in(info.alias_of).view(info.shape);
       continue;
     }
     if (info.alias_of == -2) continue;  // the kernel provides the output
+    check_output(ctx, i, info);
     int k = step.def->inplace_input;
     if (i == 0 && k >= 0 && static_cast<size_t>(k) < step.inputs.size() && step.inputs[k] >= 0 &&
         releases(step, step.inputs[k])) {
