@@ -84,7 +84,7 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
                    std::to_string(t.numel()) + " " + dtype_name(dt) + " elements packed)");
       }
     } else if (bits == 6) {
-      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint8_t>(tp.int32_data(), t, tp.name());
       for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] &= 0x3f;
       return t;
     } else {
@@ -124,16 +124,16 @@ Tensor tensor_from_proto(const pb::TensorProto& tp) {
       copy_field<decltype(tp.int32_data()), int8_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::Int16:
-      copy_field<decltype(tp.int32_data()), int16_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), int16_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::UInt16:
-      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t);
+      copy_field<decltype(tp.int32_data()), uint16_t>(tp.int32_data(), t, tp.name());
       break;
     case DType::UInt32:
-      copy_field<decltype(tp.uint64_data()), uint32_t>(tp.uint64_data(), t);
+      copy_field<decltype(tp.uint64_data()), uint32_t>(tp.uint64_data(), t, tp.name());
       break;
     case DType::UInt64:
-      copy_field<decltype(tp.uint64_data()), uint64_t>(tp.uint64_data(), t);
+      copy_field<decltype(tp.uint64_data()), uint64_t>(tp.uint64_data(), t, tp.name());
       break;
     case DType::UInt8:
     case DType::Bool:
