@@ -89,9 +89,6 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   }
   bool one_d = x.size() == 3;
   size_t sd = x.size() - 2;
-  if (kernel.size() != sd)
-    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for " +
-             std::to_string(sd) + " spatial dims");
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(sd, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0));
@@ -152,8 +149,6 @@ bool is_pool3d(const Shape& x) { return x.size() == 5; }
 
 Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad) {
   const std::vector<int64_t> kernel = ctx.node.attr_ints("kernel_shape");
-  if (kernel.size() != 3)
-    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for 3 spatial dims");
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
@@ -241,8 +236,6 @@ Conv2dParams conv_params(const OpContext& ctx, const Shape& x, const Shape& weig
 // Conv over [N, C, D, H, W] (the 3-D kernels; 1-D and 2-D take the Window path).
 Conv3dParams conv3d_params(const OpContext& ctx, const Shape& x, const Shape& weight) {
   const std::vector<int64_t> kernel = conv_kernel_shape(ctx, weight);
-  if (kernel.size() != 3)
-    ctx.fail("kernel_shape has " + std::to_string(kernel.size()) + " entries for 3 spatial dims");
   std::vector<int64_t> strides = ctx.node.attr_ints("strides", std::vector<int64_t>(3, 1));
   std::vector<int64_t> dil = ctx.node.attr_ints("dilations", std::vector<int64_t>(3, 1));
   std::vector<int64_t> pads = ctx.node.attr_ints("pads", std::vector<int64_t>(6, 0));
@@ -334,11 +327,18 @@ std::vector<OutputInfo> shape_conv_grad(const OpContext& ctx) {
   const Shape& w = ctx.in(2).shape();
   if (w.size() != x.size())
     ctx.fail("weight (input 2) " + shape_str(w) + " and input " + shape_str(x) + " ranks differ");
-  Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
-  conv_params(ctx, x, w);
-  if (ctx.in(0).shape() != window_out_shape(win, w[0]))
+  Shape dy;
+  if (x.size() == 5) {
+    const Conv3dParams p = conv3d_params(ctx, x, w);
+    dy = {p.N, p.M, p.out[0], p.out[1], p.out[2]};
+  } else {
+    Window win = make_window(ctx, x, conv_kernel_shape(ctx, w));
+    conv_params(ctx, x, w);
+    dy = window_out_shape(win, w[0]);
+  }
+  if (ctx.in(0).shape() != dy)
     ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", expected " +
-             shape_str(window_out_shape(win, w[0])));
+             shape_str(dy));
   OutputInfo dx{t, x}, dw{t, w}, db{t, {w[0]}};
   return {dx, dw, db};
 }
@@ -439,6 +439,8 @@ std::vector<OutputInfo> shape_pool_grad(const OpContext& ctx) {
     if (x.size() < 3) ctx.fail("input shape must be [N, C, spatial...], got " + shape_str(x));
     dy = x;
     for (size_t i = 2; i < dy.size(); ++i) dy[i] = 1;
+  } else if (is_pool3d(x)) {
+    dy = pool3d_out_shape(make_pool3d(ctx, x, false));
   } else {
     Window w = make_pool_window(ctx, x);
     dy = window_out_shape(w, w.C);

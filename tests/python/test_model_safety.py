@@ -396,3 +396,8 @@ def test_absurd_allocation_is_refused() -> None:
     program = _C.Program(model, [], [])
     with pytest.raises(RuntimeError, match=r"bad_node"):
         _C.run(program, [torch.ones(1, 1)])
+
+
+def test_fuzz_regressions_are_present() -> None:
+    # An empty list would skip the replay above without failing.
+    assert _regression_files(), "tests/fuzz/regressions/ holds no model files"
