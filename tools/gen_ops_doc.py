@@ -32,6 +32,11 @@ module's exported ONNX graph to match a row here by domain, op type and opset ve
 does not, the first call raises an error that names the unsupported node (see
 [troubleshooting](troubleshooting.md#unsupported-operator)).
 
+Models of ONNX opsets 1 to 28 (the newest the pinned `onnx` package defines) load. Where an op's
+meaning changed between versions (attributes that became inputs, Softmax's 2-D coercion before
+opset 13, BatchNormalization's training outputs from opset 14, ...) it has one row per version
+range; a node at a version no row covers is refused with an error naming the op and the opset.
+
 Columns:
 
 - **opset**: the versions of the op's domain the row covers; `13+` means 13 and later.
