@@ -206,7 +206,18 @@ void pow_mixed(OpContext& ctx) {
               return;
             }
           }
-          yp[i] = static_cast<scalar_t>(std::pow(static_cast<double>(ap[o[0]]), e[o[1]]));
+          const double r = std::pow(static_cast<double>(ap[o[0]]), e[o[1]]);
+          if constexpr (std::is_integral_v<scalar_t>) {
+            // Out-of-range results (and NaN) have no integer value: saturate rather than
+            // convert out of range, which C++ leaves undefined.
+            using L = std::numeric_limits<scalar_t>;
+            yp[i] = std::isnan(r)                           ? scalar_t(0)
+                    : r <= static_cast<double>(L::lowest()) ? L::lowest()
+                    : r >= static_cast<double>(L::max())    ? L::max()
+                                                            : static_cast<scalar_t>(r);
+          } else {
+            yp[i] = static_cast<scalar_t>(r);
+          }
         });
   });
 }
