@@ -260,7 +260,8 @@ std::vector<OutputInfo> shape_range(const OpContext& ctx) {
   if (count > static_cast<double>(INT64_MAX / 16))
     ctx.fail("start " + std::to_string(start) + ", limit " + std::to_string(limit) + " and delta " +
              std::to_string(delta) + " give " + std::to_string(count) + " elements: too large");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+  // A negative count (limit behind start) is an empty range; convert only what fits.
+  const int64_t n = count <= 0 ? 0 : static_cast<int64_t>(count);
   return one_output(ctx.in(0).dtype(), {n});
 }
 
