@@ -1,0 +1,47 @@
+// Window geometry shared by Conv and the pooling ops (see window.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kernels/cpu/pool.h"
+#include "ops/op_table.h"
+
+namespace ortmodule {
+
+// Spatial geometry shared by Conv and pooling: 1-D inputs become H = 1.
+struct Window {
+  int64_t N, C, H, W, kH, kW, outH, outW;
+  int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
+  bool one_d;
+};
+
+// Window attributes read from the node (defaults for absent ones), checked, with auto_pad
+// resolved into pads.
+struct WindowAttrs {
+  std::vector<int64_t> kernel, strides, dilations, pads;
+};
+
+int64_t out_extent(int64_t in, int64_t k, int64_t stride, int64_t pad_begin, int64_t pad_end,
+                   int64_t dil, bool ceil_mode);
+// Lengths match the spatial rank, kernel/strides/dilations positive, pads non-negative, and
+// every value small enough to keep the window arithmetic in int64.
+void check_window_attrs(const OpContext& ctx, size_t sd, const std::vector<int64_t>& kernel,
+                        const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                        const std::vector<int64_t>& pads);
+WindowAttrs read_window_attrs(const OpContext& ctx, const Shape& x, std::vector<int64_t> kernel);
+Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> kernel);
+Shape window_out_shape(const Window& w, int64_t channels);
+// Pooling windows must overlap the input: each pad smaller than the (dilated) kernel.
+Window make_pool_window(const OpContext& ctx, const Shape& x);
+Pool2dParams pool_params(const Window& w, bool count_include_pad);
+bool is_pool3d(const Shape& x);
+Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad);
+Shape pool3d_out_shape(const Pool3dParams& p);
+// MaxPool storage_order=1: row-major positions in [N, C, spatial...] to column-major, or back.
+void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool to_column);
+// Copies the attributes that define the window geometry onto a gradient node.
+void copy_window_attrs(const Node& from, Node* to);
+
+}  // namespace ortmodule
