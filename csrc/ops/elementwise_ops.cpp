@@ -11,7 +11,6 @@
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/elementwise.h"
 #include "kernels/math/float16.h"
-#include "ops/cast_low_bit.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -341,199 +340,6 @@ void cpu_leaky_relu_grad(OpContext& ctx) {
   });
 }
 
-// ---- Clip(x, min?, max?) and ClipGrad(dY, x, min?, max?) ----
-
-namespace {
-// A bound is read in the dtype of input 0 (x, or dY of ClipGrad), the type T binds:
-// exactly when the bound has that dtype (64-bit integers do not pass through double).
-// Before opset 11 the bounds are the float attributes min and max.
-template <typename T>
-T clip_bound(const OpContext& ctx, size_t k, const char* attr, T absent) {
-  if (!ctx.has_input(k))
-    return ctx.node.has_attr(attr) ? static_cast<T>(ctx.node.attr_float(attr, 0)) : absent;
-  const Tensor& b = ctx.in(k);
-  if (b.numel() != 1)
-    ctx.fail("input " + std::to_string(k) + " (a bound) has shape " + shape_str(b.shape()) +
-             "; expected a single value");
-  if (b.dtype() == ctx.in(0).dtype()) return b.data<T>()[0];
-  return static_cast<T>(b.float_at(0));
-}
-template <typename T>
-void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
-  *lo = clip_bound(ctx, first, "min", std::numeric_limits<T>::lowest());
-  *hi = clip_bound(ctx, first + 1, "max", std::numeric_limits<T>::max());
-}
-}  // namespace
-
-void cpu_clip(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
-    scalar_t lo, hi;
-    clip_bounds(ctx, 1, &lo, &hi);
-    // min(max(x, lo), hi): with lo > hi every element becomes hi (numpy.clip); NaN stays.
-    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(), [lo, hi](scalar_t v) {
-      const scalar_t t = v < lo ? lo : v;
-      return t > hi ? hi : t;
-    });
-  });
-}
-
-void cpu_clip_grad(OpContext& ctx) {
-  const Tensor& dy = ctx.in(0);
-  const Tensor& x = ctx.in(1);
-  expect_same_dtype(ctx, 1);
-  if (dy.shape() != x.shape())
-    ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
-  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
-    scalar_t lo, hi;
-    clip_bounds(ctx, 2, &lo, &hi);
-    binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), dy.shape(),
-               ctx.out(0).data<scalar_t>(),
-               [lo, hi](scalar_t g, scalar_t v) { return math::clip_grad(g, v, lo, hi); });
-  });
-}
-
-// ---- Cast / CastLike ----
-//
-// numpy's astype semantics (what onnx.reference runs): float to integer truncates toward
-// zero, x != 0 makes bool, float16 and bfloat16 round to nearest even. A source element is
-// loaded as an arithmetic value (cpu_cast's switch over the source dtype), then stored in
-// the destination dtype (cast_from's switch).
-
-namespace {
-
-// Stores a loaded value `v` in destination type D.
-template <typename D>
-struct StoreAs {
-  template <typename V>
-  D operator()(V v) const {
-    return static_cast<D>(v);
-  }
-};
-struct StoreFloat16 {
-  template <typename V>
-  uint16_t operator()(V v) const {
-    return math::double_to_half(static_cast<double>(v));
-  }
-};
-struct StoreBFloat16 {
-  template <typename V>
-  uint16_t operator()(V v) const {
-    return math::float_to_bf16(static_cast<float>(v));
-  }
-};
-struct StoreBool {
-  template <typename V>
-  uint8_t operator()(V v) const {
-    return static_cast<uint8_t>(v != V(0));
-  }
-};
-
-template <typename Src, typename D, typename Load, typename Store>
-void cast_loop(int64_t n, const Src* x, D* y, Load load, Store store) {
-  unary_map(n, x, y, [load, store](Src v) { return store(load(v)); });
-}
-
-// Converts y.numel() elements read through `load` into y's dtype.
-template <typename Src, typename Load>
-void cast_from(OpContext& ctx, const Src* x, Tensor& y, Load load) {
-  const int64_t n = y.numel();
-  switch (y.dtype()) {
-    case DType::Float32:
-      return cast_loop(n, x, y.data<float>(), load, StoreAs<float>());
-    case DType::Float64:
-      return cast_loop(n, x, y.data<double>(), load, StoreAs<double>());
-    case DType::Float16:
-      return cast_loop(n, x, y.data<uint16_t>(), load, StoreFloat16());
-    case DType::BFloat16:
-      return cast_loop(n, x, y.data<uint16_t>(), load, StoreBFloat16());
-    case DType::Int64:
-      return cast_loop(n, x, y.data<int64_t>(), load, StoreAs<int64_t>());
-    case DType::Int32:
-      return cast_loop(n, x, y.data<int32_t>(), load, StoreAs<int32_t>());
-    case DType::Int16:
-      return cast_loop(n, x, y.data<int16_t>(), load, StoreAs<int16_t>());
-    case DType::Int8:
-      return cast_loop(n, x, y.data<int8_t>(), load, StoreAs<int8_t>());
-    case DType::UInt64:
-      return cast_loop(n, x, y.data<uint64_t>(), load, StoreAs<uint64_t>());
-    case DType::UInt32:
-      return cast_loop(n, x, y.data<uint32_t>(), load, StoreAs<uint32_t>());
-    case DType::UInt16:
-      return cast_loop(n, x, y.data<uint16_t>(), load, StoreAs<uint16_t>());
-    case DType::UInt8:
-      return cast_loop(n, x, y.data<uint8_t>(), load, StoreAs<uint8_t>());
-    case DType::Bool:
-      return cast_loop(n, x, y.data<uint8_t>(), load, StoreBool());
-    default:
-      ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
-  }
-}
-
-template <typename Src>
-void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
-  cast_from(ctx, x, y, [](Src v) { return v; });
-}
-
-}  // namespace
-
-void cpu_cast(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  Tensor& y = ctx.out(0);
-  // ---- low-bit types (float8, float4/float6, e8m0, 4-bit and 2-bit integers) ----
-  if (dtype_is_low_bit(x.dtype()) || dtype_is_low_bit(y.dtype())) {
-    cast_low_bit(ctx, x, y);
-    return;
-  }
-  // ---- end of low-bit types ----
-  if (x.dtype() == y.dtype()) {
-    if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
-    return;
-  }
-  switch (x.dtype()) {
-    case DType::Float32:
-      return cast_from(ctx, x.data<float>(), y);
-    case DType::Float64:
-      return cast_from(ctx, x.data<double>(), y);
-    case DType::Float16:
-      return cast_from(ctx, x.data<uint16_t>(), y,
-                       [](uint16_t v) { return math::half_to_float(v); });
-    case DType::BFloat16:
-      return cast_from(ctx, x.data<uint16_t>(), y,
-                       [](uint16_t v) { return math::bf16_to_float(v); });
-    case DType::Int64:
-      return cast_from(ctx, x.data<int64_t>(), y);
-    case DType::Int32:
-      return cast_from(ctx, x.data<int32_t>(), y);
-    case DType::Int16:
-      return cast_from(ctx, x.data<int16_t>(), y);
-    case DType::Int8:
-      return cast_from(ctx, x.data<int8_t>(), y);
-    case DType::UInt64:
-      return cast_from(ctx, x.data<uint64_t>(), y);
-    case DType::UInt32:
-      return cast_from(ctx, x.data<uint32_t>(), y);
-    case DType::UInt16:
-      return cast_from(ctx, x.data<uint16_t>(), y);
-    case DType::Bool:
-    case DType::UInt8:
-      return cast_from(ctx, x.data<uint8_t>(), y);
-    default:
-      ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");
-  }
-}
-
-std::vector<OutputInfo> shape_cast(const OpContext& ctx) {
-  int64_t to = ctx.node.attr_int("to", 0);
-  if (!dtype_is_supported(static_cast<int32_t>(to)))
-    ctx.fail("unsupported target type " + std::to_string(to));
-  return one_output(static_cast<DType>(to), ctx.in(0).shape());
-}
-
-std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
-  return one_output(ctx.in(1).dtype(), ctx.in(0).shape());
-}
-
 // ---- internal helpers of gradient graphs ----
 
 // SumToShape(x, shape): sums x down to `shape` (which broadcasts to x's shape).
@@ -664,16 +470,6 @@ void grad_leaky_relu(GradContext& g) {
                           {{"alpha", Attribute::make_float(g.node().attr_float("alpha", 0.01f))}},
                           "com.microsoft"));
 }
-void grad_clip(GradContext& g) {
-  if (g.needs_grad(1) || g.needs_grad(2))
-    g.fail("gradients with respect to the bounds are not supported");
-  // Before opset 11 the bounds are attributes; ClipGrad reads them the same way.
-  Value* dx = g.emit("ClipGrad", {g.output_grad(0), g.input(0), g.input(1), g.input(2)}, {},
-                     "ai.ortmodule");
-  for (const char* key : {"min", "max"})
-    if (g.node().has_attr(key)) dx->producer->attrs[key] = *g.node().attr(key);
-  g.set_input_grad(0, dx);
-}
 void grad_exp(GradContext& g) {
   g.set_input_grad(0, g.emit("Mul", {g.output_grad(0), g.output(0)}));
 }
@@ -683,9 +479,6 @@ void grad_log(GradContext& g) {
 void grad_sqrt(GradContext& g) {
   Value* half = g.scalar_constant(0.5, g.output(0));
   g.set_input_grad(0, g.emit("Mul", {g.emit("Div", {g.output_grad(0), g.output(0)}), half}));
-}
-void grad_cast(GradContext& g) {
-  g.set_input_grad(0, g.emit("CastLike", {g.output_grad(0), g.input(0)}));
 }
 void grad_expand(GradContext& g) {
   g.set_input_grad(0, g.sum_to_shape(g.output_grad(0), g.input(0)));

@@ -37,6 +37,15 @@ std::vector<OutputInfo> shape_torch_call(const OpContext&);
 void cpu_torch_call(OpContext&);
 void cpu_torch_call_grad(OpContext&);
 void grad_torch_call(GradContext&);
+// cast_ops.cpp
+void cpu_cast(OpContext&);
+std::vector<OutputInfo> shape_cast(const OpContext&);
+std::vector<OutputInfo> shape_cast_like(const OpContext&);
+void grad_cast(GradContext&);
+// clip_ops.cpp
+void cpu_clip(OpContext&);
+void cpu_clip_grad(OpContext&);
+void grad_clip(GradContext&);
 // conv_ops.cpp
 std::vector<OutputInfo> shape_conv(const OpContext&);
 void cpu_conv(OpContext&);
@@ -72,11 +81,6 @@ void cpu_sigmoid_grad(OpContext&);
 void cpu_tanh_grad(OpContext&);
 void cpu_erf_grad(OpContext&);
 void cpu_leaky_relu_grad(OpContext&);
-void cpu_clip(OpContext&);
-void cpu_clip_grad(OpContext&);
-void cpu_cast(OpContext&);
-std::vector<OutputInfo> shape_cast(const OpContext&);
-std::vector<OutputInfo> shape_cast_like(const OpContext&);
 std::vector<OutputInfo> shape_sum_to_shape(const OpContext&);
 void cpu_sum_to_shape(OpContext&);
 std::vector<OutputInfo> shape_scalar_like(const OpContext&);
@@ -97,11 +101,9 @@ void grad_tanh(GradContext&);
 void grad_erf(GradContext&);
 void grad_abs(GradContext&);
 void grad_leaky_relu(GradContext&);
-void grad_clip(GradContext&);
 void grad_exp(GradContext&);
 void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
-void grad_cast(GradContext&);
 void grad_expand(GradContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);

@@ -1,0 +1,163 @@
+// Cast and CastLike: shape rules, CPU kernel and gradient rule side by side (the float8,
+// 4-bit and 2-bit types are in cast_low_bit.cpp).
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/math/bfloat16.h"
+#include "kernels/math/float16.h"
+#include "ops/cast_low_bit.h"
+#include "ops/op_utils.h"
+#include "ops/ops.h"
+
+namespace ortmodule {
+
+// ---- Cast / CastLike ----
+//
+// numpy's astype semantics (what onnx.reference runs): float to integer truncates toward
+// zero, x != 0 makes bool, float16 and bfloat16 round to nearest even. A source element is
+// loaded as an arithmetic value (cpu_cast's switch over the source dtype), then stored in
+// the destination dtype (cast_from's switch).
+
+namespace {
+
+// Stores a loaded value `v` in destination type D.
+template <typename D>
+struct StoreAs {
+  template <typename V>
+  D operator()(V v) const {
+    return static_cast<D>(v);
+  }
+};
+struct StoreFloat16 {
+  template <typename V>
+  uint16_t operator()(V v) const {
+    return math::double_to_half(static_cast<double>(v));
+  }
+};
+struct StoreBFloat16 {
+  template <typename V>
+  uint16_t operator()(V v) const {
+    return math::float_to_bf16(static_cast<float>(v));
+  }
+};
+struct StoreBool {
+  template <typename V>
+  uint8_t operator()(V v) const {
+    return static_cast<uint8_t>(v != V(0));
+  }
+};
+
+template <typename Src, typename D, typename Load, typename Store>
+void cast_loop(int64_t n, const Src* x, D* y, Load load, Store store) {
+  unary_map(n, x, y, [load, store](Src v) { return store(load(v)); });
+}
+
+// Converts y.numel() elements read through `load` into y's dtype.
+template <typename Src, typename Load>
+void cast_from(OpContext& ctx, const Src* x, Tensor& y, Load load) {
+  const int64_t n = y.numel();
+  switch (y.dtype()) {
+    case DType::Float32:
+      return cast_loop(n, x, y.data<float>(), load, StoreAs<float>());
+    case DType::Float64:
+      return cast_loop(n, x, y.data<double>(), load, StoreAs<double>());
+    case DType::Float16:
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreFloat16());
+    case DType::BFloat16:
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreBFloat16());
+    case DType::Int64:
+      return cast_loop(n, x, y.data<int64_t>(), load, StoreAs<int64_t>());
+    case DType::Int32:
+      return cast_loop(n, x, y.data<int32_t>(), load, StoreAs<int32_t>());
+    case DType::Int16:
+      return cast_loop(n, x, y.data<int16_t>(), load, StoreAs<int16_t>());
+    case DType::Int8:
+      return cast_loop(n, x, y.data<int8_t>(), load, StoreAs<int8_t>());
+    case DType::UInt64:
+      return cast_loop(n, x, y.data<uint64_t>(), load, StoreAs<uint64_t>());
+    case DType::UInt32:
+      return cast_loop(n, x, y.data<uint32_t>(), load, StoreAs<uint32_t>());
+    case DType::UInt16:
+      return cast_loop(n, x, y.data<uint16_t>(), load, StoreAs<uint16_t>());
+    case DType::UInt8:
+      return cast_loop(n, x, y.data<uint8_t>(), load, StoreAs<uint8_t>());
+    case DType::Bool:
+      return cast_loop(n, x, y.data<uint8_t>(), load, StoreBool());
+    default:
+      ctx.fail("cast to " + dtype_name(y.dtype()) + " is not supported");
+  }
+}
+
+template <typename Src>
+void cast_from(OpContext& ctx, const Src* x, Tensor& y) {
+  cast_from(ctx, x, y, [](Src v) { return v; });
+}
+
+}  // namespace
+
+void cpu_cast(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  // ---- low-bit types (float8, float4/float6, e8m0, 4-bit and 2-bit integers) ----
+  if (dtype_is_low_bit(x.dtype()) || dtype_is_low_bit(y.dtype())) {
+    cast_low_bit(ctx, x, y);
+    return;
+  }
+  // ---- end of low-bit types ----
+  if (x.dtype() == y.dtype()) {
+    if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  switch (x.dtype()) {
+    case DType::Float32:
+      return cast_from(ctx, x.data<float>(), y);
+    case DType::Float64:
+      return cast_from(ctx, x.data<double>(), y);
+    case DType::Float16:
+      return cast_from(ctx, x.data<uint16_t>(), y,
+                       [](uint16_t v) { return math::half_to_float(v); });
+    case DType::BFloat16:
+      return cast_from(ctx, x.data<uint16_t>(), y,
+                       [](uint16_t v) { return math::bf16_to_float(v); });
+    case DType::Int64:
+      return cast_from(ctx, x.data<int64_t>(), y);
+    case DType::Int32:
+      return cast_from(ctx, x.data<int32_t>(), y);
+    case DType::Int16:
+      return cast_from(ctx, x.data<int16_t>(), y);
+    case DType::Int8:
+      return cast_from(ctx, x.data<int8_t>(), y);
+    case DType::UInt64:
+      return cast_from(ctx, x.data<uint64_t>(), y);
+    case DType::UInt32:
+      return cast_from(ctx, x.data<uint32_t>(), y);
+    case DType::UInt16:
+      return cast_from(ctx, x.data<uint16_t>(), y);
+    case DType::Bool:
+    case DType::UInt8:
+      return cast_from(ctx, x.data<uint8_t>(), y);
+    default:
+      ctx.fail("cast from " + dtype_name(x.dtype()) + " is not supported");
+  }
+}
+
+std::vector<OutputInfo> shape_cast(const OpContext& ctx) {
+  int64_t to = ctx.node.attr_int("to", 0);
+  if (!dtype_is_supported(static_cast<int32_t>(to)))
+    ctx.fail("unsupported target type " + std::to_string(to));
+  return one_output(static_cast<DType>(to), ctx.in(0).shape());
+}
+
+std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
+  return one_output(ctx.in(1).dtype(), ctx.in(0).shape());
+}
+
+void grad_cast(GradContext& g) {
+  g.set_input_grad(0, g.emit("CastLike", {g.output_grad(0), g.input(0)}));
+}
+
+}  // namespace ortmodule
