@@ -8,9 +8,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
-                   clang libclang-rt-14-dev
+                   clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev
 
-.PHONY: example example-gpt2 test build system-deps test-cpp test-python bench docs lint fuzz \
+.PHONY: example example-gpt2 test build ref-venv system-deps test-cpp test-python bench docs lint fuzz \
         fuzz-build test-cpp-asan
 
 example: build
@@ -38,12 +38,25 @@ $(STAMP): requirements.txt
 build: system-deps $(STAMP)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 
+# The reference runtime for the on-device training interoperability tests, in its own venv
+# (it pins numpy<2 and an older onnx, and conflicts with the stock onnxruntime package).
+REF_VENV := .venv-ref
+REF_PY := $(REF_VENV)/bin/python
+REF_STAMP := $(REF_VENV)/.requirements-stamp
+$(REF_STAMP): tests/interop/requirements-ref.txt
+	$(PYTHON) -m venv $(REF_VENV)
+	$(REF_PY) -m pip install -q --upgrade pip
+	$(REF_PY) -m pip install -q -r tests/interop/requirements-ref.txt
+	$(REF_PY) -m pip install -q --no-deps onnxruntime-training-cpu==1.19.2
+	touch $(REF_STAMP)
+ref-venv: $(REF_STAMP)
+
 test-cpp: build
 	cmake --build build/cmake --target ortmodule_cpp_tests -j 2
 	cd build/cmake && ctest --output-on-failure -j 2
 
 # pytest exits 5 when it collects no test: that is a failure here too.
-test-python: build
+test-python: build ref-venv
 	$(PY) -m pytest tests/python -q -ra
 
 bench: build
