@@ -196,6 +196,17 @@ def _attr_value(a: onnx.AttributeProto):
     return v
 
 
+def _initializer(t: onnx.TensorProto) -> dict:
+    entry = {
+        "name": t.name,
+        "type": onnx.TensorProto.DataType.Name(t.data_type),
+        "dims": list(t.dims),
+    }
+    if int(np.prod(t.dims)) <= 16:  # constants of the loss and gradient graphs
+        entry["values"] = onnx.numpy_helper.to_array(t).reshape(-1).tolist()
+    return entry
+
+
 def describe_model(path: str) -> dict:
     m = onnx.load(path)
     g = m.graph
@@ -203,14 +214,7 @@ def describe_model(path: str) -> dict:
         "opset_import": {o.domain or "ai.onnx": o.version for o in m.opset_import},
         "inputs": _value_infos(g.input),
         "outputs": _value_infos(g.output),
-        "initializers": [
-            {
-                "name": t.name,
-                "type": onnx.TensorProto.DataType.Name(t.data_type),
-                "dims": list(t.dims),
-            }
-            for t in g.initializer
-        ],
+        "initializers": [_initializer(t) for t in g.initializer],
         "nodes": [
             {
                 "op_type": n.op_type,
