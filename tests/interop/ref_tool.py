@@ -229,31 +229,40 @@ def describe_model(path: str) -> dict:
     }
 
 
+def describe_checkpoint(path: str) -> dict:
+    from onnxruntime.training import api
+
+    state = api.CheckpointState.load_checkpoint(path)
+    params = []
+    # Through the binding's names: a nominal state refuses get_parameter (and so iteration).
+    for name in state._state.parameter_names():
+        entry: dict = {"name": name}
+        try:
+            prm = state.parameters[name]
+            data = np.asarray(prm.data)
+            entry["requires_grad"] = bool(prm.requires_grad)
+            entry["dtype"] = str(data.dtype)
+            entry["shape"] = list(data.shape)
+        except RuntimeError as e:  # a nominal state: report the reference's refusal
+            entry["error"] = str(e).strip().split("> ")[-1]
+        params.append(entry)
+    return {
+        "parameters": params,
+        "properties": dict(state.properties),
+        "file_size": os.path.getsize(path),
+    }
+
+
 def cmd_describe(args: argparse.Namespace) -> dict:
     result: dict = {}
     for f in MODEL_FILES:
         path = os.path.join(args.artifact_dir, args.prefix + f)
         if os.path.exists(path):
             result[f] = describe_model(path)
-    ckpt = os.path.join(args.artifact_dir, args.prefix + "checkpoint")
-    if os.path.exists(ckpt):
-        from onnxruntime.training import api
-
-        state = api.CheckpointState.load_checkpoint(ckpt)
-        params = []
-        for name, prm in state.parameters:
-            entry = {"name": name, "requires_grad": bool(prm.requires_grad)}
-            try:
-                data = np.asarray(prm.data)
-                entry.update({"dtype": str(data.dtype), "shape": list(data.shape)})
-            except Exception as e:  # noqa: BLE001 - a nominal checkpoint refuses data reads; report why
-                entry["data_error"] = str(e).splitlines()[0]
-            params.append(entry)
-        result["checkpoint"] = {
-            "parameters": params,
-            "properties": dict(state.properties),
-            "file_size": os.path.getsize(ckpt),
-        }
+    for kind in ("checkpoint", "nominal_checkpoint"):
+        ckpt = os.path.join(args.artifact_dir, args.prefix + kind)
+        if os.path.exists(ckpt):
+            result[kind] = describe_checkpoint(ckpt)
     if not result:
         raise SystemExit(f"ref_tool describe: no artifacts under {args.artifact_dir}")
     return result
