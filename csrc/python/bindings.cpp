@@ -13,7 +13,7 @@ namespace py = pybind11;
 using namespace ortmodule;
 
 namespace ortmodule {
-void bind_training(py::module_& m);  // training_bindings.cpp
+void bind_training(py::module_& m);    // training_bindings.cpp
 void bind_checkpoint(py::module_& m);  // checkpoint_bindings.cpp
 }  // namespace ortmodule
 

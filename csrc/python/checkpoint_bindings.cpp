@@ -18,13 +18,14 @@
 #include <set>
 #include <string>
 
+#include "python/checkpoint_py.h"
 #include "training/checkpoint.h"
 
 namespace py = pybind11;
 
 namespace ortmodule {
 
-namespace {
+namespace checkpoint_py {
 
 // Numpy dtype names of the types numpy lacks (provided by ml_dtypes).
 const char* ml_dtypes_name(DType t) {
@@ -239,7 +240,9 @@ CheckpointData checkpoint_from_py(const py::dict& d) {
   return c;
 }
 
-}  // namespace
+}  // namespace checkpoint_py
+
+using namespace checkpoint_py;
 
 void bind_checkpoint(py::module_& m) {
   m.def(

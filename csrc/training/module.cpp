@@ -17,7 +17,8 @@ const std::string kBufferSuffix = "_grad.accumulation.buffer";
 const std::string kFlagSuffix = "_grad.accumulation.out";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Gradient values of a training model (never user outputs).
@@ -266,10 +267,10 @@ Tensor TrainingModule::copy_parameters_to_buffer(bool trainable_only) const {
 void TrainingModule::copy_buffer_to_parameters(const Tensor& buffer, bool trainable_only) {
   const int64_t expected = parameters_size(trainable_only);
   if (buffer.dtype() != DType::Float32 || buffer.rank() != 1 || buffer.numel() != expected)
-    throw std::invalid_argument(
-        "copy_buffer_to_parameters: expected a 1-D float32 buffer of " + std::to_string(expected) +
-        " elements (" + (trainable_only ? "trainable" : "all") + " parameters), got " +
-        dtype_name(buffer.dtype()) + " " + shape_str(buffer.shape()));
+    throw std::invalid_argument("copy_buffer_to_parameters: expected a 1-D float32 buffer of " +
+                                std::to_string(expected) + " elements (" +
+                                (trainable_only ? "trainable" : "all") + " parameters), got " +
+                                dtype_name(buffer.dtype()) + " " + shape_str(buffer.shape()));
   if (state_->data.is_nominal && !trainable_only) {
     // all parameters arrive: the state becomes complete
   } else if (state_->data.is_nominal) {
@@ -307,8 +308,7 @@ std::string TrainingModule::export_model_for_inferencing(
         "export_model_for_inferencing needs the eval model: give it when creating the module");
   require_parameters("export_model_for_inferencing");
   std::map<std::string, Tensor> params;
-  for (const std::string& name : parameters_)
-    params[name] = *find_parameter(*state_, name);
+  for (const std::string& name : parameters_) params[name] = *find_parameter(*state_, name);
   return export_inference_model(eval_model_bytes_, output_names, params);
 }
 

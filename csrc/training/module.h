@@ -45,9 +45,9 @@ class TrainingModule {
  private:
   struct Graph_ {
     std::unique_ptr<Program> program;
-    std::vector<int> user_inputs;      // positions in the program's inputs
+    std::vector<int> user_inputs;  // positions in the program's inputs
     std::vector<std::string> user_input_names;
-    std::vector<int> user_outputs;     // positions in the program's outputs
+    std::vector<int> user_outputs;  // positions in the program's outputs
     std::vector<std::string> user_output_names;
   };
   std::vector<Tensor> run(Graph_& g, const std::vector<Tensor>& inputs, bool training);

@@ -102,6 +102,7 @@ void TrainingOptimizer::step() {
       c.weight_decay = info_.weight_decay;
       c.correct_bias = info_.correct_bias;
       c.adam_mode = info_.adam_mode;
+      validate_adamw_config(c);
       adamw_update(c, lr_, step, p.data<float>(), grad.data<float>(),
                    st.at("momentum0").data<float>(), st.at("momentum1").data<float>(), p.numel());
     } else {
@@ -120,9 +121,9 @@ LinearLRScheduler::LinearLRScheduler(std::shared_ptr<TrainingOptimizer> optimize
       initial_lr_(initial_lr) {
   if (!optimizer_) throw std::invalid_argument("the scheduler needs an optimizer");
   if (warmup_ < 0 || total_ < 0)
-    throw std::invalid_argument("LinearLRScheduler: warmup_step_count (" +
-                                std::to_string(warmup_) + ") and total_step_count (" +
-                                std::to_string(total_) + ") must be >= 0");
+    throw std::invalid_argument("LinearLRScheduler: warmup_step_count (" + std::to_string(warmup_) +
+                                ") and total_step_count (" + std::to_string(total_) +
+                                ") must be >= 0");
   if (!(initial_lr >= 0.f))
     throw std::invalid_argument("LinearLRScheduler: initial_lr must be >= 0, got " +
                                 std::to_string(initial_lr));
