@@ -12,6 +12,8 @@
 namespace py = pybind11;
 using namespace ortmodule;
 
+void bind_optim(py::module_& m);  // optim_bindings.cpp
+
 namespace {
 
 std::string domain_label(const std::string& d) { return d; }
@@ -143,4 +145,5 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
   m.def("allocator_empty_cache", &allocator_empty_cache);
+  bind_optim(m);
 }
