@@ -55,10 +55,13 @@
 //   inputs : 0 accumulation_buffer tensor(float16|float|double|bfloat16)
 //            1 value               tensor(same family, type T_GRAD)
 //            2 overwrite_flag      tensor(bool), optional: true copies `value` into the
-//                                  buffer, false (or absent) adds it
+//                                  buffer (memcpy), false (or absent) adds it in place
+//                                  (buffer = buffer + value, with Add's broadcasting)
 //   outputs: 0 updated_flag            tensor(bool), shape [1]
 //            1 accumulation_buffer_out tensor, optional (aliases input 0)
-//   attrs  : none
+//   attrs  : none. The CPU kernel exists for float only. In the training model the flag
+//   input is `lazy_reset_grad`, which the runtime feeds true on the first step after a
+//   reset and false afterwards.
 // ---------------------------------------------------------------------------------------
 #pragma once
 

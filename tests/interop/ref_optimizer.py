@@ -210,10 +210,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    import onnxruntime
     from onnxruntime.training import artifacts, onnxblock
 
-    onnxruntime.set_default_logger_severity(3)
     out: dict = {}
     meta: dict = {}
     optim = onnxblock.optim

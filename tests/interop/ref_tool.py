@@ -19,7 +19,7 @@ and with ``--eval`` the eval model then runs on the same inputs (with the update
 ``eval_losses[i]`` follows optimizer step i. ``describe`` prints, per model, the inputs and outputs
 (name, element type, shape), the opset imports and the nodes (op type, domain, inputs, outputs,
 attributes), plus the checkpoint's parameters. Every subcommand prints JSON on stdout (``--out``
-also writes it to a file).
+also writes it to a file); the reference's own log lines go to stderr.
 """
 
 from __future__ import annotations
