@@ -16,6 +16,7 @@ namespace ortmodule {
 void bind_training(py::module_& m);    // training_bindings.cpp
 void bind_checkpoint(py::module_& m);  // checkpoint_bindings.cpp
 }  // namespace ortmodule
+void bind_optim(py::module_& m);  // optim_bindings.cpp
 
 namespace {
 
@@ -150,4 +151,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);
+  bind_optim(m);
 }

@@ -17,6 +17,9 @@ Two kinds of records:
    generate_artifacts never writes) run by an InferenceSession for a few steps, feeding the
    outputs back. ``op:<name>/<i>/{param,grad,m,v}_in/<k>`` and ``/{param,m,v}_out/<k>``.
 
+3. Scheduler runs ("sched:<warmup>/<call>"): LinearLRScheduler's learning rate before each of
+   100 optimizer steps, for warm-up 0, 30, 70, 200 of 100 total steps.
+
 ``meta`` holds a JSON string describing every record (attributes, lr, steps, names).
 """
 
@@ -110,6 +113,39 @@ def runtime_run(name: str, optimizer, out: dict, meta: dict, seed: int) -> None:
     meta[f"run:{name}"] = {"steps": STEPS, "params": PARAMS, "optimizer_nodes": nodes}
 
 
+def scheduler_runs(out: dict, meta: dict, total: int = 100, initial_lr: float = 0.1) -> None:
+    """LinearLRScheduler: the learning rate before each of `total` optimizer steps.
+
+    The Python class of 1.19.2 hands (warmup, total) to the C++ scheduler swapped, so the
+    documented schedule comes from the call with the two counts exchanged; both calls are
+    recorded ("swapped_call" is the documented schedule).
+    """
+    from onnxruntime.training import api, artifacts
+
+    with tempfile.TemporaryDirectory() as d:
+        artifacts.generate_artifacts(
+            mlp_model(0),
+            requires_grad=PARAMS,
+            loss=artifacts.LossType.MSELoss,
+            optimizer=artifacts.OptimType.SGD,
+            artifact_directory=d,
+        )
+        for warmup in (0, 30, 70, 200):
+            for call in ("documented_call", "swapped_call"):
+                state = api.CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
+                module = api.Module(os.path.join(d, "training_model.onnx"), state)
+                opt = api.Optimizer(os.path.join(d, "optimizer_model.onnx"), module)
+                args = (warmup, total) if call == "documented_call" else (total, warmup)
+                sched = api.LinearLRScheduler(opt, *args, initial_lr)
+                lrs = []
+                for _ in range(total):
+                    lrs.append(opt.get_learning_rate())
+                    opt.step()
+                    sched.step()
+                out[f"sched:{warmup}/{call}"] = np.array(lrs, np.float32)
+    meta["sched"] = {"total": total, "initial_lr": initial_lr, "warmups": [0, 30, 70, 200]}
+
+
 def op_run(name: str, attrs: dict, out: dict, meta: dict, seed: int) -> None:
     import onnxruntime as ort
 
@@ -174,10 +210,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    import onnxruntime
     from onnxruntime.training import artifacts, onnxblock
 
-    onnxruntime.set_default_logger_severity(3)
     out: dict = {}
     meta: dict = {}
     optim = onnxblock.optim
@@ -192,6 +226,7 @@ def main(argv: list[str]) -> int:
         meta,
         seed=40,
     )
+    scheduler_runs(out, meta)
     base = {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8}
     op_run("mode0", {**base, "adam_mode": 0, "correct_bias": 1, "weight_decay": 0.0}, out, meta, 50)
     op_run(

@@ -16,10 +16,11 @@ axis: ``data[name][i]`` is the input of step i. The loop per step is
     loss = module(*inputs); optimizer.step(); module.lazy_reset_grad()
 
 and with ``--eval`` the eval model then runs on the same inputs (with the updated parameters):
-``eval_losses[i]`` follows optimizer step i. ``describe`` prints, per model, the inputs and outputs
+``eval_losses[i]`` follows optimizer step i. Without an optimizer model the optimizer step is
+left out (and ``learning_rates`` is empty). ``describe`` prints, per model, the inputs and outputs
 (name, element type, shape), the opset imports and the nodes (op type, domain, inputs, outputs,
 attributes), plus the checkpoint's parameters. Every subcommand prints JSON on stdout (``--out``
-also writes it to a file).
+also writes it to a file); the reference's own log lines go to stderr.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ def cmd_train(args: argparse.Namespace) -> dict:
         state,
         eval_path if os.path.exists(eval_path) else None,
     )
-    optimizer = api.Optimizer(os.path.join(d, f"{p}optimizer_model.onnx"), module)
-    optimizer.set_learning_rate(args.lr)
+    optim_path = os.path.join(d, f"{p}optimizer_model.onnx")
+    optimizer = None
+    if os.path.exists(optim_path):
+        optimizer = api.Optimizer(optim_path, module)
+        optimizer.set_learning_rate(args.lr)
 
     data = np.load(args.data)
     module.train()
@@ -120,12 +124,18 @@ def cmd_train(args: argparse.Namespace) -> dict:
         eval_output_names = list(module.output_names())
         module.train()
     losses, eval_losses, lrs = [], [], []
+    grads: dict[str, np.ndarray] = {}
     for i in range(args.steps):
         module.train()
         out = module(*[data[n][i] for n in input_names])
         losses.append(_loss_value(out))
-        lrs.append(float(optimizer.get_learning_rate()))
-        optimizer.step()
+        if args.grads_out:
+            for name, prm in state.parameters:
+                if prm.requires_grad:
+                    grads[f"{i}/{name}"] = np.array(prm.grad, copy=True)
+        if optimizer is not None:
+            lrs.append(float(optimizer.get_learning_rate()))
+            optimizer.step()
         module.lazy_reset_grad()
         if args.eval:
             module.eval()
@@ -140,6 +150,9 @@ def cmd_train(args: argparse.Namespace) -> dict:
         "eval_input_names": eval_input_names,
         "eval_output_names": eval_output_names,
     }
+    if args.grads_out:
+        np.savez(args.grads_out, **grads)
+        result["grads_out"] = args.grads_out
     if args.params_out:
         np.savez(args.params_out, **{name: np.array(prm.data) for name, prm in state.parameters})
         result["params_out"] = args.params_out
@@ -300,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--eval", action="store_true")
     t.add_argument("--prefix", default="")
     t.add_argument("--params-out", help="npz of the parameters after training")
+    t.add_argument(
+        "--grads-out",
+        help="npz of each step's gradients ('<step>/<param>'), read before the optimizer step",
+    )
     t.add_argument("--save-checkpoint", help="save the state (with optimizer state) after training")
     t.add_argument("--out")
 
