@@ -384,3 +384,10 @@ def test_loss_composition_matches_reference(loss_name: str, tmp_path) -> None:
     assert got["outputs"] == expected["outputs"]
     assert got["inputs"] == [v for v in expected["inputs"] if v["name"] not in MLP_PARAMS]
     assert [t for t in got["initializers"] if t["name"] not in MLP_PARAMS] == expected["initializers"]
+
+
+def test_save_checkpoint_rejects_duplicate_names(tmp_path) -> None:
+    weight = onnx.numpy_helper.from_array(np.ones(2, np.float32), "w")
+    with pytest.raises(RuntimeError, match="parameter 'w' is given more than once"):
+        onnxblock.save_checkpoint(([weight], [weight]), tmp_path / "checkpoint")
+    assert not (tmp_path / "checkpoint").exists()

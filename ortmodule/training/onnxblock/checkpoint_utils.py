@@ -18,8 +18,9 @@ def _tensor_map(tensors: Sequence[onnx.TensorProto], nominal: bool, seen: set[st
             raise RuntimeError(f"save_checkpoint: parameter {tensor.name!r} is given more than once")
         seen.add(tensor.name)
         if nominal:
+            # Only the dtype and shape of a nominal tensor are kept; np.empty touches no memory.
             dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-            out[tensor.name] = ("nominal", np.dtype(dtype).name, tuple(int(d) for d in tensor.dims))
+            out[tensor.name] = np.empty(tuple(tensor.dims), dtype)
         else:
             out[tensor.name] = numpy_helper.to_array(tensor)
     return out
@@ -55,11 +56,12 @@ def load_checkpoint_to_model(path_to_checkpoint: str | os.PathLike, model: onnx.
     names (in place). Initializers the checkpoint lacks are left as they are."""
     from ortmodule import _C
 
-    with open(os.fspath(path_to_checkpoint), "rb") as f:
-        state = _C._checkpoint_deserialize(f.read())
+    path = os.fspath(path_to_checkpoint)
+    with open(path, "rb") as f:
+        state = _C._checkpoint_parse(f.read(), path)
     if state.get("is_nominal"):
         raise RuntimeError(
-            f"load_checkpoint_to_model: {os.fspath(path_to_checkpoint)!r} is a nominal checkpoint and holds no "
+            f"load_checkpoint_to_model: {path!r} is a nominal checkpoint and holds no "
             "parameter values"
         )
     values = {**state["frozen"], **state["trainable"]}
