@@ -238,3 +238,32 @@ def test_no_loss_passes_the_outputs_through(tmp_path) -> None:
 def test_enums_name_the_reference_members() -> None:
     assert [m.name for m in artifacts.LossType] == LOSSES
     assert [m.name for m in artifacts.OptimType] == ["AdamW", "SGD"]
+
+
+@pytest.mark.parametrize("optimizer", ["AdamW", "SGD"])
+def test_reference_runtime_trains_our_artifacts_like_its_own(optimizer: str, reference, tmp_path) -> None:
+    """The reference runtime trains from our artifacts and from its own: same losses step for
+    step, same eval losses, same final parameters."""
+    ref = reference(f"train_{optimizer}", requires_grad=",".join(TRAINABLE), frozen=",".join(FROZEN),
+                    loss="CrossEntropyLoss", optimizer=optimizer)
+    ours = _generate(tmp_path, requires_grad=TRAINABLE, frozen_params=FROZEN, loss=LossType.CrossEntropyLoss,
+                     optimizer=getattr(OptimType, optimizer))
+    rng = np.random.default_rng(7)
+    steps = 4
+    data = tmp_path / "data.npz"
+    np.savez(data, input=rng.standard_normal((steps, 6, 4)).astype(np.float32),
+             labels=rng.integers(0, 3, (steps, 6)).astype(np.int64))
+    results = {}
+    for name, directory in (("ref", ref), ("ours", ours)):
+        params = tmp_path / f"{name}_params.npz"
+        results[name] = ref_tool("train", str(directory), str(data), "--steps", str(steps), "--lr", "0.05",
+                                 "--eval", "--params-out", str(params))
+        results[name]["params"] = dict(np.load(params))
+    want, got = results["ref"], results["ours"]
+    assert got["input_names"] == want["input_names"] == ["input", "labels"]
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["eval_losses"], want["eval_losses"], rtol=1e-5, atol=1e-6)
+    assert want["losses"][-1] < want["losses"][0]
+    assert sorted(got["params"]) == sorted(want["params"]) == sorted(MLP_PARAMS)
+    for name in MLP_PARAMS:
+        np.testing.assert_allclose(got["params"][name], want["params"][name], rtol=1e-5, atol=1e-6, err_msg=name)
