@@ -89,9 +89,12 @@ std::string save_onnx_model(const Graph& graph, const std::vector<Value*>& extra
   for (const Value* v : extra_outputs)
     if (v) fill_value_info(v, gp->add_output());
   std::set<const Value*> written;
+  std::set<std::string> node_names;  // ONNX requires distinct node names
   for (const Node* n : graph.nodes()) {
     pb::NodeProto* np = gp->add_node();
-    np->set_name(n->name);
+    std::string name = n->name;
+    for (int k = 1; !node_names.insert(name).second; ++k) name = n->name + "_" + std::to_string(k);
+    np->set_name(name);
     np->set_op_type(n->op_type);
     if (!n->domain.empty()) {
       np->set_domain(n->domain);

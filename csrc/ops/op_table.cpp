@@ -155,6 +155,7 @@ std::vector<OpDef> build_table() {
       Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd),
       Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
       Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable(),
+      Row("", "Size", 1, shape_size, cpu_size, nullptr).not_differentiable(),
       Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
           .not_differentiable(),
       // ---- bridge nodes: run on PyTorch, gradients from its autograd ----
@@ -261,6 +262,13 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "TorchCallGrad", 1, shape_torch_call, cpu_torch_call_grad, nullptr)
           .internal()
           .host_call(),
+      // ---- on-device training graphs (ONNX Runtime Training's ops) ----
+      Row(kMs, "InPlaceAccumulatorV2", 1, shape_inplace_accumulator, cpu_inplace_accumulator,
+          nullptr)
+          .not_differentiable(),
+      Row(kMs, "BroadcastGradientArgs", 1, shape_broadcast_gradient_args,
+          cpu_broadcast_gradient_args, nullptr)
+          .not_differentiable(),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),

@@ -267,5 +267,12 @@ void cpu_trilu(OpContext&);
 void grad_trilu(GradContext&);
 void cpu_cumsum(OpContext&);
 void grad_cumsum(GradContext&);
+// training_ops.cpp
+std::vector<OutputInfo> shape_inplace_accumulator(const OpContext&);
+void cpu_inplace_accumulator(OpContext&);
+std::vector<OutputInfo> shape_broadcast_gradient_args(const OpContext&);
+void cpu_broadcast_gradient_args(OpContext&);
+std::vector<OutputInfo> shape_size(const OpContext&);
+void cpu_size(OpContext&);
 
 }  // namespace ortmodule

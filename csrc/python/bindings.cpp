@@ -12,6 +12,10 @@
 namespace py = pybind11;
 using namespace ortmodule;
 
+namespace ortmodule {
+void bind_training(py::module_& m);  // training_bindings.cpp
+}  // namespace ortmodule
+
 namespace {
 
 std::string domain_label(const std::string& d) { return d; }
@@ -143,4 +147,5 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
   m.def("allocator_empty_cache", &allocator_empty_cache);
+  bind_training(m);
 }

@@ -96,6 +96,19 @@ SAMPLES: dict[str, list[Sample]] = {
         S({}, constants={"shape": i64([4])}, order=["shape"]),
     ],
     "Shape": [S({"x": rand(2, 3, 4)}), S({"x": rand(2, 3, 4)}, attrs={"start": 1})],
+    "Size": [S({"x": rand(2, 3, 4)}), S({"x": rand(0, 3)})],
+    # On-device training graphs (com.microsoft, as ONNX Runtime Training defines them).
+    "InPlaceAccumulatorV2": [
+        S({"buffer": rand(2, 3), "value": rand(2, 3), "reset": np.array([flag])},
+          domain="com.microsoft", num_outputs=2,
+          expected=lambda d, flag=flag: [np.array([True]),
+                                         d["value"] if flag else d["buffer"] + d["value"]])
+        for flag in (False, True)],
+    "BroadcastGradientArgs": [
+        S({"a": i64(a), "b": i64(b)}, domain="com.microsoft", num_outputs=2,
+          expected=lambda d, ea=ea, eb=eb: [i64(ea), i64(eb)])
+        for a, b, ea, eb in [([3], [2, 3], [0], []), ([2, 1, 4], [3, 1], [1], [0, 2]),
+                             ([], [2, 3], [0, 1], []), ([2, 3], [2, 3], [], [])]],
     "ReduceSum": [
         S({"x": rand(2, 3, 4)}, constants={"axes": i64([1])}, attrs={"keepdims": 0},
           order=["x", "axes"]),

@@ -281,4 +281,6 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
 }
 
 # Rows with nothing to compute per element: no large sample.
-NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribute"}
+NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribute",
+                   "Size": "returns a count", "BroadcastGradientArgs": "computes on shapes",
+                   "InPlaceAccumulatorV2": "one add; covered by the training-session tests"}
