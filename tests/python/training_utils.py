@@ -51,14 +51,13 @@ def reference_artifacts(model_path: Path, outdir: Path, **options: str | bool | 
     return outdir
 
 
-_GENERATED = re.compile(r"^onnx::(.+)::(\d+)$")
+# A generated name, also inside names derived from it ("onnx::Abs::64_grad/...").
+_GENERATED = re.compile(r"onnx::([^:/\s]+)::(\d+)")
 
 
 def _collect_numbers(obj, out: set[int]) -> None:
     if isinstance(obj, str):
-        m = _GENERATED.match(obj)
-        if m:
-            out.add(int(m.group(2)))
+        out.update(int(m.group(2)) for m in _GENERATED.finditer(obj))
     elif isinstance(obj, dict):
         for k, v in obj.items():
             _collect_numbers(k, out)
@@ -70,8 +69,7 @@ def _collect_numbers(obj, out: set[int]) -> None:
 
 def _renumber(obj, rank: dict[int, int]):
     if isinstance(obj, str):
-        m = _GENERATED.match(obj)
-        return f"onnx::{m.group(1)}::#{rank[int(m.group(2))]}" if m else obj
+        return _GENERATED.sub(lambda m: f"onnx::{m.group(1)}::#{rank[int(m.group(2))]}", obj)
     if isinstance(obj, dict):
         return {_renumber(k, rank): _renumber(v, rank) for k, v in obj.items()}
     if isinstance(obj, list):
