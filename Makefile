@@ -1,7 +1,8 @@
 # make example : set up everything on a fresh machine and run the main example
 # make test    : set up everything and run the C++ and Python test suites
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
-# make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS
+# make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
+#                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -72,16 +73,20 @@ lint: build
 # ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
 FUZZ_DIR := build/fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_CHECKPOINT_SECONDS ?= 30
 FUZZ_FLAGS ?= -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
               -print_final_stats=1
 fuzz-build: system-deps $(STAMP)
 	CC=clang CXX=clang++ cmake -S tests/fuzz -B $(FUZZ_DIR) -DPYTHON_EXECUTABLE=$(abspath $(PY)) \
 	  > /dev/null
-	cmake --build $(FUZZ_DIR) --target fuzz_load_run -j 2
+	cmake --build $(FUZZ_DIR) --target fuzz_load_run fuzz_checkpoint make_checkpoint_seeds -j 2
 
 # New crashes are written to build/fuzz/crash-* (or leak-*, timeout-*, oom-*); minimise one with
 #   build/fuzz/fuzz_load_run -minimize_crash=1 -runs=10000 build/fuzz/crash-...
 # and add it to tests/fuzz/regressions/ (tests/python/test_model_safety.py replays them).
+# Then the checkpoint parser (fuzz_checkpoint) for FUZZ_CHECKPOINT_SECONDS: its findings are
+# build/fuzz/checkpoint-crash-* and go to tests/fuzz/regressions_checkpoint/
+# (tests/python/test_checkpoint_format.py replays them).
 fuzz: fuzz-build
 	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/corpus
 	$(PY) tests/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
@@ -90,6 +95,15 @@ fuzz: fuzz-build
 	  rc=$$?; if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/last.log; \
 	  else grep -E 'INFO: seed corpus|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss' \
 	  $(FUZZ_DIR)/last.log; fi; exit $$rc
+	rm -rf $(FUZZ_DIR)/checkpoint_seeds && mkdir -p $(FUZZ_DIR)/checkpoint_corpus
+	$(FUZZ_DIR)/make_checkpoint_seeds $(FUZZ_DIR)/checkpoint_seeds
+	$(FUZZ_DIR)/fuzz_checkpoint $(FUZZ_FLAGS) -max_total_time=$(FUZZ_CHECKPOINT_SECONDS) \
+	  -artifact_prefix=$(FUZZ_DIR)/checkpoint- $(FUZZ_DIR)/checkpoint_corpus \
+	  $(FUZZ_DIR)/checkpoint_seeds tests/fuzz/regressions_checkpoint \
+	  > $(FUZZ_DIR)/last_checkpoint.log 2>&1; \
+	  rc=$$?; if [ $$rc -ne 0 ]; then tail -n 60 $(FUZZ_DIR)/last_checkpoint.log; \
+	  else grep -E 'INFO: seed corpus|Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss' \
+	  $(FUZZ_DIR)/last_checkpoint.log; fi; exit $$rc
 
 # The C++ GoogleTest suite built with clang, ASan and UBSan over the serial backend (no torch).
 test-cpp-asan: fuzz-build

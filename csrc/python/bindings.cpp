@@ -14,6 +14,7 @@ using namespace ortmodule;
 
 namespace ortmodule {
 void bind_training(py::module_& m);  // training_bindings.cpp
+void bind_checkpoint(py::module_& m);  // checkpoint_bindings.cpp
 }  // namespace ortmodule
 
 namespace {
@@ -148,4 +149,5 @@ PYBIND11_MODULE(_C, m) {
       py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
+  bind_checkpoint(m);
 }

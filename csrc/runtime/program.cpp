@@ -13,10 +13,20 @@
 
 namespace ortmodule {
 
-Program::Program(const std::string& onnx_bytes, const ProgramOptions& options) {
+namespace {
+std::unique_ptr<Graph> load_for_program(const std::string& onnx_bytes,
+                                        const ProgramOptions& options) {
   LoadOptions load;
   load.feed_initializers = options.feed_initializers;
-  graph_ = load_onnx_model(onnx_bytes, load);
+  return load_onnx_model(onnx_bytes, load);
+}
+}  // namespace
+
+Program::Program(const std::string& onnx_bytes, const ProgramOptions& options)
+    : Program(load_for_program(onnx_bytes, options), options) {}
+
+Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
+    : graph_(std::move(graph)) {
   compute_low_precision_in_float32(*graph_);
   for (Value* v : graph_->inputs()) {
     input_names_.push_back(v->name);

@@ -23,6 +23,8 @@ struct ProgramOptions {
 class Program {
  public:
   Program(const std::string& onnx_bytes, const ProgramOptions& options);
+  // From a graph already loaded (and possibly edited); options.feed_initializers are ignored.
+  Program(std::unique_ptr<Graph> graph, const ProgramOptions& options);
 
   Executor& executor() { return *executor_; }
   const std::vector<std::string>& input_names() const { return input_names_; }
