@@ -171,6 +171,7 @@ def generate_artifacts(
         parameters = training_block.parameters()
 
     directory = pathlib.Path.cwd() if artifact_directory is None else pathlib.Path(artifact_directory)
+    directory.mkdir(parents=True, exist_ok=True)
     _save(training_model, directory / f"{prefix}training_model.onnx")
     _save(eval_model, directory / f"{prefix}eval_model.onnx")
     checkpoint_path = directory / f"{prefix}checkpoint"
