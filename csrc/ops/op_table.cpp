@@ -269,6 +269,7 @@ std::vector<OpDef> build_table() {
       Row(kMs, "BroadcastGradientArgs", 1, shape_broadcast_gradient_args,
           cpu_broadcast_gradient_args, nullptr)
           .not_differentiable(),
+      Row(kMs, "Scale", 1, shape_scale, cpu_scale, grad_scale),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),

@@ -7,6 +7,7 @@ Run it with the reference venv (``make ref-venv``), never with the project's own
     .venv-ref/bin/python tests/interop/ref_tool.py train OUTDIR DATA.npz --steps 5 --lr 0.01 \
         --eval --out result.json
     .venv-ref/bin/python tests/interop/ref_tool.py describe OUTDIR
+    .venv-ref/bin/python tests/interop/ref_tool.py batch COMMANDS.json
 
 ``generate`` calls the reference ``generate_artifacts``. ``train`` loads the reference
 CheckpointState/Module/Optimizer on a directory of artifacts and trains ``--steps`` steps; DATA.npz
@@ -19,7 +20,9 @@ and with ``--eval`` the eval model then runs on the same inputs (with the update
 ``eval_losses[i]`` follows optimizer step i. Without an optimizer model the optimizer step is
 left out (and ``learning_rates`` is empty). ``describe`` prints, per model, the inputs and outputs
 (name, element type, shape), the opset imports and the nodes (op type, domain, inputs, outputs,
-attributes), plus the checkpoint's parameters. Every subcommand prints JSON on stdout (``--out``
+attributes), plus the checkpoint's parameters. ``batch`` runs a JSON list of subcommand argument
+lists in one process (the reference's import costs seconds) and prints ``{"results": [...]}``, one
+result per command, in order. Every subcommand prints JSON on stdout (``--out``
 also writes it to a file); the reference's own log lines go to stderr.
 """
 
@@ -94,7 +97,8 @@ def cmd_train(args: argparse.Namespace) -> dict:
 
     d = args.artifact_dir
     p = args.prefix
-    state = api.CheckpointState.load_checkpoint(os.path.join(d, f"{p}checkpoint"))
+    checkpoint = args.checkpoint or os.path.join(d, f"{p}checkpoint")
+    state = api.CheckpointState.load_checkpoint(checkpoint)
     eval_path = os.path.join(d, f"{p}eval_model.onnx")
     module = api.Module(
         os.path.join(d, f"{p}training_model.onnx"),
@@ -318,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         help="npz of each step's gradients ('<step>/<param>'), read before the optimizer step",
     )
     t.add_argument("--save-checkpoint", help="save the state (with optimizer state) after training")
+    t.add_argument("--checkpoint", help="load this checkpoint instead of OUTDIR/<prefix>checkpoint")
     t.add_argument("--out")
 
     d = sub.add_parser("describe", help="JSON description of the artifacts")
@@ -325,12 +330,27 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--prefix", default="")
     d.add_argument("--out")
 
+    b = sub.add_parser("batch", help="run several subcommands in this one process")
+    b.add_argument("commands", help="JSON file: a list of argument lists, e.g. [[\"train\", ...], ...]")
+    b.add_argument("--out")
+
     args = ap.parse_args(argv)
-    result = {"generate": cmd_generate, "train": cmd_train, "describe": cmd_describe}[args.cmd](
-        args
-    )
-    _emit(result, args.out)
+    if args.cmd == "batch":
+        with open(args.commands) as f:
+            commands = json.load(f)
+        results = []
+        for command in commands:
+            sub_args = ap.parse_args(command)
+            if sub_args.cmd == "batch":
+                raise SystemExit("ref_tool batch: a batch cannot contain a batch")
+            results.append(_COMMANDS[sub_args.cmd](sub_args))
+        _emit({"results": results}, args.out)
+        return 0
+    _emit(_COMMANDS[args.cmd](args), args.out)
     return 0
+
+
+_COMMANDS = {"generate": cmd_generate, "train": cmd_train, "describe": cmd_describe}
 
 
 if __name__ == "__main__":

@@ -104,6 +104,19 @@ SAMPLES: dict[str, list[Sample]] = {
           expected=lambda d, flag=flag: [np.array([True]),
                                          d["value"] if flag else d["buffer"] + d["value"]])
         for flag in (False, True)],
+    # com.microsoft Scale: x times the scale taken as float32 (its float32 reciprocal with
+    # scale_down=1), cast to x's dtype.
+    "Scale": [
+        S({"x": rand(2, 3)}, constants={"scale": np.array([2.5], np.float32)}, order=["x", "scale"],
+          domain="com.microsoft", grad=["x"],
+          expected=lambda d: [d["x"] * np.float64(np.float32(d["scale"][0]))]),
+        S({"x": rand(2, 3)}, constants={"scale": np.array(6, np.int64)}, order=["x", "scale"],
+          attrs={"scale_down": 1}, domain="com.microsoft", grad=["x"],
+          expected=lambda d: [d["x"] * np.float64(np.float32(1) / np.float32(d["scale"]))]),
+        S({"x": rand(4).astype(np.float32)}, constants={"scale": np.array([3.0])},
+          order=["x", "scale"], attrs={"scale_down": 1}, domain="com.microsoft",
+          expected=lambda d: [d["x"] * (np.float32(1) / np.float32(d["scale"][0]))]),
+    ],
     "BroadcastGradientArgs": [
         S({"a": i64(a), "b": i64(b)}, domain="com.microsoft", num_outputs=2,
           expected=lambda d, ea=ea, eb=eb: [i64(ea), i64(eb)])
