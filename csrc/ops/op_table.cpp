@@ -89,6 +89,8 @@ std::vector<OpDef> build_table() {
       Row("", "Sqrt", 1, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
       Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).inplace(0),
       Row("", "Abs", 1, shape_same_as_input0, cpu_abs, grad_abs).inplace(0),
+      // Piecewise constant: no gradient flows through it.
+      Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr).inplace(0).not_differentiable(),
       Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
       Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
       // Before opset 11 the bounds are the min/max attributes.

@@ -74,6 +74,7 @@ void cpu_log(OpContext&);
 void cpu_sqrt(OpContext&);
 void cpu_erf(OpContext&);
 void cpu_abs(OpContext&);
+void cpu_sign(OpContext&);
 void cpu_leaky_relu(OpContext&);
 void cpu_view(OpContext&);
 void cpu_relu_grad(OpContext&);

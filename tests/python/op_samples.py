@@ -47,6 +47,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "Identity": [S({"x": rand(2, 3)})],
     "Erf": [S({"x": rand(3, 4, low=-2, high=2)}, reference_rtol=1e-6)],
     "Abs": [S({"x": away_from_zero(3, 4)})],
+    "Sign": [S({"x": np.array([[-2.5, 0.0, 3.0], [-0.0, 1e-300, -1e-300]])}),
+             S({"x": np.array([-7, 0, 5, -1], np.int32)}),
+             S({"x": np.array([0, 3, 200], np.uint8)}),
+             S({"x": np.array([-1.5, 0.0, np.nan, 2.0], np.float32)})],
     "LeakyRelu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.1}), S({"x": away_from_zero(5)})],
     "Clip": [
         S({"x": np.array([-0.9, -0.6, -0.3, 0.1, 0.4, 0.8])},
