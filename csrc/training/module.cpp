@@ -80,6 +80,10 @@ TrainingModule::TrainingModule(std::shared_ptr<TrainingState> state,
                                       "' (a parameter) has a symbolic dimension");
         shape.push_back(d.value);
       }
+      // A nominal checkpoint may leave out the dims (ONNX Runtime Training writes none): the
+      // training model's input shape is the parameter's.
+      if (state_->data.is_nominal && !p->raw() && p->shape().empty() && !shape.empty())
+        *p = Tensor(std::make_shared<Storage>(), p->dtype(), shape);
       if (p->shape() != shape || (v->dtype != DType::Undefined && p->dtype() != v->dtype))
         throw std::invalid_argument("parameter '" + name + "' is " + dtype_name(p->dtype()) + " " +
                                     shape_str(p->shape()) + " in the checkpoint but " +

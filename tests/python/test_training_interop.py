@@ -37,6 +37,7 @@ COMBOS = [
 ]
 CHECKPOINT_COMBOS = [COMBOS[0], COMBOS[1]]
 LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6
+FROZEN = "fc2.bias"
 
 
 def combo_id(combo) -> str:
@@ -126,12 +127,26 @@ def interop(tmp_path_factory) -> dict:
             runs[cid]["ref_ckpt"] = root / f"{cid}_ref_ckpt"
             queue((cid, "ref_checkpoint"), "train", str(ref_dir), str(data_path), "--steps", str(SPLIT), "--lr",
                   lr, "--save-checkpoint", str(runs[cid]["ref_ckpt"]))
+    # Reference artifacts with a frozen parameter and a nominal checkpoint.
+    data = _data("CrossEntropyLoss")
+    data_path = root / "nominal.npz"
+    np.savez(data_path, **data)
+    nominal_dir = root / "ref_nominal"
+    queue(("nominal", "generate"), "generate", str(model_path), str(nominal_dir), "--requires-grad",
+          ",".join(p for p in MLP_PARAMS if p != FROZEN), "--frozen", FROZEN, "--loss", "CrossEntropyLoss",
+          "--optimizer", "AdamW", "--nominal")
+    queue(("nominal", "ref_on_ref"), "train", str(nominal_dir), str(data_path), "--steps", str(STEPS), "--lr",
+          str(LR["AdamW"]), "--params-out", str(root / "nominal_ref_params.npz"))
+    runs["nominal"] = {"data": data, "ref_dir": nominal_dir}
     commands_path = root / "commands.json"
     commands_path.write_text(json.dumps(commands))
     results = ref_tool("batch", str(commands_path))["results"]
     for (cid, job), index in jobs.items():
         runs[cid][job] = results[index]
+    runs["nominal"]["ref_params"] = dict(np.load(root / "nominal_ref_params.npz"))
     for cid, run in runs.items():
+        if cid == "nominal":
+            continue
         run["ref_grads"] = dict(np.load(root / f"{cid}_ref_grads.npz"))
         run["ref_params"] = dict(np.load(root / f"{cid}_ref_params.npz"))
         run["ref_on_ours_params"] = dict(np.load(root / f"{cid}_ref_on_ours_params.npz"))
@@ -200,10 +215,42 @@ def test_reference_checkpoint_continues_here(combo, interop) -> None:
     np.testing.assert_allclose(continued, run["ref_on_ref"]["losses"][SPLIT:], rtol=LOSS_RTOL, atol=LOSS_ATOL)
 
 
+def test_reference_nominal_checkpoint_with_a_frozen_parameter_trains_here(interop) -> None:
+    """The reference's nominal checkpoint, completed with copy_buffer_to_parameters, trains here as
+    the reference trains from its full checkpoint; the frozen parameter gets no gradient."""
+    run = interop["nominal"]
+    d = run["ref_dir"]
+    full = api.CheckpointState.load_checkpoint(d / "checkpoint")
+    training_inputs = [i.name for i in onnx.load(d / "training_model.onnx").graph.input]
+    order = [n for n in training_inputs if n in MLP_PARAMS]
+    assert order == MLP_PARAMS
+    buffer = np.concatenate([np.asarray(full.parameters[n].data).ravel() for n in order])
+    state = api.CheckpointState.load_checkpoint(d / "nominal_checkpoint")
+    assert state.is_nominal
+    module = api.Module(d / "training_model.onnx", state, d / "eval_model.onnx")
+    optimizer = api.Optimizer(d / "optimizer_model.onnx", module)
+    assert module.get_parameters_size() == buffer.size
+    module.copy_buffer_to_parameters(buffer, trainable_only=False)
+    optimizer.set_learning_rate(LR["AdamW"])
+    losses = []
+    for i in range(STEPS):
+        losses.append(float(module(run["data"]["input"][i], run["data"]["labels"][i])))
+        assert state.parameters[FROZEN].grad is None
+        optimizer.step()
+        module.lazy_reset_grad()
+    np.testing.assert_allclose(losses, run["ref_on_ref"]["losses"], rtol=LOSS_RTOL, atol=LOSS_ATOL)
+    for name in MLP_PARAMS:
+        np.testing.assert_allclose(state.parameters[name].data, run["ref_params"][name], rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+    np.testing.assert_array_equal(state.parameters[FROZEN].data, full.parameters[FROZEN].data)
+
+
 def test_report_max_loss_differences(interop, capsys) -> None:
     """Prints the largest relative loss differences both ways (pytest -s shows them)."""
     lines = []
     for cid, run in interop.items():
+        if cid == "nominal":
+            continue
         a = _max_rel(run["ours_on_ref"]["losses"], run["ref_on_ref"]["losses"])
         b = _max_rel(run["ref_on_ours"]["losses"], run["ours_on_ours"]["losses"])
         lines.append(f"{cid}: reference artifacts here {a:.2e}, our artifacts in the reference {b:.2e}")
