@@ -78,7 +78,8 @@ docs: build
 
 lint: build
 	$(PY) -m ruff check ortmodule tests benchmarks examples tools
-	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp')
+	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
+	  'examples/cpp/*.cpp' 'tests/fuzz/*.cpp')
 
 # ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
 FUZZ_DIR := build/fuzz

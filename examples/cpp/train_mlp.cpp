@@ -61,8 +61,7 @@ int main(int argc, char** argv) {
                                        dir + "/eval_model.onnx", dir + "/optimizer_model.onnx");
     session.SetLearningRate(0.01f);
     for (int64_t s = 0; s < data.steps; ++s) {
-      std::vector<ortmodule::TensorValue> out =
-          session.TrainStep({data.inputs[s], data.labels[s]});
+      std::vector<ortmodule::TensorValue> out = session.TrainStep({data.inputs[s], data.labels[s]});
       session.OptimizerStep();
       session.LazyResetGrad();
       std::printf("step %lld loss %.9g\n", static_cast<long long>(s + 1), out[0].Item());

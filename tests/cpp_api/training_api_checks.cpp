@@ -134,8 +134,11 @@ int main(int argc, char** argv) {
     for (float& x : v) x *= 0.5f;
     t.FromBuffer(TensorValue::FromFloats({n}, v));
     expect(t.ToBuffer(false).ToFloats() == v, "round trip");
-    expect_throw([&] { t.FromBuffer(TensorValue::FromFloats({3}, {1, 2, 3})); }, "elements",
-                 "wrong size");
+    expect_throw(
+        [&] {
+          t.FromBuffer(TensorValue::FromFloats({3}, {1, 2, 3}));
+        },
+        "elements", "wrong size");
   });
 
   check("gradient accumulation and LazyResetGrad", [] {
@@ -184,8 +187,8 @@ int main(int argc, char** argv) {
     for (int i = 3; i < 6; ++i) {
       float la = ta.TrainStep(batch(i))[0].Item();
       float lb = tb.TrainStep(batch(i))[0].Item();
-      expect(la == lb, "step " + std::to_string(i) + ": " + std::to_string(la) + " vs " +
-                           std::to_string(lb));
+      expect(la == lb,
+             "step " + std::to_string(i) + ": " + std::to_string(la) + " vs " + std::to_string(lb));
       ta.OptimizerStep();
       tb.OptimizerStep();
       ta.LazyResetGrad();

@@ -59,8 +59,8 @@ def test_cpp_example_matches_python_api(artifacts: pathlib.Path, tmp_path: pathl
     result = subprocess.run([str(_program("train_mlp")), str(artifacts)], capture_output=True,
                             text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    cpp_losses = [float(m) for m in re.findall(r"^step \d+ loss (\S+)$", result.stdout, re.M)]
-    cpp_eval = float(re.search(r"^eval loss (\S+)$", result.stdout, re.M).group(1))
+    cpp_losses = [float(m) for m in re.findall(r"^step \d+ loss (\S+)$", result.stdout, re.MULTILINE)]
+    cpp_eval = float(re.search(r"^eval loss (\S+)$", result.stdout, re.MULTILINE).group(1))
     batches = _load_example_module().read_batches(artifacts / "batches.bin")
     assert len(cpp_losses) == len(batches) == 12
 
