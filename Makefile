@@ -1,5 +1,6 @@
 # make example : set up everything on a fresh machine and run the main example
 # make test    : set up everything and run the C++ and Python test suites
+# make cpp-example : trains an MLP from on-device training artifacts in plain C++
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
@@ -11,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
                    clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev
 
-.PHONY: example example-gpt2 test build ref-venv system-deps test-cpp test-python bench docs lint fuzz \
+.PHONY: example example-gpt2 test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
         fuzz-build test-cpp-asan
 
 example: build
@@ -52,12 +53,21 @@ $(REF_STAMP): tests/interop/requirements-ref.txt
 	touch $(REF_STAMP)
 ref-venv: $(REF_STAMP)
 
+# The standalone C++ training library, its example and the C++ API checks (no torch, no Python).
+cpp-lib: build
+	cmake --build build/cmake --target ortmodule_training train_mlp training_api_checks -j 2
+
+# Trains an MLP from plain C++ on artifacts made by the Python API.
+cpp-example: cpp-lib
+	$(PY) examples/cpp/make_artifacts.py build/cpp_example
+	build/cmake/train_mlp build/cpp_example
+
 test-cpp: build
 	cmake --build build/cmake --target ortmodule_cpp_tests -j 2
 	cd build/cmake && ctest --output-on-failure -j 2
 
 # pytest exits 5 when it collects no test: that is a failure here too.
-test-python: build ref-venv
+test-python: build ref-venv cpp-lib
 	$(PY) -m pytest tests/python -q -ra
 
 bench: build
@@ -68,7 +78,8 @@ docs: build
 
 lint: build
 	$(PY) -m ruff check ortmodule tests benchmarks examples tools
-	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp')
+	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
+	  'examples/cpp/*.cpp' 'tests/fuzz/*.cpp')
 
 # ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
 FUZZ_DIR := build/fuzz

@@ -21,6 +21,8 @@ void unary_float(OpContext& ctx, F f) {
 }
 
 bool gelu_is_tanh(const OpContext& ctx) {
+  // com.microsoft names the mode in the op: GeluGrad (erf) and FastGeluGrad (tanh).
+  if (ctx.node.domain == "com.microsoft") return ctx.node.op_type == "FastGeluGrad";
   const std::string a = ctx.node.attr_string("approximate", "none");
   if (a != "none" && a != "tanh")
     ctx.fail("approximate=\"" + a + "\" is not a Gelu mode; expected \"none\" or \"tanh\"");
@@ -56,7 +58,7 @@ void cpu_gelu(OpContext& ctx) {
   }
 }
 
-// GeluGrad(dY, X; approximate)
+// GeluGrad(dY, X; approximate), and com.microsoft GeluGrad / FastGeluGrad(dY, X)
 void cpu_gelu_grad(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);

@@ -252,8 +252,13 @@ std::vector<OpDef> build_table() {
           .internal(),
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr).internal(),
       Row(kOwn, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr).internal().inplace(0),
+      Row(kMs, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr).internal().inplace(0),
+      Row(kMs, "FastGeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kOwn, "ZerosLike", 1, shape_zeros_like, cpu_zeros_like, nullptr).internal(),
       Row(kOwn, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr).internal(),
+      Row(kMs, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr).internal(),
       Row(kOwn, "TileGrad", 1, shape_tile_grad, cpu_tile_grad, nullptr).internal(),
       Row(kOwn, "PadGrad", 1, shape_pad_grad, cpu_pad_grad, nullptr).internal(),
       Row(kMs, "GatherElementsGrad", 1, shape_gather_elements_grad, cpu_gather_elements_grad,

@@ -118,7 +118,8 @@ Tensor tensor_from_py(const py::handle& obj, bool nominal, const std::string& wh
                          std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
   const auto numpy = py::module_::import("numpy");
-  const py::array arr = numpy.attr("ascontiguousarray")(obj);
+  // Not ascontiguousarray: it turns 0-d arrays into 1-d ones.
+  const py::array arr = numpy.attr("asarray")(obj, py::arg("order") = "C");
   const DType dtype = dtype_from_numpy(arr.dtype(), what);
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   if (nominal) return Tensor(std::make_shared<Storage>(), dtype, std::move(shape));

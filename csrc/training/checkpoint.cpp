@@ -1,5 +1,6 @@
 #include "training/checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -235,7 +236,8 @@ struct SizeBound {
   uint64_t bytes = 4096;
   void tensor(const std::string& name, const Tensor& t, bool nominal) {
     bytes += 128 + name.size() + 8 * t.rank();
-    if (!nominal) bytes += packed_size(t.numel(), dtype_packed_bits(t.dtype()));
+    const int64_t numel = shape_numel_checked(t.shape());  // invalid: refused when written
+    if (!nominal && numel > 0) bytes += packed_size(numel, dtype_packed_bits(t.dtype()));
   }
   void string(const std::string& s) { bytes += 64 + s.size(); }
 };

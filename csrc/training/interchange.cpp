@@ -85,6 +85,84 @@ bool lower_reduce_grad(Graph& g, Node* n) {
   return true;
 }
 
+// GeluGrad(dY, X; approximate) = com.microsoft GeluGrad (erf) or FastGeluGrad (tanh).
+bool lower_gelu_grad(Graph& g, Node* n) {
+  const std::string mode = n->attr_string("approximate", "none");
+  if (mode != "none" && mode != "tanh") return false;
+  n->domain = kMsDomain;
+  n->op_type = mode == "tanh" ? "FastGeluGrad" : "GeluGrad";
+  n->attrs.erase("approximate");
+  n->def = find_op(kMsDomain, n->op_type, g.opset_version);
+  return true;
+}
+
+// ZerosLike(x) = CastLike(ConstantOfShape(Shape(x), 0.0f), x).
+bool lower_zeros_like(Graph& g, Node* n) {
+  if (g.opset_version < 15) return false;  // CastLike
+  Value *like = n->input(0), *out = n->output(0);
+  const std::string base = n->name;
+  g.remove_nodes({n});
+  Value* shape = add_op(g, "Shape", "", {like}, {}, base + "/shape");
+  Tensor zero = Tensor::zeros(DType::Float32, {1});
+  zero.storage()->writable = false;
+  Value* zeros = add_op(g, "ConstantOfShape", "", {shape},
+                        {{"value", Attribute::make_tensor(zero)}}, base + "/zeros");
+  add_op(g, "CastLike", "", {zeros, like}, {}, base + "/cast", out);
+  return true;
+}
+
+// ErfGrad(dY, X) = dY * (2 / sqrt(pi)) * exp(-X * X).
+bool lower_erf_grad(Graph& g, Node* n) {
+  if (g.opset_version < 15) return false;  // CastLike
+  Value *dy = n->input(0), *x = n->input(1), *out = n->output(0);
+  const std::string base = n->name;
+  g.remove_nodes({n});
+  Value* xx = add_op(g, "Mul", "", {x, x}, {}, base + "/x2");
+  Value* e =
+      add_op(g, "Exp", "", {add_op(g, "Neg", "", {xx}, {}, base + "/neg")}, {}, base + "/exp");
+  Value* c = add_op(g, "CastLike", "",
+                    {float_constant(g, base + "/two_over_sqrt_pi", 1.1283791670955126f), dy}, {},
+                    base + "/c");
+  add_op(g, "Mul", "", {dy, add_op(g, "Mul", "", {c, e}, {}, base + "/scale")}, {}, base + "/mul",
+         out);
+  return true;
+}
+
+// SliceGrad(dY, shape, starts, ends[, axes, steps]) is com.microsoft SliceGrad (the slice
+// given by inputs; the attribute form of opsets before 10 has no counterpart).
+bool lower_slice_grad(Graph& g, Node* n) {
+  if (n->has_attr("starts") || n->has_attr("ends") || n->has_attr("axes")) return false;
+  n->domain = kMsDomain;
+  n->def = find_op(kMsDomain, "SliceGrad", g.opset_version);
+  return true;
+}
+
+// ConcatGrad(dY, shape_0, ..., shape_n; axis) = Split(dY, Concat(Gather(shape_i, [axis])); axis)
+// (outputs the gradient did not want become unused Split outputs).
+bool lower_concat_grad(Graph& g, Node* n) {
+  if (g.opset_version < 13) return false;  // Split takes its sizes as an input from 13
+  const int64_t axis = n->attr_int("axis", 0);
+  const std::string base = n->name;
+  Value* dy = n->input(0);
+  std::vector<Value*> shapes(n->inputs.begin() + 1, n->inputs.end());
+  std::vector<Value*> outs = n->outputs;
+  outs.resize(shapes.size(), nullptr);
+  g.remove_nodes({n});
+  Value* index = int64_constant(g, base + "/axis", {axis});
+  std::vector<Value*> sizes;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    sizes.push_back(
+        add_op(g, "Gather", "", {shapes[i], index}, {}, base + "/size" + std::to_string(i)));
+  Value* split =
+      add_op(g, "Concat", "", sizes, {{"axis", Attribute::make_int(0)}}, base + "/sizes");
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!outs[i]) outs[i] = g.new_value(base + "/unused" + std::to_string(i));
+  Node* s = g.add_node("Split", "", {dy, split}, outs, base + "/split");
+  s->attrs["axis"] = Attribute::make_int(axis);
+  s->def = find_op("", "Split", g.opset_version);
+  return true;
+}
+
 }  // namespace
 
 void lower_to_interchange_ops(Graph& graph) {
@@ -97,6 +175,16 @@ void lower_to_interchange_ops(Graph& graph) {
       changed |= lower_scalar_like(graph, n);
     else if (n->op_type == "ReduceGrad")
       changed |= lower_reduce_grad(graph, n);
+    else if (n->op_type == "GeluGrad")
+      changed |= lower_gelu_grad(graph, n);
+    else if (n->op_type == "ZerosLike")
+      changed |= lower_zeros_like(graph, n);
+    else if (n->op_type == "ErfGrad")
+      changed |= lower_erf_grad(graph, n);
+    else if (n->op_type == "SliceGrad")
+      changed |= lower_slice_grad(graph, n);
+    else if (n->op_type == "ConcatGrad")
+      changed |= lower_concat_grad(graph, n);
   }
   if (changed) {
     graph.rebuild_consumers();

@@ -30,7 +30,7 @@ import numpy as np
 
 
 def _tensor_json(a: np.ndarray) -> dict:
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
     return {"dtype": a.dtype.name, "shape": list(a.shape), "hex": a.tobytes().hex()}
 
 
