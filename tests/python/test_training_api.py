@@ -730,3 +730,16 @@ def test_torch_inputs_give_torch_outputs(artifacts) -> None:
         s.module(x)
     with pytest.raises(ValueError, match="labels.*int64.*float32"):
         s.module(x, y.astype(np.float32))
+
+
+def test_module_without_eval_model(artifacts) -> None:
+    d = artifacts()
+    state = api.CheckpointState.load_checkpoint(d / "checkpoint")
+    module = api.Module(d / "training_model.onnx", state)
+    x, y = make_data("CrossEntropyLoss", seed=140)
+    module(x, None, y)  # None inputs are skipped
+    module.eval()
+    with pytest.raises(RuntimeError, match="no eval model"):
+        module(x, y)
+    with pytest.raises(RuntimeError, match="no eval model"):
+        module.input_names()
