@@ -33,7 +33,7 @@ TIMING_LOOP = textwrap.dedent("""
     data = np.load(d + "/batch.npz")
     x, y = data["input"], data["labels"]
     state = CheckpointState.load_checkpoint(d + "/checkpoint")
-    module = Module(d + "/training_model.onnx", state, d + "/eval_model.onnx")
+    module = Module(d + "/training_model.onnx", state, d + "/eval_model.onnx", **module_kwargs)
     optimizer = Optimizer(d + "/optimizer_model.onnx", module)
     times, losses = [], []
     for i in range(warmup + steps):
@@ -50,10 +50,11 @@ TIMING_LOOP = textwrap.dedent("""
 
 OURS = TIMING_LOOP.format(
     imports="import torch\nfrom ortmodule.training.api import CheckpointState, Module, Optimizer",
-    setup="torch.set_num_threads(threads)")
+    setup="torch.set_num_threads(threads)\nmodule_kwargs = {}")
 REFERENCE = TIMING_LOOP.format(
-    imports="from onnxruntime.training.api import CheckpointState, Module, Optimizer",
-    setup="")
+    imports="import onnxruntime\nfrom onnxruntime.training.api import CheckpointState, Module, Optimizer",
+    setup="options = onnxruntime.SessionOptions()\noptions.intra_op_num_threads = threads\n"
+          "module_kwargs = {'session_options': options}")
 
 EAGER = textwrap.dedent("""
     import json, sys, time

@@ -4,16 +4,17 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/parallel.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
 
 // ---- InPlaceAccumulatorV2(buffer, value, overwrite_flag?) -> (updated, buffer_out?) ----
-// buffer_out = overwrite_flag ? value : buffer + value; `updated` is true. The reference
-// runtime writes buffer_out into the buffer's own memory; the engine computes it into
-// output 1, and the training session writes it back into the buffer after the run
-// (a state update). Without output 1 the update would be lost, so it is required.
+// buffer = overwrite_flag ? value : buffer + value, in the buffer's own memory; `updated` is
+// true. Output 1 is that buffer (a view of input 0). It is required: the training session
+// names it as the buffer's state update, and without it nothing would keep the op (whose
+// other output is only a flag) honest about writing into a graph input.
 std::vector<OutputInfo> shape_inplace_accumulator(const OpContext& ctx) {
   const Tensor& buffer = ctx.in(0);
   const Tensor& value = ctx.in(1);
@@ -34,7 +35,7 @@ std::vector<OutputInfo> shape_inplace_accumulator(const OpContext& ctx) {
       ctx.fail("overwrite_flag (input 2) must be one bool, got " + dtype_name(flag.dtype()) + " " +
                shape_str(flag.shape()));
   }
-  return {OutputInfo{DType::Bool, {1}, -1}, OutputInfo{buffer.dtype(), buffer.shape(), -1}};
+  return {OutputInfo{DType::Bool, {1}, -1}, OutputInfo{buffer.dtype(), buffer.shape(), 0}};
 }
 
 void cpu_inplace_accumulator(OpContext& ctx) {
@@ -42,17 +43,20 @@ void cpu_inplace_accumulator(OpContext& ctx) {
   const Tensor& value = ctx.in(1);
   const bool overwrite = ctx.has_input(2) && ctx.in(2).data<uint8_t>()[0] != 0;
   ctx.out(0).data<uint8_t>()[0] = 1;
-  if (!ctx.has_output(1)) return;
-  Tensor& out = ctx.out(1);
+  if (buffer.raw() == value.raw()) {
+    if (!overwrite) ctx.fail("value (input 1) is the buffer itself");
+    return;
+  }
   if (overwrite) {
-    if (out.raw() != value.raw()) std::memcpy(out.raw(), value.raw(), value.nbytes());
+    std::memcpy(buffer.raw(), value.raw(), value.nbytes());
     return;
   }
   ORTM_DISPATCH_FLOAT(buffer.dtype(), ctx, {
-    const scalar_t* b = buffer.data<scalar_t>();
-    const scalar_t* v = value.data<scalar_t>();
-    scalar_t* o = out.data<scalar_t>();
-    for (int64_t i = 0; i < out.numel(); ++i) o[i] = b[i] + v[i];
+    scalar_t* __restrict b = buffer.data<scalar_t>();
+    const scalar_t* __restrict v = value.data<scalar_t>();
+    parallel_for(0, buffer.numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) b[i] += v[i];
+    });
   });
 }
 

@@ -70,29 +70,42 @@ void adamw_update(const AdamWConfig& c, float lr, int64_t step, float* p, const 
   if (c.adam_mode == 0) {
     // PyTorch AdamW: decoupled decay first, bias corrections on m and v separately.
     parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
+      // Distinct buffers: restrict lets the loop vectorize (same IEEE operations per element).
+      float* __restrict p_ = p;
+      float* __restrict m_ = m;
+      float* __restrict v_ = v;
+      const float* __restrict g_ = g;
+      const float a = alpha, a1 = one_minus_alpha, bt = beta, b1 = one_minus_beta;
+      const float lr_ = lr, wd_ = wd, eps_ = eps, ac = alpha_correction, bc = beta_correction;
       for (int64_t i = b; i < e; ++i) {
-        float w = p[i];
-        w = w - w * lr * wd;
-        const float mi = alpha * m[i] + one_minus_alpha * g[i];
-        const float vi = beta * v[i] + one_minus_beta * g[i] * g[i];
-        const float denom = std::sqrt(vi / beta_correction) + eps;
-        p[i] = w - (lr * mi) / (alpha_correction * denom);
-        m[i] = mi;
-        v[i] = vi;
+        float w = p_[i];
+        w = w - w * lr_ * wd_;
+        const float mi = a * m_[i] + a1 * g_[i];
+        const float vi = bt * v_[i] + b1 * g_[i] * g_[i];
+        const float denom = std::sqrt(vi / bc) + eps_;
+        p_[i] = w - (lr_ * mi) / (ac * denom);
+        m_[i] = mi;
+        v_[i] = vi;
       }
     });
   } else {
     // Hugging Face AdamW: bias corrections folded into the step size, decay after.
     const float lr_wd = lr * wd;
     parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
+      float* __restrict p_ = p;
+      float* __restrict m_ = m;
+      float* __restrict v_ = v;
+      const float* __restrict g_ = g;
+      const float a = alpha, a1 = one_minus_alpha, bt = beta, b1 = one_minus_beta;
+      const float eps_ = eps, lrc = lr_corrected, lw = lr_wd;
       for (int64_t i = b; i < e; ++i) {
-        const float mi = alpha * m[i] + one_minus_alpha * g[i];
-        const float vi = beta * v[i] + one_minus_beta * g[i] * g[i];
-        const float denom = std::sqrt(vi) + eps;
-        float w = p[i] - lr_corrected * mi / denom;
-        p[i] = w - lr_wd * w;
-        m[i] = mi;
-        v[i] = vi;
+        const float mi = a * m_[i] + a1 * g_[i];
+        const float vi = bt * v_[i] + b1 * g_[i] * g_[i];
+        const float denom = std::sqrt(vi) + eps_;
+        float w = p_[i] - lrc * mi / denom;
+        p_[i] = w - lw * w;
+        m_[i] = mi;
+        v_[i] = vi;
       }
     });
   }
