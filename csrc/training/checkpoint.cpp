@@ -311,7 +311,11 @@ flatbuffers::Offset<fbs::PropertyBag> write_properties(flatbuffers::FlatBufferBu
     if (const auto* i = std::get_if<int64_t>(&value)) {
       ints.push_back(fbs::CreateIntProperty(b, fname, *i));
     } else if (const auto* f = std::get_if<float>(&value)) {
+      // FlatBuffers leaves out a field equal to its default (0.0f), comparing with ==, so
+      // -0.0f would read back as +0.0f: write the value always.
+      b.ForceDefaults(true);
       floats.push_back(fbs::CreateFloatProperty(b, fname, *f));
+      b.ForceDefaults(false);
     } else {
       const auto fvalue = b.CreateString(std::get<std::string>(value));
       strings.push_back(fbs::CreateStringProperty(b, fname, fvalue));
