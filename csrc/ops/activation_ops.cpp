@@ -1,6 +1,7 @@
 // Unary math and activations the transformer families use: Sin, Cos, Reciprocal,
 // Softplus, Floor, Ceil, Gelu (opset 20, exact and tanh), with gradient rules.
 #include <cmath>
+#include <type_traits>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
@@ -48,6 +49,26 @@ void cpu_floor(OpContext& ctx) {
 }
 void cpu_ceil(OpContext& ctx) {
   unary_float(ctx, [](auto v) { return std::ceil(v); });
+}
+
+// Sign: -1, 0 or 1 in the input's dtype; NaN stays NaN.
+namespace {
+template <typename T>
+T sign_value(T v) {
+  if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(v > 0 ? 1 : 0);
+  } else {
+    if (v != v) return v;  // NaN
+    return static_cast<T>(v > 0 ? 1 : (v < 0 ? -1 : 0));
+  }
+}
+}  // namespace
+
+void cpu_sign(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
+                        unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+                                  [](scalar_t v) { return sign_value(v); }));
 }
 
 void cpu_gelu(OpContext& ctx) {

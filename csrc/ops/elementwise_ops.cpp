@@ -299,22 +299,6 @@ void cpu_abs(OpContext& ctx) {
                         unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
                                   [](scalar_t v) { return abs_value(v); }));
 }
-// Sign: -1, 0 or 1 in the input's dtype; NaN stays NaN.
-template <typename T>
-T sign_value(T v) {
-  if constexpr (std::is_unsigned_v<T>) {
-    return static_cast<T>(v > 0 ? 1 : 0);
-  } else {
-    if (v != v) return v;  // NaN
-    return static_cast<T>(v > 0 ? 1 : (v < 0 ? -1 : 0));
-  }
-}
-void cpu_sign(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
-                        unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                  [](scalar_t v) { return sign_value(v); }));
-}
 void cpu_leaky_relu(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
   run_unary_float(ctx,
@@ -353,36 +337,6 @@ void cpu_leaky_relu_grad(OpContext& ctx) {
   const double alpha = ctx.node.attr_float("alpha", 0.01f);
   run_grad_binary(ctx, [alpha](auto g, auto v) {
     return math::leaky_relu_grad(g, v, static_cast<decltype(g)>(alpha));
-  });
-}
-
-// ---- com.microsoft Scale (ONNX Runtime Training's gradient graphs) ----
-
-// Scale(input, scale; scale_down=0): input * s, with s the single value of `scale` taken as
-// float32 and, with scale_down=1, replaced by its float32 reciprocal; s is then cast to the
-// input's dtype. The reference runtime computes it this way (ReduceMean's gradient divides by
-// the reduced count with scale_down=1).
-std::vector<OutputInfo> shape_scale(const OpContext& ctx) {
-  const Tensor& scale = ctx.in(1);
-  if (scale.numel() != 1)
-    ctx.fail("input 1 (scale) must hold a single value, got shape " + shape_str(scale.shape()));
-  const DType st = scale.dtype();
-  if (st != DType::Float32 && st != DType::Float64 && st != DType::Int64 && st != DType::Int32)
-    ctx.fail("input 1 (scale) must be float32, float64, int64 or int32, got " + dtype_name(st));
-  return one_output(ctx.in(0).dtype(), ctx.in(0).shape());
-}
-
-void cpu_scale(OpContext& ctx) {
-  const Tensor& scale = ctx.in(1);
-  float s = 0.f;
-  ORTM_DISPATCH_NUMERIC(scale.dtype(), ctx, s = static_cast<float>(scale.data<scalar_t>()[0]));
-  if (s == 0.f) ctx.fail("input 1 (scale) is 0; expected a non-zero scale");
-  if (ctx.node.attr_int("scale_down", 0) != 0) s = 1.0f / s;
-  const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
-    const auto factor = static_cast<scalar_t>(s);
-    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-              [factor](scalar_t v) { return static_cast<scalar_t>(v * factor); });
   });
 }
 
@@ -492,13 +446,6 @@ void grad_sum(GradContext& g) {
 
 void grad_neg(GradContext& g) { g.set_input_grad(0, g.emit("Neg", {g.output_grad(0)})); }
 void grad_identity(GradContext& g) { g.set_input_grad(0, g.output_grad(0)); }
-// Scale is linear in its input: dX = Scale(dY, scale) with the same scale_down.
-void grad_scale(GradContext& g) {
-  g.set_input_grad(0,
-                   g.emit("Scale", {g.output_grad(0), g.input(1)},
-                          {{"scale_down", Attribute::make_int(g.node().attr_int("scale_down", 0))}},
-                          "com.microsoft"));
-}
 void grad_relu(GradContext& g) {
   g.set_input_grad(0, g.emit("ReluGrad", {g.output_grad(0), g.output(0)}, {}, "com.microsoft"));
 }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "grad/gradient_builder.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/parallel.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -107,5 +109,43 @@ void cpu_broadcast_gradient_args(OpContext& ctx) {
 // ---- Size(x) -> int64 scalar: the number of elements ----
 std::vector<OutputInfo> shape_size(const OpContext& ctx) { return one_output(DType::Int64, {}); }
 void cpu_size(OpContext& ctx) { ctx.out(0).data<int64_t>()[0] = ctx.in(0).numel(); }
+
+// ---- com.microsoft Scale (ONNX Runtime Training's gradient graphs) ----
+
+// Scale(input, scale; scale_down=0): input * s, with s the single value of `scale` taken as
+// float32 and, with scale_down=1, replaced by its float32 reciprocal; s is then cast to the
+// input's dtype. The reference runtime computes it this way (ReduceMean's gradient divides by
+// the reduced count with scale_down=1).
+std::vector<OutputInfo> shape_scale(const OpContext& ctx) {
+  const Tensor& scale = ctx.in(1);
+  if (scale.numel() != 1)
+    ctx.fail("input 1 (scale) must hold a single value, got shape " + shape_str(scale.shape()));
+  const DType st = scale.dtype();
+  if (st != DType::Float32 && st != DType::Float64 && st != DType::Int64 && st != DType::Int32)
+    ctx.fail("input 1 (scale) must be float32, float64, int64 or int32, got " + dtype_name(st));
+  return one_output(ctx.in(0).dtype(), ctx.in(0).shape());
+}
+
+void cpu_scale(OpContext& ctx) {
+  const Tensor& scale = ctx.in(1);
+  float s = 0.f;
+  ORTM_DISPATCH_NUMERIC(scale.dtype(), ctx, s = static_cast<float>(scale.data<scalar_t>()[0]));
+  if (s == 0.f) ctx.fail("input 1 (scale) is 0; expected a non-zero scale");
+  if (ctx.node.attr_int("scale_down", 0) != 0) s = 1.0f / s;
+  const Tensor& x = ctx.in(0);
+  ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
+    const auto factor = static_cast<scalar_t>(s);
+    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+              [factor](scalar_t v) { return static_cast<scalar_t>(v * factor); });
+  });
+}
+
+// Scale is linear in its input: dX = Scale(dY, scale) with the same scale_down.
+void grad_scale(GradContext& g) {
+  g.set_input_grad(0,
+                   g.emit("Scale", {g.output_grad(0), g.input(1)},
+                          {{"scale_down", Attribute::make_int(g.node().attr_int("scale_down", 0))}},
+                          "com.microsoft"));
+}
 
 }  // namespace ortmodule

@@ -25,6 +25,25 @@ struct SessionHandle {
 
 namespace {
 
+// The public ElementType numbers the types as DType does (ONNX's numbering): casts between them
+// are exact.
+#define ORTM_SAME_CODE(name) \
+  static_assert(static_cast<int32_t>(ElementType::name) == static_cast<int32_t>(DType::name))
+ORTM_SAME_CODE(Float32);
+ORTM_SAME_CODE(UInt8);
+ORTM_SAME_CODE(Int8);
+ORTM_SAME_CODE(UInt16);
+ORTM_SAME_CODE(Int16);
+ORTM_SAME_CODE(Int32);
+ORTM_SAME_CODE(Int64);
+ORTM_SAME_CODE(Bool);
+ORTM_SAME_CODE(Float16);
+ORTM_SAME_CODE(Float64);
+ORTM_SAME_CODE(UInt32);
+ORTM_SAME_CODE(UInt64);
+ORTM_SAME_CODE(BFloat16);
+#undef ORTM_SAME_CODE
+
 int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
