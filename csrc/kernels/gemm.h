@@ -4,7 +4,7 @@
 // stored matrices. When beta == 0, C is write-only (it may hold garbage).
 //
 // The CPU implementation delegates to the BLAS that libtorch links (see
-// runtime/torch_gemm.cpp); only this declaration is visible to kernels.
+// runtime/torch_backend.cpp); only these declarations are visible to kernels.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,25 @@ namespace ortmodule {
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+
+// `batch` independent products with constant strides between the matrices:
+//   C + i*stride_c = alpha * op(A + i*stride_a) * op(B + i*stride_b) + beta * (C + i*stride_c).
+// A stride of 0 repeats one matrix for every product (a broadcast operand). One call lets the
+// BLAS run the whole batch (one batched call instead of `batch` small ones).
+template <typename T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                  T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
+                  int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c);
+
+// gemm_batched as a loop of gemm calls: the implementation of backends without a batched BLAS.
+template <typename T>
+void gemm_batched_by_loop(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N,
+                          int64_t K, T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B,
+                          int64_t ldb, int64_t stride_b, T beta, T* C, int64_t ldc,
+                          int64_t stride_c) {
+  for (int64_t i = 0; i < batch; ++i)
+    gemm<T>(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+            C + i * stride_c, ldc);
+}
 
 }  // namespace ortmodule

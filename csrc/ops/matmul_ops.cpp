@@ -121,6 +121,42 @@ void cpu_fused_matmul(OpContext& ctx) {
                                static_cast<scalar_t>(alpha), y, ctx.out(0).data<scalar_t>()));
 }
 
+// ---- FusedMatMulSumToShape (ai.ortmodule): FusedMatMul summed down to a shape ----
+// The gradient of a MatMul operand that was broadcast over batch dims (a Linear's weight over
+// [batch, sequence, features] inputs): one kernel call, no [...batch, M, N] temporary.
+
+std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  const Shape& a = ctx.in(0).shape();
+  const Shape& b = ctx.in(1).shape();
+  if (a.size() < 2 || b.size() < 2) {
+    ctx.fail("inputs must have rank >= 2, got " + shape_str(a) + " and " + shape_str(b));
+  }
+  Shape product = shape_fused_matmul(ctx)[0].shape;
+  Shape target = ctx.in(2).to_int_vector();
+  check_shape(ctx, target, "shape input (input 2)");
+  bool sums_to = target.size() >= 2 && target.size() <= product.size();
+  for (size_t k = 0; sums_to && k < target.size(); ++k) {
+    const int64_t t = target[target.size() - 1 - k], d = product[product.size() - 1 - k];
+    sums_to = t == d || (k >= 2 && t == 1);
+  }
+  if (!sums_to) {
+    ctx.fail("shape " + shape_str(target) + " is not the product's shape " + shape_str(product) +
+             " with batch dims summed away");
+  }
+  return one_output(ctx.in(0).dtype(), target);
+}
+
+void cpu_fused_matmul_sum(OpContext& ctx) {
+  bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  double alpha = ctx.node.attr_float("alpha", 1.0);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                      batched_matmul_sum<scalar_t>(
+                          ctx.in(0).shape(), ctx.in(0).data<scalar_t>(), ta, ctx.in(1).shape(),
+                          ctx.in(1).data<scalar_t>(), tb, static_cast<scalar_t>(alpha),
+                          ctx.out(0).shape(), ctx.out(0).data<scalar_t>()));
+}
+
 namespace {
 // An int64 Constant node (axes for the rank-1 promotions below).
 Value* ints_constant(GradContext& g, const std::vector<int64_t>& values) {
@@ -139,12 +175,13 @@ void grad_matmul(GradContext& g) {
   Value* b = g.input(1);
   bool ta = g.node().attr_int("transA", 0), tb = g.node().attr_int("transB", 0);
   double alpha = g.node().attr_float("alpha", 1.0);
-  auto fused = [&](Value* p, Value* q, bool tp, bool tq) {
-    return g.emit("FusedMatMul", {p, q},
+  // Each gradient is a product summed down to its operand's (promoted) shape in one node.
+  auto fused_sum = [&](Value* p, Value* q, bool tp, bool tq, Value* like) {
+    return g.emit("FusedMatMulSumToShape", {p, q, g.shape_of(like)},
                   {{"transA", Attribute::make_int(tp)},
                    {"transB", Attribute::make_int(tq)},
                    {"alpha", Attribute::make_float(alpha)}},
-                  "com.microsoft");
+                  "ai.ortmodule");
   };
   // Rank-1 operands are promoted as numpy does (a: [K] -> [1, K], b: [K] -> [K, 1],
   // the promoted dim dropped from y); the rules below run on the promoted forms and
@@ -160,15 +197,14 @@ void grad_matmul(GradContext& g) {
     dy = g.emit("Unsqueeze", {dy, ints_constant(g, axes)});
   }
   auto restore = [&](Value* grad, Value* promoted, Value* original) {
-    grad = g.sum_to_shape(grad, promoted);
     return promoted == original ? grad : g.emit("Reshape", {grad, g.shape_of(original)});
   };
   if (g.needs_grad(0)) {
-    Value* da = ta ? fused(b2, dy, tb, true) : fused(dy, b2, false, !tb);
+    Value* da = ta ? fused_sum(b2, dy, tb, true, a2) : fused_sum(dy, b2, false, !tb, a2);
     g.set_input_grad(0, restore(da, a2, a));
   }
   if (g.needs_grad(1)) {
-    Value* db = tb ? fused(dy, a2, true, ta) : fused(a2, dy, !ta, false);
+    Value* db = tb ? fused_sum(dy, a2, true, ta, b2) : fused_sum(a2, dy, !ta, false, b2);
     g.set_input_grad(1, restore(db, b2, b));
   }
 }

@@ -95,9 +95,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   });
 }
 
+template <typename T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                  T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
+                  int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c) {
+  gemm_batched_by_loop(trans_a, trans_b, batch, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b,
+                       beta, C, ldc, stride_c);
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
+
+template void gemm_batched<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, float,
+                                  const float*, int64_t, int64_t, const float*, int64_t, int64_t,
+                                  float, float*, int64_t, int64_t);
+template void gemm_batched<double>(bool, bool, int64_t, int64_t, int64_t, int64_t, double,
+                                   const double*, int64_t, int64_t, const double*, int64_t, int64_t,
+                                   double, double*, int64_t, int64_t);
 
 }  // namespace ortmodule

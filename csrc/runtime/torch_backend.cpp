@@ -58,9 +58,47 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   }
 }
 
+template <typename T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                  T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
+                  int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (K == 0 || batch == 1) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm<T>(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+              C + i * stride_c, ldc);
+    return;
+  }
+  auto opts = at::TensorOptions().dtype(scalar_type<T>());
+  // Strided views over the caller's memory (a stride of 0 repeats one matrix); ATen's bmm
+  // hands the whole batch to the BLAS's batched GEMM.
+  at::Tensor a = trans_a
+                     ? at::from_blob(const_cast<T*>(A), {batch, K, M}, {stride_a, lda, 1}, opts)
+                           .transpose(1, 2)
+                     : at::from_blob(const_cast<T*>(A), {batch, M, K}, {stride_a, lda, 1}, opts);
+  at::Tensor b = trans_b
+                     ? at::from_blob(const_cast<T*>(B), {batch, N, K}, {stride_b, ldb, 1}, opts)
+                           .transpose(1, 2)
+                     : at::from_blob(const_cast<T*>(B), {batch, K, N}, {stride_b, ldb, 1}, opts);
+  at::Tensor c = at::from_blob(C, {batch, M, N}, {stride_c, ldc, 1}, opts);
+  if (beta == T(0) && alpha == T(1) && c.is_contiguous()) {
+    at::bmm_out(c, a, b);
+  } else {
+    // beta == 0: baddbmm ignores C's old contents (garbage and NaN included).
+    c.baddbmm_(a, b, beta, alpha);
+  }
+}
+
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                           const float*, int64_t, float, float*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
+
+template void gemm_batched<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, float,
+                                  const float*, int64_t, int64_t, const float*, int64_t, int64_t,
+                                  float, float*, int64_t, int64_t);
+template void gemm_batched<double>(bool, bool, int64_t, int64_t, int64_t, int64_t, double,
+                                   const double*, int64_t, int64_t, const double*, int64_t, int64_t,
+                                   double, double*, int64_t, int64_t);
 
 }  // namespace ortmodule

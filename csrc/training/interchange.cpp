@@ -32,6 +32,23 @@ bool lower_sum_to_shape(Graph& g, Node* n) {
   return true;
 }
 
+// FusedMatMulSumToShape(p, q, s; transA, transB, alpha) = SumToShape(FusedMatMul(p, q), s),
+// the SumToShape lowered as above.
+bool lower_fused_matmul_sum(Graph& g, Node* n) {
+  if (g.opset_version < 13) return false;
+  Value *p = n->input(0), *q = n->input(1), *s = n->input(2), *out = n->output(0);
+  const auto attrs = n->attrs;
+  const std::string base = n->name;
+  g.remove_nodes({n});
+  Value* product = g.new_value(base + "/product");
+  Node* mm = g.add_node("FusedMatMul", kMsDomain, {p, q}, {product}, base + "/product");
+  mm->attrs = attrs;
+  mm->def = find_op(kMsDomain, "FusedMatMul", g.opset_version);
+  Node* sum = g.add_node("SumToShape", kOwnDomain, {product, s}, {out}, base + "/sum");
+  sum->def = find_op(kOwnDomain, "SumToShape", g.opset_version);
+  return lower_sum_to_shape(g, sum);
+}
+
 // ScalarLike(x; value) = CastLike(value as float32, x).
 bool lower_scalar_like(Graph& g, Node* n) {
   if (g.opset_version < 15) return false;  // CastLike
@@ -171,6 +188,8 @@ void lower_to_interchange_ops(Graph& graph) {
     if (n->domain != kOwnDomain) continue;
     if (n->op_type == "SumToShape")
       changed |= lower_sum_to_shape(graph, n);
+    else if (n->op_type == "FusedMatMulSumToShape")
+      changed |= lower_fused_matmul_sum(graph, n);
     else if (n->op_type == "ScalarLike")
       changed |= lower_scalar_like(graph, n);
     else if (n->op_type == "ReduceGrad")

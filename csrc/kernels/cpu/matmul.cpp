@@ -1,10 +1,61 @@
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "kernels/gemm.h"
 
 namespace ortmodule {
+
+namespace {
+
+// Per batch dim of `shape` (aligned to the right of a batch of rank `batch_rank`), the stride in
+// matrices of an operand with batch dims `operand` (0 where it broadcasts); returns the
+// operand's number of matrices.
+int64_t batch_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& operand,
+                      std::vector<int64_t>& strides) {
+  const size_t batch_rank = shape.size(), rank = operand.size() - 2;
+  strides.assign(batch_rank, 0);
+  int64_t count = 1;
+  for (size_t k = 0; k < batch_rank; ++k) {
+    const size_t i = batch_rank - 1 - k;
+    const int64_t d = k < rank ? operand[rank - 1 - k] : 1;
+    strides[i] = d == 1 ? 0 : count;
+    count *= d;
+  }
+  return count;
+}
+
+// Offsets (in matrices) of batch index `bi` of `shape` into operands with strides sa, sb.
+void batch_offsets(const std::vector<int64_t>& shape, int64_t bi, const std::vector<int64_t>& sa,
+                   const std::vector<int64_t>& sb, int64_t& oa, int64_t& ob) {
+  oa = ob = 0;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    const int64_t idx = bi % shape[d];
+    bi /= shape[d];
+    oa += idx * sa[d];
+    ob += idx * sb[d];
+  }
+}
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::vector<int64_t> matmul_batch_shape(const std::vector<int64_t>& a_shape,
+                                        const std::vector<int64_t>& b_shape) {
+  const size_t ra = a_shape.size() - 2, rb = b_shape.size() - 2, r = std::max(ra, rb);
+  std::vector<int64_t> batch(r, 1);
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t da = k < ra ? a_shape[ra - 1 - k] : 1, db = k < rb ? b_shape[rb - 1 - k] : 1;
+    batch[r - 1 - k] = da == 1 ? db : da;
+  }
+  return batch;
+}
 
 template <typename T>
 void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
@@ -16,44 +67,95 @@ void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_
   const int64_t lda = a_shape[ra - 1], ldb = b_shape[rb - 1];
   const int64_t a_mat = a_shape[ra - 2] * a_shape[ra - 1];
   const int64_t b_mat = b_shape[rb - 2] * b_shape[rb - 1];
-  const size_t batch_rank = ry - 2;
-  int64_t batches = 1;
-  for (size_t i = 0; i < batch_rank; ++i) batches *= y_shape[i];
-  // A batch index of y maps to a/b batch offsets through broadcast strides.
-  std::vector<int64_t> sa(batch_rank, 0), sb(batch_rank, 0);
-  int64_t ka = 1, kb = 1;
-  for (int64_t i = static_cast<int64_t>(batch_rank) - 1; i >= 0; --i) {
-    int64_t ia = i - static_cast<int64_t>(batch_rank - (ra - 2));
-    int64_t ib = i - static_cast<int64_t>(batch_rank - (rb - 2));
-    int64_t da = ia >= 0 ? a_shape[ia] : 1, db = ib >= 0 ? b_shape[ib] : 1;
-    sa[i] = da == 1 ? 0 : ka;
-    sb[i] = db == 1 ? 0 : kb;
-    ka *= da;
-    kb *= db;
-  }
+  const std::vector<int64_t> batch(y_shape.begin(), y_shape.end() - 2);
+  const int64_t batches = product(batch);
+  std::vector<int64_t> sa, sb;
+  const int64_t ka = batch_strides(batch, a_shape, sa);
+  const int64_t kb = batch_strides(batch, b_shape, sb);
   // Batches with a broadcast b and contiguous a collapse into one big product.
   if (!trans_a && kb == 1 && ka == batches) {
     gemm<T>(false, trans_b, batches * M, N, K, alpha, a, lda, b, ldb, T(0), y, N);
     return;
   }
-  for (int64_t bi = 0; bi < batches; ++bi) {
-    int64_t rem = bi, oa = 0, ob = 0;
-    for (int64_t d = static_cast<int64_t>(batch_rank) - 1; d >= 0; --d) {
-      int64_t idx = rem % y_shape[d];
-      rem /= y_shape[d];
-      oa += idx * sa[d];
-      ob += idx * sb[d];
+  // The trailing batch dims over which each operand is either contiguous or broadcast run as
+  // one batched GEMM (all of them for attention's [B, H, S, S] products); the leading rest, if
+  // any, loops.
+  size_t inner_dims = 0;
+  int64_t inner = 1;
+  int a_mode = 0, b_mode = 0;  // 0: not yet known, 1: broadcast (stride 0), 2: contiguous
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const size_t d = batch.size() - 1 - k;
+    if (batch[d] != 1) {
+      const int am = sa[d] == 0 ? 1 : 2, bm = sb[d] == 0 ? 1 : 2;
+      if ((a_mode && a_mode != am) || (b_mode && b_mode != bm)) break;
+      if ((am == 2 && sa[d] != inner) || (bm == 2 && sb[d] != inner)) break;
+      a_mode = am;
+      b_mode = bm;
+      inner *= batch[d];
     }
-    gemm<T>(trans_a, trans_b, M, N, K, alpha, a + oa * a_mat, lda, b + ob * b_mat, ldb, T(0),
-            y + bi * M * N, N);
+    ++inner_dims;
+  }
+  const std::vector<int64_t> outer_shape(batch.begin(), batch.end() - inner_dims);
+  const int64_t outer = product(outer_shape);
+  const int64_t stride_a = a_mode == 2 ? a_mat : 0, stride_b = b_mode == 2 ? b_mat : 0;
+  for (int64_t bi = 0; bi < outer; ++bi) {
+    int64_t oa = 0, ob = 0;
+    if (!outer_shape.empty()) batch_offsets(outer_shape, bi, sa, sb, oa, ob);
+    gemm_batched<T>(trans_a, trans_b, inner, M, N, K, alpha, a + oa * a_mat, lda, stride_a,
+                    b + ob * b_mat, ldb, stride_b, T(0), y + bi * inner * M * N, N, M * N);
   }
 }
 
-template void batched_matmul<float>(const std::vector<int64_t>&, const float*, bool,
-                                    const std::vector<int64_t>&, const float*, bool, float,
-                                    const std::vector<int64_t>&, float*);
-template void batched_matmul<double>(const std::vector<int64_t>&, const double*, bool,
-                                     const std::vector<int64_t>&, const double*, bool, double,
-                                     const std::vector<int64_t>&, double*);
+template <typename T>
+void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
+                        const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
+                        const std::vector<int64_t>& y_shape, T* y) {
+  const size_t ra = a_shape.size(), rb = b_shape.size(), ry = y_shape.size();
+  const int64_t M = y_shape[ry - 2], N = y_shape[ry - 1];
+  const int64_t K = trans_a ? a_shape[ra - 2] : a_shape[ra - 1];
+  std::vector<int64_t> full = matmul_batch_shape(a_shape, b_shape);
+  const int64_t batches = product(full);
+  const int64_t kept = product(std::vector<int64_t>(y_shape.begin(), y_shape.end() - 2));
+  full.push_back(M);
+  full.push_back(N);
+  if (kept == batches) {  // nothing to sum: y has the product's layout
+    batched_matmul(a_shape, a, trans_a, b_shape, b, trans_b, alpha, full, y);
+    return;
+  }
+  const std::vector<int64_t> batch(full.begin(), full.end() - 2);
+  // Summed over every batch of operands with the same batch dims, sum_i a_i^T b_i is one GEMM
+  // of the stacked [batches * K, M]^T and [batches * K, N] matrices.
+  if (kept == 1 && trans_a && !trans_b && ra == rb &&
+      std::equal(a_shape.begin(), a_shape.end() - 2, b_shape.begin())) {
+    gemm<T>(true, false, M, N, batches * K, alpha, a, M, b, N, T(0), y, N);
+    return;
+  }
+  // Otherwise accumulate each product into the y matrix it sums to.
+  std::vector<int64_t> sa, sb, sy;
+  batch_strides(batch, a_shape, sa);
+  batch_strides(batch, b_shape, sb);
+  batch_strides(batch, y_shape, sy);
+  std::fill(y, y + kept * M * N, T(0));
+  const int64_t a_mat = a_shape[ra - 2] * a_shape[ra - 1];
+  const int64_t b_mat = b_shape[rb - 2] * b_shape[rb - 1];
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t oa = 0, ob = 0, oy = 0, unused = 0;
+    batch_offsets(batch, bi, sa, sb, oa, ob);
+    batch_offsets(batch, bi, sy, sy, oy, unused);
+    gemm<T>(trans_a, trans_b, M, N, K, alpha, a + oa * a_mat, a_shape[ra - 1], b + ob * b_mat,
+            b_shape[rb - 1], T(1), y + oy * M * N, N);
+  }
+}
+
+#define ORTM_INSTANTIATE_MATMUL(T)                                                    \
+  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,        \
+                                  const std::vector<int64_t>&, const T*, bool, T,     \
+                                  const std::vector<int64_t>&, T*);                   \
+  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,    \
+                                      const std::vector<int64_t>&, const T*, bool, T, \
+                                      const std::vector<int64_t>&, T*);
+ORTM_INSTANTIATE_MATMUL(float)
+ORTM_INSTANTIATE_MATMUL(double)
+#undef ORTM_INSTANTIATE_MATMUL
 
 }  // namespace ortmodule
