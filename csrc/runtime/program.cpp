@@ -8,6 +8,7 @@
 #include "onnx/loader.h"
 #include "onnx/saver.h"
 #include "passes/cse.h"
+#include "passes/gelu_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/recompute.h"
 
@@ -27,6 +28,7 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options)
 
 Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     : graph_(std::move(graph)) {
+  fuse_tanh_gelu(*graph_);
   compute_low_precision_in_float32(*graph_);
   for (Value* v : graph_->inputs()) {
     input_names_.push_back(v->name);
