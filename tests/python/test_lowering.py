@@ -131,3 +131,33 @@ def test_sequence_rewrite_reports_what_it_cannot_express() -> None:
     model = _sequence_model(3, [-1])
     with pytest.raises(ExportError, match="negative sequence position"):
         rewrite_sequences(model.graph)
+
+
+def _split_model_with_known_axis(split: list[int] | int, positions: list[int]
+                                 ) -> onnx.ModelProto:
+    """A split of an intermediate value whose size the exporter recorded in value_info."""
+    model = _sequence_model(split, positions)
+    graph = model.graph
+    graph.node.insert(0, helper.make_node("Identity", ["x"], ["h"]))
+    graph.node[1].input[0] = "h"
+    graph.value_info.append(helper.make_tensor_value_info("h", onnx.TensorProto.FLOAT, [2, 7]))
+    return model
+
+
+@pytest.mark.parametrize("split,positions", [
+    (3, [0, 1, 2]),           # equal chunks, short last one
+    (3, [-1, 0]),             # a negative position: the chunk count is known
+    ([2, 4, 1], [2, 0, -2]),  # explicit sizes, negative position
+    ([5, 2], [1]),            # a chunk nothing reads
+])
+def test_sequence_with_known_sizes_becomes_one_split(split: object, positions: list[int]) -> None:
+    model = _split_model_with_known_axis(split, positions)
+    x = np.random.default_rng(0).standard_normal((2, 7)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    rewritten = copy.deepcopy(model)
+    assert rewrite_sequences(rewritten.graph) == 1
+    ops = [n.op_type for n in rewritten.graph.node]
+    assert ops.count("Split") == 1 and "Slice" not in ops, ops
+    got = ReferenceEvaluator(rewritten).run(None, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
