@@ -27,10 +27,27 @@ def make_pair(name: str, p: float = 0.0) -> tuple[ORTModule, torch.nn.Module]:
     return ORTModule(copy.deepcopy(eager)), eager
 
 
-def assert_params_match(ort: ORTModule, eager: torch.nn.Module, what: str) -> None:
+def assert_params_match(ort: ORTModule, eager: torch.nn.Module, what: str,
+                        noise_driven: frozenset[str] = frozenset(), max_move: float = 0.0) -> None:
     for (name, got), (_, want) in zip(ort.module.named_parameters(), eager.named_parameters()):
+        if name in noise_driven:
+            # Its gradient is zero in exact arithmetic, so AdamW moves it by normalised
+            # rounding noise (eager on 1 and on 2 threads differ there too): only the bound on
+            # AdamW's step is a property of the model.
+            for p in (got, want):
+                assert p.detach().abs().max() <= max_move, f"{what} '{name}' moved too far"
+            continue
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, n=name: f"{what} '{n}': {m}")
+
+
+def zero_gradient_parameters(eager: torch.nn.Module) -> frozenset[str]:
+    """Zero-initialised parameters whose gradient is zero in exact arithmetic (attention key
+    biases: softmax over keys is invariant to them), recognised by a gradient at rounding
+    level, far below every real gradient of these models."""
+    return frozenset(n for n, p in eager.named_parameters()
+                     if p.grad is not None and not p.detach().any()
+                     and p.grad.abs().max() < 1e-9)
 
 
 def assert_grads_match(ort: ORTModule, eager: torch.nn.Module) -> None:
@@ -57,11 +74,14 @@ def test_ten_adamw_steps_match_eager(name: str) -> None:
         eager_loss.backward()
         if step == 0:
             assert_grads_match(ort, eager)
+            noise_driven = zero_gradient_parameters(eager)
         opt_ort.step()
         opt_eager.step()
         opt_ort.zero_grad()
         opt_eager.zero_grad()
-    assert_params_match(ort, eager, "after 10 AdamW steps, parameter")
+    # Adam's step is bounded by lr * (1 - beta1) / sqrt(1 - beta2) (Kingma & Ba, 2.1).
+    assert_params_match(ort, eager, "after 10 AdamW steps, parameter", noise_driven,
+                        max_move=10 * 1e-3 * 0.1 / math.sqrt(1e-3))
     for (bname, got), (_, want) in zip(ort.module.named_buffers(), eager.named_buffers()):
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, n=bname: f"buffer '{n}': {m}")
