@@ -152,9 +152,9 @@ void cpu_gemm(OpContext&);
 void grad_gemm(GradContext&);
 std::vector<OutputInfo> shape_fused_matmul(const OpContext&);
 void cpu_fused_matmul(OpContext&);
-void grad_matmul(GradContext&);
 std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext&);
 void cpu_fused_matmul_sum(OpContext&);
+void grad_matmul(GradContext&);
 // nn_ops.cpp
 void cpu_softmax(OpContext&);
 void cpu_log_softmax(OpContext&);
