@@ -106,52 +106,62 @@ struct AdamWScalars {
   T eps;
 };
 
+// Moments of one piece: m, v (and vmax) in place.
 template <typename T, typename MulAdd, bool kAmsgrad>
-ORTMODULE_ALWAYS_INLINE void adamw_elements(const AdamWScalars<T>& s, T step_size, T bc2_sqrt,
-                                            T* __restrict p, const T* __restrict g, T* __restrict m,
-                                            T* __restrict v, T* __restrict vmax, int64_t n) {
-  const T decay = s.decay, sign = s.grad_sign, coeff = s.lerp_coeff, beta2 = s.beta2;
-  const T one_minus_beta2 = s.one_minus_beta2, eps = s.eps;
+ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& s, const T* __restrict g,
+                                           T* __restrict m, T* __restrict v, T* __restrict vmax,
+                                           int64_t n) {
+  const T sign = s.grad_sign, coeff = s.lerp_coeff, beta2 = s.beta2;
+  const T one_minus_beta2 = s.one_minus_beta2;
   const bool small = s.lerp_small;
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i] * sign;
     const T mi = MulAdd::apply(coeff, gi - m[i], small ? m[i] : gi);
     const T vi = MulAdd::apply(one_minus_beta2 * gi, gi, v[i] * beta2);
-    T second = vi;
-    if constexpr (kAmsgrad) {
-      second = nan_propagating_max(vmax[i], vi);
-      vmax[i] = second;
-    }
-    const T denom = std::sqrt(second) / bc2_sqrt + eps;
-    p[i] = p[i] * decay + (step_size * mi) / denom;
+    if constexpr (kAmsgrad) vmax[i] = nan_propagating_max(vmax[i], vi);
     m[i] = mi;
     v[i] = vi;
   }
 }
 
-#define ORTMODULE_ADAMW_CHUNK_ARGS \
-  const AdamWScalars<T>&s, T step_size, T bc2_sqrt, T *p, const T *g, T *m, T *v, T *vmax, int64_t n
-#define ORTMODULE_ADAMW_CHUNK_CALL s, step_size, bc2_sqrt, p, g, m, v, vmax, n
-
-template <typename T, bool kAmsgrad>
-ORTMODULE_TARGET_FMA void adamw_chunk_fused(ORTMODULE_ADAMW_CHUNK_ARGS) {
-  adamw_elements<T, FusedMulAdd, kAmsgrad>(ORTMODULE_ADAMW_CHUNK_CALL);
-}
-
-template <typename T, bool kAmsgrad>
-void adamw_chunk_separate(ORTMODULE_ADAMW_CHUNK_ARGS) {
-  adamw_elements<T, SeparateMulAdd, kAmsgrad>(ORTMODULE_ADAMW_CHUNK_CALL);
-}
-
+// Parameter update of one piece from the square roots of its second moments.
 template <typename T>
-using AdamWChunkFn = void (*)(ORTMODULE_ADAMW_CHUNK_ARGS);
-
-template <typename T>
-AdamWChunkFn<T> adamw_chunk_fn(MultiplyAdd mode, bool amsgrad) {
-  if (mode == MultiplyAdd::kFused) {
-    return amsgrad ? &adamw_chunk_fused<T, true> : &adamw_chunk_fused<T, false>;
+void adamw_params(const AdamWScalars<T>& s, T step_size, T bc2_sqrt, T* __restrict p,
+                  const T* __restrict m, const T* __restrict root, int64_t n) {
+  const T decay = s.decay, eps = s.eps;
+  for (int64_t i = 0; i < n; ++i) {
+    const T denom = root[i] / bc2_sqrt + eps;
+    p[i] = p[i] * decay + (step_size * m[i]) / denom;
   }
-  return amsgrad ? &adamw_chunk_separate<T, true> : &adamw_chunk_separate<T, false>;
+}
+
+template <typename T>
+void ieee_sqrt(const T* __restrict in, T* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(in[i]);
+}
+
+#define ORTMODULE_ADAMW_MOMENTS_ARGS \
+  const AdamWScalars<T>&s, const T *g, T *m, T *v, T *vmax, int64_t n
+
+template <typename T, bool kAmsgrad>
+ORTMODULE_TARGET_FMA void adamw_moments_fused(ORTMODULE_ADAMW_MOMENTS_ARGS) {
+  adamw_moments<T, FusedMulAdd, kAmsgrad>(s, g, m, v, vmax, n);
+}
+
+template <typename T, bool kAmsgrad>
+void adamw_moments_separate(ORTMODULE_ADAMW_MOMENTS_ARGS) {
+  adamw_moments<T, SeparateMulAdd, kAmsgrad>(s, g, m, v, vmax, n);
+}
+
+template <typename T>
+using AdamWMomentsFn = void (*)(ORTMODULE_ADAMW_MOMENTS_ARGS);
+
+template <typename T>
+AdamWMomentsFn<T> adamw_moments_fn(MultiplyAdd mode, bool amsgrad) {
+  if (mode == MultiplyAdd::kFused) {
+    return amsgrad ? &adamw_moments_fused<T, true> : &adamw_moments_fused<T, false>;
+  }
+  return amsgrad ? &adamw_moments_separate<T, true> : &adamw_moments_separate<T, false>;
 }
 
 void check_mode(const char* op, MultiplyAdd mode) {
@@ -228,7 +238,7 @@ bool cpu_has_fused_multiply_add() {
 }
 
 template <typename T>
-void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode,
+void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<T> vector_sqrt,
                         const std::vector<AdamWTensor<T>>& tensors) {
   const char* op = "multi_tensor_adamw";
   check_mode(op, mode);
@@ -264,14 +274,22 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode,
     bc2_sqrt[t] = static_cast<T>(std::pow(bc2, 0.5));
   }
 
-  const AdamWChunkFn<T> chunk_fn = adamw_chunk_fn<T>(mode, h.amsgrad);
+  const AdamWMomentsFn<T> moments_fn = adamw_moments_fn<T>(mode, h.amsgrad);
+  const VectorSqrt<T> sqrt_fn = vector_sqrt != nullptr ? vector_sqrt : &ieee_sqrt<T>;
   std::vector<Chunk> chunks;
   const int64_t total = split_into_chunks(tensors, &chunks);
   run_chunks(chunks, total, [&](const Chunk& c) {
+    // Three passes over a piece that stays in cache: moments, square roots, parameters.
+    thread_local std::vector<T> root;
+    root.resize(static_cast<size_t>(kChunkElements));
     const AdamWTensor<T>& x = tensors[c.tensor];
+    const int64_t n = c.end - c.begin;
+    T* v = x.exp_avg_sq + c.begin;
     T* vmax = h.amsgrad ? x.max_exp_avg_sq + c.begin : nullptr;
-    chunk_fn(s, step_size[c.tensor], bc2_sqrt[c.tensor], x.param + c.begin, x.grad + c.begin,
-             x.exp_avg + c.begin, x.exp_avg_sq + c.begin, vmax, c.end - c.begin);
+    T* m = x.exp_avg + c.begin;
+    moments_fn(s, x.grad + c.begin, m, v, vmax, n);
+    sqrt_fn(h.amsgrad ? vmax : v, root.data(), n);
+    adamw_params(s, step_size[c.tensor], bc2_sqrt[c.tensor], x.param + c.begin, m, root.data(), n);
   });
 }
 
@@ -306,9 +324,9 @@ void multi_tensor_sgd(const SGDHyperParams& h, MultiplyAdd mode,
   });
 }
 
-template void multi_tensor_adamw<float>(const AdamWHyperParams&, MultiplyAdd,
+template void multi_tensor_adamw<float>(const AdamWHyperParams&, MultiplyAdd, VectorSqrt<float>,
                                         const std::vector<AdamWTensor<float>>&);
-template void multi_tensor_adamw<double>(const AdamWHyperParams&, MultiplyAdd,
+template void multi_tensor_adamw<double>(const AdamWHyperParams&, MultiplyAdd, VectorSqrt<double>,
                                          const std::vector<AdamWTensor<double>>&);
 template void multi_tensor_sgd<float>(const SGDHyperParams&, MultiplyAdd,
                                       const std::vector<SGDTensor<float>>&);

@@ -12,7 +12,7 @@
 //          m = lerp(m, g, 1 - beta1)                 (torch's lerp: see lerp_weight_is_small)
 //          v = v * beta2;  v = v + ((1-beta2)*g)*g   (addcmul)
 //          vmax = maximum(vmax, v)                   (amsgrad; NaN propagates as torch's)
-//          d = sqrt(amsgrad ? vmax : v) / sqrt(1 - beta2^t) + eps
+//          d = sqrt(amsgrad ? vmax : v) / sqrt(1 - beta2^t) + eps   (torch.sqrt, see below)
 //          p = p + (-(lr / (1 - beta1^t)) * m) / d   (addcdiv)
 //   SGD    g = maximize ? -g : g;  g = g + wd*p
 //          b = first step ? g : b*momentum + (1-dampening)*g
@@ -23,6 +23,11 @@
 // torch's vectorized CPU kernels (AVX2/AVX-512 capability) evaluate a*b + c of lerp, add
 // with alpha and addcmul as one fused multiply-add; its baseline kernels round the product
 // first. MultiplyAdd selects which of the two to reproduce.
+//
+// torch.sqrt on the CPU is not the IEEE square root: with MKL it is MKL's vector sqrt, which
+// differs from the correctly rounded one in the last bit for about 20% of float inputs. The
+// AdamW step therefore takes the square root as a function over arrays (VectorSqrt), which
+// the torch boundary implements with torch.sqrt itself; without one the IEEE sqrt is used.
 #pragma once
 
 #include <cstdint>
@@ -60,10 +65,15 @@ struct AdamWTensor {
   double step = 1;  // number of updates including this one (torch's state['step'] after +1)
 };
 
-// Throws std::invalid_argument on a step below 1, a negative size, a missing buffer, or
-// kFused on a CPU without FMA.
+// out[i] = sqrt(in[i]) for i < n (in and out do not overlap). Called from several threads
+// at once, on pieces of at most a few tens of thousands of elements.
 template <typename T>
-void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode,
+using VectorSqrt = void (*)(const T* in, T* out, int64_t n);
+
+// Throws std::invalid_argument on a step below 1, a negative size, a missing buffer, or
+// kFused on a CPU without FMA. vector_sqrt == nullptr: the IEEE square root.
+template <typename T>
+void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<T> vector_sqrt,
                         const std::vector<AdamWTensor<T>>& tensors);
 
 struct SGDHyperParams {

@@ -158,6 +158,16 @@ double increment_step(const ParamLabels& label, size_t i, const at::Tensor& step
   return *s;
 }
 
+// torch.sqrt over raw arrays: the AdamW step takes its square roots from torch so that they
+// round as torch's (MKL's vector sqrt is not the IEEE one; see multi_tensor.h).
+template <typename T>
+void torch_sqrt(const T* in, T* out, int64_t n) {
+  c10::InferenceMode no_autograd;
+  const auto options = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+  at::Tensor dst = at::from_blob(out, {n}, options);
+  at::sqrt_out(dst, at::from_blob(const_cast<T*>(in), {n}, options));
+}
+
 template <typename T>
 T* data_of(const at::Tensor& t) {
   t.unsafeGetTensorImpl()->bump_version();  // autograd sees the in-place update
@@ -216,8 +226,8 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
   }
   py::gil_scoped_release release;
   const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
-  if (!f32.empty()) ortmodule::multi_tensor_adamw(h, mode, f32);
-  if (!f64.empty()) ortmodule::multi_tensor_adamw(h, mode, f64);
+  if (!f32.empty()) ortmodule::multi_tensor_adamw(h, mode, &torch_sqrt<float>, f32);
+  if (!f64.empty()) ortmodule::multi_tensor_adamw(h, mode, &torch_sqrt<double>, f64);
 }
 
 void fused_sgd_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
