@@ -135,11 +135,6 @@ void adamw_params(const AdamWScalars<T>& s, T step_size, T bc2_sqrt, T* __restri
   }
 }
 
-template <typename T>
-void ieee_sqrt(const T* __restrict in, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(in[i]);
-}
-
 #define ORTMODULE_ADAMW_MOMENTS_ARGS \
   const AdamWScalars<T>&s, const T *g, T *m, T *v, T *vmax, int64_t n
 
@@ -242,6 +237,11 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
                         const std::vector<AdamWTensor<T>>& tensors) {
   const char* op = "multi_tensor_adamw";
   check_mode(op, mode);
+  if (vector_sqrt == nullptr) {
+    throw std::invalid_argument(std::string(op) +
+                                ": no square root function given (pass the one that the results "
+                                "must round as, e.g. torch.sqrt's)");
+  }
   for (size_t t = 0; t < tensors.size(); ++t) {
     const AdamWTensor<T>& x = tensors[t];
     if (!(x.step >= 1)) {
@@ -275,7 +275,6 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
   }
 
   const AdamWMomentsFn<T> moments_fn = adamw_moments_fn<T>(mode, h.amsgrad);
-  const VectorSqrt<T> sqrt_fn = vector_sqrt != nullptr ? vector_sqrt : &ieee_sqrt<T>;
   std::vector<Chunk> chunks;
   const int64_t total = split_into_chunks(tensors, &chunks);
   run_chunks(chunks, total, [&](const Chunk& c) {
@@ -288,7 +287,7 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
     T* vmax = h.amsgrad ? x.max_exp_avg_sq + c.begin : nullptr;
     T* m = x.exp_avg + c.begin;
     moments_fn(s, x.grad + c.begin, m, v, vmax, n);
-    sqrt_fn(h.amsgrad ? vmax : v, root.data(), n);
+    vector_sqrt(h.amsgrad ? vmax : v, root.data(), n);
     adamw_params(s, step_size[c.tensor], bc2_sqrt[c.tensor], x.param + c.begin, m, root.data(), n);
   });
 }
