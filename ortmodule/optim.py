@@ -101,6 +101,8 @@ class FusedAdamW(torch.optim.Optimizer):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        # Not part of torch's pickled optimizer state (defaults, state, param_groups).
+        self._fused_multiply_add = _torch_uses_fused_multiply_add(type(self).__name__)
         for group in self.param_groups:
             group.setdefault("amsgrad", False)
             group.setdefault("maximize", False)
@@ -206,6 +208,7 @@ class FusedSGD(torch.optim.Optimizer):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        self._fused_multiply_add = _torch_uses_fused_multiply_add(type(self).__name__)
         for group in self.param_groups:
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)

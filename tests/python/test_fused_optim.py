@@ -212,6 +212,26 @@ def test_adamw_closure_zero_grad_and_version_counter() -> None:
     assert p.grad is None
 
 
+@pytest.mark.parametrize("kind", ["adamw", "sgd"])
+def test_deep_copy_steps_like_the_original(kind: str) -> None:
+    params = make_params()
+    if kind == "adamw":
+        opt = FusedAdamW(params, lr=1e-2)
+    else:
+        opt = FusedSGD(params, lr=1e-2, momentum=0.9)
+    set_grads(params, 0)
+    opt.step()
+    # deepcopy goes through torch's __getstate__/__setstate__ (defaults, state, param_groups).
+    copied = copy.deepcopy({"params": params, "opt": opt})
+    for step in (1, 2):
+        set_grads(params, step)
+        set_grads(copied["params"], step)
+        opt.step()
+        copied["opt"].step()
+    for i, (a, b) in enumerate(zip(copied["params"], params)):
+        assert_bitwise(a, b, f"parameter {i}")
+
+
 def test_ortmodule_mlp_trains_like_eager_with_torch_adamw() -> None:
     ort, eager = make_pair("mlp")
     ort_opt = FusedAdamW(ort.parameters(), lr=1e-2, weight_decay=0.01)
