@@ -124,6 +124,12 @@ class FusedAdamW(torch.optim.Optimizer):
                 [], [], [], [], [], [], []
             )
             amsgrad = bool(group["amsgrad"])
+            if group.get("decoupled_weight_decay", True) is False and group["weight_decay"] != 0:
+                raise ValueError(
+                    f"{name}: param_groups[{index}] has decoupled_weight_decay=False (state loaded "
+                    "from torch.optim.Adam, whose weight decay is an L2 term in the gradient); "
+                    "FusedAdamW applies decoupled (AdamW) decay: use torch.optim.Adam for it"
+                )
             for position, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue

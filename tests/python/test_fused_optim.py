@@ -362,6 +362,16 @@ def test_refuses_sparse_complex_and_non_cpu_with_the_parameter_named() -> None:
         FusedAdamW(named.named_parameters()).step()
 
 
+def test_refuses_adam_state_with_l2_weight_decay() -> None:
+    adam = torch.optim.Adam([torch.zeros(2, requires_grad=True)], weight_decay=0.1)
+    p = torch.zeros(2, requires_grad=True)
+    p.grad = torch.ones(2)
+    opt = FusedAdamW([p])
+    opt.load_state_dict(adam.state_dict())
+    with pytest.raises(ValueError, match="decoupled_weight_decay=False"):
+        opt.step()
+
+
 def test_refuses_non_contiguous_parameters_and_tensor_lr() -> None:
     p = torch.randn(4, 6).t().requires_grad_()
     p.grad = torch.ones_like(p)
