@@ -106,19 +106,28 @@ struct AdamWScalars {
   T eps;
 };
 
-// Moments of one piece: m, v (and vmax) in place.
-template <typename T, typename MulAdd, bool kAmsgrad>
-ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& s, const T* __restrict g,
-                                           T* __restrict m, T* __restrict v, T* __restrict vmax,
-                                           int64_t n) {
+// Moments of one piece: m, v (and vmax) in place. With kIeeeSqrt the parameters too, in the
+// same pass, from the IEEE square root.
+template <typename T, typename MulAdd, bool kAmsgrad, bool kIeeeSqrt>
+ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& s, T step_size, T bc2_sqrt,
+                                           T* __restrict p, const T* __restrict g, T* __restrict m,
+                                           T* __restrict v, T* __restrict vmax, int64_t n) {
   const T sign = s.grad_sign, coeff = s.lerp_coeff, beta2 = s.beta2;
-  const T one_minus_beta2 = s.one_minus_beta2;
+  const T one_minus_beta2 = s.one_minus_beta2, decay = s.decay, eps = s.eps;
   const bool small = s.lerp_small;
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i] * sign;
     const T mi = MulAdd::apply(coeff, gi - m[i], small ? m[i] : gi);
     const T vi = MulAdd::apply(one_minus_beta2 * gi, gi, v[i] * beta2);
-    if constexpr (kAmsgrad) vmax[i] = nan_propagating_max(vmax[i], vi);
+    T second = vi;
+    if constexpr (kAmsgrad) {
+      second = nan_propagating_max(vmax[i], vi);
+      vmax[i] = second;
+    }
+    if constexpr (kIeeeSqrt) {
+      const T denom = std::sqrt(second) / bc2_sqrt + eps;
+      p[i] = p[i] * decay + (step_size * mi) / denom;
+    }
     m[i] = mi;
     v[i] = vi;
   }
@@ -136,27 +145,30 @@ void adamw_params(const AdamWScalars<T>& s, T step_size, T bc2_sqrt, T* __restri
 }
 
 #define ORTMODULE_ADAMW_MOMENTS_ARGS \
-  const AdamWScalars<T>&s, const T *g, T *m, T *v, T *vmax, int64_t n
+  const AdamWScalars<T>&s, T step_size, T bc2_sqrt, T *p, const T *g, T *m, T *v, T *vmax, int64_t n
+#define ORTMODULE_ADAMW_MOMENTS_CALL s, step_size, bc2_sqrt, p, g, m, v, vmax, n
 
-template <typename T, bool kAmsgrad>
+template <typename T, bool kAmsgrad, bool kIeeeSqrt>
 ORTMODULE_TARGET_FMA void adamw_moments_fused(ORTMODULE_ADAMW_MOMENTS_ARGS) {
-  adamw_moments<T, FusedMulAdd, kAmsgrad>(s, g, m, v, vmax, n);
+  adamw_moments<T, FusedMulAdd, kAmsgrad, kIeeeSqrt>(ORTMODULE_ADAMW_MOMENTS_CALL);
 }
 
-template <typename T, bool kAmsgrad>
+template <typename T, bool kAmsgrad, bool kIeeeSqrt>
 void adamw_moments_separate(ORTMODULE_ADAMW_MOMENTS_ARGS) {
-  adamw_moments<T, SeparateMulAdd, kAmsgrad>(s, g, m, v, vmax, n);
+  adamw_moments<T, SeparateMulAdd, kAmsgrad, kIeeeSqrt>(ORTMODULE_ADAMW_MOMENTS_CALL);
 }
 
 template <typename T>
 using AdamWMomentsFn = void (*)(ORTMODULE_ADAMW_MOMENTS_ARGS);
 
-template <typename T>
+template <typename T, bool kIeeeSqrt>
 AdamWMomentsFn<T> adamw_moments_fn(MultiplyAdd mode, bool amsgrad) {
   if (mode == MultiplyAdd::kFused) {
-    return amsgrad ? &adamw_moments_fused<T, true> : &adamw_moments_fused<T, false>;
+    return amsgrad ? &adamw_moments_fused<T, true, kIeeeSqrt>
+                   : &adamw_moments_fused<T, false, kIeeeSqrt>;
   }
-  return amsgrad ? &adamw_moments_separate<T, true> : &adamw_moments_separate<T, false>;
+  return amsgrad ? &adamw_moments_separate<T, true, kIeeeSqrt>
+                 : &adamw_moments_separate<T, false, kIeeeSqrt>;
 }
 
 void check_mode(const char* op, MultiplyAdd mode) {
@@ -237,11 +249,6 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
                         const std::vector<AdamWTensor<T>>& tensors) {
   const char* op = "multi_tensor_adamw";
   check_mode(op, mode);
-  if (vector_sqrt == nullptr) {
-    throw std::invalid_argument(std::string(op) +
-                                ": no square root function given (pass the one that the results "
-                                "must round as, e.g. torch.sqrt's)");
-  }
   for (size_t t = 0; t < tensors.size(); ++t) {
     const AdamWTensor<T>& x = tensors[t];
     if (!(x.step >= 1)) {
@@ -274,21 +281,33 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
     bc2_sqrt[t] = static_cast<T>(std::pow(bc2, 0.5));
   }
 
-  const AdamWMomentsFn<T> moments_fn = adamw_moments_fn<T>(mode, h.amsgrad);
   std::vector<Chunk> chunks;
   const int64_t total = split_into_chunks(tensors, &chunks);
+  if (vector_sqrt == nullptr) {
+    // One pass: moments, IEEE square root and parameters together.
+    const AdamWMomentsFn<T> update_fn = adamw_moments_fn<T, true>(mode, h.amsgrad);
+    run_chunks(chunks, total, [&](const Chunk& c) {
+      const AdamWTensor<T>& x = tensors[c.tensor];
+      T* vmax = h.amsgrad ? x.max_exp_avg_sq + c.begin : nullptr;
+      update_fn(s, step_size[c.tensor], bc2_sqrt[c.tensor], x.param + c.begin, x.grad + c.begin,
+                x.exp_avg + c.begin, x.exp_avg_sq + c.begin, vmax, c.end - c.begin);
+    });
+    return;
+  }
+  const AdamWMomentsFn<T> moments_fn = adamw_moments_fn<T, false>(mode, h.amsgrad);
   run_chunks(chunks, total, [&](const Chunk& c) {
     // Three passes over a piece that stays in cache: moments, square roots, parameters.
     thread_local std::vector<T> root;
     root.resize(static_cast<size_t>(kChunkElements));
     const AdamWTensor<T>& x = tensors[c.tensor];
     const int64_t n = c.end - c.begin;
+    T* p = x.param + c.begin;
+    T* m = x.exp_avg + c.begin;
     T* v = x.exp_avg_sq + c.begin;
     T* vmax = h.amsgrad ? x.max_exp_avg_sq + c.begin : nullptr;
-    T* m = x.exp_avg + c.begin;
-    moments_fn(s, x.grad + c.begin, m, v, vmax, n);
+    moments_fn(s, step_size[c.tensor], bc2_sqrt[c.tensor], p, x.grad + c.begin, m, v, vmax, n);
     vector_sqrt(h.amsgrad ? vmax : v, root.data(), n);
-    adamw_params(s, step_size[c.tensor], bc2_sqrt[c.tensor], x.param + c.begin, m, root.data(), n);
+    adamw_params(s, step_size[c.tensor], bc2_sqrt[c.tensor], p, m, root.data(), n);
   });
 }
 

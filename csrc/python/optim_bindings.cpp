@@ -194,7 +194,7 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
                       const std::vector<at::Tensor>& max_exp_avg_sqs,
                       const std::vector<at::Tensor>& steps, const std::vector<int64_t>& positions,
                       int64_t group, const py::object& names, const ortmodule::AdamWHyperParams& h,
-                      bool fused_multiply_add) {
+                      bool fused_multiply_add, bool match_torch_sqrt) {
   const ParamLabels label{"FusedAdamW", group, positions, names};
   const size_t n = params.size();
   check_lengths(
@@ -226,8 +226,12 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
   }
   py::gil_scoped_release release;
   const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
-  if (!f32.empty()) ortmodule::multi_tensor_adamw(h, mode, &torch_sqrt<float>, f32);
-  if (!f64.empty()) ortmodule::multi_tensor_adamw(h, mode, &torch_sqrt<double>, f64);
+  if (!f32.empty()) {
+    ortmodule::multi_tensor_adamw(h, mode, match_torch_sqrt ? &torch_sqrt<float> : nullptr, f32);
+  }
+  if (!f64.empty()) {
+    ortmodule::multi_tensor_adamw(h, mode, match_torch_sqrt ? &torch_sqrt<double> : nullptr, f64);
+  }
 }
 
 void fused_sgd_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
@@ -328,7 +332,7 @@ void bind_optim(py::module_& m) {
          const std::vector<at::Tensor>& max_exp_avg_sqs, const std::vector<at::Tensor>& steps,
          const std::vector<int64_t>& positions, int64_t group, const py::object& param_names,
          double lr, double beta1, double beta2, double eps, double weight_decay, bool amsgrad,
-         bool maximize, bool fused_multiply_add) {
+         bool maximize, bool fused_multiply_add, bool match_torch_sqrt) {
         ortmodule::AdamWHyperParams h;
         h.lr = lr;
         h.beta1 = beta1;
@@ -338,16 +342,16 @@ void bind_optim(py::module_& m) {
         h.amsgrad = amsgrad;
         h.maximize = maximize;
         fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, positions,
-                         group, param_names, h, fused_multiply_add);
+                         group, param_names, h, fused_multiply_add, match_torch_sqrt);
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
       py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("positions"), py::arg("group"),
       py::arg("param_names"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
       py::arg("weight_decay"), py::arg("amsgrad"), py::arg("maximize"),
-      py::arg("fused_multiply_add"),
+      py::arg("fused_multiply_add"), py::arg("match_torch_sqrt"),
       "One AdamW step (torch.optim.AdamW foreach arithmetic) over a parameter group's tensors, "
-      "in place; increments each state['step'] tensor. positions/group/param_names only name "
-      "parameters in errors.");
+      "in place; increments each state['step'] tensor. match_torch_sqrt=False: the IEEE square "
+      "root instead of torch.sqrt's. positions/group/param_names only name parameters in errors.");
   m.def(
       "_fused_sgd_step",
       [](const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
