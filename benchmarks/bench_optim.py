@@ -5,6 +5,7 @@ intermediate 1024) and an MLP 784-512-512-10. Each runner owns a copy of the par
 the same fixed random gradients; the runners are timed alternately, step by step, in this one
 process, and the median of --steps steps (after --warmup) is reported. The last column checks
 that the fused optimizer's parameters equal torch foreach's after all steps (bitwise: 0).
+"IEEE sqrt" is FusedAdamW(match_torch_sqrt=False), equal to torch fused=True instead.
 
     python benchmarks/bench_optim.py [--steps 30] [--warmup 3] [--threads 2]
 """
@@ -43,6 +44,7 @@ SGD = {"lr": 1e-2, "momentum": 0.9, "weight_decay": 1e-4}
 RUNNERS: dict[str, dict[str, OptimizerFactory]] = {
     "AdamW": {
         "ortmodule FusedAdamW": lambda p: FusedAdamW(p, **ADAMW),
+        "ortmodule FusedAdamW IEEE sqrt": lambda p: FusedAdamW(p, match_torch_sqrt=False, **ADAMW),
         "torch foreach=False": lambda p: torch.optim.AdamW(p, foreach=False, **ADAMW),
         "torch foreach=True": lambda p: torch.optim.AdamW(p, foreach=True, **ADAMW),
         "torch fused=True": lambda p: torch.optim.AdamW(p, fused=True, **ADAMW),
