@@ -69,12 +69,12 @@ int fold_transposes_into_matmuls(Graph& graph, bool for_gradient_building,
       for (Node*& t : swaps)
         if (t && t->attr_ints("perm", {1, 0}).size() != 2) t = nullptr;
     } else if (for_gradient_building) {
-      // The FusedMatMul gradient rule refuses transposed rank-1 operands; with both ranks
-      // known to be >= 2 no operand is rank 1 (a folded operand has its Transpose's rank).
-      bool ranks_known = true;
-      for (int i = 0; i < 2; ++i)
-        ranks_known &= swaps[i] != nullptr || known_rank(n->input(i)) >= 2;
-      if (!ranks_known) continue;
+      // The FusedMatMul gradient rule refuses a trans flag next to an operand known to be
+      // rank 1 (a folded operand has its Transpose's rank, >= 2). Intermediates carry no
+      // rank at build time; the rule treats those as matrices with or without the fold.
+      if ((!swaps[0] && known_rank(n->input(0)) == 1) ||
+          (!swaps[1] && known_rank(n->input(1)) == 1))
+        continue;
     }
     if (!swaps[0] && !swaps[1]) continue;
     if (is_matmul(*n)) make_fused_matmul(*n, fused_def);

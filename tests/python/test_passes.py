@@ -211,7 +211,8 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        scores = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, dim=-1)
+        # A scale exact in float32: the exporter writes scalar constants as float32.
+        scores = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
         return self.out(scores @ v)
 
 
