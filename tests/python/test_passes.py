@@ -127,6 +127,11 @@ def test_linear_and_attention_transposes_fold_into_the_products() -> None:
     assert built["Transpose"] >= 2, built
     assert optimized["Transpose"] == 0, optimized
     assert optimized["MatMul"] == 0, optimized
+    # The fused node keeps the MatMul's name, which error messages quote.
+    program = _program(model, ["x", "w", "bias"], optimize=True)
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    fused = [n for n in graph.node if n.name == "linear_matmul"]
+    assert [n.op_type for n in fused] == ["FusedMatMul"], fused
 
 
 def test_gemm_and_fused_matmul_operands_fold_and_flags_toggle() -> None:
