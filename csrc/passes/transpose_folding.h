@@ -13,10 +13,10 @@
 namespace ortmodule {
 
 // Rewrites MatMul, com.microsoft FusedMatMul and Gemm nodes in place (a MatMul becomes a
-// FusedMatMul, keeping its name and source location) and drops the Transposes left with
-// no reader (unless a graph output or in `keep`). With `for_gradient_building`, an operand is
-// folded only where the FusedMatMul gradient rule accepts the result (both operands of known rank
-// >= 2). Returns the number of operands folded.
+// FusedMatMul, keeping its name and source location) and drops the Transposes left with no
+// reader (unless a graph output or in `keep`). With `for_gradient_building`, an operand is
+// folded only where the FusedMatMul gradient rule accepts the result (no trans flag next to
+// an operand known to be rank 1). Returns the number of operands folded.
 int fold_transposes_into_matmuls(Graph& graph, bool for_gradient_building,
                                  const std::vector<Value*>& keep = {});
 
