@@ -34,10 +34,13 @@ TORCHSCRIPT_HINT = ("FallbackPolicy.UNSUPPORTED_OP needs the default exporter: d
 
 
 def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
-                  state_outputs: list[tuple[str, str]], exporter: str) -> Any:
-    """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch."""
+                  state_outputs: list[tuple[str, str]], exporter: str,
+                  graph_optimizations: bool = True) -> Any:
+    """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
+    ``graph_optimizations=False`` skips the engine's rewrites (DebugOptions)."""
     try:
-        return _C.Program(onnx_bytes, feeds, wrt, state_outputs)
+        return _C.Program(onnx_bytes, feeds, wrt, state_outputs,
+                          graph_optimizations=graph_optimizations)
     except RuntimeError as e:
         message = str(e)
         if not message.startswith("unsupported op:"):

@@ -408,7 +408,8 @@ class ORTModule(torch.nn.Module):
                     wrt.append(name)
         start = time.perf_counter()
         program = _fallback.build_program(captured.onnx_bytes, feed_inits, wrt,
-                                          captured.state_outputs, captured.exporter)
+                                          captured.state_outputs, captured.exporter,
+                                          self._debug.graph_optimizations)
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:

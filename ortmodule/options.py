@@ -70,6 +70,11 @@ class DebugOptions:
     exporter picks how the module is captured: ``"dynamo"`` (torch.export lowered to
     ONNX, the default) or ``"torchscript"`` (the deprecated TorchScript exporter, which
     cannot follow modern model code such as transformers' attention masks).
+
+    graph_optimizations (default True) lets the engine rewrite the graph into faster forms
+    that compute the same values (a Transpose feeding a matrix product folded into the
+    product's transA/transB). False runs the graph as exported, plus the gradient graph:
+    the reference to compare against when a rewrite is suspected.
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -78,6 +83,7 @@ class DebugOptions:
     save_path: str | None = None
     exporter: str = "dynamo"
     fallback: FallbackPolicy = FallbackPolicy.NEVER
+    graph_optimizations: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -93,6 +99,9 @@ class DebugOptions:
             object.__setattr__(self, "fallback", FallbackPolicy.parse(self.fallback))
         if not isinstance(self.fallback, FallbackPolicy):
             raise TypeError(f"fallback must be a FallbackPolicy, got {type(self.fallback).__name__}")
+        if not isinstance(self.graph_optimizations, bool):
+            raise TypeError(f"graph_optimizations must be a bool, got "
+                            f"{type(self.graph_optimizations).__name__}")
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
@@ -103,7 +112,8 @@ class DebugOptions:
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
-        ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY on top of ``base``."""
+        ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
+        ORTMODULE_GRAPH_OPTIMIZATIONS on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -118,6 +128,11 @@ class DebugOptions:
             if save not in ("0", "1"):
                 raise ValueError(f"ORTMODULE_SAVE_ONNX={save!r} must be 0 or 1")
             changes["save_onnx"] = save == "1"
+        optimize = os.environ.get("ORTMODULE_GRAPH_OPTIMIZATIONS")
+        if optimize is not None:
+            if optimize not in ("0", "1"):
+                raise ValueError(f"ORTMODULE_GRAPH_OPTIMIZATIONS={optimize!r} must be 0 or 1")
+            changes["graph_optimizations"] = optimize == "1"
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter")):
             value = os.environ.get(env)

@@ -129,6 +129,9 @@ std::vector<OpDef> build_table() {
       // ---- matrix products ----
       Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm),
       Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      // MatMul with transA/transB/alpha: gradients of MatMul, and products that transpose
+      // folding (passes/transpose_folding.h) rewrites before gradient building.
+      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
       // ---- data movement ----
       Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like),
       Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like),
@@ -232,7 +235,6 @@ std::vector<OpDef> build_table() {
       Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .internal(),
-      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, nullptr).internal(),
       Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
       Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)
           .internal()

@@ -55,7 +55,7 @@ Node* only_consumer(const Graph& g, const Value* v) {
 
 }  // namespace
 
-int fuse_tanh_gelu(Graph& graph) {
+int fuse_tanh_gelu(Graph& graph, const std::vector<Value*>& keep) {
   if (graph.opset_version < 20) return 0;
   const OpDef* gelu = find_op("", "Gelu", graph.opset_version);
   if (!gelu) return 0;
@@ -95,7 +95,9 @@ int fuse_tanh_gelu(Graph& graph) {
     const std::vector<Node*> chain = {cube, cube_scale, sum, scale, tanh, one_plus, half, out};
     bool private_chain = true;
     for (Node* n : chain)
-      if (n != out && only_consumer(graph, n->output(0)) == nullptr) private_chain = false;
+      if (n != out && (only_consumer(graph, n->output(0)) == nullptr ||
+                       std::find(keep.begin(), keep.end(), n->output(0)) != keep.end()))
+        private_chain = false;
     if (!private_chain) continue;
     Value* y = out->output(0);
     const std::string name = out->name, source = out->source;

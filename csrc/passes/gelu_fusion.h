@@ -5,12 +5,15 @@
 // instead of eight and about twenty.
 #pragma once
 
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace ortmodule {
 
 // Returns the number of chains fused. Runs on forward graphs of opset >= 20 (where Gelu
-// exists); chains whose intermediate values are read elsewhere are left alone.
-int fuse_tanh_gelu(Graph& graph);
+// exists); chains whose intermediate values are read elsewhere or are in `keep` (state
+// updates) are left alone.
+int fuse_tanh_gelu(Graph& graph, const std::vector<Value*>& keep = {});
 
 }  // namespace ortmodule

@@ -86,17 +86,20 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def(py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt,
-                       std::vector<std::pair<std::string, std::string>> state_outputs) {
+                       std::vector<std::pair<std::string, std::string>> state_outputs,
+                       bool graph_optimizations) {
              ProgramOptions o;
              o.feed_initializers = std::move(feed);
              o.wrt = std::move(wrt);
              o.state_outputs = std::move(state_outputs);
+             o.graph_optimizations = graph_optimizations;
              std::string bytes(data);
              py::gil_scoped_release release;
              return std::make_shared<Program>(bytes, o);
            }),
            py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"),
-           py::arg("state_outputs") = std::vector<std::pair<std::string, std::string>>{})
+           py::arg("state_outputs") = std::vector<std::pair<std::string, std::string>>{},
+           py::arg("graph_optimizations") = true)
       .def_property_readonly("input_names", &Program::input_names)
       .def_property_readonly("output_names", &Program::output_names)
       .def_property_readonly("output_differentiable", &Program::output_differentiable)

@@ -11,6 +11,7 @@
 #include "passes/gelu_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/recompute.h"
+#include "passes/transpose_folding.h"
 
 namespace ortmodule {
 
@@ -28,7 +29,6 @@ Program::Program(const std::string& onnx_bytes, const ProgramOptions& options)
 
 Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     : graph_(std::move(graph)) {
-  fuse_tanh_gelu(*graph_);
   compute_low_precision_in_float32(*graph_);
   for (Value* v : graph_->inputs()) {
     input_names_.push_back(v->name);
@@ -47,6 +47,14 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     }
     request.state_updates.push_back({produced, fed});
   }
+  std::vector<Value*> state_values;
+  for (const auto& update : request.state_updates) state_values.push_back(update.first);
+  // Before gradient building, so that backward is built from the fused forward.
+  if (options.graph_optimizations) {
+    fuse_tanh_gelu(*graph_, state_values);
+    fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
+                                 state_values);
+  }
   if (!options.wrt.empty()) {
     std::vector<Value*> wrt;
     for (const std::string& name : options.wrt) {
@@ -64,6 +72,14 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     // Gradient nodes of bfloat16/float16 values (sums of several contributions) compute in
     // float32 too, rounded like autograd's accumulation in the value's dtype.
     compute_low_precision_in_float32(*graph_);
+    if (options.graph_optimizations) {
+      // Transposes that gradient rules put in front of products (Gemm's, or a product's
+      // gradient reading a forward Transpose that stays for another reader).
+      std::vector<Value*> keep = state_values;
+      for (Value* g : info.input_grads)
+        if (g) keep.push_back(g);
+      fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/false, keep);
+    }
     std::unordered_map<Value*, Value*> replaced;
     eliminate_common_subexpressions(*graph_, &replaced);
     for (auto* list : {&info.output_grads, &info.input_grads})

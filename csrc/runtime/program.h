@@ -18,6 +18,10 @@ struct ProgramOptions {
   // {value, fed initializer}: forward's new value of a buffer, written back into it after
   // every forward run (running statistics, counters). The value need not be a graph output.
   std::vector<std::pair<std::string, std::string>> state_outputs;
+  // Rewrites that change how results are computed but not what (passes/transpose_folding.h).
+  // Off, the graph runs as loaded plus gradient building and CSE: the reference that tests
+  // compare the rewritten graph against.
+  bool graph_optimizations = true;
 };
 
 class Program {

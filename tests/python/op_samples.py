@@ -13,7 +13,14 @@ import numpy as np
 
 from tests.python.op_samples_data import DATA_SAMPLES
 from tests.python.op_samples_dtypes import DTYPE_SAMPLES
-from tests.python.sample_utils import Sample, away_from_zero, distinct, i64, rand
+from tests.python.sample_utils import (
+    Sample,
+    away_from_zero,
+    distinct,
+    fused_matmul_reference,
+    i64,
+    rand,
+)
 
 S = Sample
 
@@ -74,6 +81,20 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
         S({"a": rand(3, 4), "b": rand(5, 4), "c": rand(1, 5)}, attrs={"transB": 1}),
         S({"a": rand(4, 3), "b": rand(4, 5)}, attrs={"transA": 1}),
+    ],
+    # com.microsoft FusedMatMul: what transpose folding makes of MatMul(x, Transpose(W))
+    # (nn.Linear) and MatMul(q, Transpose(k)) (attention scores).
+    "FusedMatMul": [
+        S({"a": rand(2, 3, 4), "b": rand(5, 4)}, attrs={"transB": 1}, domain="com.microsoft",
+          expected=fused_matmul_reference(trans_b=1)),
+        S({"a": rand(2, 2, 3, 4), "b": rand(2, 2, 5, 4)}, attrs={"transB": 1},
+          domain="com.microsoft", expected=fused_matmul_reference(trans_b=1)),
+        S({"a": rand(2, 4, 3), "b": rand(1, 5, 4)}, attrs={"transA": 1, "transB": 1, "alpha": 0.5},
+          domain="com.microsoft", expected=fused_matmul_reference(1, 1, 0.5)),
+        S({"a": rand(4, 3), "b": rand(2, 4, 5)}, attrs={"transA": 1}, domain="com.microsoft",
+          expected=fused_matmul_reference(trans_a=1)),
+        S({"a": rand(2, 3, 4), "b": rand(4, 5)}, attrs={"alpha": 2.0}, domain="com.microsoft",
+          expected=fused_matmul_reference(alpha=2.0)),
     ],
     "MatMul": [S({"a": rand(2, 3, 4), "b": rand(4, 5)}), S({"a": rand(3, 4), "b": rand(2, 4, 5)}),
                S({"a": rand(2, 1, 3, 4), "b": rand(3, 4, 2)}),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.python.sample_utils import Sample
+from tests.python.sample_utils import Sample, fused_matmul_reference
 
 _rng = np.random.default_rng(7)
 
@@ -160,6 +160,11 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
     "Gemm": [L({"a": f(256, 128), "b": f(128, 192), "c": f(192)}),
              L({"a": f(128, 256), "b": f(192, 128), "c": f(256, 192)},
                attrs={"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0})],
+    "FusedMatMul": [L({"a": f(4, 64, 128), "b": f(96, 128)}, attrs={"transB": 1},
+                      domain="com.microsoft", expected=fused_matmul_reference(trans_b=1)),
+                    L({"a": f(2, 2, 32, 64), "b": f(2, 2, 48, 32)},
+                      attrs={"transA": 1, "transB": 1, "alpha": 0.125}, domain="com.microsoft",
+                      expected=fused_matmul_reference(1, 1, 0.125))],
     "MatMul": [L({"a": f(4, 64, 128), "b": f(128, 96)}),
                L({"a": f(2, 1, 64, 32), "b": f(1, 3, 32, 48)})],
     # ---- data movement ----

@@ -49,3 +49,15 @@ class Sample:
     name: str = ""
 
 
+
+
+def fused_matmul_reference(trans_a: int = 0, trans_b: int = 0,
+                           alpha: float = 1.0) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """com.microsoft FusedMatMul: alpha * op(a) @ op(b), op swapping the last two dims when
+    the flag is set (numpy's matmul broadcasting otherwise)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        a = np.swapaxes(d["a"], -1, -2) if trans_a else d["a"]
+        b = np.swapaxes(d["b"], -1, -2) if trans_b else d["b"]
+        y = np.matmul(a, b)
+        return [(y * y.dtype.type(alpha)).astype(d["a"].dtype)]
+    return reference

@@ -11,7 +11,7 @@ import onnx
 import pytest
 import torch
 
-from ortmodule import ORTModule
+from ortmodule import DebugOptions, ORTModule
 
 
 def _new_gelu(x: torch.Tensor) -> torch.Tensor:
@@ -43,12 +43,16 @@ def _training_ops(model: ORTModule) -> list[str]:
     return [n.op_type for n in graph.node]
 
 
-@pytest.mark.parametrize("act,fused", [("new_gelu", True), ("other_constant", False),
-                                       ("shared_tanh", False)])
-def test_tanh_gelu_chain(act: str, fused: bool) -> None:
+@pytest.mark.parametrize("act,optimize,fused", [
+    ("new_gelu", True, True),
+    ("new_gelu", False, False),  # DebugOptions(graph_optimizations=False) keeps the chain
+    ("other_constant", True, False),
+    ("shared_tanh", True, False),
+])
+def test_tanh_gelu_chain(act: str, optimize: bool, fused: bool) -> None:
     torch.manual_seed(0)
     eager = Mlp(act)
-    ort = ORTModule(copy.deepcopy(eager))
+    ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
     x = torch.randn(32, 16) * 3  # reaches GELU's tails
     outs = [m(x) for m in (ort, eager)]
     flat = [o if isinstance(o, tuple) else (o,) for o in outs]

@@ -4,13 +4,19 @@ results."""
 
 from __future__ import annotations
 
+import collections
 import copy
 
+import numpy as np
+import onnx
+import pytest
 import torch
 import torch.nn.functional as F
+from onnx import helper
 from torch import nn
 
-from ortmodule import ORTModule
+from ortmodule import _C, DebugOptions, ORTModule
+from tests.python.hf_zoo import FAMILIES
 
 # float32 neighbours just above 1: both print as 1 with 6 significant digits.
 SLOPE_A = 1.0 + 2.0**-23
@@ -42,3 +48,213 @@ def test_nodes_differing_in_a_float_attribute_past_six_digits_are_not_merged() -
     actual.square().sum().backward()
     for (name, p), q in zip(ort.named_parameters(), eager.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-7, atol=1e-9, msg=name)
+
+
+# ---- graph optimizations: the rewritten graph computes what the graph as built does ----
+
+def _program(model: onnx.ModelProto, wrt: list[str], optimize: bool) -> _C.Program:
+    return _C.Program(model.SerializeToString(), [], wrt, graph_optimizations=optimize)
+
+
+def _op_counts(program: _C.Program) -> collections.Counter:
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    return collections.Counter(n.op_type for n in graph.node)
+
+
+def _outputs_and_gradients(program: _C.Program, feeds: list[torch.Tensor],
+                           wrt: list[int]) -> list[torch.Tensor]:
+    inputs = [t.clone().requires_grad_(i in wrt) for i, t in enumerate(feeds)]
+    outputs = _C.run(program, inputs)
+    # Distinct weights per output, so that every output's gradient path counts.
+    loss = sum((y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
+               for y in outputs)
+    grads = torch.autograd.grad(loss, [inputs[i] for i in wrt])
+    return [y.detach() for y in outputs] + list(grads)
+
+
+def _assert_same_results(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                         wrt: list[str]) -> tuple[collections.Counter, collections.Counter]:
+    """Runs `model` with and without graph optimizations; forward outputs and gradients must
+    agree. Returns the op counts of both training graphs (optimized first)."""
+    names = list(feeds)
+    tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+    positions = [names.index(n) for n in wrt]
+    results = {}
+    counts = {}
+    for optimize in (True, False):
+        program = _program(model, wrt, optimize)
+        results[optimize] = _outputs_and_gradients(program, tensors, positions)
+        counts[optimize] = _op_counts(program)
+    for got, want in zip(results[True], results[False], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    return counts[True], counts[False]
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list], outputs: list[str]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "passes",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.DOUBLE, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, onnx.TensorProto.DOUBLE, None) for n in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
+def _rand(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).uniform(-1, 1, size=shape)
+
+
+def test_linear_and_attention_transposes_fold_into_the_products() -> None:
+    """nn.Linear's MatMul(x, Transpose(W)) and attention's MatMul(q, Transpose(k)), with
+    symbolic batch/sequence dims as the exporter writes them: both Transposes disappear
+    from forward and from backward, and the results are those of the graph as built."""
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "wt"], ["xw"], name="linear_matmul"),
+        helper.make_node("Add", ["xw", "bias"], ["h"]),
+        helper.make_node("Reshape", ["h", "heads"], ["q"]),
+        helper.make_node("Transpose", ["q"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+    ]
+    model = _model(nodes, {"x": ["batch", "seq", 8], "w": [6, 8], "bias": [6]}, ["scores"])
+    heads = helper.make_tensor("heads", onnx.TensorProto.INT64, [4], [2, 3, 2, 3])
+    model.graph.initializer.append(heads)
+    # The exporter declares intermediate shapes; the rank of q lets folding run before
+    # gradient building.
+    model.graph.value_info.append(
+        helper.make_tensor_value_info("q", onnx.TensorProto.DOUBLE, ["batch", "seq", 2, 3]))
+    feeds = {"x": _rand(2, 3, 8), "w": _rand(6, 8), "bias": _rand(6)}
+    optimized, built = _assert_same_results(model, feeds, ["x", "w", "bias"])
+    assert built["Transpose"] >= 2, built
+    assert optimized["Transpose"] == 0, optimized
+    assert optimized["MatMul"] == 0, optimized
+    # The fused node keeps the MatMul's name, which error messages quote.
+    program = _program(model, ["x", "w", "bias"], optimize=True)
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    fused = [n for n in graph.node if n.name == "linear_matmul"]
+    assert [n.op_type for n in fused] == ["FusedMatMul"], fused
+
+
+def test_gemm_and_fused_matmul_operands_fold_and_flags_toggle() -> None:
+    nodes = [
+        helper.make_node("Transpose", ["a"], ["at"]),  # no perm: reverses a 2-D input
+        helper.make_node("Gemm", ["at", "b", "c"], ["g"], transB=1, alpha=0.5),
+        helper.make_node("Transpose", ["g"], ["gt"], perm=[1, 0]),
+        helper.make_node("FusedMatMul", ["d", "gt"], ["y"], domain="com.microsoft", transA=1,
+                         alpha=2.0),
+    ]
+    model = _model(nodes, {"a": [4, 3], "b": [5, 4], "c": [5], "d": [5, 2]}, ["y"])
+    feeds = {"a": _rand(4, 3), "b": _rand(5, 4), "c": _rand(5), "d": _rand(5, 2)}
+    optimized, built = _assert_same_results(model, feeds, ["a", "b", "c", "d"])
+    assert optimized["Transpose"] == 0 and built["Transpose"] >= 2, (optimized, built)
+
+
+def test_a_transpose_read_elsewhere_stays_and_other_perms_are_not_folded() -> None:
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["x", "wt"], ["y"]),
+        helper.make_node("Relu", ["wt"], ["r"]),  # a second reader of the transposed copy
+        helper.make_node("Transpose", ["v"], ["vt"], perm=[1, 0, 2]),  # moves a batch dim
+        helper.make_node("MatMul", ["vt", "x"], ["z"]),
+    ]
+    model = _model(nodes, {"x": [2, 3, 4], "w": [2, 5, 4], "v": [3, 2, 3]}, ["y", "r", "z", "wt"])
+    feeds = {"x": _rand(2, 3, 4), "w": _rand(2, 5, 4), "v": _rand(3, 2, 3)}
+    optimized, _ = _assert_same_results(model, feeds, ["x", "w", "v"])
+    graph_forward = [n for n in _forward_nodes(model, optimize=True)]
+    assert ("Transpose", [0, 2, 1]) in graph_forward  # still read by Relu and a graph output
+    assert ("Transpose", [1, 0, 2]) in graph_forward  # a batch dim moves: no flag says that
+    assert optimized["FusedMatMul"] >= 1
+
+
+def _forward_nodes(model: onnx.ModelProto, optimize: bool) -> list[tuple[str, list[int]]]:
+    program = _program(model, [], optimize)
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    return [(n.op_type, list(next((a.ints for a in n.attribute if a.name == "perm"), [])))
+            for n in graph.node]
+
+
+def test_rank1_operand_keeps_its_transpose_for_gradient_building() -> None:
+    """The FusedMatMul gradient rule refuses a transposed operand next to a rank-1 one, so
+    folding waits until gradients are built; the results agree either way."""
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["v", "wt"], ["y"])]
+    model = _model(nodes, {"v": [4], "w": [3, 4]}, ["y"])
+    _assert_same_results(model, {"v": _rand(4), "w": _rand(3, 4)}, ["v", "w"])
+
+
+def test_folded_gradients_match_finite_differences() -> None:
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["h"]),
+             helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["ht", "h"], ["y"])]
+    model = _model(nodes, {"x": [2, 3, 4], "w": [5, 4]}, ["y"])
+    program = _program(model, ["x", "w"], optimize=True)
+    assert _op_counts(program)["Transpose"] == 0
+    x = torch.from_numpy(_rand(2, 3, 4)).requires_grad_(True)
+    w = torch.from_numpy(_rand(5, 4)).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a, b: _C.run(program, [a, b])[0], (x, w), eps=1e-6,
+                                    atol=1e-6, rtol=1e-5)
+
+
+def test_graph_optimizations_option_is_validated_and_overridden_by_environment(monkeypatch) -> None:
+    assert DebugOptions().graph_optimizations is True
+    with pytest.raises(TypeError, match="graph_optimizations must be a bool"):
+        DebugOptions(graph_optimizations=1)
+    monkeypatch.setenv("ORTMODULE_GRAPH_OPTIMIZATIONS", "0")
+    assert DebugOptions.from_env().graph_optimizations is False
+    monkeypatch.setenv("ORTMODULE_GRAPH_OPTIMIZATIONS", "yes")
+    with pytest.raises(ValueError, match="ORTMODULE_GRAPH_OPTIMIZATIONS='yes' must be 0 or 1"):
+        DebugOptions.from_env()
+
+
+class Attention(nn.Module):
+    """Linear projections and attention scores: the Transposes that folding removes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        # A scale exact in float32: the exporter writes scalar constants as float32.
+        scores = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+        return self.out(scores @ v)
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_module_with_and_without_graph_optimizations_matches_eager(optimize: bool,
+                                                                   tmp_path) -> None:
+    torch.manual_seed(0)
+    eager = Attention().double()
+    options = DebugOptions(graph_optimizations=optimize, save_onnx=True, onnx_prefix="attn",
+                           save_path=str(tmp_path))
+    ort = ORTModule(copy.deepcopy(eager), debug_options=options)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    expected, actual = eager(x), ort(x)
+    torch.testing.assert_close(actual, expected, rtol=1e-10, atol=1e-12)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    for (name, p), q in zip(ort.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-10, atol=1e-12, msg=name)
+    graph = onnx.load(str(tmp_path / "attn_training_training.onnx")).graph
+    transposes = sum(n.op_type == "Transpose" for n in graph.node)
+    assert (transposes == 0) == optimize, transposes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_transformer_with_and_without_graph_optimizations_agree(name: str) -> None:
+    family = FAMILIES[name]
+    torch.manual_seed(0)
+    eager = family.build(0.0).train()
+    results = {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(eager),
+                        debug_options=DebugOptions(graph_optimizations=optimize))
+        loss = ort(**family.batch(4, 8, 0)).loss
+        loss.backward()
+        results[optimize] = (loss.detach(),
+                             {n: p.grad for n, p in ort.module.named_parameters()})
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-5, atol=1e-6)
+    for n, g in results[False][1].items():
+        torch.testing.assert_close(results[True][1][n], g, rtol=1e-4, atol=2e-5, msg=n)
