@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -17,6 +19,19 @@ int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<i
 template <typename T>
 void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
                        const T* bias, T* y, T* mean, T* inv_std) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().layernorm_forward_row) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float m, is;
+          vec(cols, eps, x + r * cols, scale, bias, y + r * cols, &m, &is);
+          if (mean) mean[r] = m;
+          if (inv_std) inv_std[r] = is;
+        }
+      });
+      return;
+    }
+  }
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
@@ -45,7 +60,15 @@ void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const
 template <typename T>
 void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
                         const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
-  if (dx) {
+  const auto vec_dx = std::is_same_v<T, float> ? vec_kernels().layernorm_backward_row : nullptr;
+  if (dx && vec_dx) {
+    if constexpr (std::is_same_v<T, float>) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          vec_dx(cols, dy + r * cols, x + r * cols, scale, mean[r], inv_std[r], dx + r * cols);
+      });
+    }
+  } else if (dx) {
     // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale
     parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
