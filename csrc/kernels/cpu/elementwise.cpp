@@ -1,5 +1,6 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ortmodule {
@@ -35,8 +36,30 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
     }
     leading_only = leading_only && suffix == n_out;
   }
-  if (leading_only) {
-    const int64_t rows = n_in / n_out;
+  const int64_t rows = leading_only ? n_in / n_out : 0;
+  // Row blocks of a fixed size (not one per thread) keep the summation order, and so the
+  // result, independent of the thread count.
+  constexpr int64_t kRowBlock = 64;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  if (leading_only && n_out < 16384 && blocks > 1) {
+    // Few columns ([B*S, N] -> [N], a bias gradient): parallel over row blocks, each
+    // summing its rows into its own partial row; the partials are added in block order.
+    std::vector<Acc> partial(static_cast<size_t>(blocks * n_out), Acc(0));
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        Acc* p = partial.data() + blk * n_out;
+        const int64_t r_end = std::min(rows, (blk + 1) * kRowBlock);
+        for (int64_t r = blk * kRowBlock; r < r_end; ++r) {
+          const T* xr = x + r * n_out;
+          for (int64_t c = 0; c < n_out; ++c) p[c] += xr[c];
+        }
+      }
+    });
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const Acc* p = partial.data() + blk * n_out;
+      for (int64_t c = 0; c < n_out; ++c) acc[c] += p[c];
+    }
+  } else if (leading_only) {
     parallel_for(0, n_out, 1024, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * n_out;
