@@ -4,8 +4,8 @@
 #include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/gelu.h"
 #include "kernels/math/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"

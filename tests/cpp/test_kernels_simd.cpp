@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/softmax.h"
 
@@ -195,6 +195,43 @@ TEST(SimdKernels, GeluPropagatesNaNAndInfinity) {
       EXPECT_EQ(y[1], inf) << cpu_isa_name(isa);
       EXPECT_EQ(y[2], 0.0f) << cpu_isa_name(isa);
       EXPECT_EQ(y[3], 0.0f) << cpu_isa_name(isa);
+    }
+  }
+}
+
+// Exp, Sigmoid and Tanh over their whole float range (tails, the small-|x| branch of tanh,
+// exp's subnormal results), against float64.
+TEST(SimdKernels, ActivationsMatchFloat64) {
+  IsaScope scope;
+  std::vector<float> x = dense_range(-104.0f, 89.0f, 193001);
+  const std::vector<float> near_zero = dense_range(-1.0f, 1.0f, 20001);
+  x.insert(x.end(), near_zero.begin(), near_zero.end());
+  const int64_t n = static_cast<int64_t>(x.size());
+  set_cpu_isa(CpuIsa::kBaseline);
+  std::vector<float> y(n);
+  EXPECT_FALSE(activation_forward_f32(VecActivation::kExp, n, x.data(), y.data()))
+      << "the baseline has no vector activations; the ops run their scalar loops";
+  for (CpuIsa isa : vector_isas()) {
+    set_cpu_isa(isa);
+    for (VecActivation op : {VecActivation::kExp, VecActivation::kSigmoid, VecActivation::kTanh}) {
+      std::vector<double> want(n), scale(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = x[i];
+        want[i] = op == VecActivation::kExp       ? std::exp(v)
+                  : op == VecActivation::kSigmoid ? 1.0 / (1.0 + std::exp(-v))
+                                                  : std::tanh(v);
+        // Beyond the largest float (plus half an ulp) the float result is inf.
+        if (want[i] > std::numeric_limits<float>::max() * (1.0 + 0x1p-25))
+          want[i] = std::numeric_limits<double>::infinity();
+        // exp's argument is rounded to float: relative error ~|x| eps in the result.
+        scale[i] = std::abs(want[i]) * (op == VecActivation::kTanh ? 1.0 : 1.0 + std::abs(v));
+      }
+      ASSERT_TRUE(activation_forward_f32(op, n, x.data(), y.data()));
+      const char* name = op == VecActivation::kExp       ? " exp"
+                         : op == VecActivation::kSigmoid ? " sigmoid"
+                                                         : " tanh";
+      // The floor is below the smallest normal float: subnormal results lose precision.
+      expect_close(y, want, 4 * kFloatEps, 2e-38, x, std::string(cpu_isa_name(isa)) + name, scale);
     }
   }
 }

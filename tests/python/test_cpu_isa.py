@@ -52,7 +52,11 @@ def run_op(
 
 
 def assert_close(
-    got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, what: str
+    got: torch.Tensor,
+    want: torch.Tensor,
+    rtol: float | torch.Tensor,
+    atol: float,
+    what: str,
 ) -> None:
     want = want.to(torch.float64)
     err = (got.to(torch.float64) - want).abs()
@@ -100,6 +104,27 @@ def test_gelu(isa: str, approximate: str) -> None:
     assert_close(g["x"], g_torch, 1e-5, 2e-5, f"{isa} dgelu {approximate} vs torch")
     assert_close(y, y_base, 8 * EPS, 2e-6, f"{isa} gelu {approximate} vs baseline")
     assert_close(g["x"], g_base["x"], 16 * EPS, 2e-5, f"{isa} dgelu {approximate} vs baseline")
+
+
+@pytest.mark.parametrize("op", ["Exp", "Sigmoid", "Tanh"])
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_activation(isa: str, op: str) -> None:
+    x = torch.linspace(-30, 30, 80 * 1024, dtype=torch.float32).reshape(80, 1024)
+    dy = torch.randn_like(x)
+    _C.set_cpu_isa("baseline")
+    y_base, g_base = run_op(op, {"x": x}, {}, 17, dy)
+    _C.set_cpu_isa(isa)
+    y, g = run_op(op, {"x": x}, {}, 17, dy)
+    xd = x.to(torch.float64).requires_grad_(True)
+    y_ref = {"Exp": torch.exp, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh}[op](xd)
+    (g_ref,) = torch.autograd.grad(y_ref, xd, dy.to(torch.float64))
+    # exp's argument is rounded to float32: relative error ~|x| eps (Exp, Sigmoid's tail).
+    cond = 1.0 if op == "Tanh" else 1.0 + x.abs().to(torch.float64)
+    assert_close(y, y_ref.detach(), 4 * EPS * cond, 1e-38, f"{isa} {op} vs float64")
+    assert_close(y, y_base, 4 * EPS * cond, 1e-38, f"{isa} {op} vs baseline")
+    # The gradient is computed from y (the same SigmoidGrad / TanhGrad / Mul on both paths).
+    assert_close(g["x"], g_ref, 8 * EPS * cond, 1e-37, f"{isa} d{op} vs float64")
+    assert_close(g["x"], g_base["x"], 8 * EPS * cond, 1e-37, f"{isa} d{op} vs baseline")
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])

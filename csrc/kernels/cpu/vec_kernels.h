@@ -7,9 +7,14 @@
 
 namespace ortmodule {
 
+// Element-wise activations with a vector form (kernels/math/vec_math.h).
+enum class VecActivation { kExp, kSigmoid, kTanh };
+
 // Each entry runs over one contiguous chunk (the callers split work with parallel_for).
 // A null entry means the caller's baseline loop runs.
 struct VecKernels {
+  // x, y: [n]; y may alias x.
+  void (*activation)(VecActivation op, int64_t n, const float* x, float* y);
   // x, y: [n]; y may alias x. tanh selects the tanh approximation of Gelu.
   void (*gelu_forward)(int64_t n, const float* x, float* y, bool tanh);
   // dy, x, dx: [n]; dx may alias dy.

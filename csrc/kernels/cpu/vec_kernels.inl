@@ -1,7 +1,7 @@
 // The vectorized float32 kernels, written once over a register wrapper V and included by
 // vec_avx2.cpp and vec_avx512.cpp (each compiled with its target flags). Everything is in
 // an anonymous namespace so no symbol compiled with wide instructions is shared with
-// baseline code. Each kernel's baseline twin (the scalar loop in gelu.cpp, softmax.cpp,
+// baseline code. Each kernel's baseline twin (the scalar loop in activation.cpp, softmax.cpp,
 // layernorm.cpp) defines its semantics; sums accumulate in double as theirs do.
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vec_kernels.h"
@@ -38,6 +38,19 @@ void map_binary(int64_t n, const float* a, const float* b, float* y, const Fn& f
   if (i < n)
     store_tail<V>(y + i, f(load_tail<V>(a + i, n - i, 0.0f), load_tail<V>(b + i, n - i, 0.0f)),
                   n - i);
+}
+
+template <typename V>
+void activation(VecActivation op, int64_t n, const float* x, float* y) {
+  using F = typename V::F;
+  switch (op) {
+    case VecActivation::kExp:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_exp<V>(v); });
+    case VecActivation::kSigmoid:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_sigmoid<V>(v); });
+    case VecActivation::kTanh:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_tanh<V>(v); });
+  }
 }
 
 template <typename V>
@@ -195,6 +208,7 @@ void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const
 template <typename V>
 VecKernels make_vec_kernels() {
   VecKernels k{};
+  k.activation = activation<V>;
   k.gelu_forward = gelu_forward<V>;
   k.gelu_backward = gelu_backward<V>;
   k.softmax_forward_row = softmax_forward_row<V>;

@@ -35,6 +35,34 @@ typename V::F vec_exp(typename V::F x) {
   return V::select(V::gt(x, hi), V::set1(__builtin_inff()), y);
 }
 
+// sigmoid(x) = 1 / (1 + exp(-x)): exp(-x) overflows to inf for x < -88.7, giving 0
+// (the exact value is below 1e-38 there).
+template <typename V>
+typename V::F vec_sigmoid(typename V::F x) {
+  const typename V::F one = V::set1(1.0f);
+  return V::div(one, V::add(one, vec_exp<V>(V::sub(V::zero(), x))));
+}
+
+// tanh(x): x + x^3 P(x^2) for |x| < 0.625 (Cephes tanhf, where 1 - 2 / (e + 1) would
+// cancel), else 1 - 2 / (exp(2|x|) + 1) with x's sign. About 1 ulp.
+template <typename V>
+typename V::F vec_tanh(typename V::F x) {
+  using F = typename V::F;
+  const F ax = V::abs(x);
+  const F z = V::mul(x, x);
+  F p = V::set1(-5.70498872745e-3f);
+  p = V::fmadd(p, z, V::set1(2.06390887954e-2f));
+  p = V::fmadd(p, z, V::set1(-5.37397155531e-2f));
+  p = V::fmadd(p, z, V::set1(1.33314422036e-1f));
+  p = V::fmadd(p, z, V::set1(-3.33332819422e-1f));
+  const F small = V::fmadd(V::mul(p, z), x, x);
+  const F one = V::set1(1.0f);
+  const F e = vec_exp<V>(V::add(ax, ax));
+  const F big = V::sub(one, V::div(V::set1(2.0f), V::add(e, one)));
+  const F signed_big = V::select(V::lt(x, V::zero()), V::sub(V::zero(), big), big);
+  return V::select(V::lt(ax, V::set1(0.625f)), small, signed_big);
+}
+
 // exp(-x^2 / 2) with the rounding error of x*x folded in (x^2 = q + q_lo exactly, and
 // exp(-q_lo/2) ~ 1 - q_lo/2), so the Gaussian tail keeps float32 relative accuracy.
 template <typename V>
