@@ -14,7 +14,9 @@
 namespace ortmodule {
 namespace simd {
 
-#if defined(__AVX2__) && defined(__FMA__)
+// Each wrapper exists only in the file compiled for it: the AVX-512 file (which also has
+// __AVX2__) must not hold a copy of VecAvx2's inline functions in wider encodings.
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 struct VecAvx2 {
   using F = __m256;
   using I = __m256i;

@@ -1,7 +1,7 @@
 // The AVX2 + FMA kernels (compiled with -mavx2 -mfma; called only where the CPU has them).
 #include "kernels/cpu/vec_kernels.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 #include "kernels/cpu/vec_kernels.inl"
 
 namespace ortmodule {
