@@ -1,4 +1,5 @@
-"""Kernel lab: our Conv / MaxPool / BatchNormalization CPU kernels against PyTorch eager.
+"""Kernel lab: our Conv / MaxPool / BatchNormalization / Gelu / Softmax / LayerNormalization
+CPU kernels against PyTorch eager.
 
 Each case is one ONNX node run through the engine (`_C.Program` + `_C.run`), forward and
 backward, next to the matching ATen kernels on the same tensors. Our per-kernel time comes from
@@ -10,6 +11,10 @@ with PyTorch, so a fast wrong variant fails loudly instead of winning.
 
     python benchmarks/kernels/bench_kernels.py                  # all cases, 2 threads
     python benchmarks/kernels/bench_kernels.py --filter conv --runs 50 --stat min
+    python benchmarks/kernels/bench_kernels.py --filter gelu --isa baseline,avx2
+
+--isa runs every case once per named instruction set of our vector kernels (cpu_isa.h), so
+the baseline and vector paths are compared in one process.
 
 Cases are one list (cases()); adding a shape is one line.
 """
@@ -30,8 +35,23 @@ from onnx import helper
 from ortmodule import _C
 
 OPSET = 17
-FORWARD_OPS = {"Conv", "MaxPool", "BatchNormalization", "BatchNormInternal"}
-BACKWARD_OPS = {"ConvGrad", "MaxPoolGrad", "BatchNormalizationGrad"}
+FORWARD_OPS = {
+    "Conv",
+    "MaxPool",
+    "BatchNormalization",
+    "BatchNormInternal",
+    "Gelu",
+    "Softmax",
+    "LayerNormalization",
+}
+BACKWARD_OPS = {
+    "ConvGrad",
+    "MaxPoolGrad",
+    "BatchNormalizationGrad",
+    "GeluGrad",
+    "SoftmaxGrad_13",
+    "LayerNormalizationGrad",
+}
 
 
 @dataclass
@@ -47,6 +67,7 @@ class Case:
     # Float sums over N*H*W terms differ in rounding order from PyTorch's, so errors are
     # measured relative to the largest reference magnitude rather than elementwise.
     tol: float = 1e-5
+    opset: int = OPSET
 
 
 def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 1) -> Case:
@@ -152,6 +173,87 @@ def batchnorm_case(name: str, n: int, c: int, h: int) -> Case:
     )
 
 
+def gelu_case(name: str, shape: tuple[int, ...], approximate: str) -> Case:
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        def fwd() -> torch.Tensor:
+            return F.gelu(t["x"], approximate=approximate)
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return (torch.ops.aten.gelu_backward(dy, t["x"], approximate=approximate),)
+
+        return fwd, bwd
+
+    return Case(
+        name,
+        "Gelu",
+        {"x": torch.randn(*shape) * 2},
+        {"approximate": approximate},
+        ["y"],
+        ["x"],
+        kernels,
+        opset=20,
+    )
+
+
+def softmax_case(name: str, shape: tuple[int, ...]) -> Case:
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        saved = {}
+
+        def fwd() -> torch.Tensor:
+            saved["y"] = torch.softmax(t["x"], -1)
+            return saved["y"]
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return (torch.ops.aten._softmax_backward_data(dy, saved["y"], -1, torch.float32),)
+
+        return fwd, bwd
+
+    return Case(
+        name, "Softmax", {"x": torch.randn(*shape) * 3}, {"axis": -1}, ["y"], ["x"], kernels
+    )
+
+
+def layernorm_case(name: str, rows: int, cols: int) -> Case:
+    inputs = {
+        "x": torch.randn(rows, cols) * 2 + 1,
+        "scale": torch.rand(cols) + 0.5,
+        "bias": torch.randn(cols),
+    }
+
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        saved = {}
+
+        def fwd() -> torch.Tensor:
+            y, saved["mean"], saved["rstd"] = torch.ops.aten.native_layer_norm(
+                t["x"], [cols], t["scale"], t["bias"], 1e-5
+            )
+            return y
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            return torch.ops.aten.native_layer_norm_backward(
+                dy,
+                t["x"],
+                [cols],
+                saved["mean"],
+                saved["rstd"],
+                t["scale"],
+                t["bias"],
+                [True, True, True],
+            )
+
+        return fwd, bwd
+
+    return Case(
+        name,
+        "LayerNormalization",
+        inputs,
+        {"axis": -1, "epsilon": 1e-5},
+        ["y"],
+        ["x", "scale", "bias"],
+        kernels,
+    )
+
+
 def cases() -> list[Case]:
     torch.manual_seed(0)
     return [
@@ -169,6 +271,11 @@ def cases() -> list[Case]:
         maxpool_case("maxpool 16x8x8", 64, 16, 8),
         batchnorm_case("batchnorm 16x8x8", 64, 16, 8),
         batchnorm_case("batchnorm 32x4x4", 64, 32, 4),
+        # BERT-small (batch 8, seq 128, hidden 256, 4 heads, FFN 1024).
+        gelu_case("gelu 8x128x1024", (8, 128, 1024), "none"),
+        gelu_case("gelu tanh 8x128x1024", (8, 128, 1024), "tanh"),
+        softmax_case("softmax 8x4x128x128", (8, 4, 128, 128)),
+        layernorm_case("layernorm 1024x256", 1024, 256),
     ]
 
 
@@ -182,7 +289,7 @@ def build_program(case: Case, wrt: list[str]) -> object:
     ]
     node = helper.make_node(case.op, list(case.inputs), case.outputs, **case.attrs)
     graph = helper.make_graph([node], case.name, infos, outs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     return _C.Program(model.SerializeToString(), [], wrt)
 
 
@@ -257,6 +364,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
     parser.add_argument(
+        "--isa",
+        default="",
+        help="comma-separated instruction sets of our vector kernels to run each case with "
+        "(baseline, avx2, avx512); default: the one the engine chose",
+    )
+    parser.add_argument(
         "--stat",
         choices=["median", "min"],
         default="median",
@@ -270,20 +383,24 @@ def main() -> None:
         "(ratio = ours / torch; below 1 is faster)"
     )
     print(
-        f"{'case':22s} {'fwd ours':>9s} {'torch':>7s} {'ratio':>6s}   "
+        f"{'case':32s} {'fwd ours':>9s} {'torch':>7s} {'ratio':>6s}   "
         f"{'bwd ours':>9s} {'torch':>7s} {'ratio':>6s}"
     )
+    isas = [i for i in args.isa.split(",") if i] or [_C.cpu_isa()]
     for case in cases():
         if args.filter not in case.name:
             continue
         program = build_program(case, case.wrt)
-        check(case, program)
-        t = {k: stat(v) for k, v in time_case(case, program, args.runs).items()}
-        of, ob, tf, tb = t["ours_fwd"], t["ours_bwd"], t["torch_fwd"], t["torch_bwd"]
-        print(
-            f"{case.name:22s} {of * 1e3:9.3f} {tf * 1e3:7.3f} {of / tf:6.2f}   "
-            f"{ob * 1e3:9.3f} {tb * 1e3:7.3f} {ob / tb:6.2f}"
-        )
+        for isa in isas:
+            _C.set_cpu_isa(isa)
+            check(case, program)
+            t = {k: stat(v) for k, v in time_case(case, program, args.runs).items()}
+            of, ob, tf, tb = t["ours_fwd"], t["ours_bwd"], t["torch_fwd"], t["torch_bwd"]
+            label = f"{case.name} [{isa}]" if len(isas) > 1 else case.name
+            print(
+                f"{label:32s} {of * 1e3:9.3f} {tf * 1e3:7.3f} {of / tf:6.2f}   "
+                f"{ob * 1e3:9.3f} {tb * 1e3:7.3f} {ob / tb:6.2f}"
+            )
 
 
 if __name__ == "__main__":

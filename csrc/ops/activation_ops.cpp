@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/elementwise.h"
 #include "ops/op_utils.h"
@@ -72,6 +73,11 @@ void cpu_sign(OpContext& ctx) {
 }
 
 void cpu_gelu(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (x.dtype() == DType::Float32) {
+    gelu_forward_f32(x.numel(), x.data<float>(), ctx.out(0).data<float>(), gelu_is_tanh(ctx));
+    return;
+  }
   if (gelu_is_tanh(ctx)) {
     unary_float(ctx, [](auto v) { return math::gelu_tanh(v); });
   } else {
@@ -87,6 +93,11 @@ void cpu_gelu_grad(OpContext& ctx) {
   if (dy.shape() != x.shape())
     ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
   const bool tanh_mode = gelu_is_tanh(ctx);
+  if (dy.dtype() == DType::Float32) {
+    gelu_backward_f32(dy.numel(), dy.data<float>(), x.data<float>(), ctx.out(0).data<float>(),
+                      tanh_mode);
+    return;
+  }
   ORTM_DISPATCH_FLOAT(
       dy.dtype(), ctx,
       binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), ctx.out(0).shape(),

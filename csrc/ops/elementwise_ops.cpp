@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
@@ -275,13 +276,24 @@ void cpu_neg(OpContext& ctx) {
 void cpu_relu(OpContext& ctx) {
   run_unary_float(ctx, [](auto v) { return math::relu(v); });
 }
+namespace {
+// float32 through the vector kernels where the CPU has them (false: the baseline loop).
+bool run_vec_activation(OpContext& ctx, VecActivation op) {
+  const Tensor& x = ctx.in(0);
+  return x.dtype() == DType::Float32 &&
+         activation_forward_f32(op, x.numel(), x.data<float>(), ctx.out(0).data<float>());
+}
+}  // namespace
 void cpu_sigmoid(OpContext& ctx) {
+  if (run_vec_activation(ctx, VecActivation::kSigmoid)) return;
   run_unary_float(ctx, [](auto v) { return math::sigmoid(v); });
 }
 void cpu_tanh(OpContext& ctx) {
+  if (run_vec_activation(ctx, VecActivation::kTanh)) return;
   run_unary_float(ctx, [](auto v) { return math::tanh_fwd(v); });
 }
 void cpu_exp(OpContext& ctx) {
+  if (run_vec_activation(ctx, VecActivation::kExp)) return;
   run_unary_float(ctx, [](auto v) { return std::exp(v); });
 }
 void cpu_log(OpContext& ctx) {

@@ -421,17 +421,27 @@ void gather_grad(OpContext& ctx, int64_t axis_attr, int64_t skip) {
   ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
     scalar_t* out = dx.data<scalar_t>();
     const scalar_t* g = dy.data<scalar_t>();
-    std::fill(out, out + dx.numel(), scalar_t(0));
-    // Repeated indices accumulate; each outer slice is owned by one thread.
-    parallel_for(0, outer, 1, [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o)
+    // An embedding table is large and mostly untouched: clear it on every thread.
+    parallel_for(0, dx.numel(), 1 << 16,
+                 [&](int64_t b, int64_t e) { std::fill(out + b, out + e, scalar_t(0)); });
+    // Repeated indices accumulate. Work is split over (outer slice, block of inner
+    // columns): each output element is owned by one thread and summed in index order,
+    // so the result does not depend on the thread count.
+    constexpr int64_t kColumnBlock = 64;
+    const int64_t col_blocks = std::max<int64_t>(1, (inner + kColumnBlock - 1) / kColumnBlock);
+    parallel_for(0, outer * col_blocks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / col_blocks;
+        const int64_t j0 = (t % col_blocks) * kColumnBlock;
+        const int64_t j1 = std::min(inner, j0 + kColumnBlock);
         for (int64_t i = 0; i < n_idx; ++i) {
           int64_t k = checked_index(ctx, indices, i, extent);
           if (k == skip) continue;
           scalar_t* d = out + (o * extent + k) * inner;
           const scalar_t* s = g + (o * n_idx + i) * inner;
-          for (int64_t j = 0; j < inner; ++j) d[j] += s[j];
+          for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
         }
+      }
     });
   });
 }

@@ -1,6 +1,7 @@
 // Python bindings: one module, ortmodule._C.
 #include <torch/extension.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "onnx/loader.h"
 #include "ops/op_table.h"
 #include "python/torch_boundary.h"
@@ -151,6 +152,16 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
+  m.def(
+      "cpu_isa", [] { return std::string(cpu_isa_name(active_cpu_isa())); },
+      "The instruction set of the vector kernels: baseline, avx2 or avx512.");
+  m.def(
+      "cpu_isa_supported",
+      [](const std::string& name) { return cpu_isa_supported(parse_cpu_isa(name)); },
+      py::arg("name"));
+  m.def(
+      "set_cpu_isa", [](const std::string& name) { set_cpu_isa(parse_cpu_isa(name)); },
+      py::arg("name"), "Switches the vector kernels (tests and benchmarks compare the paths).");
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);

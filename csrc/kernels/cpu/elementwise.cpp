@@ -1,5 +1,6 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ortmodule {
@@ -35,8 +36,30 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
     }
     leading_only = leading_only && suffix == n_out;
   }
-  if (leading_only) {
-    const int64_t rows = n_in / n_out;
+  const int64_t rows = leading_only ? n_in / n_out : 0;
+  // Row blocks of a fixed size (not one per thread) keep the summation order, and so the
+  // result, independent of the thread count.
+  constexpr int64_t kRowBlock = 64;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  if (leading_only && n_out < 16384 && blocks > 1) {
+    // Few columns ([B*S, N] -> [N], a bias gradient): parallel over row blocks, each
+    // summing its rows into its own partial row; the partials are added in block order.
+    std::vector<Acc> partial(static_cast<size_t>(blocks * n_out), Acc(0));
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        Acc* p = partial.data() + blk * n_out;
+        const int64_t r_end = std::min(rows, (blk + 1) * kRowBlock);
+        for (int64_t r = blk * kRowBlock; r < r_end; ++r) {
+          const T* xr = x + r * n_out;
+          for (int64_t c = 0; c < n_out; ++c) p[c] += xr[c];
+        }
+      }
+    });
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const Acc* p = partial.data() + blk * n_out;
+      for (int64_t c = 0; c < n_out; ++c) acc[c] += p[c];
+    }
+  } else if (leading_only) {
     parallel_for(0, n_out, 1024, [&](int64_t c0, int64_t c1) {
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * n_out;
@@ -57,21 +80,37 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
       --split;
     }
     const int64_t outer = n_in / inner;
-    for (int64_t r = 0; r < outer; ++r) {
-      int64_t rem = r, o = 0;
-      for (int64_t d = split - 1; d >= 0; --d) {
-        o += (rem % x_shape[d]) * sy[d];
-        rem /= x_shape[d];
+    auto sum_rows = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t rem = r, o = 0;
+        for (int64_t d = split - 1; d >= 0; --d) {
+          o += (rem % x_shape[d]) * sy[d];
+          rem /= x_shape[d];
+        }
+        const T* xr = x + r * inner;
+        if (inner_reduced) {
+          // Four running sums: one would wait on each add's latency.
+          Acc s[4] = {0, 0, 0, 0};
+          int64_t c = 0;
+          for (; c + 4 <= inner; c += 4)
+            for (int k = 0; k < 4; ++k) s[k] += xr[c + k];
+          for (; c < inner; ++c) s[0] += xr[c];
+          acc[o] += (s[0] + s[1]) + (s[2] + s[3]);
+        } else {
+          Acc* ar = acc.data() + o;
+          for (int64_t c = 0; c < inner; ++c) ar[c] += xr[c];
+        }
       }
-      const T* xr = x + r * inner;
-      if (inner_reduced) {
-        Acc s = 0;
-        for (int64_t c = 0; c < inner; ++c) s += xr[c];
-        acc[o] += s;
-      } else {
-        Acc* ar = acc.data() + o;
-        for (int64_t c = 0; c < inner; ++c) ar[c] += xr[c];
-      }
+    };
+    // Rows with distinct outputs (only the innermost dims reduced, as ReduceSum over the
+    // last axis) can be summed on several threads; otherwise rows share outputs.
+    bool rows_distinct = inner_reduced;
+    for (int64_t d = 0; d < split; ++d)
+      if (sy[d] == 0 && x_shape[d] != 1) rows_distinct = false;
+    if (rows_distinct) {
+      parallel_for(0, outer, std::max<int64_t>(1, 32768 / inner), sum_rows);
+    } else {
+      sum_rows(0, outer);
     }
   }
   for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<T>(acc[i]);

@@ -81,8 +81,22 @@ void binary_map(const std::vector<int64_t>& a_shape, const T* a,
                      ob += idx * sb[d];
                    }
                    U* yr = y + r * inner;
-                   for (int64_t j = 0; j < inner; ++j)
-                     yr[j] = f(a[oa + j * ia_inner], b[ob + j * ib_inner]);
+                   const T* ar = a + oa;
+                   const T* br = b + ob;
+                   // The common patterns ([.., N] op [N] bias, [.., N] op [.., 1]) get
+                   // loops with unit or zero strides, which the compiler vectorizes.
+                   if (ia_inner == 1 && ib_inner == 1) {
+                     for (int64_t j = 0; j < inner; ++j) yr[j] = f(ar[j], br[j]);
+                   } else if (ia_inner == 1 && ib_inner == 0) {
+                     const T bv = br[0];
+                     for (int64_t j = 0; j < inner; ++j) yr[j] = f(ar[j], bv);
+                   } else if (ia_inner == 0 && ib_inner == 1) {
+                     const T av = ar[0];
+                     for (int64_t j = 0; j < inner; ++j) yr[j] = f(av, br[j]);
+                   } else {
+                     for (int64_t j = 0; j < inner; ++j)
+                       yr[j] = f(ar[j * ia_inner], br[j * ib_inner]);
+                   }
                  }
                });
 }

@@ -1,11 +1,13 @@
-// Rows are independent for y and dx (parallel over rows); dscale and dbias sum over
-// rows, so they run parallel over column blocks, each block reading rows in order.
+// Rows are independent for y and dx (parallel over rows; float32 rows go through the
+// active ISA's vector kernels); dscale and dbias sum over rows, in fixed row blocks.
 #include "kernels/cpu/layernorm.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -17,6 +19,19 @@ int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<i
 template <typename T>
 void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
                        const T* bias, T* y, T* mean, T* inv_std) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().layernorm_forward_row) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float m, is;
+          vec(cols, eps, x + r * cols, scale, bias, y + r * cols, &m, &is);
+          if (mean) mean[r] = m;
+          if (inv_std) inv_std[r] = is;
+        }
+      });
+      return;
+    }
+  }
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
@@ -45,7 +60,15 @@ void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const
 template <typename T>
 void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
                         const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
-  if (dx) {
+  const auto vec_dx = std::is_same_v<T, float> ? vec_kernels().layernorm_backward_row : nullptr;
+  if (dx && vec_dx) {
+    if constexpr (std::is_same_v<T, float>) {
+      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          vec_dx(cols, dy + r * cols, x + r * cols, scale, mean[r], inv_std[r], dx + r * cols);
+      });
+    }
+  } else if (dx) {
     // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale
     parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -70,20 +93,36 @@ void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, con
     });
   }
   if (!dscale && !dbias) return;
-  parallel_for(0, cols, 256, [&](int64_t c0, int64_t c1) {
-    std::vector<double> s_scale(c1 - c0, 0.0), s_bias(c1 - c0, 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = x + r * cols;
-      const T* gr = dy + r * cols;
-      const double m = mean[r], is = inv_std[r];
-      for (int64_t c = c0; c < c1; ++c) {
-        s_scale[c - c0] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
-        s_bias[c - c0] += gr[c];
+  // dscale and dbias sum over rows. Fixed blocks of rows (not one per thread) sum into
+  // their own partial rows in parallel, added in block order afterwards: the result does
+  // not depend on the thread count, and a narrow row ([B*S, 256]) still uses every thread.
+  constexpr int64_t kRowBlock = 64;
+  const int64_t blocks = std::max<int64_t>(1, (rows + kRowBlock - 1) / kRowBlock);
+  std::vector<double> partial(static_cast<size_t>(2 * blocks * cols), 0.0);
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      double* s_scale = partial.data() + 2 * blk * cols;
+      double* s_bias = s_scale + cols;
+      for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+        const T* xr = x + r * cols;
+        const T* gr = dy + r * cols;
+        const double m = mean[r], is = inv_std[r];
+        for (int64_t c = 0; c < cols; ++c) {
+          s_scale[c] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
+          s_bias[c] += gr[c];
+        }
       }
     }
+  });
+  parallel_for(0, cols, 1024, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      if (dscale) dscale[c] = static_cast<T>(s_scale[c - c0]);
-      if (dbias) dbias[c] = static_cast<T>(s_bias[c - c0]);
+      double sum_scale = 0, sum_bias = 0;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        sum_scale += partial[2 * blk * cols + c];
+        sum_bias += partial[(2 * blk + 1) * cols + c];
+      }
+      if (dscale) dscale[c] = static_cast<T>(sum_scale);
+      if (dbias) dbias[c] = static_cast<T>(sum_bias);
     }
   });
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/softmax.h"
 #include "kernels/parallel.h"
 
@@ -162,6 +164,12 @@ template <typename T>
 void softmax_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, T* y, bool log) {
   if (outer <= 0 || dim <= 0 || inner <= 0) return;
   if (inner == 1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto vec = vec_kernels().softmax_forward_row) {
+        for_each_row(outer, dim, [&](int64_t off) { vec(dim, x + off, y + off, log); });
+        return;
+      }
+    }
     for_each_row(outer, dim, [&](int64_t off) { softmax_forward_row(dim, x + off, y + off, log); });
   } else {
     for_each_inner_tile(outer, dim, inner, [&](int64_t off, int64_t len) {
@@ -175,6 +183,12 @@ void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, co
                       bool log) {
   if (outer <= 0 || dim <= 0 || inner <= 0) return;
   if (inner == 1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto vec = vec_kernels().softmax_backward_row) {
+        for_each_row(outer, dim, [&](int64_t off) { vec(dim, dy + off, y + off, dx + off, log); });
+        return;
+      }
+    }
     for_each_row(outer, dim,
                  [&](int64_t off) { softmax_backward_row(dim, dy + off, y + off, dx + off, log); });
   } else {

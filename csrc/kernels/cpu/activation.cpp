@@ -1,0 +1,46 @@
+#include "kernels/cpu/activation.h"
+
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/math/elementwise.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+
+namespace {
+// Gelu costs an exp, a division and two polynomials per element (the other activations
+// an exp and a division): a smaller grain than the memory-bound element-wise loops.
+constexpr int64_t kActivationGrain = 8192;
+}  // namespace
+
+bool activation_forward_f32(VecActivation op, int64_t n, const float* x, float* y) {
+  const auto vec = vec_kernels().activation;
+  if (!vec) return false;
+  parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) { vec(op, e - b, x + b, y + b); });
+  return true;
+}
+
+void gelu_forward_f32(int64_t n, const float* x, float* y, bool tanh) {
+  const auto vec = vec_kernels().gelu_forward;
+  parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
+    if (vec) return vec(e - b, x + b, y + b, tanh);
+    if (tanh) {
+      for (int64_t i = b; i < e; ++i) y[i] = math::gelu_tanh(x[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) y[i] = math::gelu(x[i]);
+    }
+  });
+}
+
+void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, bool tanh) {
+  const auto vec = vec_kernels().gelu_backward;
+  parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
+    if (vec) return vec(e - b, dy + b, x + b, dx + b, tanh);
+    if (tanh) {
+      for (int64_t i = b; i < e; ++i) dx[i] = math::gelu_tanh_grad(dy[i], x[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) dx[i] = math::gelu_grad(dy[i], x[i]);
+    }
+  });
+}
+
+}  // namespace ortmodule

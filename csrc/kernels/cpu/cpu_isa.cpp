@@ -1,0 +1,131 @@
+#include "kernels/cpu/cpu_isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace ortmodule {
+
+namespace {
+
+constexpr const char* kIsaEnv = "ORTMODULE_CPU_ISA";
+
+bool cpu_has(CpuIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  // __builtin_cpu_supports also checks that the OS saves the wider registers.
+  switch (isa) {
+    case CpuIsa::kBaseline:
+      return true;
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CpuIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma");
+  }
+  return false;
+#else
+  return isa == CpuIsa::kBaseline;
+#endif
+}
+
+const VecKernels* kernels_of(CpuIsa isa) {
+  static const VecKernels kBaselineKernels{};
+  switch (isa) {
+    case CpuIsa::kAvx2:
+      return vec_kernels_avx2();
+    case CpuIsa::kAvx512:
+      return vec_kernels_avx512();
+    case CpuIsa::kBaseline:
+      break;
+  }
+  return &kBaselineKernels;
+}
+
+CpuIsa best_supported() {
+  if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kBaseline;
+}
+
+CpuIsa resolve_from_environment() {
+  const char* env = std::getenv(kIsaEnv);
+  if (!env || !*env) return best_supported();
+  CpuIsa isa;
+  try {
+    isa = parse_cpu_isa(env);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(kIsaEnv) + ": " + e.what());
+  }
+  if (!cpu_isa_supported(isa))
+    throw std::invalid_argument(std::string(kIsaEnv) + "=" + env +
+                                " names an instruction set this CPU or build cannot run; "
+                                "unset it or choose " +
+                                cpu_isa_name(best_supported()) + " or lower");
+  return isa;
+}
+
+std::atomic<const VecKernels*> g_active_kernels{nullptr};
+std::atomic<int> g_active_isa{-1};
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kBaseline:
+      return "baseline";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+CpuIsa parse_cpu_isa(const std::string& name) {
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (name == cpu_isa_name(isa)) return isa;
+  throw std::invalid_argument("\"" + name +
+                              "\" is not a CPU instruction set; expected baseline, avx2 or avx512");
+}
+
+bool cpu_isa_supported(CpuIsa isa) { return cpu_has(isa) && kernels_of(isa) != nullptr; }
+
+void set_cpu_isa(CpuIsa isa) {
+  if (!cpu_isa_supported(isa))
+    throw std::invalid_argument(std::string("this CPU or build cannot run the ") +
+                                cpu_isa_name(isa) + " kernels; the best it runs is " +
+                                cpu_isa_name(best_supported()));
+  // Kernels first: a reader that sees the ISA set also sees its kernels.
+  g_active_kernels.store(kernels_of(isa));
+  g_active_isa.store(static_cast<int>(isa));
+}
+
+namespace {
+void ensure_resolved() {
+  // Resolved once (thread-safe static); a bad ORTMODULE_CPU_ISA throws here, on the
+  // first kernel call. An earlier set_cpu_isa wins over the environment.
+  static const bool resolved = [] {
+    const CpuIsa isa = resolve_from_environment();
+    if (g_active_isa.load() < 0) {
+      g_active_kernels.store(kernels_of(isa));
+      g_active_isa.store(static_cast<int>(isa));
+    }
+    return true;
+  }();
+  (void)resolved;
+}
+}  // namespace
+
+CpuIsa active_cpu_isa() {
+  ensure_resolved();
+  return static_cast<CpuIsa>(g_active_isa.load());
+}
+
+const VecKernels& vec_kernels() {
+  const VecKernels* k = g_active_kernels.load();
+  if (k) return *k;
+  ensure_resolved();
+  return *g_active_kernels.load();
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,34 @@
+// Run-time choice of the CPU instruction set for the vectorized float32 kernels.
+//
+// The build targets plain x86-64 (SSE2); the AVX2 and AVX-512 variants live in files
+// compiled with their own target flags (vec_avx2.cpp, vec_avx512.cpp) and are only
+// called when the CPU supports them. The choice is made once: the best ISA the CPU
+// has, or the one ORTMODULE_CPU_ISA=baseline|avx2|avx512 names (validated here, the
+// one place that reads it). The baseline path is the scalar loops of each kernel file;
+// it stays the fallback and the oracle the vector paths are tested against.
+#pragma once
+
+#include <string>
+
+#include "kernels/cpu/vec_kernels.h"
+
+namespace ortmodule {
+
+enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
+
+// "baseline", "avx2", "avx512".
+const char* cpu_isa_name(CpuIsa isa);
+// Inverse of cpu_isa_name; throws std::invalid_argument naming the accepted values.
+CpuIsa parse_cpu_isa(const std::string& name);
+// True where this CPU (and OS) runs the ISA and this build compiled its kernels.
+bool cpu_isa_supported(CpuIsa isa);
+// The ISA the kernels use: resolved on first call from ORTMODULE_CPU_ISA or the CPU.
+CpuIsa active_cpu_isa();
+// Switches the ISA for later kernel calls (tests run every supported path in one
+// process); throws std::invalid_argument if this CPU cannot run it.
+void set_cpu_isa(CpuIsa isa);
+
+// The kernels of the active ISA (all entries null for the baseline).
+const VecKernels& vec_kernels();
+
+}  // namespace ortmodule

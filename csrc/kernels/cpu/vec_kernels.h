@@ -1,0 +1,38 @@
+// The table of vectorized float32 kernels one instruction set provides (see cpu_isa.h
+// for how one is chosen). Kept free of library headers: vec_avx2.cpp and vec_avx512.cpp
+// include it while compiled with wider target flags.
+#pragma once
+
+#include <cstdint>
+
+namespace ortmodule {
+
+// Element-wise activations with a vector form (kernels/math/vec_math.h).
+enum class VecActivation { kExp, kSigmoid, kTanh };
+
+// Each entry runs over one contiguous chunk (the callers split work with parallel_for).
+// A null entry means the caller's baseline loop runs.
+struct VecKernels {
+  // x, y: [n]; y may alias x.
+  void (*activation)(VecActivation op, int64_t n, const float* x, float* y);
+  // x, y: [n]; y may alias x. tanh selects the tanh approximation of Gelu.
+  void (*gelu_forward)(int64_t n, const float* x, float* y, bool tanh);
+  // dy, x, dx: [n]; dx may alias dy.
+  void (*gelu_backward)(int64_t n, const float* dy, const float* x, float* dx, bool tanh);
+  // x, y: [dim], y may alias x (softmax_forward's row semantics).
+  void (*softmax_forward_row)(int64_t dim, const float* x, float* y, bool log);
+  // dy, y, dx: [dim], dx may alias dy.
+  void (*softmax_backward_row)(int64_t dim, const float* dy, const float* y, float* dx, bool log);
+  // x, y: [cols]; scale: [cols]; bias (nullable): [cols]; mean, inv_std: one value each.
+  void (*layernorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
+                                const float* bias, float* y, float* mean, float* inv_std);
+  // dy, x, dx: [cols]; scale: [cols]; the row's saved mean and inv_std.
+  void (*layernorm_backward_row)(int64_t cols, const float* dy, const float* x, const float* scale,
+                                 float mean, float inv_std, float* dx);
+};
+
+// Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.
+const VecKernels* vec_kernels_avx2();
+const VecKernels* vec_kernels_avx512();
+
+}  // namespace ortmodule

@@ -1,0 +1,222 @@
+// The vectorized float32 kernels, written once over a register wrapper V and included by
+// vec_avx2.cpp and vec_avx512.cpp (each compiled with its target flags). Everything is in
+// an anonymous namespace so no symbol compiled with wide instructions is shared with
+// baseline code. Each kernel's baseline twin (the scalar loop in activation.cpp, softmax.cpp,
+// layernorm.cpp) defines its semantics; sums accumulate in double as theirs do.
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/vec_kernels.h"
+#include "kernels/math/vec_math.h"
+
+namespace ortmodule {
+namespace {
+
+// The first n (< kWidth) floats of p in a register, the other lanes `fill`.
+template <typename V>
+typename V::F load_tail(const float* p, int64_t n, float fill) {
+  alignas(64) float buf[V::kWidth];
+  for (int64_t i = 0; i < V::kWidth; ++i) buf[i] = i < n ? p[i] : fill;
+  return V::load(buf);
+}
+template <typename V>
+void store_tail(float* p, typename V::F v, int64_t n) {
+  alignas(64) float buf[V::kWidth];
+  V::store(buf, v);
+  for (int64_t i = 0; i < n; ++i) p[i] = buf[i];
+}
+
+// y = f(x) over [n]; the tail goes through the same vector code.
+template <typename V, typename Fn>
+void map_unary(int64_t n, const float* x, float* y, const Fn& f) {
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::store(y + i, f(V::load(x + i)));
+  if (i < n) store_tail<V>(y + i, f(load_tail<V>(x + i, n - i, 0.0f)), n - i);
+}
+template <typename V, typename Fn>
+void map_binary(int64_t n, const float* a, const float* b, float* y, const Fn& f) {
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::store(y + i, f(V::load(a + i), V::load(b + i)));
+  if (i < n)
+    store_tail<V>(y + i, f(load_tail<V>(a + i, n - i, 0.0f), load_tail<V>(b + i, n - i, 0.0f)),
+                  n - i);
+}
+
+template <typename V>
+void activation(VecActivation op, int64_t n, const float* x, float* y) {
+  using F = typename V::F;
+  switch (op) {
+    case VecActivation::kExp:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_exp<V>(v); });
+    case VecActivation::kSigmoid:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_sigmoid<V>(v); });
+    case VecActivation::kTanh:
+      return map_unary<V>(n, x, y, [](F v) { return math::vec_tanh<V>(v); });
+  }
+}
+
+template <typename V>
+void gelu_forward(int64_t n, const float* x, float* y, bool tanh) {
+  using F = typename V::F;
+  if (tanh) {
+    map_unary<V>(n, x, y, [](F v) { return math::vec_gelu_tanh<V>(v); });
+  } else {
+    map_unary<V>(n, x, y, [](F v) { return math::vec_gelu<V>(v); });
+  }
+}
+
+template <typename V>
+void gelu_backward(int64_t n, const float* dy, const float* x, float* dx, bool tanh) {
+  using F = typename V::F;
+  if (tanh) {
+    map_binary<V>(n, dy, x, dx, [](F g, F v) { return math::vec_gelu_tanh_grad<V>(g, v); });
+  } else {
+    map_binary<V>(n, dy, x, dx, [](F g, F v) { return math::vec_gelu_grad<V>(g, v); });
+  }
+}
+
+// x, y: [dim] (softmax.cpp: softmax_forward_row). A NaN anywhere makes the row NaN, as
+// there (through the max here, through the sum there).
+template <typename V>
+void softmax_forward_row(int64_t dim, const float* x, float* y, bool log) {
+  using F = typename V::F;
+  const float neg_inf = -__builtin_inff();
+  const int64_t full = dim - dim % V::kWidth, rest = dim - full;
+  F vmax = V::set1(neg_inf);
+  for (int64_t k = 0; k < full; k += V::kWidth) vmax = V::max(vmax, V::load(x + k));
+  if (rest) vmax = V::max(vmax, load_tail<V>(x + full, rest, neg_inf));
+  const F max = V::set1(V::reduce_max(vmax));
+  auto sum = V::dacc_zero();
+  if (log) {
+    for (int64_t k = 0; k < full; k += V::kWidth)
+      V::dacc_add(sum, math::vec_exp<V>(V::sub(V::load(x + k), max)));
+    if (rest)
+      V::dacc_add(sum, math::vec_exp<V>(V::sub(load_tail<V>(x + full, rest, neg_inf), max)));
+    const F log_sum = V::set1(static_cast<float>(__builtin_log(V::dacc_sum(sum))));
+    for (int64_t k = 0; k < full; k += V::kWidth)
+      V::store(y + k, V::sub(V::sub(V::load(x + k), max), log_sum));
+    if (rest)
+      store_tail<V>(y + full, V::sub(V::sub(load_tail<V>(x + full, rest, 0.0f), max), log_sum),
+                    rest);
+    return;
+  }
+  for (int64_t k = 0; k < full; k += V::kWidth) {
+    const F e = math::vec_exp<V>(V::sub(V::load(x + k), max));
+    V::store(y + k, e);
+    V::dacc_add(sum, e);
+  }
+  if (rest) {
+    const F e = math::vec_exp<V>(V::sub(load_tail<V>(x + full, rest, neg_inf), max));
+    store_tail<V>(y + full, e, rest);
+    V::dacc_add(sum, e);
+  }
+  const F inv_sum = V::set1(static_cast<float>(1.0 / V::dacc_sum(sum)));
+  for (int64_t k = 0; k < full; k += V::kWidth) V::store(y + k, V::mul(V::load(y + k), inv_sum));
+  if (rest) store_tail<V>(y + full, V::mul(load_tail<V>(y + full, rest, 0.0f), inv_sum), rest);
+}
+
+// dy, y, dx: [dim] (softmax.cpp: softmax_backward_row).
+template <typename V>
+void softmax_backward_row(int64_t dim, const float* dy, const float* y, float* dx, bool log) {
+  using F = typename V::F;
+  const int64_t full = dim - dim % V::kWidth, rest = dim - full;
+  auto sum = V::dacc_zero();
+  for (int64_t k = 0; k < full; k += V::kWidth)
+    V::dacc_add(sum, log ? V::load(dy + k) : V::mul(V::load(dy + k), V::load(y + k)));
+  if (rest) {
+    const F g = load_tail<V>(dy + full, rest, 0.0f);
+    V::dacc_add(sum, log ? g : V::mul(g, load_tail<V>(y + full, rest, 0.0f)));
+  }
+  const F s = V::set1(static_cast<float>(V::dacc_sum(sum)));
+  if (log) {
+    map_binary<V>(dim, dy, y, dx,
+                  [&](F g, F out) { return V::fnmadd(math::vec_exp<V>(out), s, g); });
+  } else {
+    map_binary<V>(dim, dy, y, dx, [&](F g, F out) { return V::mul(out, V::sub(g, s)); });
+  }
+}
+
+// x, y: [cols] (layernorm.cpp: the row body of layernorm_forward). Two passes, sums in
+// double; the centring uses the float mean (its rounding shifts the sum of squares by
+// cols * delta^2 only).
+template <typename V>
+void layernorm_forward_row(int64_t cols, double eps, const float* x, const float* scale,
+                           const float* bias, float* y, float* mean, float* inv_std) {
+  using F = typename V::F;
+  const int64_t full = cols - cols % V::kWidth;
+  auto acc = V::dacc_zero();
+  for (int64_t c = 0; c < full; c += V::kWidth) V::dacc_add(acc, V::load(x + c));
+  double sum = V::dacc_sum(acc);
+  for (int64_t c = full; c < cols; ++c) sum += x[c];
+  const float m = static_cast<float>(sum / static_cast<double>(cols));
+  const F vm = V::set1(m);
+  acc = V::dacc_zero();
+  for (int64_t c = 0; c < full; c += V::kWidth) {
+    const F d = V::sub(V::load(x + c), vm);
+    V::dacc_add(acc, V::mul(d, d));
+  }
+  double sq = V::dacc_sum(acc);
+  for (int64_t c = full; c < cols; ++c) {
+    const float d = x[c] - m;
+    sq += static_cast<double>(d) * d;
+  }
+  const float is = static_cast<float>(1.0 / __builtin_sqrt(sq / static_cast<double>(cols) + eps));
+  const F vis = V::set1(is);
+  for (int64_t c = 0; c < full; c += V::kWidth) {
+    const F xhat = V::mul(V::sub(V::load(x + c), vm), vis);
+    const F b = bias ? V::load(bias + c) : V::zero();
+    V::store(y + c, V::fmadd(xhat, V::load(scale + c), b));
+  }
+  for (int64_t c = full; c < cols; ++c) y[c] = (x[c] - m) * is * scale[c] + (bias ? bias[c] : 0.0f);
+  *mean = m;
+  *inv_std = is;
+}
+
+// dy, x, dx: [cols] (layernorm.cpp: the dx body of layernorm_backward):
+// dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+template <typename V>
+void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const float* scale,
+                            float mean, float inv_std, float* dx) {
+  using F = typename V::F;
+  const int64_t full = cols - cols % V::kWidth;
+  const F vm = V::set1(mean), vis = V::set1(inv_std);
+  auto acc_g = V::dacc_zero(), acc_gx = V::dacc_zero();
+  for (int64_t c = 0; c < full; c += V::kWidth) {
+    const F g = V::mul(V::load(dy + c), V::load(scale + c));
+    V::dacc_add(acc_g, g);
+    V::dacc_add(acc_gx, V::mul(g, V::mul(V::sub(V::load(x + c), vm), vis)));
+  }
+  double sum_g = V::dacc_sum(acc_g), sum_gx = V::dacc_sum(acc_gx);
+  for (int64_t c = full; c < cols; ++c) {
+    const float g = dy[c] * scale[c];
+    sum_g += g;
+    sum_gx += static_cast<double>(g) * ((x[c] - mean) * inv_std);
+  }
+  const float mg = static_cast<float>(sum_g / static_cast<double>(cols));
+  const float mgx = static_cast<float>(sum_gx / static_cast<double>(cols));
+  const F vmg = V::set1(mg), vmgx = V::set1(mgx);
+  for (int64_t c = 0; c < full; c += V::kWidth) {
+    const F g = V::mul(V::load(dy + c), V::load(scale + c));
+    const F xhat = V::mul(V::sub(V::load(x + c), vm), vis);
+    V::store(dx + c, V::mul(vis, V::fnmadd(xhat, vmgx, V::sub(g, vmg))));
+  }
+  for (int64_t c = full; c < cols; ++c) {
+    const float g = dy[c] * scale[c];
+    const float xhat = (x[c] - mean) * inv_std;
+    dx[c] = inv_std * (g - mg - xhat * mgx);
+  }
+}
+
+template <typename V>
+VecKernels make_vec_kernels() {
+  VecKernels k{};
+  k.activation = activation<V>;
+  k.gelu_forward = gelu_forward<V>;
+  k.gelu_backward = gelu_backward<V>;
+  k.softmax_forward_row = softmax_forward_row<V>;
+  k.softmax_backward_row = softmax_backward_row<V>;
+  k.layernorm_forward_row = layernorm_forward_row<V>;
+  k.layernorm_backward_row = layernorm_backward_row<V>;
+  return k;
+}
+
+}  // namespace
+}  // namespace ortmodule

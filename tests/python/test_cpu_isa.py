@@ -1,0 +1,226 @@
+"""The vector kernels of every instruction set this CPU runs (cpu_isa.h), through whole ops
+at sizes that cross the parallel grain: against float64 references, PyTorch's float32 kernels
+and the baseline (scalar) path, with explicit tolerances. Also ORTMODULE_CPU_ISA's validation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+from onnx import helper
+
+from ortmodule import _C
+
+VECTOR_ISAS = [isa for isa in ("avx2", "avx512") if _C.cpu_isa_supported(isa)]
+EPS = 2.0**-23  # float32 machine epsilon
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def restore_isa() -> Iterator[None]:
+    saved = _C.cpu_isa()
+    torch.set_num_threads(2)
+    yield
+    _C.set_cpu_isa(saved)
+
+
+def run_op(
+    op: str, inputs: dict[str, torch.Tensor], attrs: dict, opset: int, dy: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One node forward through the engine, then backward of (y * dy).sum()."""
+    infos = [
+        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+        for n, v in inputs.items()
+    ]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
+    node = helper.make_node(op, list(inputs), ["y"], **attrs)
+    graph = helper.make_graph([node], op, infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    program = _C.Program(model.SerializeToString(), [], list(inputs))
+    leaves = {n: v.clone().requires_grad_(True) for n, v in inputs.items()}
+    y = _C.run(program, list(leaves.values()))[0]
+    y.backward(dy)
+    return y.detach(), {n: leaf.grad for n, leaf in leaves.items()}
+
+
+def assert_close(
+    got: torch.Tensor,
+    want: torch.Tensor,
+    rtol: float | torch.Tensor,
+    atol: float,
+    what: str,
+    scale: torch.Tensor | None = None,
+) -> None:
+    """|got - want| <= rtol * scale + atol elementwise; scale is |want| unless given (the
+    magnitude of the terms where the result cancels)."""
+    want = want.to(torch.float64)
+    err = (got.to(torch.float64) - want).abs()
+    bound = rtol * (want.abs() if scale is None else scale) + atol
+    bad = ~(err <= bound) & ~(got.to(torch.float64) == want)
+    if bad.any():
+        i = int(bad.flatten().nonzero()[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} elements out of tolerance, first at {i}: "
+            f"{got.flatten()[i].item()!r} vs {want.flatten()[i].item()!r}"
+        )
+
+
+def gelu_reference(
+    x: torch.Tensor, approximate: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float64 Gelu and its derivative, in forms that do not cancel for x << 0, with the
+    scales their float32 errors are measured against: the tanh form takes exp(-2u), whose
+    rounded argument costs ~|2u| eps; the derivative is two terms that cancel near
+    x = -0.75, so its error scales with the terms' magnitudes."""
+    x = x.to(torch.float64)
+    if approximate == "tanh":
+        k0, k1 = math.sqrt(2 / math.pi), 0.044715
+        u = k0 * (x + k1 * x**3)
+        s = torch.sigmoid(2 * u)
+        slope = 2 * x * s * (1 - s) * k0 * (1 + 3 * k1 * x * x)
+        cond = 1 + (2 * u).abs()
+        return x * s, s + slope, (x * s).abs() * cond, (s + slope.abs()) * cond
+    cdf = 0.5 * torch.special.erfc(-x / math.sqrt(2))
+    slope = x * torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return x * cdf, cdf + slope, (x * cdf).abs(), cdf + slope.abs()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_gelu(isa: str, approximate: str) -> None:
+    # [8, 128, 256] over a dense range with both tails (Gelu of a BERT FFN is [8, 128, 1024]).
+    x = torch.linspace(-12, 12, 8 * 128 * 256, dtype=torch.float32).reshape(8, 128, 256)
+    dy = torch.randn_like(x)
+    attrs = {"approximate": approximate}
+    _C.set_cpu_isa("baseline")
+    y_base, g_base = run_op("Gelu", {"x": x}, attrs, 20, dy)
+    _C.set_cpu_isa(isa)
+    y, g = run_op("Gelu", {"x": x}, attrs, 20, dy)
+    y_ref, d_ref, y_scale, d_scale = gelu_reference(x, approximate)
+    d_scale = d_scale * dy.abs()
+    # A few ulp of the exact values; the floor covers only results below 1e-30 (underflow).
+    assert_close(y, y_ref, 8 * EPS, 1e-30, f"{isa} gelu {approximate} vs float64", y_scale)
+    assert_close(
+        g["x"], d_ref * dy, 8 * EPS, 1e-30, f"{isa} dgelu {approximate} vs float64", d_scale
+    )
+    # PyTorch's and the baseline's float32 forms cancel for x << 0 (1 + erf(x) or
+    # 1 + tanh(u)): they match to ~1e-7 absolute times |x| there.
+    y_torch = F.gelu(x, approximate=approximate)
+    g_torch = torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
+    assert_close(y, y_torch, 1e-5, 2e-6, f"{isa} gelu {approximate} vs torch")
+    assert_close(g["x"], g_torch, 1e-5, 2e-5, f"{isa} dgelu {approximate} vs torch")
+    assert_close(y, y_base, 8 * EPS, 2e-6, f"{isa} gelu {approximate} vs baseline", y_scale)
+    assert_close(
+        g["x"], g_base["x"], 8 * EPS, 2e-5, f"{isa} dgelu {approximate} vs baseline", d_scale
+    )
+
+
+@pytest.mark.parametrize("op", ["Exp", "Sigmoid", "Tanh"])
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_activation(isa: str, op: str) -> None:
+    x = torch.linspace(-30, 30, 80 * 1024, dtype=torch.float32).reshape(80, 1024)
+    dy = torch.randn_like(x)
+    _C.set_cpu_isa("baseline")
+    y_base, g_base = run_op(op, {"x": x}, {}, 17, dy)
+    _C.set_cpu_isa(isa)
+    y, g = run_op(op, {"x": x}, {}, 17, dy)
+    xd = x.to(torch.float64).requires_grad_(True)
+    y_ref = {"Exp": torch.exp, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh}[op](xd)
+    (g_ref,) = torch.autograd.grad(y_ref, xd, dy.to(torch.float64))
+    # exp's argument is rounded to float32: relative error ~|x| eps (Exp, Sigmoid's tail).
+    cond = 1.0 if op == "Tanh" else 1.0 + x.abs().to(torch.float64)
+    assert_close(y, y_ref.detach(), 4 * EPS * cond, 1e-38, f"{isa} {op} vs float64")
+    assert_close(y, y_base, 4 * EPS * cond, 1e-38, f"{isa} {op} vs baseline")
+    # The gradient is the same op on both paths (Mul, SigmoidGrad, TanhGrad), computed from
+    # y: y (1 - y) and 1 - y^2 cancel where y rounds to 1, so a 1-ulp difference in y is
+    # up to ~1e-7 |dy| there.
+    assert_close(g["x"], g_base["x"], 8 * EPS * cond, 1e-6, f"{isa} d{op} vs baseline")
+    if op == "Exp":
+        assert_close(g["x"], g_ref, 8 * EPS * cond, 1e-37, f"{isa} d{op} vs float64")
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_softmax_last_axis(isa: str, op: str) -> None:
+    # Attention scores [8, 4, 128, 128] with a masked (finfo.min) key block, and a row
+    # length that leaves a vector tail.
+    for shape in [(8, 4, 128, 128), (64, 37, 61)]:
+        x = torch.randn(*shape) * 4
+        x[..., -5:] = torch.finfo(torch.float32).min
+        dy = torch.randn_like(x)
+        _C.set_cpu_isa("baseline")
+        y_base, g_base = run_op(op, {"x": x}, {"axis": -1}, 17, dy)
+        _C.set_cpu_isa(isa)
+        y, g = run_op(op, {"x": x}, {"axis": -1}, 17, dy)
+        xd = x.to(torch.float64).requires_grad_(True)
+        fn = torch.log_softmax if op == "LogSoftmax" else torch.softmax
+        y_ref = fn(xd, -1)
+        (g_ref,) = torch.autograd.grad(y_ref, xd, dy.to(torch.float64))
+        what = f"{isa} {op} {list(shape)}"
+        assert_close(y, y_ref.detach(), 8 * EPS, 1e-7, what + " vs float64")
+        assert_close(g["x"], g_ref, 16 * EPS, 1e-6, what + " grad vs float64")
+        assert_close(y, y_base, 8 * EPS, 1e-7, what + " vs baseline")
+        assert_close(g["x"], g_base["x"], 16 * EPS, 1e-6, what + " grad vs baseline")
+
+
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_layernorm(isa: str) -> None:
+    for rows, cols in [(1024, 256), (300, 1027)]:
+        inputs = {
+            "x": torch.randn(rows, cols) * 2 + 3,
+            "scale": torch.rand(cols) + 0.5,
+            "bias": torch.randn(cols),
+        }
+        dy = torch.randn(rows, cols)
+        attrs = {"axis": -1, "epsilon": 1e-5}
+        _C.set_cpu_isa("baseline")
+        y_base, g_base = run_op("LayerNormalization", inputs, attrs, 17, dy)
+        _C.set_cpu_isa(isa)
+        y, g = run_op("LayerNormalization", inputs, attrs, 17, dy)
+        leaves = {n: v.to(torch.float64).requires_grad_(True) for n, v in inputs.items()}
+        y_ref = F.layer_norm(leaves["x"], [cols], leaves["scale"], leaves["bias"], 1e-5)
+        grads_ref = torch.autograd.grad(y_ref, list(leaves.values()), dy.to(torch.float64))
+        what = f"{isa} LayerNormalization [{rows}, {cols}]"
+        # Normalised values are O(1); sums over cols terms set the absolute scale.
+        assert_close(y, y_ref.detach(), 0, 2e-5, what + " vs float64")
+        assert_close(y, y_base, 0, 2e-5, what + " vs baseline")
+        for (name, got), want in zip(g.items(), grads_ref):
+            # dscale / dbias sum over rows: tolerance grows with sqrt(rows).
+            atol = 2e-4 if name == "x" else 2e-6 * rows
+            assert_close(got, want, 0, atol, f"{what} d{name} vs float64")
+            assert_close(got, g_base[name], 0, atol, f"{what} d{name} vs baseline")
+
+
+def isa_in_fresh_process(value: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ORTMODULE_CPU_ISA=value)
+    code = "from ortmodule import _C; print(_C.cpu_isa())"
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, env=env, cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def test_environment_override_selects_and_validates() -> None:
+    for isa in ["baseline", *VECTOR_ISAS]:
+        done = isa_in_fresh_process(isa)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == isa
+    bad = isa_in_fresh_process("sse9")
+    assert bad.returncode != 0
+    assert "ORTMODULE_CPU_ISA" in bad.stderr and "baseline, avx2 or avx512" in bad.stderr
+    for isa in ("avx2", "avx512"):
+        if not _C.cpu_isa_supported(isa):
+            refused = isa_in_fresh_process(isa)
+            assert refused.returncode != 0 and "ORTMODULE_CPU_ISA" in refused.stderr
+
+
+def test_set_cpu_isa_refuses_unknown_names() -> None:
+    with pytest.raises(ValueError, match="baseline, avx2 or avx512"):
+        _C.set_cpu_isa("sse9")
