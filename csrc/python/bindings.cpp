@@ -113,6 +113,7 @@ PYBIND11_MODULE(_C, m) {
             d["hits"] = s.hits;
             d["misses"] = s.misses;
             d["steps_skipped"] = s.steps_skipped;
+            d["shape_rules_run"] = s.shape_rules_run;
             return d;
           },
           "Shape-cached forward steps (computed once per set of input shapes) and how often "
@@ -147,7 +148,18 @@ PYBIND11_MODULE(_C, m) {
           d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
         return d;
       },
-      py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
+      py::arg("reset") = true, "{op_type: (calls, kernel seconds)} since the last reset.");
+  m.def(
+      "phase_snapshot",
+      [](bool reset) {
+        py::dict d;
+        for (const auto& kv : phase_snapshot(reset))
+          d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
+        return d;
+      },
+      py::arg("reset") = true,
+      "{phase: (calls, seconds)} since the last reset: executor.forward, executor.backward (per "
+      "stage), boundary.forward (_C.run), boundary.backward (per autograd node).");
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);
