@@ -19,21 +19,34 @@ Each step is split into
 
 The split needs the profiler (``_C.set_profiling``), which itself costs a little per op, so the
 un-profiled step is timed too; the framework time reported is the un-profiled step minus the
-kernel time. Profiled and un-profiled steps alternate, medians over --steps.
+kernel time. Profiled and un-profiled steps alternate; each part is summarized over --steps
+steps by --stat (on a loaded machine a step is often preempted, and the median of a whole
+step can be far above the sum of its parts' medians: use --stat p10 or min there).
 
     python benchmarks/bench_step_overhead.py                 # both models
     python benchmarks/bench_step_overhead.py --models tiny --steps 2000
+
+--memory instead compares the peak memory of one BERT-small training step (4 layers, hidden
+256, 4 heads, intermediate 1024, sequence 128, batch 8; forward with loss, backward) with eager
+PyTorch: eager's is the peak of malloc's bytes in use (mallinfo2, sampled around every ATen op,
+backward included) above the level before the step; ORTModule's the engine allocator's peak above
+its level before the step, split into what forward leaves for backward (stash and outputs) and
+the transient rest. Gradients count on both sides (they are allocated during the step).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import ctypes
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import ortmodule
 import ortmodule.module as ortmodule_module
@@ -68,8 +81,15 @@ def _seconds(snapshot: dict[str, tuple[int, float]], key: str | None = None) -> 
     return sum(seconds for _, seconds in snapshot.values())
 
 
-def measure(name: str, steps: int, warmup: int) -> dict[str, float]:
-    """Median µs per part of one step (see the module docstring)."""
+STATS = {
+    "median": statistics.median,
+    "min": min,
+    "p10": lambda values: sorted(values)[len(values) // 10],
+}
+
+
+def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
+    """µs per part of one step, summarized by `stat` (see the module docstring)."""
     torch.manual_seed(0)
     build, shape = MODELS[name]
     model = ORTModule(build())
@@ -132,9 +152,85 @@ def measure(name: str, steps: int, warmup: int) -> dict[str, float]:
             step(True)
     finally:
         ortmodule_module._C = _C  # type: ignore[assignment]
-    result = {part: statistics.median(values) for part, values in parts.items()}
+    result = {part: STATS[stat](values) for part, values in parts.items()}
     result["framework"] = result["step"] - result["kernels"]
     return result
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def _malloc_in_use() -> Callable[[], int]:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallInfo2
+
+    def in_use() -> int:
+        info = libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    return in_use
+
+
+class _PeakMalloc(TorchDispatchMode):
+    """Samples malloc's bytes in use before and after every ATen op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_use = _malloc_in_use()
+        self.base = self.in_use()
+        self.peak = self.base
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.peak = max(self.peak, self.in_use())
+        out = func(*args, **(kwargs or {}))
+        self.peak = max(self.peak, self.in_use())
+        return out
+
+
+def measure_memory() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=1000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+        intermediate_size=1024, max_position_embeddings=256, num_labels=3,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager")
+    model = transformers.BertForSequenceClassification(config).train()
+    ids = torch.randint(0, 1000, (8, 128))
+    batch = {"input_ids": ids, "attention_mask": torch.ones(8, 128, dtype=torch.long),
+             "labels": torch.randint(0, 3, (8,))}
+    mib = 1 / (1 << 20)
+
+    eager = copy.deepcopy(model)
+    for _ in range(2):
+        eager(**batch).loss.backward()
+        eager.zero_grad(set_to_none=True)
+    with _PeakMalloc() as peak:
+        eager(**batch).loss.backward()
+    eager_peak = (peak.peak - peak.base) * mib
+
+    ort = ORTModule(copy.deepcopy(model))
+    for _ in range(2):
+        ort(**batch).loss.backward()
+        ort.zero_grad(set_to_none=True)
+    before = _C.allocator_stats()["allocated_bytes"]
+    _C.allocator_reset_peak()
+    loss = ort(**batch).loss
+    after_forward = _C.allocator_stats()["allocated_bytes"]
+    forward_peak = _C.allocator_stats()["peak_allocated_bytes"]
+    loss.backward()
+    stats = _C.allocator_stats()
+    ort_peak = (stats["peak_allocated_bytes"] - before) * mib
+    print("BERT-small training step, peak memory above the level before the step (MiB)")
+    print(f"  eager (malloc in use)          {eager_peak:8.1f}")
+    print(f"  ORTModule (engine allocator)   {ort_peak:8.1f}   {ort_peak / eager_peak:.2f}x eager")
+    print(f"    kept by forward for backward {(after_forward - before) * mib:8.1f}")
+    print(f"    peak during forward          {(forward_peak - before) * mib:8.1f}")
+    print(f"    gradients after backward     {(stats['allocated_bytes'] - before) * mib:8.1f}")
 
 
 def main() -> None:
@@ -144,15 +240,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--stat", default="median", choices=list(STATS))
+    parser.add_argument("--memory", action="store_true", help="BERT-small peak memory instead")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.memory:
+        measure_memory()
+        return
     print(f"ortmodule from {ortmodule.__file__}, {torch.get_num_threads()} threads, "
-          f"median of {args.steps} steps (µs)")
+          f"{args.stat} of {args.steps} steps (µs)")
     order = ["step", "forward", "backward", "kernels", "framework", "profiled step",
              "forward python", "forward boundary", "forward executor", "forward kernels",
              "backward autograd", "backward boundary", "backward executor", "backward kernels"]
-    results = {name: measure(name, args.steps, args.warmup) for name in args.models}
+    results = {name: measure(name, args.steps, args.warmup, args.stat) for name in args.models}
     print(f"{'part':34s}" + "".join(f"{name:>10s}" for name in args.models))
     for part in order:
         if all(part in results[name] for name in args.models):
