@@ -17,7 +17,7 @@ class _LastCall:
     ORTModule._probe): a call with an equal probe has the same cache key."""
 
     entry: _Entry
-    probe: tuple
+    probe: list
 
 
 @dataclass
@@ -45,8 +45,11 @@ class _Entry:
     # directly instead of through nn.Module.__getattr__, which returns the same tensor; an
     # attribute that something else shadows is read with getattr (table None).
     sources: list[tuple] = field(default_factory=list)
+    guarded: bool = True
 
     def __post_init__(self) -> None:
+        # Whether accepts() has anything to check (read on every call).
+        self.guarded = self.guard is not None or bool(self.attributes)
         for f in self.feeds:
             if f[0] == "input":
                 self.sources.append((f[1], None, None, None))

@@ -265,36 +265,38 @@ class ORTModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
         return self._run(args, kwargs)
 
-    def _probe(self, args: tuple) -> tuple | None:
+    def _probe(self, args: tuple) -> list | None:
         """What the cache key of a call with positional tensors only depends on, cheaply:
         grad mode, autocast, per tensor its dtype, rank, requires_grad and device, the
         modes of all modules, and per parameter its dtype and requires_grad (finer than the
         key: a different probe may still have the same key, never the reverse). None when
-        an argument is not a tensor."""
+        an argument is not a tensor. Kept to few Python operations: after the kernels of a
+        large step have evicted the interpreter from the CPU caches, each one is slow."""
         tensor = torch.Tensor
         for a in args:
             if not isinstance(a, tensor):
                 return None
-        return (
-            torch.is_grad_enabled(),
-            _autocast_state(),
-            tuple([(t.dtype, t.dim(), t.requires_grad, t.device) for t in args]),
-            tuple([m.training for m in self._all_modules]),
-            tuple([(p.dtype, p.requires_grad)
-                   for p in [m._parameters[n] for m, n in self._param_slots]]),
-            tuple([t.shape for t in args]) if self._static_shapes else (),
-        )
+        autocast = (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")) and \
+            _autocast_state()
+        return [
+            torch.is_grad_enabled(), autocast,
+            [(t.dtype, t.dim(), t.requires_grad, t.device) for t in args],
+            [m.training for m in self._all_modules],
+            [(p.dtype, p.requires_grad) for p in [m._parameters[n] for m, n in self._param_slots]],
+            [t.shape for t in args] if self._static_shapes else None,
+        ]
 
     def _run(self, args: tuple, kwargs: dict) -> Any:
         d = self.__dict__
-        if _guards.structure_version() != d["_seen_version"]:
+        if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
         last = d["_last_call"]
         probe = None if kwargs else self._probe(args)
         if last is not None and probe is not None and probe == last.probe:
+            entry = last.entry
             tensors = list(args)
-            if last.entry.accepts(tensors):
-                return self._launch(last.entry, tensors, args, kwargs)
+            if not entry.guarded or entry.accepts(tensors):
+                return self._launch(entry, tensors, args, kwargs)
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
@@ -344,7 +346,8 @@ class ORTModule(torch.nn.Module):
         outputs = _C.run(entry.program, entry.gather_inputs(tensors))
         for bn in entry.bn_counters:
             bn.num_batches_tracked.add_(1)
-        return _schema.unflatten(entry.output_spec, outputs)
+        spec = entry.output_spec
+        return outputs[spec[1]] if spec[0] == "T" else _schema.unflatten(spec, outputs)
 
     def _bound_cache(self) -> None:
         cache = self._cache
