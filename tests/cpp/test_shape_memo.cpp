@@ -4,6 +4,7 @@
 // time, so a new target with the same shape still gives the right result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,47 @@ TEST(ShapeMemo, BackwardRulesRunOncePerSignatureAndGradientShapes) {
       }
       EXPECT_NEAR(first_grads[0].data<float>()[i * k + p], acc, 1e-5f);
     }
+}
+
+// Shape steps that backward reads run right after their input is made, so they do not keep
+// it alive through forward; gradients leave the run state once handed out.
+TEST(ShapeMemo, ShapeReadsRunEarlyAndGradientsLeaveTheState) {
+  ProgramOptions options;
+  options.wrt = {"x", "w"};
+  Program program(reshape_model(), options);
+  Executor& executor = program.executor();
+  const Plan& plan = executor.plan();
+  int shape_steps = 0;
+  for (size_t i = 0; i < plan.forward.size(); ++i) {
+    const PlanStep& step = plan.forward[i];
+    if (step.node->op_type != "Shape") continue;
+    ++shape_steps;
+    // Its input is a fed input or constant, or made by a step before it with only other
+    // Shape steps in between.
+    size_t j = i;
+    while (j > 0 && plan.forward[j - 1].node->op_type == "Shape") --j;
+    if (j == 0) continue;
+    const std::vector<int>& made = plan.forward[j - 1].outputs;
+    EXPECT_NE(std::find(made.begin(), made.end(), step.inputs[0]), made.end()) << plan.describe();
+  }
+  EXPECT_GT(shape_steps, 0) << plan.describe();
+
+  Tensor x = floats({3, 5}, 0.5f), w = floats({5, 4}, 0.25f);
+  std::shared_ptr<RunState> state;
+  std::vector<Tensor> out = executor.forward({x, w, ints({6, 2})}, 0, &state);
+  executor.begin_backward(*state, {floats(out[0].shape(), 1.0f)});
+  for (size_t stage = 0; stage < plan.backward_stages.size(); ++stage) {
+    std::vector<Tensor> grads = executor.run_backward_stage(*state, stage);
+    const std::vector<int>& wrt = plan.backward_stages[stage].wrt;
+    ASSERT_EQ(grads.size(), wrt.size());
+    for (size_t j = 0; j < wrt.size(); ++j) {
+      ASSERT_TRUE(grads[j].defined());
+      EXPECT_EQ(grads[j].storage().use_count(), 1) << "the state still holds gradient " << wrt[j];
+      if (!state->slots.empty()) {
+        EXPECT_FALSE(state->slots[plan.input_grads[wrt[j]]].defined());
+      }
+    }
+  }
 }
 
 }  // namespace
