@@ -10,12 +10,12 @@ import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ortmodule import _C, _capture, _fallback, _guards, _schema
+from ortmodule._entry import _Entry, _LastCall
 from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
@@ -28,42 +28,8 @@ MAX_GRAPHS = 32
 _OWN = frozenset({
     "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
+    "_last_call",
 })
-
-
-@dataclass
-class _Entry:
-    """One compiled graph: a program plus how to feed it from a call."""
-
-    program: Any  # _C.Program, or None when the call runs eagerly (fallback)
-    # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
-    feeds: list[tuple]
-    output_spec: _schema.Spec | None
-    # BatchNorm counters the graph does not update itself (TorchScript capture).
-    bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
-    # Whether the graph is valid for the input sizes (torch.export's shape guards).
-    guard: Callable[[dict[str, list[torch.Tensor]]], bool] | None
-    last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
-    # Seconds spent building this entry, per stage (trace, lowering, engine build).
-    seconds: dict[str, float] = field(default_factory=dict)
-    # Python attribute values forward read while it was traced.
-    attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
-    fallback_reason: str = ""  # why this entry runs the module eagerly
-    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
-    callables: Any = None
-
-    def accepts(self, tensors: list[torch.Tensor]) -> bool:
-        if self.attributes and not self.attributes.holds():
-            return False
-        if self.guard is None:
-            return True
-        shapes = tuple(t.shape for t in tensors)
-        if shapes == self.last_shapes:
-            return True
-        if not self.guard({"tensors": tensors}):
-            return False
-        self.last_shapes = shapes
-        return True
 
 
 def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> Any:
@@ -160,6 +126,7 @@ class ORTModule(torch.nn.Module):
                                and _capture.needs_static_shapes(module))
         d["_saved_names"] = set()
         d["_evictions"] = 0
+        d["_last_call"] = None
         d["forward"] = _make_forward(self, _signature_of(module))
         _guards.install_hooks()
         self._refresh_structure()
@@ -261,6 +228,7 @@ class ORTModule(torch.nn.Module):
         # torch.save(model), pickle and copy.deepcopy work and re-export on first use.
         state = self.__dict__.copy()
         state["_cache"] = OrderedDict()
+        state["_last_call"] = None
         state["_saved_names"] = set()
         for transient in ("forward", "_all_modules", "_param_slots", "_structure"):
             state.pop(transient, None)
@@ -287,6 +255,7 @@ class ORTModule(torch.nn.Module):
             logger.info("the wrapped module's structure changed: dropping %d compiled graphs",
                         sum(len(v) for v in self._cache.values()))
             self._cache.clear()
+            d["_last_call"] = None
         d["_structure"] = structure
         modules = list(self.module.modules())
         d["_all_modules"] = modules
@@ -296,10 +265,39 @@ class ORTModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
         return self._run(args, kwargs)
 
+    def _probe(self, args: tuple) -> list | None:
+        """What the cache key of a call with positional tensors only depends on, cheaply:
+        grad mode, autocast, per tensor its dtype, rank, requires_grad and device, the
+        modes of all modules, and per parameter its dtype and requires_grad (finer than the
+        key: a different probe may still have the same key, never the reverse). None when
+        an argument is not a tensor. Kept to few Python operations: after the kernels of a
+        large step have evicted the interpreter from the CPU caches, each one is slow."""
+        tensor = torch.Tensor
+        for a in args:
+            if not isinstance(a, tensor):
+                return None
+        autocast = (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")) and \
+            _autocast_state()
+        return [
+            torch.is_grad_enabled(), autocast,
+            [(t.dtype, t.dim(), t.requires_grad, t.device) for t in args],
+            [m.training for m in self._all_modules],
+            [(p.dtype, p.requires_grad) for p in [m._parameters[n] for m, n in self._param_slots]],
+            [t.shape for t in args] if self._static_shapes else None,
+        ]
+
     def _run(self, args: tuple, kwargs: dict) -> Any:
-        if _guards.structure_version() != self._seen_version:
+        d = self.__dict__
+        if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
-        tensors: list[torch.Tensor] = []
+        last = d["_last_call"]
+        probe = None if kwargs else self._probe(args)
+        if last is not None and probe is not None and probe == last.probe:
+            entry = last.entry
+            tensors = list(args)
+            if not entry.guarded or entry.accepts(tensors):
+                return self._launch(entry, tensors, args, kwargs)
+        tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
         autocast = _autocast_state()
@@ -337,22 +335,28 @@ class ORTModule(torch.nn.Module):
                                   autocast[1] if autocast and autocast[0] == "cpu" else None)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
+        # The next call with the same probe takes this entry without computing the key.
+        d["_last_call"] = _LastCall(entry, probe) if probe is not None else None
+        return self._launch(entry, tensors, args, kwargs)
+
+    def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,
+                kwargs: dict) -> Any:
         if entry.program is None:
             return self.module(*args, **kwargs)
-        inputs = [
-            tensors[f[1]] if f[0] == "input" else getattr(f[1], f[2])
-            for f in entry.feeds
-        ]
-        outputs = _C.run(entry.program, inputs)
+        outputs = _C.run(entry.program, entry.gather_inputs(tensors))
         for bn in entry.bn_counters:
             bn.num_batches_tracked.add_(1)
-        return _schema.unflatten(entry.output_spec, outputs)
+        spec = entry.output_spec
+        return outputs[spec[1]] if spec[0] == "T" else _schema.unflatten(spec, outputs)
 
     def _bound_cache(self) -> None:
         cache = self._cache
         while sum(len(v) for v in cache.values()) > MAX_GRAPHS:
             key, entries = next(iter(cache.items()))
-            entries.pop(0)
+            dropped = entries.pop(0)
+            last = self.__dict__["_last_call"]
+            if last is not None and last.entry is dropped:
+                self.__dict__["_last_call"] = None
             if not entries:
                 del cache[key]
             self.__dict__["_evictions"] += 1

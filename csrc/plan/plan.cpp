@@ -92,6 +92,45 @@ void schedule_just_in_time(std::vector<PlanStep>& steps) {
   steps = std::move(ordered);
 }
 
+// Shape and Size read only their input's shape. The gradient builder adds them at the end
+// of forward (the shapes that backward's reductions sum to), where they would keep every
+// activation they read alive until forward ends; each runs right after its input is made.
+void schedule_shape_reads_early(std::vector<PlanStep>& steps) {
+  auto reads_shape_only = [](const PlanStep& s) {
+    return s.node->domain.empty() && (s.node->op_type == "Shape" || s.node->op_type == "Size") &&
+           s.inputs.size() == 1 && s.inputs[0] >= 0;
+  };
+  std::unordered_map<int, size_t> made_by;  // value id -> index of the step producing it
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (int id : steps[i].outputs)
+      if (id >= 0) made_by[id] = i;
+  const size_t kBeforeAll = steps.size();
+  std::unordered_map<size_t, std::vector<size_t>> after;  // producer (or kBeforeAll) -> reads
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!reads_shape_only(steps[i])) continue;
+    auto it = made_by.find(steps[i].inputs[0]);
+    after[it == made_by.end() ? kBeforeAll : it->second].push_back(i);
+  }
+  if (after.empty()) return;
+  std::vector<PlanStep> ordered;
+  ordered.reserve(steps.size());
+  std::function<void(size_t)> emit_reads_of = [&](size_t producer) {
+    auto it = after.find(producer);
+    if (it == after.end()) return;
+    for (size_t r : it->second) {
+      ordered.push_back(steps[r]);
+      emit_reads_of(r);  // a Shape of a Shape
+    }
+  };
+  emit_reads_of(kBeforeAll);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (reads_shape_only(steps[i])) continue;
+    ordered.push_back(steps[i]);
+    emit_reads_of(i);
+  }
+  steps = std::move(ordered);
+}
+
 }  // namespace
 
 Plan make_plan(const Graph& graph, const PlanRequest& request) {
@@ -159,6 +198,7 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
     if (!written) plan.writebacks.push_back({produced->id, it->second});
   }
 
+  schedule_shape_reads_early(plan.forward);
   schedule_just_in_time(plan.backward);
 
   // Constants used by live nodes.

@@ -22,6 +22,11 @@ struct PlanStep {
   // Forward only: the outputs depend on nothing but the fed inputs' shapes (and
   // constants), so the executor reuses them while those shapes repeat (shape_cache.h).
   bool shape_cached = false;
+  // The output shapes (and dtypes, views) depend only on the fed inputs' dtypes and shapes
+  // (and, in backward, the output gradients'): the executor runs the shape rule once per
+  // such signature and reuses its result (executor.h). False for steps whose output shape
+  // reads a value computed from data, and for random and host-call steps.
+  bool shape_memo = false;
 };
 
 // A contiguous run of backward steps, after which some wrt gradients are final. Backward

@@ -36,6 +36,22 @@ const std::unordered_map<std::string, std::vector<int>>& shape_inputs_table() {
     t["com.microsoft:FusedMatMul"] = {};
     t["com.microsoft:BatchNormInternal"] = {};
     t["ai.ortmodule:BatchNormTorch"] = {};
+    // Gradient ops: the output has input 0's shape, or follows from input shapes.
+    std::istringstream ms_shape_only(
+        "DropoutGrad FastGeluGrad GeluGrad LeakyReluGrad LogSoftmaxGrad LogSoftmaxGrad_13 "
+        "ReluGrad SigmoidGrad SoftmaxGrad SoftmaxGrad_13 TanhGrad LayerNormalizationGrad Scale "
+        "SoftmaxCrossEntropyLossGrad");
+    for (std::string op; ms_shape_only >> op;) t["com.microsoft:" + op] = {};
+    for (const char* op : {"ClipGrad", "ErfGrad", "GeluGrad", "ScalarLike", "ZerosLike",
+                           "StopGradient", "Embedding"})
+      t[std::string("ai.ortmodule:") + op] = {};
+    // Gradient ops whose output shape is the value of a shape input.
+    t["ai.ortmodule:SumToShape"] = {1};
+    t["ai.ortmodule:ReduceGrad"] = {1, 2};
+    t["ai.ortmodule:NegativeLogLikelihoodLossGrad"] = {1};
+    t["ai.ortmodule:EmbeddingGrad"] = {0};
+    t["com.microsoft:GatherGrad"] = {0};
+    t["com.microsoft:BroadcastGradientArgs"] = {0, 1};
     // Output shapes read from input values.
     for (const char* op : {"Reshape", "Expand", "Squeeze", "Unsqueeze", "Tile", "TopK", "Split",
                            "Compress", "OneHot", "CenterCropPad"})
@@ -82,6 +98,11 @@ bool input_value_determines_shape(const Node& node, size_t input) {
 // A step is shape-cached iff all its outputs have known values and none of them is
 // handed to the caller (graph outputs are returned without a copy and may be written
 // to) or written back into an input.
+//
+// A step has a memoized shape (PlanStep::shape_memo) iff all its outputs have known
+// shapes and it neither draws random numbers nor calls the host. The same propagation
+// runs on through backward, where the output gradients count as known shapes: the
+// executor keys backward's memo on their shapes too.
 void mark_shape_cached_steps(const Graph& graph, Plan& plan) {
   std::vector<char> shape_known(plan.num_values, 0), value_known(plan.num_values, 0);
   for (int id : plan.inputs) shape_known[id] = 1;
@@ -95,10 +116,11 @@ void mark_shape_cached_steps(const Graph& graph, Plan& plan) {
   std::unordered_set<int> handed_out(plan.outputs.begin(), plan.outputs.end());
   for (const auto& wb : plan.writebacks) handed_out.insert(wb.first);
 
-  for (PlanStep& step : plan.forward) {
+  // Propagates both facts through one step; returns whether its outputs' values are known.
+  auto propagate = [&](PlanStep& step) {
     const Node& n = *step.node;
-    bool shapes = true,
-         values = !step.def->random && !step.def->host_call && step.def->state_writeback.empty();
+    const bool opaque = step.def->random || step.def->host_call;
+    bool shapes = true, values = !opaque && step.def->state_writeback.empty();
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       int id = step.inputs[i];
       if (id < 0) continue;
@@ -109,15 +131,22 @@ void mark_shape_cached_steps(const Graph& graph, Plan& plan) {
     if (is_shape_op(n))
       values = step.inputs.size() == 1 && step.inputs[0] >= 0 && shape_known[step.inputs[0]];
     values = values && shapes;
-    bool cacheable = values;
     for (int id : step.outputs) {
       if (id < 0) continue;
       shape_known[id] = shapes;
       value_known[id] = values;
-      cacheable = cacheable && !handed_out.count(id);
     }
+    step.shape_memo = shapes && !opaque;
+    return values;
+  };
+  for (PlanStep& step : plan.forward) {
+    bool cacheable = propagate(step);
+    for (int id : step.outputs) cacheable = cacheable && (id < 0 || !handed_out.count(id));
     step.shape_cached = cacheable;
   }
+  for (int id : plan.output_grads)
+    if (id >= 0) shape_known[id] = 1, value_known[id] = 0;
+  for (PlanStep& step : plan.backward) propagate(step);
 }
 
 }  // namespace ortmodule

@@ -15,7 +15,8 @@ namespace ortmodule {
 bool input_value_determines_shape(const Node& node, size_t input);
 
 // Sets PlanStep::shape_cached on the forward steps of `plan` (built from `graph`)
-// whose outputs are a function of the fed inputs' shapes alone.
+// whose outputs are a function of the fed inputs' shapes alone, and
+// PlanStep::shape_memo on the forward and backward steps whose output shapes are.
 void mark_shape_cached_steps(const Graph& graph, Plan& plan);
 
 }  // namespace ortmodule

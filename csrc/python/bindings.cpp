@@ -117,6 +117,7 @@ PYBIND11_MODULE(_C, m) {
             d["hits"] = s.hits;
             d["misses"] = s.misses;
             d["steps_skipped"] = s.steps_skipped;
+            d["shape_rules_run"] = s.shape_rules_run;
             return d;
           },
           "Shape-cached forward steps (computed once per set of input shapes) and how often "
@@ -151,7 +152,18 @@ PYBIND11_MODULE(_C, m) {
           d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
         return d;
       },
-      py::arg("reset") = true, "{op_type: (calls, seconds)} since the last reset.");
+      py::arg("reset") = true, "{op_type: (calls, kernel seconds)} since the last reset.");
+  m.def(
+      "phase_snapshot",
+      [](bool reset) {
+        py::dict d;
+        for (const auto& kv : phase_snapshot(reset))
+          d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
+        return d;
+      },
+      py::arg("reset") = true,
+      "{phase: (calls, seconds)} since the last reset: executor.forward, executor.backward (per "
+      "stage), boundary.forward (_C.run), boundary.backward (per autograd node).");
   m.def(
       "cpu_isa", [] { return std::string(cpu_isa_name(active_cpu_isa())); },
       "The instruction set of the vector kernels: baseline, avx2 or avx512.");

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "runtime/profiler.h"
+
 namespace ortmodule {
 
 namespace {
@@ -135,6 +137,7 @@ struct ProgramBackward : public torch::autograd::Node {
   }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    PhaseTimer timer("boundary.backward");
     Program& program = *run->program;
     if (stage == 0) begin(program, grads);
     if (!run->working || run->working->next_stage != stage) {
@@ -278,8 +281,8 @@ Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& n
   }
   at::Tensor t = t_in.contiguous();
   DType dt = dtype_from_torch(t.scalar_type(), kind, name);
-  auto holder = std::make_shared<at::Tensor>(t);
-  auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [holder](void*) {});
+  // The deleter holds the torch tensor: its memory lives as long as the engine uses it.
+  auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [t](void*) {});
   storage->writable = false;
   return Tensor(storage, dt, Shape(t.sizes().begin(), t.sizes().end()));
 }
@@ -321,6 +324,7 @@ std::vector<at::Tensor> complete_inputs(const Program& program,
 
 std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
                                     const std::vector<at::Tensor>& given) {
+  PhaseTimer timer("boundary.forward");
   const std::vector<std::string>& names = program->input_names();
   const std::vector<at::Tensor> inputs = complete_inputs(*program, given);
   std::vector<Tensor> engine_inputs;

@@ -18,10 +18,6 @@ bool releases(const PlanStep& step, int id) {
   return std::binary_search(step.release_after.begin(), step.release_after.end(), id);
 }
 
-}  // namespace
-
-namespace {
-
 // Whatever attributes or shape-tensor inputs a model gives, an output is only allocated
 // with non-negative dims, an element count that fits int64 and a byte size the allocator
 // accepts; the error names the node.
@@ -42,13 +38,56 @@ void check_output(const OpContext& ctx, size_t i, const OutputInfo& info) {
   }
 }
 
-// Shape rule, output allocation and kernel of one step, without its releases.
-void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
-  const bool timed = profiling_enabled();
-  const auto start =
-      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+// Runs the shape rule and checks every output it describes.
+std::vector<OutputInfo> run_shape_rule(const PlanStep& step, const OpContext& ctx) {
+  std::vector<OutputInfo> infos = step.def->shape(ctx);
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.outputs[i] < 0) continue;
+    if (i >= infos.size()) {
+      ctx.fail("has " + std::to_string(step.outputs.size()) + " outputs but the op produces " +
+               std::to_string(infos.size()));
+    }
+    const OutputInfo& info = infos[i];
+    if (info.alias_of == -2) continue;  // the kernel provides the output
+    check_output(ctx, i, info);
+    if (info.alias_of >= 0 && (static_cast<size_t>(info.alias_of) >= ctx.num_inputs() ||
+                               shape_numel(info.shape) != ctx.in(info.alias_of).numel())) {
+      ctx.fail("output " + std::to_string(i) + " of shape " + shape_str(info.shape) +
+               " cannot be a view of input " + std::to_string(info.alias_of));
+    }
+  }
+  return infos;
+}
+
+// Where a step's output infos come from: its signature's memo, or its shape rule (whose
+// result is then recorded when `record` is set).
+struct StepShapes {
+  const std::vector<OutputInfo>* known = nullptr;
+  std::vector<OutputInfo>* record = nullptr;
+  std::atomic<int64_t>* rules_run = nullptr;
+};
+
+// The argument vectors of OpContext, kept per thread so that a step allocates none.
+// A kernel that runs another executor on the same thread takes the (then empty) spare
+// vectors and gives them back; the outer step restores its own afterwards.
+struct ContextVectors {
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor> outputs;
+};
+ContextVectors& spare_context_vectors() {
+  thread_local ContextVectors spare;
+  return spare;
+}
+
+// Shape rule (or its memo), output allocation and kernel of one step, without its releases.
+void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
+                  StepShapes shapes) {
   OpContext ctx{*step.node, {}, {}, seed};
-  ctx.inputs.reserve(step.inputs.size());
+  ContextVectors& spare = spare_context_vectors();
+  ctx.inputs.swap(spare.inputs);
+  ctx.outputs.swap(spare.outputs);
+  ctx.inputs.clear();
+  ctx.outputs.clear();
   for (int id : step.inputs) {
     if (id < 0) {
       ctx.inputs.push_back(nullptr);
@@ -60,27 +99,22 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.inputs.push_back(&slots[id]);
   }
-  std::vector<OutputInfo> infos = step.def->shape(ctx);
+  std::vector<OutputInfo> computed;
+  if (!shapes.known) {
+    computed = run_shape_rule(step, ctx);
+    if (shapes.rules_run) shapes.rules_run->fetch_add(1, std::memory_order_relaxed);
+    if (shapes.record) *shapes.record = computed;
+  }
+  const std::vector<OutputInfo>& infos = shapes.known ? *shapes.known : computed;
   ctx.outputs.resize(step.outputs.size());
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
-    if (i >= infos.size()) {
-      ctx.fail("has " + std::to_string(step.outputs.size()) + " outputs but the op produces " +
-               std::to_string(infos.size()));
-    }
     const OutputInfo& info = infos[i];
     if (info.alias_of >= 0) {
-      check_output(ctx, i, info);
-      if (static_cast<size_t>(info.alias_of) >= ctx.num_inputs() ||
-          shape_numel(info.shape) != ctx.in(info.alias_of).numel()) {
-        ctx.fail("output " + std::to_string(i) + " of shape " + shape_str(info.shape) +
-                 " cannot be a view of input " + std::to_string(info.alias_of));
-      }
       ctx.outputs[i] = ctx.in(info.alias_of).view(info.shape);
       continue;
     }
-    if (info.alias_of == -2) continue;  // the kernel provides the output
-    check_output(ctx, i, info);
+    if (info.alias_of == -2) continue;
     int k = step.def->inplace_input;
     if (i == 0 && k >= 0 && static_cast<size_t>(k) < step.inputs.size() && step.inputs[k] >= 0 &&
         releases(step, step.inputs[k])) {
@@ -93,111 +127,171 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.outputs[i] = Tensor::empty(info.dtype, info.shape);
   }
-  step.def->cpu(ctx);
-  for (size_t i = 0; i < step.outputs.size(); ++i)
-    if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
-  if (timed) {
+  if (profiling_enabled()) {
+    const auto start = std::chrono::steady_clock::now();
+    step.def->cpu(ctx);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     record_op_time(step.node->op_type, elapsed.count());
+  } else {
+    step.def->cpu(ctx);
   }
+  for (size_t i = 0; i < step.outputs.size(); ++i)
+    if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
+  ctx.inputs.clear();
+  ctx.outputs.clear();
+  ctx.inputs.swap(spare.inputs);
+  ctx.outputs.swap(spare.outputs);
 }
 
 void release_after(const PlanStep& step, std::vector<Tensor>& slots) {
   for (int id : step.release_after) slots[id] = Tensor();
 }
 
-std::vector<int64_t> shape_key(const std::vector<Tensor>& inputs) {
+void append_key(std::vector<int64_t>& key, const Tensor& t) {
+  key.push_back(static_cast<int64_t>(t.dtype()));
+  key.push_back(static_cast<int64_t>(t.rank()));
+  key.insert(key.end(), t.shape().begin(), t.shape().end());
+}
+
+std::vector<int64_t> signature_key(const std::vector<Tensor>& tensors) {
   std::vector<int64_t> key;
-  for (const Tensor& t : inputs) {
-    key.push_back(static_cast<int64_t>(t.dtype()));
-    key.push_back(static_cast<int64_t>(t.rank()));
-    key.insert(key.end(), t.shape().begin(), t.shape().end());
-  }
+  for (const Tensor& t : tensors)
+    if (t.defined())
+      append_key(key, t);
+    else
+      key.push_back(-1);
   return key;
+}
+
+// signature_key(tensors) == key, without building the key.
+bool matches_key(const std::vector<int64_t>& key, const std::vector<Tensor>& tensors) {
+  size_t pos = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) {
+      if (pos >= key.size() || key[pos++] != -1) return false;
+      continue;
+    }
+    const Shape& shape = t.shape();
+    if (key.size() - pos < 2 + shape.size()) return false;
+    if (key[pos] != static_cast<int64_t>(t.dtype()) ||
+        key[pos + 1] != static_cast<int64_t>(shape.size()))
+      return false;
+    if (!std::equal(shape.begin(), shape.end(), key.begin() + static_cast<std::ptrdiff_t>(pos + 2)))
+      return false;
+    pos += 2 + shape.size();
+  }
+  return pos == key.size();
 }
 
 }  // namespace
 
 void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
-  execute_step(step, slots, seed);
+  execute_step(step, slots, seed, StepShapes{});
   release_after(step, slots);
 }
 
 Executor::Executor(Plan plan) : plan_(std::move(plan)) {
   num_shape_cached_ = plan_.num_shape_cached();
+  for (const auto* part : {&plan_.forward, &plan_.backward})
+    for (const PlanStep& step : *part) uses_signatures_ = uses_signatures_ || step.shape_memo;
+  uses_signatures_ = uses_signatures_ || num_shape_cached_ > 0;
+  stage_releases_.resize(plan_.backward_stages.size());
+  for (size_t k = 0; k < plan_.backward_stages.size(); ++k) {
+    const size_t end = plan_.backward_stages[k].end;
+    for (int w : plan_.backward_stages[k].wrt) {
+      const int id = plan_.input_grads[w];
+      bool read_later = id < 0;
+      for (size_t i = end; i < plan_.backward.size() && !read_later; ++i)
+        for (int in : plan_.backward[i].inputs) read_later = read_later || in == id;
+      for (size_t later = k + 1; later < plan_.backward_stages.size() && !read_later; ++later)
+        for (int v : plan_.backward_stages[later].wrt)
+          read_later = read_later || plan_.input_grads[v] == id;
+      if (!read_later) stage_releases_[k].push_back(id);
+    }
+  }
 }
 
 ShapeCacheStats Executor::shape_cache_stats() const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  return stats_;
+  ShapeCacheStats stats = stats_;
+  stats.shape_rules_run = shape_rules_run_.load();
+  return stats;
 }
 
-std::shared_ptr<const Executor::ShapeCacheEntry> Executor::find_shape_entry(
-    const std::vector<int64_t>& key) {
+std::shared_ptr<const SignatureEntry> Executor::find_entry(const std::vector<Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  for (size_t i = 0; i < shape_cache_.size(); ++i) {
-    if (shape_cache_[i]->key != key) continue;
-    std::shared_ptr<const ShapeCacheEntry> hit = shape_cache_[i];
-    shape_cache_.erase(shape_cache_.begin() + static_cast<std::ptrdiff_t>(i));
-    shape_cache_.insert(shape_cache_.begin(), hit);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (!matches_key(entries_[i]->key, inputs)) continue;
+    std::shared_ptr<const SignatureEntry> hit = entries_[i];
+    if (i > 0) {
+      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+      entries_.insert(entries_.begin(), hit);
+    }
     return hit;
   }
   return nullptr;
 }
 
-void Executor::finish_shape_run(std::shared_ptr<const ShapeCacheEntry> entry,
-                                int64_t steps_skipped) {
+void Executor::finish_forward(std::shared_ptr<const SignatureEntry> fresh, int64_t steps_skipped) {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   stats_.steps_skipped += steps_skipped;
-  if (!entry) {
+  if (!fresh) {
     ++stats_.hits;
     return;
   }
   ++stats_.misses;
-  shape_cache_.insert(shape_cache_.begin(), std::move(entry));
-  if (shape_cache_.size() > kShapeCacheEntries) shape_cache_.resize(kShapeCacheEntries);
+  entries_.insert(entries_.begin(), std::move(fresh));
+  if (entries_.size() > kSignatureEntries) entries_.resize(kSignatureEntries);
 }
 
-void Executor::run_forward_steps(const std::vector<Tensor>& inputs, std::vector<Tensor>& slots,
-                                 uint64_t seed) {
-  if (num_shape_cached_ == 0) {
-    run_steps(plan_.forward, slots, seed);
+void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& state) {
+  std::vector<Tensor>& slots = state.slots;
+  if (!uses_signatures_) {
+    for (const PlanStep& step : plan_.forward) run_step(step, slots, state.seed);
     return;
   }
-  std::vector<int64_t> key = shape_key(inputs);
-  std::shared_ptr<const ShapeCacheEntry> hit = find_shape_entry(key);
-  std::shared_ptr<ShapeCacheEntry> fresh;
+  std::shared_ptr<const SignatureEntry> hit = find_entry(inputs);
+  std::shared_ptr<SignatureEntry> fresh;
   if (!hit) {
-    fresh = std::make_shared<ShapeCacheEntry>();
-    fresh->key = std::move(key);
-    fresh->steps.resize(static_cast<size_t>(num_shape_cached_));
+    fresh = std::make_shared<SignatureEntry>();
+    fresh->key = signature_key(inputs);
+    fresh->cached.resize(static_cast<size_t>(num_shape_cached_));
+    fresh->forward_shapes.resize(plan_.forward.size());
   }
-  size_t index = 0, bytes = 0;
+  size_t cached_index = 0, bytes = 0;
   int64_t skipped = 0;
-  for (const PlanStep& step : plan_.forward) {
+  for (size_t s = 0; s < plan_.forward.size(); ++s) {
+    const PlanStep& step = plan_.forward[s];
+    StepShapes shapes{nullptr, nullptr, &shape_rules_run_};
+    if (step.shape_memo) {
+      if (hit)
+        shapes.known = &hit->forward_shapes[s];
+      else
+        shapes.record = &fresh->forward_shapes[s];
+    }
     if (!step.shape_cached) {
-      run_step(step, slots, seed);
+      execute_step(step, slots, state.seed, shapes);
+      release_after(step, slots);
       continue;
     }
-    const size_t k = index++;
-    if (hit && hit->steps[k].stored) {
-      const std::vector<Tensor>& outs = hit->steps[k].outputs;
+    const size_t k = cached_index++;
+    if (hit && hit->cached[k].stored) {
+      const std::vector<Tensor>& outs = hit->cached[k].outputs;
       for (size_t i = 0; i < step.outputs.size(); ++i)
         if (step.outputs[i] >= 0) slots[step.outputs[i]] = outs[i];
       release_after(step, slots);
       ++skipped;
       continue;
     }
-    execute_step(step, slots, seed);
+    execute_step(step, slots, state.seed, shapes);
     if (fresh) {
-      CachedStep& cached = fresh->steps[k];
+      CachedStep& cached = fresh->cached[k];
       cached.outputs.resize(step.outputs.size());
       size_t step_bytes = 0;
       for (size_t i = 0; i < step.outputs.size(); ++i) {
         int id = step.outputs[i];
         // Outputs nothing reads are released by the step itself; keep none of them.
-        if (id < 0 || std::binary_search(step.release_after.begin(), step.release_after.end(), id))
-          continue;
+        if (id < 0 || releases(step, id)) continue;
         cached.outputs[i] = slots[id];
         step_bytes += slots[id].nbytes();
       }
@@ -212,16 +306,13 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, std::vector<
     }
     release_after(step, slots);
   }
-  finish_shape_run(std::move(fresh), skipped);
-}
-
-void Executor::run_steps(const std::vector<PlanStep>& steps, std::vector<Tensor>& slots,
-                         uint64_t seed) {
-  for (const PlanStep& step : steps) run_step(step, slots, seed);
+  state.signature = hit ? hit : fresh;
+  finish_forward(std::move(fresh), skipped);
 }
 
 std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_t seed,
                                       std::shared_ptr<RunState>* state_out) {
+  PhaseTimer timer("executor.forward");
   if (inputs.size() != plan_.inputs.size()) {
     throw std::invalid_argument("expected " + std::to_string(plan_.inputs.size()) +
                                 " inputs, got " + std::to_string(inputs.size()));
@@ -232,7 +323,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   slots.resize(plan_.num_values);
   for (size_t i = 0; i < inputs.size(); ++i) slots[plan_.inputs[i]] = inputs[i];
   for (const auto& c : plan_.constants) slots[c.first] = c.second;
-  run_forward_steps(inputs, slots, seed);
+  run_forward_steps(inputs, *state);
 
   std::vector<Tensor> outputs;
   outputs.reserve(plan_.outputs.size());
@@ -254,7 +345,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   for (const auto& c : plan_.constants)
     if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first))
       slots[c.first] = Tensor();
-  if (state_out) *state_out = state;
+  if (state_out) *state_out = std::move(state);
   return outputs;
 }
 
@@ -277,27 +368,59 @@ void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output
       slots[id] = output_grads[i];
     }
   }
+  state.backward_shapes.reset();
+  state.recording.reset();
+  if (state.signature) {
+    // Only the gradients backward reads take part in its shapes.
+    std::shared_ptr<const BackwardShapes> memo =
+        std::atomic_load(&state.signature->backward_shapes);
+    std::vector<Tensor> read(output_grads.size());
+    for (size_t i = 0; i < output_grads.size(); ++i)
+      if (plan_.output_grads[i] >= 0) read[i] = output_grads[i];
+    if (memo && matches_key(memo->grad_key, read)) {
+      state.backward_shapes = std::move(memo);
+    } else {
+      state.recording = std::make_shared<BackwardShapes>();
+      state.recording->grad_key = signature_key(read);
+      state.recording->steps.resize(plan_.backward.size());
+    }
+  }
   state.backward_started = true;
   state.next_stage = 0;
 }
 
 std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) {
+  PhaseTimer timer("executor.backward");
   if (!state.backward_started || state.backward_done || stage != state.next_stage) {
     throw std::logic_error("internal error: backward stage " + std::to_string(stage) +
                            " run out of order (next is " + std::to_string(state.next_stage) + ")");
   }
   const BackwardStage& s = plan_.backward_stages[stage];
   const size_t begin = stage == 0 ? 0 : plan_.backward_stages[stage - 1].end;
-  for (size_t i = begin; i < s.end; ++i) run_step(plan_.backward[i], state.slots, state.seed);
+  for (size_t i = begin; i < s.end; ++i) {
+    const PlanStep& step = plan_.backward[i];
+    StepShapes shapes{nullptr, nullptr, &shape_rules_run_};
+    if (step.shape_memo && state.backward_shapes) shapes.known = &state.backward_shapes->steps[i];
+    if (step.shape_memo && state.recording) shapes.record = &state.recording->steps[i];
+    execute_step(step, state.slots, state.seed, shapes);
+    release_after(step, state.slots);
+  }
   std::vector<Tensor> grads;
   grads.reserve(s.wrt.size());
   for (int k : s.wrt) {
     const int id = plan_.input_grads[k];
     grads.push_back(id >= 0 ? state.slots[id] : Tensor());
   }
+  for (int id : stage_releases_[stage]) state.slots[id] = Tensor();
   if (++state.next_stage == plan_.backward_stages.size()) {
     state.slots.clear();
     state.backward_done = true;
+    if (state.recording) {
+      std::atomic_store(&state.signature->backward_shapes,
+                        std::shared_ptr<const BackwardShapes>(std::move(state.recording)));
+    }
+    state.backward_shapes.reset();
+    state.signature.reset();
   }
   return grads;
 }

@@ -2,13 +2,18 @@
 // consumes it. Several forward runs may be outstanding (gradient accumulation,
 // recomputation), each with its own state.
 //
-// Shape-cached steps (PlanStep::shape_cached) compute values that depend only on
-// the fed inputs' shapes. Their outputs are kept, keyed by those shapes, and later
-// forward runs with the same shapes take them from the cache instead of running the
-// steps. Cached tensors are marked non-writable and stay referenced by the cache, so
-// no in-place kernel ever overwrites them.
+// Per signature (the dtypes and shapes of the fed inputs) the executor keeps one entry:
+// - Shape-cached steps (PlanStep::shape_cached) compute values that depend only on the
+//   signature. Their outputs are kept, and later forward runs with the same signature
+//   take them from the entry instead of running the steps. Cached tensors are marked
+//   non-writable and stay referenced by the entry, so no in-place kernel overwrites them.
+// - Shape-memo steps (PlanStep::shape_memo) have output shapes that depend only on the
+//   signature: their shape rules run on the first run of a signature and the recorded
+//   output infos are reused afterwards. Backward's memo is also keyed on the dtypes and
+//   shapes of the output gradients. Every other step runs its shape rule every time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,18 +23,45 @@
 
 namespace ortmodule {
 
+// The shape rules' results of one run's shape-memo steps, per step in plan order (empty
+// for the other steps).
+using StepOutputInfos = std::vector<std::vector<OutputInfo>>;
+
+struct BackwardShapes {
+  std::vector<int64_t> grad_key;  // dtype, rank and dims of every output gradient
+  StepOutputInfos steps;          // one per plan.backward step
+};
+
+struct CachedStep {
+  bool stored = false;          // false: the step runs anyway (outputs too large to keep)
+  std::vector<Tensor> outputs;  // per step output; undefined where nothing reads it
+};
+
+struct SignatureEntry {
+  std::vector<int64_t> key;        // dtype, rank and dims of every fed input
+  std::vector<CachedStep> cached;  // one per shape-cached step, in plan order
+  StepOutputInfos forward_shapes;  // one per plan.forward step
+  // Set by the first backward of this signature that runs to the end; read and replaced
+  // through std::atomic_load/std::atomic_store (forward and backward runs may overlap).
+  mutable std::shared_ptr<const BackwardShapes> backward_shapes;
+};
+
 struct RunState {
   std::vector<Tensor> slots;  // indexed by value id; only the stash is live after forward
   size_t next_stage = 0;      // of plan.backward_stages; set by begin_backward
   bool backward_started = false;
   uint64_t seed = 0;  // of the forward run: recomputed random ops draw the same
   bool backward_done = false;
+  std::shared_ptr<const SignatureEntry> signature;        // of the forward run
+  std::shared_ptr<const BackwardShapes> backward_shapes;  // memo this backward reuses
+  std::shared_ptr<BackwardShapes> recording;              // memo this backward records
 };
 
 struct ShapeCacheStats {
-  int64_t hits = 0;           // forward runs whose input shapes were cached
-  int64_t misses = 0;         // forward runs that computed and cached the shape steps
-  int64_t steps_skipped = 0;  // shape-cached steps not run, summed over forward runs
+  int64_t hits = 0;             // forward runs whose signature had an entry
+  int64_t misses = 0;           // forward runs that computed and cached the shape steps
+  int64_t steps_skipped = 0;    // shape-cached steps not run, summed over forward runs
+  int64_t shape_rules_run = 0;  // shape rules evaluated, forward and backward
 };
 
 class Executor {
@@ -52,28 +84,23 @@ class Executor {
   std::vector<Tensor> run_backward_stage(RunState& state, size_t stage);
 
  private:
-  struct CachedStep {
-    bool stored = false;          // false: the step runs anyway (outputs too large to keep)
-    std::vector<Tensor> outputs;  // per step output; undefined where nothing reads it
-  };
-  struct ShapeCacheEntry {
-    std::vector<int64_t> key;       // dtype, rank and dims of every fed input
-    std::vector<CachedStep> steps;  // one per shape-cached step, in plan order
-  };
-  static constexpr size_t kShapeCacheEntries = 4;
+  static constexpr size_t kSignatureEntries = 4;
   static constexpr size_t kShapeCacheBytesPerEntry = size_t(64) << 20;
 
-  void run_steps(const std::vector<PlanStep>& steps, std::vector<Tensor>& slots, uint64_t seed);
-  void run_forward_steps(const std::vector<Tensor>& inputs, std::vector<Tensor>& slots,
-                         uint64_t seed);
-  std::shared_ptr<const ShapeCacheEntry> find_shape_entry(const std::vector<int64_t>& key);
-  void finish_shape_run(std::shared_ptr<const ShapeCacheEntry> entry, int64_t steps_skipped);
+  void run_forward_steps(const std::vector<Tensor>& inputs, RunState& state);
+  std::shared_ptr<const SignatureEntry> find_entry(const std::vector<Tensor>& inputs);
+  void finish_forward(std::shared_ptr<const SignatureEntry> fresh, int64_t steps_skipped);
 
   Plan plan_;
   int num_shape_cached_ = 0;
+  bool uses_signatures_ = false;    // some step is shape-cached or shape-memo
+  // Per backward stage: gradient values handed out after it that no later step reads; the
+  // state drops them then, so a gradient lives only as long as its receiver keeps it.
+  std::vector<std::vector<int>> stage_releases_;
   mutable std::mutex cache_mutex_;  // forward runs may overlap (the GIL is released)
-  std::vector<std::shared_ptr<const ShapeCacheEntry>> shape_cache_;  // most recent first
+  std::vector<std::shared_ptr<const SignatureEntry>> entries_;  // most recent first
   ShapeCacheStats stats_;
+  std::atomic<int64_t> shape_rules_run_{0};
 };
 
 // Runs one step: shape rule, output allocation (views and in-place reuse), kernel.

@@ -1,7 +1,11 @@
-// Optional per-op timing of executor steps (off by default; one branch per step
-// when off). Used by benchmarks/profile_ops.py to find where a step spends time.
+// Optional timing of executor steps (off by default; one branch per step when off).
+// Ops: the kernel alone, per op type. Phases: whole parts of a run (the executor's
+// forward, each backward stage, the torch boundary around them), so that a benchmark can
+// split a step into kernels, executor bookkeeping and boundary work
+// (benchmarks/bench_step_overhead.py, benchmarks/profile_ops.py).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -16,7 +20,29 @@ struct OpTiming {
 void set_profiling(bool enabled);
 bool profiling_enabled();
 void record_op_time(const std::string& op, double seconds);
-// Accumulated timings per op type since the last reset.
+// Accumulated kernel timings per op type since the last reset.
 std::map<std::string, OpTiming> profile_snapshot(bool reset);
+void record_phase_time(const char* phase, double seconds);
+// Accumulated timings per phase since the last reset.
+std::map<std::string, OpTiming> phase_snapshot(bool reset);
+
+// Records the time from construction to destruction as `phase` while profiling is on.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const char* phase) : phase_(profiling_enabled() ? phase : nullptr) {
+    if (phase_) start_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseTimer() {
+    if (!phase_) return;
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+    record_phase_time(phase_, elapsed.count());
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  const char* phase_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace ortmodule

@@ -1,0 +1,81 @@
+"""One compiled graph of an ORTModule and how a call feeds it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ortmodule import _guards, _schema
+
+
+@dataclass
+class _LastCall:
+    """The graph the previous call used and a cheap description of that call (see
+    ORTModule._probe): a call with an equal probe has the same cache key."""
+
+    entry: _Entry
+    probe: list
+
+
+@dataclass
+class _Entry:
+    """One compiled graph: a program plus how to feed it from a call."""
+
+    program: Any  # _C.Program, or None when the call runs eagerly (fallback)
+    # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
+    feeds: list[tuple]
+    output_spec: _schema.Spec | None
+    # BatchNorm counters the graph does not update itself (TorchScript capture).
+    bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
+    # Whether the graph is valid for the input sizes (torch.export's shape guards).
+    guard: Callable[[dict[str, list[torch.Tensor]]], bool] | None
+    last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
+    # Seconds spent building this entry, per stage (trace, lowering, engine build).
+    seconds: dict[str, float] = field(default_factory=dict)
+    # Python attribute values forward read while it was traced.
+    attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
+    fallback_reason: str = ""  # why this entry runs the module eagerly
+    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    callables: Any = None
+    # `feeds` resolved for the per-call path: per program input (flat index, None, None,
+    # None) or (-1, owner, "_parameters"/"_buffers", attribute): the owner's table is read
+    # directly instead of through nn.Module.__getattr__, which returns the same tensor; an
+    # attribute that something else shadows is read with getattr (table None).
+    sources: list[tuple] = field(default_factory=list)
+    guarded: bool = True
+
+    def __post_init__(self) -> None:
+        # Whether accepts() has anything to check (read on every call).
+        self.guarded = self.guard is not None or bool(self.attributes)
+        for f in self.feeds:
+            if f[0] == "input":
+                self.sources.append((f[1], None, None, None))
+                continue
+            kind, owner, attr = f
+            table: str | None = "_parameters" if kind == "param" else "_buffers"
+            items = getattr(owner, table)
+            if attr not in items or getattr(owner, attr) is not items[attr]:
+                table = None
+            self.sources.append((-1, owner, table, attr))
+
+    def gather_inputs(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The program's inputs for a call whose flattened tensors are `tensors`."""
+        return [tensors[i] if owner is None
+                else getattr(owner, attr) if table is None else getattr(owner, table)[attr]
+                for i, owner, table, attr in self.sources]
+
+    def accepts(self, tensors: list[torch.Tensor]) -> bool:
+        if self.attributes and not self.attributes.holds():
+            return False
+        if self.guard is None:
+            return True
+        shapes = tuple(t.shape for t in tensors)
+        if shapes == self.last_shapes:
+            return True
+        if not self.guard({"tensors": tensors}):
+            return False
+        self.last_shapes = shapes
+        return True

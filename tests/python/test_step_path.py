@@ -1,0 +1,147 @@
+"""The per-call path: a call like the previous one reuses its graph without recomputing the
+cache key (ORTModule._probe), shape rules run once per input signature, and every change the
+cache key covers still builds or picks the right graph. Results are compared with eager
+PyTorch."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from torch import nn
+
+from ortmodule import _C, ORTModule
+
+
+def graphs(ort: ORTModule) -> int:
+    return sum(len(v) for v in ort._cache.values())
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                         nn.Linear(16, 3))
+
+
+def step(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+    for p in model.parameters():
+        p.grad = None
+    out = model(x)
+    (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+    return out.detach(), [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+def assert_same_step(ort: ORTModule, eager: nn.Module, x: torch.Tensor) -> None:
+    out, grads = step(ort, x)
+    ref_out, ref_grads = step(eager, x)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
+    for g, r in zip(grads, ref_grads, strict=True):
+        if r is None:
+            assert g is None
+        else:
+            torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_repeated_calls_reuse_the_graph_and_its_shapes() -> None:
+    eager = mlp()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(8, 12)
+    assert_same_step(ort, eager, x)
+    program = next(iter(ort._cache.values()))[0].program
+    rules = program.shape_cache_stats()["shape_rules_run"]
+    assert rules > 0
+    for _ in range(3):
+        assert_same_step(ort, eager, torch.randn(8, 12))
+    # Every step of an MLP has shapes that follow from the input shapes.
+    assert program.shape_cache_stats()["shape_rules_run"] == rules
+    assert ort._last_call is not None and ort._last_call.entry.program is program
+    # A new batch size: same graph, the shape rules run once for it.
+    assert_same_step(ort, eager, torch.randn(5, 12))
+    after_new_batch = program.shape_cache_stats()["shape_rules_run"]
+    assert after_new_batch > rules
+    assert_same_step(ort, eager, torch.randn(5, 12))
+    assert_same_step(ort, eager, torch.randn(8, 12))
+    assert program.shape_cache_stats()["shape_rules_run"] == after_new_batch
+    assert graphs(ort) == 1
+
+
+def test_changes_the_key_covers_are_seen_after_repeated_calls() -> None:
+    eager = mlp()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(4, 12)
+    for _ in range(2):
+        assert_same_step(ort, eager, x)
+    # A parameter stops requiring grad: a new graph without its gradient.
+    ort.module[2].weight.requires_grad_(False)
+    eager[2].weight.requires_grad_(False)
+    assert_same_step(ort, eager, x)
+    assert ort.module[2].weight.grad is None
+    assert graphs(ort) == 2
+    ort.module[2].weight.requires_grad_(True)
+    eager[2].weight.requires_grad_(True)
+    assert_same_step(ort, eager, x)
+    assert graphs(ort) == 2
+    # An input that requires grad gets its gradient.
+    xg = x.clone().requires_grad_(True)
+    xe = x.clone().requires_grad_(True)
+    ort(xg).sum().backward()
+    eager(xe).sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad, rtol=1e-5, atol=1e-6)
+    # No grad mode, eval mode and another dtype each pick their own graph.
+    with torch.no_grad():
+        torch.testing.assert_close(ort(x), eager(x), rtol=1e-5, atol=1e-6)
+    ort.eval()
+    eager.eval()
+    torch.testing.assert_close(ort(x), eager(x), rtol=1e-5, atol=1e-6)
+    ort.train()
+    eager.train()
+    assert_same_step(ort, eager, x)
+    ort.double()
+    eager.double()
+    assert_same_step(ort, eager, x.double())
+    assert ort(x.double()).dtype == torch.float64
+
+
+def test_keyword_and_non_tensor_arguments_take_the_full_key() -> None:
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(6, 2)
+
+        def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+            return self.linear(x) * scale
+
+    torch.manual_seed(0)
+    eager = Scaled()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(3, 6)
+    for scale in (1.0, 2.0, 2.0, 1.0):
+        torch.testing.assert_close(ort(x, scale), eager(x, scale), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ort(x, scale=scale), eager(x, scale=scale), rtol=1e-5,
+                                   atol=1e-6)
+    torch.testing.assert_close(ort(x), eager(x), rtol=1e-5, atol=1e-6)
+
+
+def test_reshape_to_a_fed_target_follows_its_values() -> None:
+    """Reshape's output shape reads the target's values: the rule runs on every call, so
+    targets of the same shape but other values give the right shapes."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"]),
+             helper.make_node("Reshape", ["h", "target"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "fed_target",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "M"]),
+         helper.make_tensor_value_info("target", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    program = _C.Program(model.SerializeToString(), [], [], [])
+    reference = ReferenceEvaluator(model)
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    for target in ((6, 4), (3, 8), (24, 1), (6, 4)):
+        t = np.asarray(target, dtype=np.int64)
+        (got,) = _C.run(program, [torch.from_numpy(x), torch.from_numpy(t)])
+        (expected,) = reference.run(None, {"x": x, "target": t})
+        assert tuple(got.shape) == target
+        np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=0)
