@@ -215,7 +215,9 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
     framework = [m for m in results if m.framework]
     if framework:
         lines += ["", "## ORTModule framework time", "",
-                  "Time per step outside the engine's op steps (median, profiler on).", "",
+                  ("Time per step outside the engine's op steps (median, profiler on); the "
+                   "whole step includes the torch.optim.AdamW step, which runs outside the "
+                   "engine."), "",
                   ("| model | engine op time ms/step | framework µs, whole step | "
                   "framework µs, forward+backward |"), "|---|---:|---:|---:|"]
         for m in framework:

@@ -13,12 +13,14 @@ Reported per model and runner:
   torch.mm float32 GFLOP/s over a few shapes, measured in the same run and thread count);
 - peak memory: each runner runs again in a child process of its own (one process's resident
   set mixes all runners: PyTorch's and glibc's caches keep memory of one runner resident for
-  the next), which reports its peak resident set over steady-state steps (VmHWM, reset after
-  the warm-up) minus its resident set before the first step: parameters' gradients, optimizer
-  state, activations and caches. For ORTModule also the engine allocator's peak over the timed
-  steps of the main run;
+  the next), which reports its peak resident set over --memory-steps steady-state steps
+  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step:
+  gradients, optimizer state, activations and caches; in parentheses the peak over the first
+  steps (export or compilation included). For ORTModule also the engine allocator's peak
+  over the timed steps of the main run;
 - first-call latency: the first step; for ORTModule split into trace (torch.export), ONNX
-  lowering and engine build;
+  lowering and engine build; torch.compile's uses Inductor's on-disk cache as it finds it
+  (an earlier run of the same model makes it shorter);
 - ORTModule framework time: after the timed rounds, ORTModule runs --steps more steps with the
   engine's op profiler on; framework time is the step's time minus the time inside the
   engine's op steps (an op step is its shape rule, output allocation and kernel), as a median
@@ -299,7 +301,7 @@ def cuda_memory_child(args: argparse.Namespace, runner_name: str, base: torch.nn
 
 def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--memory-child", model_name,
-               runner, "--device", args.device, "--warmup", str(args.warmup),
+               runner, "--device", args.device, "--warmup", str(args.memory_warmup),
                "--memory-steps", str(args.memory_steps), "--adamw", args.adamw]
     if args.threads:
         command += ["--threads", str(args.threads)]
@@ -358,8 +360,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="timed rounds (default 20)")
     parser.add_argument("--warmup", type=int, default=None,
                         help="rounds before timing, the first step included (default 5)")
+    parser.add_argument("--memory-warmup", type=int, default=None,
+                        help="steps of each memory child before its peak is reset (default 2)")
     parser.add_argument("--memory-steps", type=int, default=None,
-                        help="steady-state steps of each memory child (default 5)")
+                        help="steady-state steps of each memory child (default 3)")
     parser.add_argument("--no-memory", dest="memory", action="store_false",
                         help="skip the peak-memory child processes")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads")
@@ -377,10 +381,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     quick = args.quick
     args.steps = args.steps if args.steps is not None else 3 if quick else 20
     args.warmup = args.warmup if args.warmup is not None else 1 if quick else 5
+    args.memory_warmup = (args.memory_warmup if args.memory_warmup is not None
+                          else 1 if quick else 2)
     args.memory_steps = (args.memory_steps if args.memory_steps is not None
-                         else 1 if quick else 5)
-    if min(args.steps, args.warmup, args.memory_steps) < 1:
-        parser.error("--steps, --warmup and --memory-steps must be at least 1")
+                         else 1 if quick else 3)
+    if min(args.steps, args.warmup, args.memory_warmup, args.memory_steps) < 1:
+        parser.error("--steps, --warmup, --memory-warmup and --memory-steps must be at least 1")
     return args
 
 
