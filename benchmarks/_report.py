@@ -180,7 +180,7 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
 
 
 def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
-           command: str) -> str:
+           command: str, pending: list[str] | None = None) -> str:
     ceiling = host.ceiling
     sgemm = ", ".join(f"{shape} {g:.0f}" for shape, g in host.sgemm.items()) or (
         f"not measured ({host.sgemm_error})")
@@ -196,6 +196,7 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "
         f"step timed as first call), median of {args.steps} steps; AdamW ({args.adamw})"),
         f"- command: `{command}`; method: see the docstring of benchmarks/run.py",
+        *([f"- partial: the run has not measured {', '.join(pending)} yet"] if pending else []),
         "",
         ("| model | runner | ms/step | vs eager | vs compile | GFLOP/s | % of SGEMM | "
         "peak RSS growth MiB, steady (first calls) | engine peak MiB | "

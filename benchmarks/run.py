@@ -33,6 +33,7 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py --models bert gpt2 --runners eager ortmodule --steps 30
     python benchmarks/run.py --quick --models mlp  # a smoke run of a few seconds
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
+                                                   # (after each model, then the whole)
 """
 
 from __future__ import annotations
@@ -403,12 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("measuring the SGEMM ceiling ...", file=sys.stderr, flush=True)
     host = machine(args)
+    command = "python benchmarks/run.py " + " ".join(sys.argv[1:] if argv is None else argv)
     results = []
     for model_name in args.models:
         print(f"{model_name}:", file=sys.stderr, flush=True)
         results.append(measure_model(args, model_name))
-    host.finish()
-    command = "python benchmarks/run.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        host.finish()
+        if args.write and len(results) < len(args.models):  # an interrupted run keeps these
+            RESULTS_FILE.write_text(render(host, results, args, command.strip(),
+                                           pending=args.models[len(results):]))
     table = render(host, results, args, command.strip())
     print(table)
     if args.write:
