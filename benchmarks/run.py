@@ -14,8 +14,9 @@ Reported per model and runner:
 - peak memory: each runner runs again in a child process of its own (one process's resident
   set mixes all runners: PyTorch's and glibc's caches keep memory of one runner resident for
   the next), which reports its peak resident set over --memory-steps steady-state steps
-  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step:
-  gradients, optimizer state, activations and caches; in parentheses the peak over the first
+  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step
+  (taken after the runner's libraries are imported and torch's thread pool has run a step):
+  gradients, optimizer state, activations, caches and what export or compilation left; in parentheses the peak over the first
   steps (export or compilation included). For ORTModule also the engine allocator's peak
   over the timed steps of the main run;
 - first-call latency: the first step; for ORTModule split into trace (torch.export), ONNX
@@ -41,7 +42,9 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
+import importlib
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -261,6 +264,20 @@ def reset_peak_rss() -> None:
         clear_refs.write("5")
 
 
+def settle_process(runner: str) -> None:
+    """Pays the one-time costs of the process that do not depend on the model before the
+    baseline: the runner's libraries (export, ONNX, Inductor), torch's thread pool, autograd
+    and optimizer code."""
+    libraries = {"ortmodule": ["torch.export", "ortmodule._capture_dynamo"],
+                 "compile": ["torch._dynamo", "torch._inductor.compile_fx"]}
+    for name in libraries.get(runner, []):
+        importlib.import_module(name)
+    layer = torch.nn.Linear(256, 256)
+    optimizer = torch.optim.AdamW(layer.parameters())
+    layer(torch.randn(256, 256)).sum().backward()
+    optimizer.step()
+
+
 def memory_child(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: one model and runner, warm-up, then steady-state steps."""
     model_name, runner_name = args.memory_child
@@ -270,6 +287,7 @@ def memory_child(args: argparse.Namespace) -> dict[str, Any]:
     batch = {k: v.to(device) for k, v in workload.batch().items()}
     if device.type == "cuda":
         return cuda_memory_child(args, runner_name, base, batch, device)
+    settle_process(runner_name)
     gc.collect()
     rss_before_kib = proc_status_kib("VmRSS")
     runner = start_runner(runner_name, base, batch, device, args.adamw)
@@ -360,7 +378,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runners", nargs="+", choices=RUNNERS, default=list(RUNNERS))
     parser.add_argument("--steps", type=int, default=None, help="timed rounds (default 20)")
     parser.add_argument("--warmup", type=int, default=None,
-                        help="rounds before timing, the first step included (default 5)")
+                        help="rounds before timing, the first step included (default 3)")
     parser.add_argument("--memory-warmup", type=int, default=None,
                         help="steps of each memory child before its peak is reset (default 2)")
     parser.add_argument("--memory-steps", type=int, default=None,
@@ -381,7 +399,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     quick = args.quick
     args.steps = args.steps if args.steps is not None else 3 if quick else 20
-    args.warmup = args.warmup if args.warmup is not None else 1 if quick else 5
+    args.warmup = args.warmup if args.warmup is not None else 1 if quick else 3
     args.memory_warmup = (args.memory_warmup if args.memory_warmup is not None
                           else 1 if quick else 2)
     args.memory_steps = (args.memory_steps if args.memory_steps is not None
@@ -404,16 +422,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("measuring the SGEMM ceiling ...", file=sys.stderr, flush=True)
     host = machine(args)
-    command = "python benchmarks/run.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "benchmarks/run.py", *(sys.argv[1:] if argv is None
+                                                          else argv)])
     results = []
     for model_name in args.models:
         print(f"{model_name}:", file=sys.stderr, flush=True)
         results.append(measure_model(args, model_name))
         host.finish()
         if args.write and len(results) < len(args.models):  # an interrupted run keeps these
-            RESULTS_FILE.write_text(render(host, results, args, command.strip(),
+            RESULTS_FILE.write_text(render(host, results, args, command,
                                            pending=args.models[len(results):]))
-    table = render(host, results, args, command.strip())
+    table = render(host, results, args, command)
     print(table)
     if args.write:
         RESULTS_FILE.write_text(table)
