@@ -175,7 +175,7 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
         status = "not met"
     else:
         factor = target.goal / value if target.higher_is_better else value / target.goal
-        status = f"not met: {factor:.2f}x " + ("to go" if target.higher_is_better else "over")
+        status = f"not met: {factor:.3g}x " + ("to go" if target.higher_is_better else "over")
     return f"| {target.name} | {goal} | {value:.2f}{target.unit} | {status} |"
 
 
