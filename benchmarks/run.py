@@ -56,6 +56,8 @@ from typing import Any
 
 import torch
 
+# This checkout's ortmodule (and tests/), not whichever one the environment has installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _models import WORKLOADS, loss_of, training_flops
 from _report import Machine, ModelResult, render
