@@ -2,6 +2,7 @@
 # make test    : set up everything and run the C++ and Python test suites
 # make cpp-example : trains an MLP from on-device training artifacts in plain C++
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
+# make bench   : eager vs torch.compile vs ORTModule training steps (benchmarks/run.py)
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
 PYTHON ?= python3.11
@@ -71,7 +72,7 @@ test-python: build ref-venv cpp-lib
 	$(PY) -m pytest tests/python -q -ra
 
 bench: build
-	$(PY) benchmarks/bench_train_step.py
+	$(PY) benchmarks/run.py
 
 docs: build
 	$(PY) tools/gen_ops_doc.py

@@ -1,0 +1,185 @@
+"""The workloads of benchmarks/run.py: models built from configs (no downloads), dropout off,
+each with one fixed batch, and their analytic FLOP counts.
+
+Every model computes its own loss, so one call is the whole forward a runner replaces:
+
+  mlp     Linear 784-512-512-10 with ReLU, cross-entropy, batch 64.
+  cnn     DigitsCNN of examples/digits_cnn.py with 32/64 channels (Conv-BN-ReLU-MaxPool x2,
+          Linear) on [32, 1, 28, 28], cross-entropy.
+  bert    BertForSequenceClassification: 4 layers, hidden 256, 4 heads, intermediate 1024,
+          vocab 4096, 2 labels, sequence 128, batch 8 (one padded sequence).
+  gpt2    GPT2LMHeadModel: 4 layers, n_embd 256, 4 heads, vocab 4096, sequence 128, batch 8.
+  llama   LlamaForCausalLM: 4 layers, hidden 256, intermediate 688, 4 heads, 2 key/value heads,
+          vocab 4096, sequence 128, batch 8.
+  resnet  ResNetForImageClassification, basic blocks [64, 128, 256, 512] x [2, 2, 2, 2]
+          (ResNet-18 layout), 10 labels, on [16, 3, 64, 64].
+
+Hugging Face models use eager attention, so attention is plain tensor code for every runner.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from digits_cnn import DigitsCNN
+
+VOCAB = 4096
+SEQUENCE = 128
+TEXT_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    build: Callable[[], nn.Module]  # a fresh model with seeded weights, in training mode
+    batch: Callable[[], dict[str, torch.Tensor]]  # keyword arguments of one call
+
+
+class WithCrossEntropy(nn.Module):
+    """Puts the loss inside the module, as Hugging Face models do, so that every runner
+    (ORTModule included) sees the same forward."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.loss(self.model(inputs), labels)
+
+
+def loss_of(output: object) -> torch.Tensor:
+    """The loss a model call returned: the tensor itself, or a Hugging Face output's .loss."""
+    if isinstance(output, torch.Tensor):
+        return output
+    loss = getattr(output, "loss", None)
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"the model returned {type(output).__name__} without a loss tensor")
+    return loss
+
+
+def _generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return WithCrossEntropy(nn.Sequential(
+        nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)))
+
+
+def _mlp_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    return {"inputs": torch.randn(64, 784, generator=gen),
+            "labels": torch.randint(0, 10, (64,), generator=gen)}
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    model = DigitsCNN(channels=32, image_size=28)
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    return WithCrossEntropy(model)
+
+
+def _cnn_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    return {"inputs": torch.randn(32, 1, 28, 28, generator=gen),
+            "labels": torch.randint(0, 10, (32,), generator=gen)}
+
+
+def _transformers():
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def _bert() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.BertForSequenceClassification(tf.BertConfig(
+        vocab_size=VOCAB, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+        intermediate_size=1024, max_position_embeddings=SEQUENCE, num_labels=2,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        attn_implementation="eager"))
+
+
+def _bert_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    mask = torch.ones(TEXT_BATCH, SEQUENCE, dtype=torch.long)
+    mask[0, SEQUENCE - 16:] = 0  # padding in the first sequence
+    return {"input_ids": torch.randint(0, VOCAB, (TEXT_BATCH, SEQUENCE), generator=gen),
+            "attention_mask": mask,
+            "labels": torch.randint(0, 2, (TEXT_BATCH,), generator=gen)}
+
+
+def _gpt2() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.GPT2LMHeadModel(tf.GPT2Config(
+        vocab_size=VOCAB, n_embd=256, n_layer=4, n_head=4, n_positions=SEQUENCE,
+        use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        attn_implementation="eager"))
+
+
+def _llama() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQUENCE,
+        attention_dropout=0.0, use_cache=False, attn_implementation="eager"))
+
+
+def _lm_batch() -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, VOCAB, (TEXT_BATCH, SEQUENCE), generator=_generator())
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def _resnet() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.ResNetForImageClassification(tf.ResNetConfig(
+        num_channels=3, embedding_size=64, hidden_sizes=[64, 128, 256, 512],
+        depths=[2, 2, 2, 2], layer_type="basic", num_labels=10))
+
+
+def _resnet_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    return {"pixel_values": torch.randn(16, 3, 64, 64, generator=gen),
+            "labels": torch.randint(0, 10, (16,), generator=gen)}
+
+
+WORKLOADS = {w.name: w for w in (
+    Workload("mlp", "MLP 784-512-512-10, batch 64", _mlp, _mlp_batch),
+    Workload("cnn", "CNN 2 conv blocks 32/64 ch, 28x28, batch 32", _cnn, _cnn_batch),
+    Workload("bert", f"BERT-small 4x256, 4 heads, ffn 1024, vocab {VOCAB}, seq {SEQUENCE}, "
+                     f"batch {TEXT_BATCH}", _bert, _bert_batch),
+    Workload("gpt2", f"GPT-2-small 4x256, 4 heads, vocab {VOCAB}, seq {SEQUENCE}, "
+                     f"batch {TEXT_BATCH}", _gpt2, _lm_batch),
+    Workload("llama", f"Llama-small 4x256, ffn 688, 4 heads / 2 kv, vocab {VOCAB}, "
+                      f"seq {SEQUENCE}, batch {TEXT_BATCH}", _llama, _lm_batch),
+    Workload("resnet", "ResNet-18 layout (basic [64..512]x[2,2,2,2]), 64x64, batch 16",
+             _resnet, _resnet_batch),
+)}
+
+
+def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
+    """Model FLOPs of one training step: 3x the forward's (backward = 2x forward), where the
+    forward's are counted by FlopCounterMode (2 per multiply-accumulate of every GEMM,
+    batched GEMM and convolution; elementwise work is not counted)."""
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(**batch)
+    return 3.0 * counter.get_total_flops()

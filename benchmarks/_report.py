@@ -1,0 +1,231 @@
+"""The markdown report of benchmarks/run.py: machine line, per-model table, ORTModule
+framework time and the performance targets."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+
+Row = dict[str, Any]  # one runner of one model: median_ms, first_call_s, ... or error
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+@dataclass
+class Machine:
+    device: str
+    cpu: str
+    cores: int
+    threads: int
+    sgemm: dict[str, float]  # shape -> best GFLOP/s
+    sgemm_error: str
+    load_at_start: str
+    load_at_end: str = ""
+    date: str = ""
+
+    @classmethod
+    def describe(cls, device: str, sgemm: dict[str, float], sgemm_error: str) -> Machine:
+        return cls(device, cpu_name(), os.cpu_count() or 0, torch.get_num_threads(), sgemm,
+                   sgemm_error, load_average(), date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+
+    def finish(self) -> None:
+        self.load_at_end = load_average()
+
+    @property
+    def ceiling(self) -> float | None:
+        return max(self.sgemm.values()) if self.sgemm else None
+
+
+@dataclass
+class ModelResult:
+    name: str
+    description: str
+    train_gflop: float | None = None  # model FLOPs of one training step, in GFLOP
+    runners: dict[str, Row] = field(default_factory=dict)
+    framework: dict[str, float] = field(default_factory=dict)  # ORTModule: step_us, ...
+    notes: list[str] = field(default_factory=list)
+
+    def ms(self, runner: str) -> float | None:
+        return self.runners.get(runner, {}).get("median_ms")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _ratio(base: float | None, value: float | None) -> str:
+    return f"{base / value:.2f}x" if base and value else "-"
+
+
+def _runner_row(model: ModelResult, runner: str, row: Row, ceiling: float | None) -> str:
+    if "error" in row:
+        return f"| {model.name} | {runner} | failed: {_cell(row['error'])} |" + " |" * 8
+    ms = row["median_ms"]
+    gflops = model.train_gflop / (ms / 1e3) if model.train_gflop else None
+    share = f"{100 * gflops / ceiling:.0f}%" if gflops and ceiling else "-"
+    if "memory_error" in row:
+        memory = f"failed: {_cell(row['memory_error'])}"
+    elif "peak_rss_growth_mib" in row:
+        first = row.get("first_call_rss_growth_mib")
+        memory = f"{row['peak_rss_growth_mib']:.0f}" + (f" ({first:.0f})" if first else "")
+    else:
+        memory = "-"
+    engine = f"{row['engine_peak_mib']:.0f}" if "engine_peak_mib" in row else "-"
+    first_call = f"{row['first_call_s']:.2f}"
+    if row.get("stages"):
+        first_call += " (" + " / ".join(f"{s:.2f}" for s in row["stages"].values()) + ")"
+    return (f"| {model.name} | {runner} | {ms:.2f} | {_ratio(model.ms('eager'), ms)} | "
+            f"{_ratio(model.ms('compile'), ms)} | {f'{gflops:.1f}' if gflops else '-'} | "
+            f"{share} | {memory} | {engine} | {first_call} |")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    goal: float
+    higher_is_better: bool
+    value: Callable[[dict[str, ModelResult], Machine], float | None]
+    unit: str = "x"
+
+
+def _speedup(model: str, over: str) -> Callable[[dict[str, ModelResult], Machine], float | None]:
+    def value(results: dict[str, ModelResult], _: Machine) -> float | None:
+        result = results.get(model)
+        if result is None or not result.ms("ortmodule") or not result.ms(over):
+            return None
+        return result.ms(over) / result.ms("ortmodule")
+    return value
+
+
+def _mlp_ceiling_share(results: dict[str, ModelResult], host: Machine) -> float | None:
+    mlp = results.get("mlp")
+    if mlp is None or not mlp.train_gflop or not mlp.ms("ortmodule") or not host.ceiling:
+        return None
+    return 100 * mlp.train_gflop / (mlp.ms("ortmodule") / 1e3) / host.ceiling
+
+
+def _bert_memory(results: dict[str, ModelResult], _: Machine) -> float | None:
+    bert = results.get("bert")
+    if bert is None:
+        return None
+    ort = bert.runners.get("ortmodule", {}).get("peak_rss_growth_mib")
+    eager = bert.runners.get("eager", {}).get("peak_rss_growth_mib")
+    return ort / eager if ort is not None and eager else None
+
+
+def _bert_first_call(results: dict[str, ModelResult], _: Machine) -> float | None:
+    bert = results.get("bert")
+    return bert.runners.get("ortmodule", {}).get("first_call_s") if bert else None
+
+
+def _mlp_framework(results: dict[str, ModelResult], _: Machine) -> float | None:
+    mlp = results.get("mlp")
+    return mlp.framework.get("fwd_bwd_us") if mlp else None
+
+
+TARGETS = (
+    Target("BERT-small: ORTModule vs eager", 1.3, True, _speedup("bert", "eager")),
+    Target("BERT-small: ORTModule vs torch.compile", 1.1, True, _speedup("bert", "compile")),
+    Target("GPT-2-small: ORTModule vs eager", 1.3, True, _speedup("gpt2", "eager")),
+    Target("GPT-2-small: ORTModule vs torch.compile", 1.1, True, _speedup("gpt2", "compile")),
+    Target("CNN: ORTModule vs eager", 2.0, True, _speedup("cnn", "eager")),
+    Target("MLP: ORTModule vs eager", 1.3, True, _speedup("mlp", "eager")),
+    Target("MLP: ORTModule share of the SGEMM ceiling", 70.0, True, _mlp_ceiling_share, "%"),
+    Target("ResNet 64x64 b16: ORTModule vs eager", 1.5, True, _speedup("resnet", "eager")),
+    Target("BERT-small: ORTModule peak RSS growth / eager's", 0.8, False, _bert_memory),
+    Target("BERT-small: ORTModule first call", 2.0, False, _bert_first_call, " s"),
+    Target("MLP: ORTModule framework time (forward+backward)", 30.0, False, _mlp_framework,
+           " µs"),
+)
+
+
+def _target_line(target: Target, results: dict[str, ModelResult], host: Machine) -> str:
+    sign = ">=" if target.higher_is_better else "<="
+    goal = f"{sign} {target.goal:g}{target.unit}"
+    value = target.value(results, host)
+    if value is None:
+        return f"| {target.name} | {goal} | not measured | - |"
+    met = value >= target.goal if target.higher_is_better else value <= target.goal
+    if met:
+        status = "met"
+    elif value <= 0:
+        status = "not met"
+    else:
+        factor = target.goal / value if target.higher_is_better else value / target.goal
+        status = f"not met: {factor:.3g}x " + ("to go" if target.higher_is_better else "over")
+    return f"| {target.name} | {goal} | {value:.2f}{target.unit} | {status} |"
+
+
+def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
+           command: str, pending: list[str] | None = None) -> str:
+    ceiling = host.ceiling
+    sgemm = ", ".join(f"{shape} {g:.0f}" for shape, g in host.sgemm.items()) or (
+        f"not measured ({host.sgemm_error})")
+    lines = [
+        "# Training step: eager PyTorch vs torch.compile vs ORTModule",
+        "",
+        (f"- machine: {host.cpu}, {host.cores} cores, {host.threads} threads, device "
+        f"{host.device}; torch {torch.__version__}, Python {platform.python_version()}; "
+        f"SGEMM ceiling {f'{ceiling:.0f} GFLOP/s' if ceiling else 'n/a'} "
+        f"(torch.mm float32 best GFLOP/s, MxKxN: {sgemm})"),
+        f"- load average (1/5/15 min) at start {host.load_at_start}, at end "
+        f"{host.load_at_end}" + (f"; {args.note}" if args.note else ""),
+        (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "
+        f"step timed as first call), median of {args.steps} steps; AdamW ({args.adamw})"),
+        f"- command: `{command}`; method: see the docstring of benchmarks/run.py",
+        *([f"- partial: the run has not measured {', '.join(pending)} yet"] if pending else []),
+        "",
+        ("| model | runner | ms/step | vs eager | vs compile | GFLOP/s | % of SGEMM | "
+        "peak RSS growth MiB, steady (first calls) | engine peak MiB | "
+        "first call s (trace / lowering / build) |"),
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for model in results:
+        for runner, row in model.runners.items():
+            lines.append(_runner_row(model, runner, row, ceiling))
+    lines += ["", ("vs eager / vs compile: that runner's time over this row's time (above 1.00x "
+              "this row is faster). GFLOP/s: model FLOPs (3x forward GEMM/conv FLOPs) per "
+              "second."), "", "## Models", ""]
+    for model in results:
+        gflop = f"{model.train_gflop:.2f} GFLOP/step" if model.train_gflop else "FLOPs n/a"
+        lines.append(f"- {model.name}: {model.description}; {gflop}"
+                     + "".join(f"; {_cell(n)}" for n in model.notes))
+    framework = [m for m in results if m.framework]
+    if framework:
+        lines += ["", "## ORTModule framework time", "",
+                  ("Time per step outside the engine's op steps (median, profiler on); the "
+                   "whole step includes the torch.optim.AdamW step, which runs outside the "
+                   "engine."), "",
+                  ("| model | engine op time ms/step | framework µs, whole step | "
+                  "framework µs, forward+backward |"), "|---|---:|---:|---:|"]
+        for m in framework:
+            f = m.framework
+            lines.append(f"| {m.name} | {f['op_ms']:.2f} | {f['step_us']:.0f} | "
+                         f"{f['fwd_bwd_us']:.0f} |")
+    by_name = {m.name: m for m in results}
+    lines += ["", "## Targets", "", "| target | goal | measured | status |", "|---|---|---:|---|"]
+    lines += [_target_line(t, by_name, host) for t in TARGETS]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,457 @@
+"""Training-step benchmark: eager PyTorch, torch.compile and ORTModule side by side.
+
+One process times every runner of a model round-robin, one step each in turn (the order
+rotating every round), so that load from elsewhere on the machine hits all runners alike. A
+step is the model's forward with its loss, backward, a torch.optim.AdamW step (lr 1e-4) and
+zero_grad on one fixed batch; after the warm-up rounds the median of --steps steps is
+reported. Models are listed in benchmarks/_models.py.
+
+Reported per model and runner:
+- ms/step, and ORTModule's speed relative to eager and to torch.compile;
+- achieved GFLOP/s: model FLOPs (3x the forward's GEMM/convolution FLOPs, counted by
+  FlopCounterMode) per step time, and the share of the machine's SGEMM ceiling (the best
+  torch.mm float32 GFLOP/s over a few shapes, measured at the same thread count before the
+  first model and again after each, the best kept: a loaded machine lowers it less);
+- peak memory: each runner runs again in a child process of its own (one process's resident
+  set mixes all runners: PyTorch's and glibc's caches keep memory of one runner resident for
+  the next), which reports its peak resident set over --memory-steps steady-state steps
+  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step
+  (taken after the runner's libraries are imported and torch's thread pool has run a step):
+  gradients, optimizer state, activations, caches and what export or compilation left; in parentheses the peak over the first
+  steps (export or compilation included). For ORTModule also the engine allocator's peak
+  over the timed steps of the main run;
+- first-call latency: the first step; for ORTModule split into trace (torch.export), ONNX
+  lowering and engine build; torch.compile's uses Inductor's on-disk cache as it finds it
+  (an earlier run of the same model makes it shorter);
+- ORTModule framework time: after the timed rounds, ORTModule runs --steps more steps with the
+  engine's op profiler on; framework time is the step's time minus the time inside the
+  engine's op steps (an op step is its shape rule, output allocation and kernel), as a median
+  over steps, for the whole step and for forward+backward alone (without the optimizer).
+
+A runner that fails (a model the engine cannot run, --device cuda without a GPU) gets a row
+saying why; the others go on. Exit status 1 when an eager or ORTModule runner failed.
+
+    python benchmarks/run.py                       # all models, all runners
+    python benchmarks/run.py --models bert gpt2 --runners eager ortmodule --steps 30
+    python benchmarks/run.py --quick --models mlp  # a smoke run of a few seconds
+    python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
+                                                   # (after each model, then the whole)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import importlib
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# This checkout's ortmodule (and tests/), not whichever one the environment has installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _models import WORKLOADS, loss_of, training_flops
+from _report import Machine, ModelResult, render
+
+RUNNERS = ("eager", "compile", "ortmodule")
+RESULTS_FILE = Path(__file__).resolve().parent / "RESULTS.md"
+RESULT_PREFIX = "RESULT "
+ORTMODULE_STAGES = ("trace", "lowering", "build")
+
+
+@dataclass
+class Runner:
+    name: str
+    model: torch.nn.Module | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    error: str = ""
+    first_call_s: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)  # ORTModule's first-call stages
+    times: list[float] = field(default_factory=list)
+
+
+def short_error(error: BaseException) -> str:
+    """One table cell: the exception type and the first two lines of its message."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    message = f"{type(error).__name__}: {' / '.join(lines[:2])}"
+    return message if len(message) <= 240 else message[:237] + "..."
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def check_device(device: torch.device) -> None:
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda but torch.cuda.is_available() is False (this torch "
+                           f"build is {torch.__version__}); run on a GPU machine or use cpu")
+
+
+def wrap(model: torch.nn.Module, runner: str) -> torch.nn.Module:
+    if runner == "ortmodule":
+        from ortmodule import ORTModule
+
+        return ORTModule(model)
+    if runner == "compile":
+        return torch.compile(model)
+    return model
+
+
+def make_optimizer(model: torch.nn.Module, adamw: str) -> torch.optim.Optimizer:
+    options = {"foreach": True} if adamw == "foreach" else {"fused": True} if adamw == "fused" \
+        else {}
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, **options)
+
+
+def train_step(runner: Runner, batch: dict[str, torch.Tensor], device: torch.device) -> float:
+    assert runner.model is not None and runner.optimizer is not None
+    synchronize(device)
+    start = time.perf_counter()
+    loss = loss_of(runner.model(**batch))
+    loss.backward()
+    runner.optimizer.step()
+    runner.optimizer.zero_grad()
+    synchronize(device)
+    elapsed = time.perf_counter() - start
+    if not torch.isfinite(loss.detach()).item():
+        raise RuntimeError(f"non-finite loss {loss.item()}")
+    return elapsed
+
+
+def forward_backward(model: torch.nn.Module, batch: dict[str, torch.Tensor],
+                     device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    loss_of(model(**batch)).backward()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def start_runner(name: str, base: torch.nn.Module, batch: dict[str, torch.Tensor],
+                 device: torch.device, adamw: str) -> Runner:
+    """Builds the runner and times its first step (export, compilation, first allocations)."""
+    runner = Runner(name)
+    try:
+        check_device(device)
+        runner.model = wrap(copy.deepcopy(base).to(device), name)
+        runner.optimizer = make_optimizer(runner.model, adamw)
+        runner.first_call_s = train_step(runner, batch, device)
+        if name == "ortmodule":
+            entries = [e for es in runner.model._cache.values() for e in es]
+            runner.stages = {k: sum(e.seconds.get(k, 0.0) for e in entries)
+                             for k in ORTMODULE_STAGES}
+    except Exception as error:  # noqa: BLE001 (reported in the table; the others go on)
+        runner.error = short_error(error)
+        runner.model = runner.optimizer = None
+    return runner
+
+
+def round_robin(runners: list[Runner], batch: dict[str, torch.Tensor], device: torch.device,
+                rounds: int, record: bool) -> None:
+    for round_index in range(rounds):
+        live = [r for r in runners if not r.error]
+        if not live:
+            return
+        shift = round_index % len(live)
+        for runner in live[shift:] + live[:shift]:
+            try:
+                elapsed = train_step(runner, batch, device)
+            except Exception as error:  # noqa: BLE001 (reported in the table)
+                runner.error = short_error(error)
+                runner.model = runner.optimizer = None
+                continue
+            if record:
+                runner.times.append(elapsed)
+
+
+def framework_times(runner: Runner, batch: dict[str, torch.Tensor], device: torch.device,
+                    steps: int) -> dict[str, float]:
+    """Median µs per step outside the engine's op steps: whole step, forward+backward alone."""
+    from ortmodule import _C
+
+    assert runner.model is not None and runner.optimizer is not None
+    full, alone, kernels = [], [], []
+    _C.set_profiling(True)
+    try:
+        _C.profile_snapshot(reset=True)
+        for _ in range(steps):
+            elapsed = train_step(runner, batch, device)
+            op_seconds = sum(s for _, s in _C.profile_snapshot(reset=True).values())
+            full.append(elapsed - op_seconds)
+            kernels.append(op_seconds)
+        for _ in range(steps):
+            elapsed = forward_backward(runner.model, batch, device)
+            op_seconds = sum(s for _, s in _C.profile_snapshot(reset=True).values())
+            runner.optimizer.zero_grad()
+            alone.append(elapsed - op_seconds)
+    finally:
+        _C.set_profiling(False)
+    return {"step_us": 1e6 * statistics.median(full),
+            "fwd_bwd_us": 1e6 * statistics.median(alone),
+            "op_ms": 1e3 * statistics.median(kernels)}
+
+
+def measure_model(args: argparse.Namespace, model_name: str) -> ModelResult:
+    device = torch.device(args.device)
+    workload = WORKLOADS[model_name]
+    result = ModelResult(model_name, workload.description)
+    base = workload.build().train()
+    batch = workload.batch()
+    try:
+        result.train_gflop = training_flops(copy.deepcopy(base), batch) / 1e9
+    except Exception as error:  # noqa: BLE001 (GFLOP/s columns stay empty)
+        result.notes.append(f"FLOP count failed: {short_error(error)}")
+    if device.type != "cpu" and torch.cuda.is_available():
+        batch = {k: v.to(device) for k, v in batch.items()}
+    runners = []
+    for name in args.runners:
+        print(f"  {model_name} / {name}: first step ...", file=sys.stderr, flush=True)
+        runners.append(start_runner(name, base, batch, device, args.adamw))
+    round_robin(runners, batch, device, args.warmup - 1, record=False)
+    engine_peak = None
+    ort = next((r for r in runners if r.name == "ortmodule" and not r.error), None)
+    if ort is not None:
+        from ortmodule import _C
+
+        _C.allocator_reset_peak()
+    print(f"  {model_name}: {args.steps} timed rounds ...", file=sys.stderr, flush=True)
+    round_robin(runners, batch, device, args.steps, record=True)
+    if ort is not None and not ort.error:
+        engine_peak = _C.allocator_stats()["peak_allocated_bytes"] / 2**20
+        try:
+            result.framework = framework_times(ort, batch, device, args.steps)
+        except Exception as error:  # noqa: BLE001 (reported in the notes)
+            result.notes.append(f"framework time failed: {short_error(error)}")
+    for runner in runners:
+        row: dict[str, Any] = {"error": runner.error} if runner.error else {
+            "median_ms": 1e3 * statistics.median(runner.times),
+            "first_call_s": runner.first_call_s, "stages": runner.stages}
+        if runner.name == "ortmodule" and engine_peak is not None:
+            row["engine_peak_mib"] = engine_peak
+        result.runners[runner.name] = row
+    del runners, ort
+    gc.collect()
+    if args.memory:
+        for name in args.runners:
+            if "error" in result.runners[name]:
+                continue
+            print(f"  {model_name} / {name}: peak memory (child process) ...", file=sys.stderr,
+                  flush=True)
+            result.runners[name].update(memory_in_child(args, model_name, name))
+    return result
+
+
+# ---- peak memory, one runner per child process ----
+
+def proc_status_kib(field_name: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field_name} missing from /proc/self/status")
+
+
+def reset_peak_rss() -> None:
+    """Sets VmHWM to the current VmRSS (Linux 4.0 and later)."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def settle_process(runner: str) -> None:
+    """Pays the one-time costs of the process that do not depend on the model before the
+    baseline: the runner's libraries (export, ONNX, Inductor), torch's thread pool, autograd
+    and optimizer code."""
+    libraries = {"ortmodule": ["torch.export", "ortmodule._capture_dynamo"],
+                 "compile": ["torch._dynamo", "torch._inductor.compile_fx"]}
+    for name in libraries.get(runner, []):
+        importlib.import_module(name)
+    layer = torch.nn.Linear(256, 256)
+    optimizer = torch.optim.AdamW(layer.parameters())
+    layer(torch.randn(256, 256)).sum().backward()
+    optimizer.step()
+
+
+def memory_child(args: argparse.Namespace) -> dict[str, Any]:
+    """Runs in the child: one model and runner, warm-up, then steady-state steps."""
+    model_name, runner_name = args.memory_child
+    device = torch.device(args.device)
+    workload = WORKLOADS[model_name]
+    base = workload.build().train()
+    batch = {k: v.to(device) for k, v in workload.batch().items()}
+    if device.type == "cuda":
+        return cuda_memory_child(args, runner_name, base, batch, device)
+    settle_process(runner_name)
+    gc.collect()
+    rss_before_kib = proc_status_kib("VmRSS")
+    runner = start_runner(runner_name, base, batch, device, args.adamw)
+    if runner.error:
+        return {"memory_error": runner.error}
+    for _ in range(args.warmup - 1):
+        train_step(runner, batch, device)
+    first_calls_kib = proc_status_kib("VmHWM")
+    reset_peak_rss()
+    for _ in range(args.memory_steps):
+        train_step(runner, batch, device)
+    return {"peak_rss_growth_mib": (proc_status_kib("VmHWM") - rss_before_kib) / 1024,
+            "first_call_rss_growth_mib": (first_calls_kib - rss_before_kib) / 1024}
+
+
+def cuda_memory_child(args: argparse.Namespace, runner_name: str, base: torch.nn.Module,
+                      batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, Any]:
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    runner = start_runner(runner_name, base, batch, device, args.adamw)
+    if runner.error:
+        return {"memory_error": runner.error}
+    for _ in range(args.warmup - 1):
+        train_step(runner, batch, device)
+    torch.cuda.reset_peak_memory_stats(device)
+    for _ in range(args.memory_steps):
+        train_step(runner, batch, device)
+    return {"peak_rss_growth_mib": (torch.cuda.max_memory_allocated(device) - before) / 2**20}
+
+
+def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--memory-child", model_name,
+               runner, "--device", args.device, "--warmup", str(args.memory_warmup),
+               "--memory-steps", str(args.memory_steps), "--adamw", args.adamw]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    try:
+        done = subprocess.run(command, check=False, capture_output=True, text=True,
+                              timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"memory_error": f"child timed out after {args.timeout} s"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"memory_error": f"child exited with status {done.returncode}: {last}"}
+
+
+# ---- the machine ----
+
+def sgemm_gflops(device: torch.device, quick: bool) -> dict[str, float]:
+    """Best torch.mm float32 GFLOP/s per shape (M x K x N) at the current thread count."""
+    shapes = [(1024, 1024, 1024), (1024, 256, 1024), (1024, 1024, 256)]
+    repeats, calls = (2, 2) if quick else (7, 5)
+    best: dict[str, float] = {}
+    for m, k, n in shapes:
+        a = torch.randn(m, k, device=device)
+        b = torch.randn(k, n, device=device)
+        out = torch.empty(m, n, device=device)
+        torch.mm(a, b, out=out)
+        times = []
+        for _ in range(repeats):
+            synchronize(device)
+            start = time.perf_counter()
+            for _ in range(calls):
+                torch.mm(a, b, out=out)
+            synchronize(device)
+            times.append((time.perf_counter() - start) / calls)
+        best[f"{m}x{k}x{n}"] = 2.0 * m * n * k / min(times) / 1e9
+    return best
+
+
+def machine(args: argparse.Namespace) -> Machine:
+    device = torch.device(args.device)
+    sgemm: dict[str, float] = {}
+    error = ""
+    try:
+        check_device(device)
+        sgemm = sgemm_gflops(device, args.quick)
+    except Exception as e:  # noqa: BLE001 (the GFLOP/s shares stay empty)
+        error = short_error(e)
+    return Machine.describe(args.device, sgemm, error)
+
+
+def remeasure_sgemm(args: argparse.Namespace, host: Machine) -> None:
+    """Keeps the best GFLOP/s per shape: the ceiling is what the machine can do."""
+    if host.sgemm:
+        again = sgemm_gflops(torch.device(args.device), args.quick)
+        host.sgemm = {shape: max(g, again[shape]) for shape, g in host.sgemm.items()}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    parser.add_argument("--runners", nargs="+", choices=RUNNERS, default=list(RUNNERS))
+    parser.add_argument("--steps", type=int, default=None, help="timed rounds (default 20)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="rounds before timing, the first step included (default 3)")
+    parser.add_argument("--memory-warmup", type=int, default=None,
+                        help="steps of each memory child before its peak is reset (default 2)")
+    parser.add_argument("--memory-steps", type=int, default=None,
+                        help="steady-state steps of each memory child (default 3)")
+    parser.add_argument("--no-memory", dest="memory", action="store_false",
+                        help="skip the peak-memory child processes")
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
+                        help="torch.optim.AdamW implementation for every runner")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
+    parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
+    parser.add_argument("--note", default="", help="a line for the header (e.g. machine load)")
+    parser.add_argument("--write", action="store_true", help=f"also write {RESULTS_FILE.name}")
+    parser.add_argument("--memory-child", nargs=2, metavar=("MODEL", "RUNNER"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.steps = args.steps if args.steps is not None else 3 if quick else 20
+    args.warmup = args.warmup if args.warmup is not None else 1 if quick else 3
+    args.memory_warmup = (args.memory_warmup if args.memory_warmup is not None
+                          else 1 if quick else 2)
+    args.memory_steps = (args.memory_steps if args.memory_steps is not None
+                         else 1 if quick else 3)
+    if min(args.steps, args.warmup, args.memory_warmup, args.memory_steps) < 1:
+        parser.error("--steps, --warmup, --memory-warmup and --memory-steps must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.memory_child:
+        try:
+            result = memory_child(args)
+        except Exception as error:  # noqa: BLE001 (reported in the parent's table)
+            result = {"memory_error": short_error(error)}
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
+        return 0
+    print("measuring the SGEMM ceiling ...", file=sys.stderr, flush=True)
+    host = machine(args)
+    command = shlex.join(["python", "benchmarks/run.py", *(sys.argv[1:] if argv is None
+                                                          else argv)])
+    results = []
+    for model_name in args.models:
+        print(f"{model_name}:", file=sys.stderr, flush=True)
+        results.append(measure_model(args, model_name))
+        remeasure_sgemm(args, host)
+        host.finish()
+        if args.write and len(results) < len(args.models):  # an interrupted run keeps these
+            RESULTS_FILE.write_text(render(host, results, args, command,
+                                           pending=args.models[len(results):]))
+    table = render(host, results, args, command)
+    print(table)
+    if args.write:
+        RESULTS_FILE.write_text(table)
+        print(f"wrote {RESULTS_FILE}", file=sys.stderr)
+    failed = [(r.name, name) for r in results for name, row in r.runners.items()
+              if "error" in row and name != "compile"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

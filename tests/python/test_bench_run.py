@@ -1,0 +1,58 @@
+"""Smoke runs of benchmarks/run.py: the report is produced and failures become rows.
+
+No timing is asserted. torch.compile is left out: its first step compiles C++ and takes from
+seconds to minutes depending on the machine; the runners share one code path.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "benchmarks/run.py", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def table_row(out: str, first_cells: str) -> list[str]:
+    """The cells of the table row that starts with `first_cells` (e.g. "mlp | eager")."""
+    match = re.search(rf"^\| {re.escape(first_cells)} \|.*$", out, re.MULTILINE)
+    assert match is not None, f"no row {first_cells!r} in:\n{out}"
+    return [cell.strip() for cell in match.group(0).strip("|").split("|")]
+
+
+def test_quick_mlp_run_prints_the_table() -> None:
+    done = run_bench("--quick", "--models", "mlp", "--steps", "2", "--warmup", "1",
+                     "--runners", "eager", "ortmodule")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "| model | runner | ms/step |" in out
+    assert re.search(r"SGEMM ceiling \d+ GFLOP/s", out), out
+    for runner in ("eager", "ortmodule"):
+        cells = table_row(out, f"mlp | {runner}")
+        assert float(cells[2]) > 0, cells  # ms/step
+        assert re.fullmatch(r"\d+\.\d+x", cells[3]), cells  # vs eager
+        assert re.fullmatch(r"\d+ \(\d+\)", cells[7]), cells  # peak RSS from the child
+    cells = table_row(out, "mlp | ortmodule")
+    assert re.fullmatch(r"\d+", cells[8]), cells  # engine allocator peak
+    assert re.fullmatch(r"\d+\.\d+ \(\d+\.\d+ / \d+\.\d+ / \d+\.\d+\)", cells[9]), cells
+    framework = table_row(out.split("## ORTModule framework time")[1], "mlp")
+    assert all(re.fullmatch(r"-?\d+(\.\d+)?", cell) for cell in framework[1:]), framework
+    assert "| MLP: ORTModule vs eager | >= 1.3x |" in out
+    assert "| BERT-small: ORTModule vs eager | >= 1.3x | not measured |" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the row of a missing GPU")
+def test_missing_device_becomes_a_row() -> None:
+    done = run_bench("--quick", "--models", "mlp", "--steps", "1", "--device", "cuda")
+    assert done.returncode == 1, done.stdout + done.stderr
+    for runner in ("eager", "compile", "ortmodule"):
+        cells = table_row(done.stdout, f"mlp | {runner}")
+        assert cells[2].startswith("failed: RuntimeError: --device cuda"), cells
+    assert "SGEMM ceiling n/a" in done.stdout
