@@ -4,9 +4,10 @@
     model = ORTModule(MyModel())
 """
 
+from ortmodule import optim
 from ortmodule._capture import ExportError
 from ortmodule.module import ORTModule
 from ortmodule.options import DebugOptions, FallbackPolicy, LogLevel
 
-__all__ = ["DebugOptions", "ExportError", "FallbackPolicy", "LogLevel", "ORTModule"]
+__all__ = ["DebugOptions", "ExportError", "FallbackPolicy", "LogLevel", "ORTModule", "optim"]
 __version__ = "0.1.0"

@@ -1,14 +1,18 @@
-// Python access to the optimizer arithmetic (csrc/optim), on numpy float32 arrays updated
-// in place. Used by the tests that compare it with PyTorch and with the reference runtime.
+// Python access to the optimizer arithmetic (csrc/optim): the on-device training updates on
+// numpy float32 arrays (used by the tests that compare them with PyTorch and with the
+// reference runtime), and the multi-tensor AdamW/SGD steps of ortmodule.optim on lists of
+// torch tensors.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/extension.h>
 
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "optim/multi_tensor.h"
 #include "optim/optimizers.h"
 
 namespace py = pybind11;
@@ -63,6 +67,206 @@ ortmodule::AdamWConfig adamw_config(const py::dict& d) {
     }
   }
   return c;
+}
+
+// ---- multi-tensor AdamW / SGD on torch tensors ----
+
+// Names the parameter as the user addressed it: its place in the optimizer's param_groups
+// and, where the group carries them (named parameters), its name.
+struct ParamLabels {
+  const char* optimizer;
+  int64_t group;
+  const std::vector<int64_t>& positions;
+  const py::object& names;
+
+  std::string operator()(size_t i) const {
+    const int64_t pos = positions.at(i);
+    std::string label = std::string(optimizer) + ": param_groups[" + std::to_string(group) +
+                        "]['params'][" + std::to_string(pos) + "]";
+    if (!names.is_none()) {
+      py::gil_scoped_acquire gil;
+      label += " ('" + py::cast<std::string>(py::str(names[py::int_(pos)])) + "')";
+    }
+    return label;
+  }
+};
+
+std::string shape_string(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+void check_param(const ParamLabels& label, size_t i, const at::Tensor& p) {
+  if (p.is_sparse()) throw std::invalid_argument(label(i) + " is sparse; use a dense parameter");
+  if (p.is_complex()) {
+    throw std::invalid_argument(label(i) + " is complex (" +
+                                std::string(c10::toString(p.scalar_type())) +
+                                "); complex parameters are not supported, use torch.optim");
+  }
+  if (!p.device().is_cpu()) {
+    throw std::invalid_argument(label(i) + " is on " + p.device().str() +
+                                "; the fused optimizers run on CPU tensors only");
+  }
+  if (p.scalar_type() != at::kFloat && p.scalar_type() != at::kDouble) {
+    throw std::invalid_argument(label(i) + " has dtype " +
+                                std::string(c10::toString(p.scalar_type())) +
+                                "; expected float32 or float64");
+  }
+  if (!p.is_contiguous()) {
+    throw std::invalid_argument(label(i) + " (shape " + shape_string(p) +
+                                ") is not contiguous; make it contiguous before building the "
+                                "optimizer");
+  }
+}
+
+// A gradient or state tensor that is updated alongside parameter p.
+void check_companion(const ParamLabels& label, size_t i, const char* what, const at::Tensor& t,
+                     const at::Tensor& p) {
+  if (!t.defined()) throw std::invalid_argument(label(i) + ": " + what + " is missing");
+  if (t.is_sparse()) {
+    throw std::invalid_argument(label(i) + ": " + what +
+                                " is sparse; the fused optimizers need dense gradients (use "
+                                "torch.optim.SparseAdam for sparse ones)");
+  }
+  if (!t.device().is_cpu() || t.scalar_type() != p.scalar_type() || !t.sizes().equals(p.sizes()) ||
+      !t.is_contiguous()) {
+    throw std::invalid_argument(
+        label(i) + ": " + what + " must be a contiguous CPU tensor of the parameter's dtype " +
+        std::string(c10::toString(p.scalar_type())) + " and shape " + shape_string(p) + ", got " +
+        std::string(c10::toString(t.scalar_type())) + " " + shape_string(t) + " on " +
+        t.device().str() + (t.is_contiguous() ? "" : " (not contiguous)"));
+  }
+}
+
+// Adds one to the step counter in its own dtype (torch's state['step'] += 1) and returns it.
+double increment_step(const ParamLabels& label, size_t i, const at::Tensor& step) {
+  if (!step.defined() || !step.device().is_cpu() || step.numel() != 1 ||
+      (step.scalar_type() != at::kFloat && step.scalar_type() != at::kDouble)) {
+    throw std::invalid_argument(label(i) +
+                                ": state['step'] must be a one-element float32 or float64 CPU "
+                                "tensor");
+  }
+  step.unsafeGetTensorImpl()->bump_version();
+  if (step.scalar_type() == at::kFloat) {
+    float* s = step.data_ptr<float>();
+    *s = *s + 1.0f;
+    return *s;
+  }
+  double* s = step.data_ptr<double>();
+  *s = *s + 1.0;
+  return *s;
+}
+
+// torch.sqrt over raw arrays: the AdamW step takes its square roots from torch so that they
+// round as torch's (MKL's vector sqrt is not the IEEE one; see multi_tensor.h).
+template <typename T>
+void torch_sqrt(const T* in, T* out, int64_t n) {
+  c10::InferenceMode no_autograd;
+  const auto options = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+  at::Tensor dst = at::from_blob(out, {n}, options);
+  at::sqrt_out(dst, at::from_blob(const_cast<T*>(in), {n}, options));
+}
+
+template <typename T>
+T* data_of(const at::Tensor& t) {
+  t.unsafeGetTensorImpl()->bump_version();  // autograd sees the in-place update
+  return t.data_ptr<T>();
+}
+
+void check_lengths(const char* optimizer, size_t n, std::initializer_list<size_t> lengths) {
+  for (size_t len : lengths) {
+    if (len != n) {
+      throw std::invalid_argument(std::string(optimizer) + ": the tensor lists differ in length (" +
+                                  std::to_string(len) + " vs " + std::to_string(n) +
+                                  " parameters)");
+    }
+  }
+}
+
+ortmodule::MultiplyAdd multiply_add_mode(bool fused) {
+  return fused ? ortmodule::MultiplyAdd::kFused : ortmodule::MultiplyAdd::kSeparate;
+}
+
+void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                      const std::vector<at::Tensor>& exp_avgs,
+                      const std::vector<at::Tensor>& exp_avg_sqs,
+                      const std::vector<at::Tensor>& max_exp_avg_sqs,
+                      const std::vector<at::Tensor>& steps, const std::vector<int64_t>& positions,
+                      int64_t group, const py::object& names, const ortmodule::AdamWHyperParams& h,
+                      bool fused_multiply_add, bool match_torch_sqrt) {
+  const ParamLabels label{"FusedAdamW", group, positions, names};
+  const size_t n = params.size();
+  check_lengths(
+      label.optimizer, n,
+      {grads.size(), exp_avgs.size(), exp_avg_sqs.size(), steps.size(), positions.size()});
+  if (h.amsgrad) check_lengths(label.optimizer, n, {max_exp_avg_sqs.size()});
+  std::vector<ortmodule::AdamWTensor<float>> f32;
+  std::vector<ortmodule::AdamWTensor<double>> f64;
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
+    check_param(label, i, p);
+    check_companion(label, i, "grad", grads[i], p);
+    check_companion(label, i, "state['exp_avg']", exp_avgs[i], p);
+    check_companion(label, i, "state['exp_avg_sq']", exp_avg_sqs[i], p);
+    if (h.amsgrad) check_companion(label, i, "state['max_exp_avg_sq']", max_exp_avg_sqs[i], p);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
+    const double step = increment_step(label, i, steps[i]);
+    if (p.scalar_type() == at::kFloat) {
+      f32.push_back({data_of<float>(p), grads[i].data_ptr<float>(), data_of<float>(exp_avgs[i]),
+                     data_of<float>(exp_avg_sqs[i]),
+                     h.amsgrad ? data_of<float>(max_exp_avg_sqs[i]) : nullptr, p.numel(), step});
+    } else {
+      f64.push_back({data_of<double>(p), grads[i].data_ptr<double>(), data_of<double>(exp_avgs[i]),
+                     data_of<double>(exp_avg_sqs[i]),
+                     h.amsgrad ? data_of<double>(max_exp_avg_sqs[i]) : nullptr, p.numel(), step});
+    }
+  }
+  py::gil_scoped_release release;
+  const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
+  if (!f32.empty()) {
+    ortmodule::multi_tensor_adamw(h, mode, match_torch_sqrt ? &torch_sqrt<float> : nullptr, f32);
+  }
+  if (!f64.empty()) {
+    ortmodule::multi_tensor_adamw(h, mode, match_torch_sqrt ? &torch_sqrt<double> : nullptr, f64);
+  }
+}
+
+void fused_sgd_step(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                    const std::vector<at::Tensor>& momentum_buffers,
+                    const std::vector<bool>& first_steps, const std::vector<int64_t>& positions,
+                    int64_t group, const py::object& names, const ortmodule::SGDHyperParams& h,
+                    bool fused_multiply_add) {
+  const ParamLabels label{"FusedSGD", group, positions, names};
+  const size_t n = params.size();
+  const bool momentum = h.momentum != 0;
+  check_lengths(label.optimizer, n, {grads.size(), positions.size()});
+  if (momentum) check_lengths(label.optimizer, n, {momentum_buffers.size(), first_steps.size()});
+  std::vector<ortmodule::SGDTensor<float>> f32;
+  std::vector<ortmodule::SGDTensor<double>> f64;
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
+    check_param(label, i, p);
+    check_companion(label, i, "grad", grads[i], p);
+    if (momentum) check_companion(label, i, "state['momentum_buffer']", momentum_buffers[i], p);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
+    const bool first = momentum && first_steps[i];
+    if (p.scalar_type() == at::kFloat) {
+      f32.push_back({data_of<float>(p), grads[i].data_ptr<float>(),
+                     momentum ? data_of<float>(momentum_buffers[i]) : nullptr, first, p.numel()});
+    } else {
+      f64.push_back({data_of<double>(p), grads[i].data_ptr<double>(),
+                     momentum ? data_of<double>(momentum_buffers[i]) : nullptr, first, p.numel()});
+    }
+  }
+  py::gil_scoped_release release;
+  const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
+  if (!f32.empty()) ortmodule::multi_tensor_sgd(h, mode, f32);
+  if (!f64.empty()) ortmodule::multi_tensor_sgd(h, mode, f64);
 }
 
 }  // namespace
@@ -121,4 +325,57 @@ void bind_optim(py::module_& m) {
   m.def("_linear_lr", &ortmodule::linear_lr, py::arg("step"), py::arg("warmup_step_count"),
         py::arg("total_step_count"), py::arg("initial_lr"),
         "LinearLRScheduler's learning rate after `step` optimizer steps.");
+  m.def(
+      "_fused_adamw_step",
+      [](const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+         const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
+         const std::vector<at::Tensor>& max_exp_avg_sqs, const std::vector<at::Tensor>& steps,
+         const std::vector<int64_t>& positions, int64_t group, const py::object& param_names,
+         double lr, double beta1, double beta2, double eps, double weight_decay, bool amsgrad,
+         bool maximize, bool fused_multiply_add, bool match_torch_sqrt) {
+        ortmodule::AdamWHyperParams h;
+        h.lr = lr;
+        h.beta1 = beta1;
+        h.beta2 = beta2;
+        h.eps = eps;
+        h.weight_decay = weight_decay;
+        h.amsgrad = amsgrad;
+        h.maximize = maximize;
+        fused_adamw_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, positions,
+                         group, param_names, h, fused_multiply_add, match_torch_sqrt);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
+      py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("positions"), py::arg("group"),
+      py::arg("param_names"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
+      py::arg("weight_decay"), py::arg("amsgrad"), py::arg("maximize"),
+      py::arg("fused_multiply_add"), py::arg("match_torch_sqrt"),
+      "One AdamW step (torch.optim.AdamW foreach arithmetic) over a parameter group's tensors, "
+      "in place; increments each state['step'] tensor. match_torch_sqrt=False: the IEEE square "
+      "root instead of torch.sqrt's. positions/group/param_names only name parameters in errors.");
+  m.def(
+      "_fused_sgd_step",
+      [](const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+         const std::vector<at::Tensor>& momentum_buffers, const std::vector<bool>& first_steps,
+         const std::vector<int64_t>& positions, int64_t group, const py::object& param_names,
+         double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+         bool maximize, bool fused_multiply_add) {
+        ortmodule::SGDHyperParams h;
+        h.lr = lr;
+        h.momentum = momentum;
+        h.dampening = dampening;
+        h.weight_decay = weight_decay;
+        h.nesterov = nesterov;
+        h.maximize = maximize;
+        fused_sgd_step(params, grads, momentum_buffers, first_steps, positions, group, param_names,
+                       h, fused_multiply_add);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"), py::arg("first_steps"),
+      py::arg("positions"), py::arg("group"), py::arg("param_names"), py::arg("lr"),
+      py::arg("momentum"), py::arg("dampening"), py::arg("weight_decay"), py::arg("nesterov"),
+      py::arg("maximize"), py::arg("fused_multiply_add"),
+      "One SGD step (torch.optim.SGD foreach arithmetic) over a parameter group's tensors, in "
+      "place. momentum_buffers/first_steps are used only with momentum != 0; a first step "
+      "writes the buffer as the gradient.");
+  m.def("_cpu_has_fused_multiply_add", &ortmodule::cpu_has_fused_multiply_add,
+        "Whether this CPU has AVX2 and FMA (needed to reproduce torch's vectorized kernels).");
 }
