@@ -37,6 +37,9 @@ class ORTTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        # Before TrainingArguments' own checks, which would import DeepSpeed or fail on fp16
+        # with a message that does not say what to use here.
+        _refuse_unsupported(self)
         optim = self.optim.value if hasattr(self.optim, "value") else self.optim
         ort_optim = optim in ORT_OPTIMIZERS
         if ort_optim:
@@ -45,7 +48,6 @@ class ORTTrainingArguments(TrainingArguments):
         super().__post_init__()
         if ort_optim:
             self.optim = optim
-        _refuse_unsupported(self)
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs onnx_prefix: the saved ONNX files are named "
                              "<onnx_prefix>_<mode>_forward.onnx; pass e.g. onnx_prefix='model'")
