@@ -142,8 +142,10 @@ def test_resume_from_checkpoint_continues_the_loss_curve(tmp_path: Path) -> None
     _, full = _train("bert", tmp_path / "full", ort=True, **options)
     _, resumed = _train("bert", tmp_path / "full", ort=True, **options,
                         resume=str(tmp_path / "full" / "checkpoint-3"))
-    # The resumed run logs only steps 4..6.
-    _assert_losses(resumed, full[3:], rtol=1e-5)
+    # The resumed log holds steps 1..3 from the checkpoint's state, then the steps it ran.
+    assert len(resumed) == len(full) == 6
+    assert resumed[:3] == full[:3]
+    _assert_losses(resumed[3:], full[3:], rtol=1e-5)
 
 
 def test_save_onnx_writes_graphs_to_output_dir(tmp_path: Path) -> None:
