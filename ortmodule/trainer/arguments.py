@@ -85,8 +85,9 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
     if args.torch_compile:
         refused.append("torch_compile=True: ORTModule already compiles the model into one "
                        "engine graph; leave torch_compile off")
-    if args.gradient_checkpointing:
-        refused.append("gradient_checkpointing=True: the engine plans what backward keeps "
-                       "itself; leave gradient_checkpointing off")
+    for name in ("gradient_checkpointing", "activation_checkpointing"):
+        if getattr(args, name, False):
+            refused.append(f"{name}=True: the engine plans what backward keeps itself; leave "
+                           f"{name} off")
     if refused:
         raise ValueError("ORTTrainingArguments cannot honour: " + "; ".join(refused))
