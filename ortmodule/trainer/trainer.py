@@ -49,6 +49,15 @@ def _is_module_with_loss(model: nn.Module) -> bool:
     return isinstance(inner, ORTModule) and isinstance(inner.module, ModuleWithLoss)
 
 
+def _unwrapping_ortmodule(unwrap: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    def unwrap_model(model: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        model = unwrap(model, *args, **kwargs)
+        if isinstance(model, ORTModule):
+            model = model.module
+        return model.model if isinstance(model, ModuleWithLoss) else model
+    return unwrap_model
+
+
 class ORTTrainer(Trainer):
     """transformers.Trainer whose training steps run on the ortmodule engine.
 
@@ -65,6 +74,10 @@ class ORTTrainer(Trainer):
             _refuse_unsupported(self.args)
         self._original_model: nn.Module | None = None
         self._ort_model: ORTModule | None = None
+        # Trainer unwraps through the accelerator (label smoothing picks causal-LM label shifting
+        # by the unwrapped model's class, saving checks for PreTrainedModel); accelerate knows
+        # DDP and torch.compile wrappers but not ORTModule.
+        self.accelerator.unwrap_model = _unwrapping_ortmodule(self.accelerator.unwrap_model)
 
     # ---- options ----
 
