@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,20 @@ def tiny_bert(vocab_size: int) -> tf.BertForSequenceClassification:
         attn_implementation="eager"))
 
 
+class StepClock(tf.TrainerCallback):
+    """Times every optimizer step, so the steady speed can be told apart from the first step
+    (which, under ORTTrainer, exports the model and builds the engine's graphs)."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+        self.ends.append(time.perf_counter())
+
+    def steady_steps_per_second(self) -> float:
+        return (len(self.ends) - 1) / (self.ends[-1] - self.ends[0])
+
+
 def accuracy(prediction: tf.EvalPrediction) -> dict[str, float]:
     return {"accuracy": float((np.argmax(prediction.predictions, -1) == prediction.label_ids).mean())}
 
@@ -69,7 +84,7 @@ def finetune(use_ort: bool, steps: int, out: str) -> dict[str, Any]:
     train, test, vocab_size = load()
     common: dict[str, Any] = {
         "output_dir": out, "max_steps": steps, "per_device_train_batch_size": 16,
-        "learning_rate": 5e-4, "weight_decay": 0.01, "logging_steps": max(1, steps // 6),
+        "learning_rate": 3e-3, "weight_decay": 0.01, "logging_steps": max(1, steps // 6),
         "save_strategy": "no", "report_to": [], "seed": 0, "use_cpu": True,
     }
     if use_ort:
@@ -80,24 +95,29 @@ def finetune(use_ort: bool, steps: int, out: str) -> dict[str, Any]:
         args = tf.TrainingArguments(optim="adamw_torch", **common)
         trainer = tf.Trainer(model=tiny_bert(vocab_size), args=args, train_dataset=train,
                              eval_dataset=test, compute_metrics=accuracy)
+    clock = StepClock()
+    trainer.add_callback(clock)
     result = trainer.train()
     metrics = trainer.evaluate()
     return {"train_loss": result.training_loss,
             "steps_per_second": result.metrics["train_steps_per_second"],
+            "steady_steps_per_second": clock.steady_steps_per_second(),
             "eval_loss": metrics["eval_loss"], "eval_accuracy": metrics["eval_accuracy"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=100)
     steps = parser.parse_args().steps
     with tempfile.TemporaryDirectory() as out:
         results = {"ORTTrainer": finetune(True, steps, out),
                    "transformers.Trainer": finetune(False, steps, out)}
-    print(f"\n{'':22s} {'train loss':>10s} {'eval loss':>10s} {'accuracy':>9s} {'steps/s':>8s}")
+    print(f"\n{'':22s} {'train loss':>10s} {'eval loss':>10s} {'accuracy':>9s} {'steps/s':>8s} "
+          f"{'after step 1':>13s}")
     for name, r in results.items():
         print(f"{name:22s} {r['train_loss']:10.4f} {r['eval_loss']:10.4f} "
-              f"{r['eval_accuracy']:9.3f} {r['steps_per_second']:8.2f}")
+              f"{r['eval_accuracy']:9.3f} {r['steps_per_second']:8.2f} "
+              f"{r['steady_steps_per_second']:13.2f}")
 
 
 if __name__ == "__main__":
