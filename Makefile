@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
                    clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev
 
-.PHONY: example example-gpt2 test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
+.PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
         fuzz-build test-cpp-asan
 
 example: build
@@ -21,6 +21,10 @@ example: build
 
 example-gpt2: build
 	$(PY) examples/finetune_tiny_gpt2.py
+
+# ORTTrainer vs transformers.Trainer fine-tuning a tiny BERT on examples/data/sentiment.csv
+finetune-example: build
+	$(PY) examples/finetune_tiny_bert.py
 
 test: build test-cpp test-python lint fuzz test-cpp-asan
 

@@ -1,0 +1,93 @@
+"""Training arguments of ORTTrainer: transformers' TrainingArguments plus the ORTModule options,
+with the options the engine cannot honour refused when the arguments are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import Seq2SeqTrainingArguments, TrainingArguments
+
+from ortmodule.options import DebugOptions, LogLevel
+
+# Optimizer names ORTTrainer adds to transformers' OptimizerNames.
+ORT_OPTIMIZERS = ("adamw_ort_fused",)
+
+
+@dataclass
+class ORTTrainingArguments(TrainingArguments):
+    """TrainingArguments with ``optim="adamw_ort_fused"`` (ortmodule.optim.FusedAdamW),
+    ``use_module_with_loss`` and the ONNX saving options of ``ortmodule.DebugOptions``."""
+
+    use_module_with_loss: bool = field(
+        default=False,
+        metadata={"help": "Run Trainer.compute_loss (label smoothing included) inside the "
+                          "ORTModule graph, so the loss is part of the engine's graph."},
+    )
+    save_onnx: bool = field(
+        default=False,
+        metadata={"help": "Save the exported and gradient ONNX graphs to output_dir "
+                          "(needs onnx_prefix)."},
+    )
+    onnx_prefix: str | None = field(
+        default=None, metadata={"help": "File name prefix of the ONNX graphs saved by save_onnx."},
+    )
+    onnx_log_level: str = field(
+        default="WARNING",
+        metadata={"help": "ORTModule log level: VERBOSE, INFO, WARNING, ERROR or FATAL."},
+    )
+
+    def __post_init__(self) -> None:
+        # Before TrainingArguments' own checks, which would import DeepSpeed or fail on fp16
+        # with a message that does not say what to use here.
+        _refuse_unsupported(self)
+        optim = self.optim.value if hasattr(self.optim, "value") else self.optim
+        ort_optim = optim in ORT_OPTIMIZERS
+        if ort_optim:
+            # TrainingArguments only knows its own names; validate the rest with a stand-in.
+            self.optim = "adamw_torch"
+        super().__post_init__()
+        if ort_optim:
+            self.optim = optim
+        if self.save_onnx and not self.onnx_prefix:
+            raise ValueError("save_onnx=True needs onnx_prefix: the saved ONNX files are named "
+                             "<onnx_prefix>_<mode>_forward.onnx; pass e.g. onnx_prefix='model'")
+        if self.onnx_log_level.upper() not in LogLevel.__members__:
+            raise ValueError(f"onnx_log_level {self.onnx_log_level!r} is not one of "
+                             f"{', '.join(LogLevel.__members__)}")
+
+    def debug_options(self) -> DebugOptions:
+        """The ORTModule DebugOptions these arguments ask for (ONNX files go to output_dir)."""
+        level = LogLevel[self.onnx_log_level.upper()]
+        if not self.save_onnx:
+            return DebugOptions(log_level=level)
+        return DebugOptions(log_level=level, save_onnx=True, onnx_prefix=self.onnx_prefix or "",
+                            save_path=self.output_dir)
+
+
+@dataclass
+class ORTSeq2SeqTrainingArguments(Seq2SeqTrainingArguments, ORTTrainingArguments):
+    """Seq2SeqTrainingArguments (predict_with_generate, generation_max_length, ...) with the
+    ORTTrainingArguments options."""
+
+
+def _refuse_unsupported(args: TrainingArguments) -> None:
+    """Raises for the options the engine cannot honour, naming what to use instead."""
+    refused: list[str] = []
+    if args.fp16 or args.fp16_full_eval:
+        refused.append("fp16=True: the engine runs on the CPU, where float16 training is not "
+                       "supported; train in float32 (the default)")
+    if args.deepspeed:
+        refused.append("deepspeed: DeepSpeed does not drive ORTModule; use plain data parallel "
+                       "training (torchrun), which ORTTrainer runs as DDP(ORTModule(model))")
+    if args.fsdp:
+        refused.append("fsdp: FSDP shards parameters that the engine reads by reference every "
+                       "step; use plain data parallel training (torchrun) instead")
+    if args.torch_compile:
+        refused.append("torch_compile=True: ORTModule already compiles the model into one "
+                       "engine graph; leave torch_compile off")
+    for name in ("gradient_checkpointing", "activation_checkpointing"):
+        if getattr(args, name, False):
+            refused.append(f"{name}=True: the engine plans what backward keeps itself; leave "
+                           f"{name} off")
+    if refused:
+        raise ValueError("ORTTrainingArguments cannot honour: " + "; ".join(refused))

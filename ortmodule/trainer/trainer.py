@@ -1,0 +1,161 @@
+"""ORTTrainer: transformers.Trainer with the model trained under ORTModule.
+
+The model is wrapped as ORTModule(model) (or ORTModule(ModuleWithLoss(model)) with
+use_module_with_loss) when training starts, before the optimizer is created, so that
+accelerate's data parallel wrapping gives DDP(ORTModule(model)). While training runs,
+``self.model`` is the ORTModule; outside ``train()`` it is the user's model again. Evaluation,
+prediction, generation and saving always use the user's model, eagerly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import Seq2SeqTrainer, Trainer
+
+from ortmodule.module import ORTModule
+from ortmodule.optim import FusedAdamW
+from ortmodule.trainer.arguments import ORTTrainingArguments
+
+LossFunction = Callable[..., torch.Tensor]
+
+
+class ModuleWithLoss(nn.Module):
+    """The model and Trainer.compute_loss as one module, so the loss (label smoothing
+    included) is part of the graph ORTModule compiles."""
+
+    def __init__(self, model: nn.Module, compute_loss: LossFunction) -> None:
+        super().__init__()
+        self.model = model
+        self._compute_loss = compute_loss
+
+    def forward(self, inputs: dict[str, torch.Tensor],
+                num_items_in_batch: torch.Tensor | None = None) -> torch.Tensor:
+        return self._compute_loss(self.model, inputs, return_outputs=False,
+                                  num_items_in_batch=num_items_in_batch)
+
+
+def _strip_data_parallel(model: nn.Module) -> nn.Module:
+    while isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module
+    return model
+
+
+def _is_module_with_loss(model: nn.Module) -> bool:
+    inner = _strip_data_parallel(model)
+    return isinstance(inner, ORTModule) and isinstance(inner.module, ModuleWithLoss)
+
+
+def _unwrapping_ortmodule(unwrap: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    def unwrap_model(model: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        model = unwrap(model, *args, **kwargs)
+        if isinstance(model, ORTModule):
+            model = model.module
+        return model.model if isinstance(model, ModuleWithLoss) else model
+    return unwrap_model
+
+
+class ORTTrainer(Trainer):
+    """transformers.Trainer whose training steps run on the ortmodule engine.
+
+    Takes ORTTrainingArguments (plain TrainingArguments are accepted and mean the defaults of
+    the ORT options). Everything else is Trainer's: data loading, gradient accumulation,
+    max_grad_norm, schedulers, callbacks, logging, checkpoints and resume.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, ORTTrainingArguments):
+            # Plain TrainingArguments were validated by transformers only.
+            from ortmodule.trainer.arguments import _refuse_unsupported
+            _refuse_unsupported(self.args)
+        self._original_model: nn.Module | None = None
+        self._ort_model: ORTModule | None = None
+        # Trainer unwraps through the accelerator (label smoothing picks causal-LM label shifting
+        # by the unwrapped model's class, saving checks for PreTrainedModel); accelerate knows
+        # DDP and torch.compile wrappers but not ORTModule.
+        self.accelerator.unwrap_model = _unwrapping_ortmodule(self.accelerator.unwrap_model)
+
+    # ---- options ----
+
+    def _ort_option(self, name: str, default: Any) -> Any:
+        return getattr(self.args, name, default)
+
+    @staticmethod
+    def get_optimizer_cls_and_kwargs(args: Any, model: Any = None) -> tuple[Any, dict[str, Any]]:
+        if str(args.optim) == "adamw_ort_fused":
+            return FusedAdamW, {"lr": args.learning_rate, "betas": (args.adam_beta1, args.adam_beta2),
+                                "eps": args.adam_epsilon}
+        return Trainer.get_optimizer_cls_and_kwargs(args, model)
+
+    # ---- wrapping ----
+
+    def _wrap_in_ortmodule(self) -> None:
+        if isinstance(self.model, ORTModule):
+            return
+        original = self.model
+        if self._ort_model is None or self._original_model is not original:
+            debug = (self.args.debug_options() if isinstance(self.args, ORTTrainingArguments)
+                     else None)
+            target: nn.Module = original
+            if self._ort_option("use_module_with_loss", False):
+                target = ModuleWithLoss(original, super().compute_loss)
+            self._ort_model = ORTModule(target, debug)
+            self._original_model = original
+        if self.model_wrapped is original:
+            self.model_wrapped = self._ort_model
+        self.model = self._ort_model
+
+    def _restore_original_model(self) -> None:
+        if self._original_model is not None and self.model is self._ort_model:
+            self.model = self._original_model
+
+    def _prepare_for_training(self, max_steps: int, train_dataloader: Any,
+                              resume_from_checkpoint: Any) -> Any:
+        # Before super() creates the optimizer and lets accelerate wrap for data parallel.
+        self._wrap_in_ortmodule()
+        return super()._prepare_for_training(max_steps, train_dataloader, resume_from_checkpoint)
+
+    def _inner_training_loop(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super()._inner_training_loop(*args, **kwargs)
+        finally:
+            self._restore_original_model()
+
+    def _wrap_model(self, model: nn.Module, training: bool = True, dataloader: Any = None) -> nn.Module:
+        if not training and isinstance(model, ORTModule) and self._original_model is not None:
+            # Evaluation and prediction run the user's model eagerly.
+            model = self._original_model
+        return super()._wrap_model(model, training=training, dataloader=dataloader)
+
+    # ---- loss ----
+
+    def compute_loss(self, model: nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        if _is_module_with_loss(model):
+            if return_outputs:
+                raise ValueError("use_module_with_loss computes only the loss inside the graph; "
+                                 "outputs are not returned (evaluation runs the model eagerly)")
+            return model(dict(inputs), num_items_in_batch)
+        return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                    num_items_in_batch=num_items_in_batch)
+
+    # ---- saving ----
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        # save_pretrained of the user's model, so the result loads in plain transformers.
+        wrapped = self.model
+        if self._original_model is not None:
+            self.model = self._original_model
+        try:
+            super()._save(output_dir, state_dict=None if _is_module_with_loss(wrapped) else state_dict)
+        finally:
+            self.model = wrapped
+
+
+class ORTSeq2SeqTrainer(Seq2SeqTrainer, ORTTrainer):
+    """Seq2SeqTrainer on the ortmodule engine. With predict_with_generate, generation runs the
+    user's model eagerly (generate() is a Python loop over single-token steps)."""
