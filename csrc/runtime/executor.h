@@ -93,7 +93,7 @@ class Executor {
 
   Plan plan_;
   int num_shape_cached_ = 0;
-  bool uses_signatures_ = false;    // some step is shape-cached or shape-memo
+  bool uses_signatures_ = false;  // some step is shape-cached or shape-memo
   // Per backward stage: gradient values handed out after it that no later step reads; the
   // state drops them then, so a gradient lives only as long as its receiver keeps it.
   std::vector<std::vector<int>> stage_releases_;
