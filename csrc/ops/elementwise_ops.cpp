@@ -436,6 +436,7 @@ void grad_div(GradContext& g) {
 void grad_pow(GradContext& g) {
   // y = a^b:  da = dy * b * a^(b-1),  db = dy * y * log(a)
   Value* dy = g.output_grad(0);
+  if (!g.input(0) || !g.input(1)) g.fail("Pow needs a base and an exponent input");
   if (g.needs_grad(0)) {
     // An exponent of another dtype (an integer power of a float base) joins a's dtype.
     const bool same =
