@@ -424,8 +424,11 @@ std::string serialize_checkpoint(const CheckpointData& c, bool include_optimizer
       }
       const auto fstates = b.CreateVector(states);
       const auto fgroup = b.CreateString(group);
+      // A learning rate of -0.0f would read back as +0.0f: write the fields always.
+      b.ForceDefaults(true);
       groups.push_back(
           fbs::CreateOptimizerGroup(b, fgroup, g.step, g.initial_learning_rate, fstates));
+      b.ForceDefaults(false);
     }
   }
   const auto fgroups = b.CreateVector(groups);
