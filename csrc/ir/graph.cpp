@@ -184,6 +184,14 @@ Value* Graph::add_node_output(Node* node, size_t index, const std::string& name_
 
 std::vector<Node*> Graph::nodes() const { return order_; }
 
+void Graph::move_before(Node* node, const Node* anchor) {
+  auto from = std::find(order_.begin(), order_.end(), node);
+  if (from == order_.end() || std::find(order_.begin(), order_.end(), anchor) == order_.end())
+    throw std::logic_error("internal error: move_before on a node outside the graph");
+  order_.erase(from);
+  order_.insert(std::find(order_.begin(), order_.end(), anchor), node);
+}
+
 void Graph::remove_nodes(const std::vector<Node*>& nodes) {
   std::unordered_set<Node*> drop(nodes.begin(), nodes.end());
   std::vector<Node*> kept;

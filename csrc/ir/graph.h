@@ -114,6 +114,9 @@ class Graph {
 
   // Orders nodes so producers come before consumers; throws naming a node on a cycle.
   void topological_sort();
+  // Moves `node` in the order to right before `anchor` (both in the graph); the caller keeps
+  // producers before consumers.
+  void move_before(Node* node, const Node* anchor);
   // Drops nodes from the order (their outputs must no longer be read).
   void remove_nodes(const std::vector<Node*>& nodes);
   // Recomputes consumer lists from node inputs.

@@ -1,28 +1,148 @@
 #include "passes/recompute.h"
 
 #include <functional>
+#include <string>
 #include <unordered_map>
 
 #include "ops/op_table.h"
 
 namespace ortmodule {
+namespace {
 
-int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
-                                 const std::vector<Value*>& output_grads) {
-  const std::vector<Node*> nodes = graph.nodes();
-  // Backward: nodes that depend on an output gradient (the planner's rule).
+// Nodes that depend on an output gradient (the planner's rule for backward).
+std::unordered_set<const Node*> backward_nodes(const std::vector<Node*>& nodes,
+                                               const std::vector<Value*>& output_grads) {
   std::unordered_set<const Value*> grad_dependent;
   for (Value* g : output_grads)
     if (g) grad_dependent.insert(g);
   std::unordered_set<const Node*> backward;
   for (Node* n : nodes) {
-    bool dep = false;
+    bool dep = n->run_in_backward;
     for (Value* in : n->inputs) dep = dep || (in && grad_dependent.count(in));
     if (!dep) continue;
     backward.insert(n);
     for (Value* out : n->outputs)
       if (out) grad_dependent.insert(out);
   }
+  return backward;
+}
+
+// A copy of forward node `p` reading `inputs`, run in backward right before its first reader.
+Node* add_recompute_copy(Graph& graph, const Node* p, const std::vector<Value*>& inputs) {
+  std::vector<Value*> outputs;
+  for (Value* out : p->outputs) {
+    Value* o = out ? graph.new_value(out->name + "/recompute") : nullptr;
+    if (o) {
+      o->dtype = out->dtype;
+      o->shape = out->shape;
+      o->has_shape = out->has_shape;
+    }
+    outputs.push_back(o);
+  }
+  Node* copy = graph.add_node(p->op_type, p->domain, inputs, outputs, p->name + "/recompute");
+  copy->attrs = p->attrs;
+  copy->def = p->def;
+  copy->source = p->source;
+  copy->run_in_backward = true;
+  copy->recomputes = p;
+  return copy;
+}
+
+// Unary element-wise activations: one input, one output of its size, a few operations
+// per element (far cheaper to repeat than the product that reads the output).
+bool is_cheap_activation(const Node* n) {
+  static const std::unordered_set<std::string> kDefaultDomain = {
+      "Gelu", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Softplus", "Elu", "Selu"};
+  if (!n->def || n->def->random || n->def->host_call || !n->def->state_writeback.empty())
+    return false;
+  if (n->num_inputs() != 1 || !n->input(0) || n->outputs.size() != 1 || !n->output(0)) return false;
+  if (n->output(0)->dtype != n->input(0)->dtype) return false;
+  return n->domain.empty() && kDefaultDomain.count(n->op_type) != 0;
+}
+
+// Ops whose output is a view of input 0 (the other inputs, if any, give its shape).
+bool is_view(const Node* n) {
+  static const std::unordered_set<std::string> kViews = {"Reshape", "Flatten", "Squeeze",
+                                                         "Unsqueeze", "Identity"};
+  return n->def && n->domain.empty() && n->outputs.size() == 1 && n->output(0) && n->input(0) &&
+         kViews.count(n->op_type) != 0;
+}
+
+}  // namespace
+
+int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
+                                const std::vector<Value*>& output_grads) {
+  graph.rebuild_consumers();
+  const std::vector<Node*> nodes = graph.nodes();
+  const std::unordered_set<const Node*> backward = backward_nodes(nodes, output_grads);
+  std::unordered_set<const Value*> read_by_backward;
+  for (const Node* n : backward)
+    for (Value* in : n->inputs)
+      if (in) read_by_backward.insert(in);
+  std::unordered_set<const Value*> graph_outputs(graph.outputs().begin(), graph.outputs().end());
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
+  auto repeatable = [&](const Node* n) {
+    return forward_nodes.count(n) && !backward.count(n) && !n->run_in_backward &&
+           n->checkpoint_region < 0;
+  };
+  int copies = 0;
+  for (Node* p : nodes) {
+    if (!repeatable(p) || !is_cheap_activation(p)) continue;
+    Value* x = p->input(0);
+    Value* y = p->output(0);
+    if (!read_by_backward.count(x) || graph_outputs.count(y)) continue;
+    // The output and the views of it (a reshape between products), in graph order.
+    std::vector<Value*> chain = {y};
+    bool escapes = false;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      for (Node* reader : chain[i]->consumers) {
+        if (!repeatable(reader) || !is_view(reader) || reader->input(0) != chain[i]) continue;
+        Value* v = reader->output(0);
+        escapes = escapes || graph_outputs.count(v) != 0;
+        chain.push_back(v);
+      }
+    }
+    bool read = false;
+    for (Value* v : chain) read = read || read_by_backward.count(v) != 0;
+    if (escapes || !read) continue;
+    // The copies go right before the first backward reader, so that sorting the graph
+    // leaves every reader where it was.
+    const Node* first_reader = nullptr;
+    for (Value* v : chain)
+      for (const Node* reader : v->consumers)
+        if (backward.count(reader) &&
+            (!first_reader || position.at(reader) < position.at(first_reader)))
+          first_reader = reader;
+    std::unordered_map<const Value*, Value*> copy_of;  // chain value -> its recomputed copy
+    for (Value* v : chain) {
+      const Node* original = v->producer;
+      std::vector<Value*> inputs = original->inputs;
+      inputs[0] = v == y ? x : copy_of.at(original->input(0));
+      Node* copy = add_recompute_copy(graph, original, inputs);
+      graph.move_before(copy, first_reader);
+      copy_of[v] = copy->output(0);
+      ++copies;
+    }
+    for (Value* v : chain) {
+      for (Node* reader : v->consumers) {
+        if (!backward.count(reader)) continue;
+        for (Value*& in : reader->inputs)
+          if (in == v) in = copy_of.at(v);
+      }
+    }
+  }
+  if (copies) {
+    graph.rebuild_consumers();
+    graph.topological_sort();
+  }
+  return copies;
+}
+
+int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
+                                 const std::vector<Value*>& output_grads) {
+  const std::vector<Node*> nodes = graph.nodes();
+  const std::unordered_set<const Node*> backward = backward_nodes(nodes, output_grads);
   auto repeatable = [&](const Node* p) {
     return p && p->checkpoint_region >= 0 && forward_nodes.count(p) && p->def &&
            !p->def->host_call && p->def->state_writeback.empty();
@@ -43,22 +163,7 @@ int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const No
             in && in->producer && in->producer->checkpoint_region == p->checkpoint_region;
         inputs.push_back(same_region ? recomputed(in) : in);
       }
-      std::vector<Value*> outputs;
-      for (Value* out : p->outputs) {
-        Value* o = out ? graph.new_value(out->name + "/recompute") : nullptr;
-        if (o) {
-          o->dtype = out->dtype;
-          o->shape = out->shape;
-          o->has_shape = out->has_shape;
-        }
-        outputs.push_back(o);
-      }
-      copy = graph.add_node(p->op_type, p->domain, inputs, outputs, p->name + "/recompute");
-      copy->attrs = p->attrs;
-      copy->def = p->def;
-      copy->source = p->source;
-      copy->run_in_backward = true;
-      copy->recomputes = p;
+      copy = add_recompute_copy(graph, p, inputs);
       ++copies;
     }
     for (size_t i = 0; i < p->outputs.size(); ++i)

@@ -87,9 +87,10 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
         auto it = v ? replaced.find(v) : replaced.end();
         if (it != replaced.end()) v = it->second;
       }
-    recompute_checkpoint_regions(*graph_,
-                                 std::unordered_set<const Node*>(forward.begin(), forward.end()),
-                                 info.output_grads);
+    const std::unordered_set<const Node*> forward_nodes(forward.begin(), forward.end());
+    recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
+    if (options.graph_optimizations)
+      recompute_cheap_activations(*graph_, forward_nodes, info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
