@@ -1,6 +1,7 @@
 """Builds ortmodule._C with CMake (the engine, its protobuf code and the bindings).
 
 Use: pip install --no-build-isolation -e .   (so the installed torch is the one built against)
+Wheel: python -m build --wheel --no-isolation   (docs/install.md)
 """
 
 import os
@@ -12,6 +13,34 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# The torch releases the extension builds against (README.md): [first, last] minor versions.
+TORCH_SUPPORTED = ((2, 11), (2, 14))
+
+
+def torch_version() -> str:
+    """The installed torch's release (no local label), checked against TORCH_SUPPORTED."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit("ortmodule builds against the installed torch: pip install torch==2.13.0 first")
+    release = torch.__version__.split("+")[0]
+    major_minor = tuple(int(part) for part in release.split(".")[:2])
+    first, last = TORCH_SUPPORTED
+    if not first <= major_minor <= last:
+        sys.exit(
+            f"torch {torch.__version__} is not supported: ortmodule builds against torch "
+            f"{first[0]}.{first[1]} to {last[0]}.{last[1]}; install one of those"
+        )
+    return release
+
+
+def protobuf_source() -> str:
+    """A protobuf source tree for the static protobuf-lite runtime (CMakeLists.txt)."""
+    given = os.environ.get("ORTMODULE_PROTOBUF_SRC")
+    if given:
+        return given
+    fetch = [sys.executable, os.path.join(ROOT, "tools", "fetch_protobuf_source.py")]
+    return subprocess.check_output(fetch, text=True).strip()
 
 
 class CMakeBuild(build_ext):
@@ -25,6 +54,7 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DTORCH_DIR={os.path.dirname(torch.__file__)}",
             f"-DTORCH_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            f"-DORTMODULE_PROTOBUF_SRC={protobuf_source()}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
         subprocess.check_call(configure, cwd=build_dir)
@@ -33,6 +63,8 @@ class CMakeBuild(build_ext):
         built = os.path.join(build_dir, "_C" + sysconfig.get_config_var("EXT_SUFFIX"))
         if not os.path.exists(built):
             built = os.path.join(build_dir, "_C.so")
+        if "bdist_wheel" in self.distribution.commands:
+            built = self._with_wheel_rpath(built, build_dir)
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         # Replace atomically: a running process may have the old library mapped.
@@ -41,5 +73,29 @@ class CMakeBuild(build_ext):
             dst.write(src.read())
         os.replace(tmp, target)
 
+    @staticmethod
+    def _with_wheel_rpath(built: str, build_dir: str) -> str:
+        """A copy of _C whose RUNPATH is the installed torch package beside it.
 
-setup(ext_modules=[Extension("ortmodule._C", sources=[])], cmdclass={"build_ext": CMakeBuild})
+        The in-tree _C (editable installs) finds the build's torch by absolute path; a wheel's
+        must find the torch installed next to it, and keep no path of the build machine.
+        """
+        staging = os.path.join(build_dir, "wheel-staging")
+        os.makedirs(staging, exist_ok=True)
+        staged = os.path.join(staging, os.path.basename(built))
+        with open(built, "rb") as src, open(staged, "wb") as dst:
+            dst.write(src.read())
+        script = os.path.join(staging, "set_rpath.cmake")
+        with open(script, "w") as f:
+            f.write('file(RPATH_SET FILE "${SO}" NEW_RPATH "$ORIGIN/../torch/lib")\n')
+        subprocess.check_call(["cmake", f"-DSO={staged}", "-P", script])
+        return staged
+
+
+# A wheel's _C is tied to the torch release it was compiled against (libtorch has no stable
+# C++ ABI across releases), so its metadata pins that release.
+setup(
+    ext_modules=[Extension("ortmodule._C", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    install_requires=[f"torch=={torch_version()}", "onnx>=1.17", "onnxscript", "numpy"],
+)
