@@ -39,7 +39,10 @@ def installed_version() -> str:
             f"(dpkg-source is in the dpkg-dev package); {HOW_TO_SKIP}"
         )
     result = subprocess.run(
-        ["dpkg-query", "-W", "-f=${Version}", "libprotobuf-dev"], capture_output=True, text=True
+        ["dpkg-query", "-W", "-f=${Version}", "libprotobuf-dev"],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0 or not result.stdout.strip():
         _fail(f"libprotobuf-dev is not installed: run `make system-deps`, {HOW_TO_SKIP}")
@@ -99,7 +102,9 @@ def fetch(dest: str) -> str:
         unpack = os.path.join(tmp, "src")
         os.makedirs(unpack)
         for step in (["update"], ["source", f"protobuf={version}"]):
-            result = subprocess.run(apt + step, cwd=unpack, capture_output=True, text=True)
+            result = subprocess.run(
+                apt + step, check=False, cwd=unpack, capture_output=True, text=True
+            )
             if result.returncode != 0:
                 _fail(
                     f"`apt-get {' '.join(step)}` failed (exit {result.returncode}):\n"
