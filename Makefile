@@ -2,6 +2,7 @@
 # make test    : set up everything and run the C++ and Python test suites
 # make cpp-example : trains an MLP from on-device training artifacts in plain C++
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
+# make wheel   : builds the CPU wheel into dist/ (make wheel-test: installs it into a clean venv)
 # make bench   : eager vs torch.compile vs ORTModule training steps (benchmarks/run.py)
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
@@ -11,10 +12,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
-                   clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev
+                   clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev \
+                   dpkg-dev
 
 .PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
-        fuzz-build test-cpp-asan
+        fuzz-build test-cpp-asan wheel wheel-test
 
 example: build
 	$(PY) examples/train_digits_cnn.py
@@ -74,6 +76,14 @@ test-cpp: build
 # pytest exits 5 when it collects no test: that is a failure here too.
 test-python: build ref-venv cpp-lib
 	$(PY) -m pytest tests/python -q -ra
+
+# The CPU wheel (docs/install.md) in dist/, and its test alone (test-python runs it too):
+# built, installed into a clean venv with only pip and torch, trains an MLP like eager.
+wheel: build
+	$(PY) -m build --wheel --no-isolation --outdir dist .
+
+wheel-test: build
+	$(PY) -m pytest tests/python/test_wheel.py -q -ra
 
 bench: build
 	$(PY) benchmarks/run.py
