@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
+#include "kernels/cpu/activation.h"
 #include "kernels/gemm.h"
+#include "kernels/math/elementwise.h"
 
 namespace ortmodule {
 
@@ -147,13 +150,82 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
   }
 }
 
-#define ORTM_INSTANTIATE_MATMUL(T)                                                    \
-  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,        \
-                                  const std::vector<int64_t>&, const T*, bool, T,     \
-                                  const std::vector<int64_t>&, T*);                   \
-  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,    \
-                                      const std::vector<int64_t>&, const T*, bool, T, \
-                                      const std::vector<int64_t>&, T*);
+namespace {
+
+// y = act(x) over n contiguous elements; y may alias x.
+template <typename T>
+void activate(MatMulActivation act, int64_t n, const T* x, T* y) {
+  if (act == MatMulActivation::kNone) {
+    if (x != y) std::copy(x, x + n, y);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (act != MatMulActivation::kRelu) {
+      gelu_forward_f32(n, x, y, act == MatMulActivation::kGeluTanh);
+      return;
+    }
+  }
+  switch (act) {
+    case MatMulActivation::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::relu(x[i]);
+      break;
+    case MatMulActivation::kGelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu(x[i]);
+      break;
+    case MatMulActivation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu_tanh(x[i]);
+      break;
+    case MatMulActivation::kNone:
+      break;
+  }
+}
+
+// Rows per GEMM block: about 128 KiB of output, so that the bias add and activation read the
+// block from cache, and at least 16 rows so that the GEMM keeps its efficiency.
+int64_t block_rows(int64_t N, size_t element_size) {
+  const int64_t target = static_cast<int64_t>((128 << 10) / element_size);
+  return std::max<int64_t>(16, target / std::max<int64_t>(N, 1));
+}
+
+}  // namespace
+
+template <typename T>
+void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
+                            bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
+                            T* y) {
+  T* acc = pre ? pre : y;
+  const int64_t block = block_rows(N, sizeof(T));
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t r = std::min(block, rows - r0);
+    T* c = acc + r0 * N;
+    for (int64_t i = 0; i < r; ++i) std::copy(bias, bias + N, c + i * N);
+    gemm<T>(false, trans_b, r, N, K, alpha, a + r0 * K, K, b, trans_b ? K : N, T(1), c, N);
+    if (act != MatMulActivation::kNone || acc != y) activate(act, r * N, c, y + r0 * N);
+  }
+}
+
+template <typename T>
+void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulActivation act,
+                     T* pre, T* y) {
+  T* acc = pre ? pre : y;
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* xr = x + i * N;
+    T* ar = acc + i * N;
+    for (int64_t j = 0; j < N; ++j) ar[j] = xr[j] + bias[j];
+    if (act != MatMulActivation::kNone || acc != y) activate(act, N, ar, y + i * N);
+  }
+}
+
+#define ORTM_INSTANTIATE_MATMUL(T)                                                                \
+  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,                    \
+                                  const std::vector<int64_t>&, const T*, bool, T,                 \
+                                  const std::vector<int64_t>&, T*);                               \
+  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,                \
+                                      const std::vector<int64_t>&, const T*, bool, T,             \
+                                      const std::vector<int64_t>&, T*);                           \
+  template void matmul_bias_activation<T>(int64_t, int64_t, int64_t, const T*, const T*, bool, T, \
+                                          const T*, MatMulActivation, T*, T*);                    \
+  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*, T*);
 ORTM_INSTANTIATE_MATMUL(float)
 ORTM_INSTANTIATE_MATMUL(double)
 #undef ORTM_INSTANTIATE_MATMUL
