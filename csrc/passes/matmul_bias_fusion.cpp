@@ -41,6 +41,20 @@ std::string activation_of(const Node& n) {
   return "";
 }
 
+bool is_shape_read(const Node& n) { return n.domain.empty() && n.op_type == "Shape"; }
+
+// The one reader of v that is not a Shape (gradient rules read the shapes of the values they
+// sum to), or nullptr.
+Node* only_data_reader(const Value* v) {
+  Node* reader = nullptr;
+  for (Node* c : v->consumers) {
+    if (is_shape_read(*c)) continue;
+    if (reader) return nullptr;
+    reader = c;
+  }
+  return reader;
+}
+
 }  // namespace
 
 std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& keep) {
@@ -54,9 +68,9 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
   for (Node* mm : graph.nodes()) {
     if (removed.count(mm) || !is_product(*mm) || mm->checkpoint_region >= 0) continue;
     Value* product = mm->output(0);
-    if (!product || kept.count(product) || product->consumers.size() != 1) continue;
-    Node* add = product->consumers[0];
-    if (!add->domain.empty() || add->op_type != "Add" || add->inputs.size() != 2 ||
+    if (!product || kept.count(product)) continue;
+    Node* add = only_data_reader(product);
+    if (!add || !add->domain.empty() || add->op_type != "Add" || add->inputs.size() != 2 ||
         add->outputs.size() != 1 || add->checkpoint_region >= 0 || add->input(0) == add->input(1))
       continue;
     Value* bias = add->input(0) == product ? add->input(1) : add->input(0);
@@ -105,6 +119,10 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
       if (it != attrs.end()) f->attrs[key] = it->second;
     }
     if (act) f->attrs["activation"] = Attribute::make_string(activation_of(*act));
+    // The product, the sum and the activation all have the fused output's shape.
+    for (Value* v : {product, pre})
+      for (Node* c : v->consumers)
+        if (is_shape_read(*c) && !(v == pre && pre_read_elsewhere)) c->inputs[0] = outputs[0];
     fused.push_back(f);
   }
   if (!fused.empty()) {
