@@ -17,8 +17,9 @@ from ortmodule import _C, DebugOptions, ORTModule
 
 
 def _const(name: str, values: list, dtype: int = TensorProto.INT64) -> onnx.NodeProto:
-    return helper.make_node("Constant", [], [name], value=helper.make_tensor(
-        name + "_t", dtype, [len(values)], values))
+    return helper.make_node(
+        "Constant", [], [name], value=helper.make_tensor(name + "_t", dtype, [len(values)], values)
+    )
 
 
 def _model() -> onnx.ModelProto:
@@ -27,8 +28,13 @@ def _model() -> onnx.ModelProto:
     Size(W) (fold); a Shape of an input declared with fixed dims (must not: nothing holds the
     caller to the declaration)."""
     nodes = [
-        _const("zero", [0]), _const("neg1", [-1]), _const("three", [3]), _const("lo", [0]),
-        _const("hi", [6]), _const("step", [1]), _const("half", [0.5], TensorProto.DOUBLE),
+        _const("zero", [0]),
+        _const("neg1", [-1]),
+        _const("three", [3]),
+        _const("lo", [0]),
+        _const("hi", [6]),
+        _const("step", [1]),
+        _const("half", [0.5], TensorProto.DOUBLE),
         # [-1, rows of W]: folds
         helper.make_node("Shape", ["W"], ["sw"]),
         helper.make_node("Gather", ["sw", "zero"], ["rows"], axis=0),
@@ -62,20 +68,28 @@ def _model() -> onnx.ModelProto:
         helper.make_node("Mul", ["v", "svf"], ["u"]),
     ]
     graph = helper.make_graph(
-        nodes, "folding",
-        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["batch", "seq", 4]),
-         helper.make_tensor_value_info("v", TensorProto.DOUBLE, [3])],
+        nodes,
+        "folding",
+        [
+            helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["batch", "seq", 4]),
+            helper.make_tensor_value_info("v", TensorProto.DOUBLE, [3]),
+        ],
         [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in ("y", "z", "u")],
-        initializer=[helper.make_tensor("W", TensorProto.DOUBLE, [6, 4], [0.0] * 24),
-                     helper.make_tensor("b", TensorProto.DOUBLE, [6], [0.0] * 6)])
+        initializer=[
+            helper.make_tensor("W", TensorProto.DOUBLE, [6, 4], [0.0] * 24),
+            helper.make_tensor("b", TensorProto.DOUBLE, [6], [0.0] * 6),
+        ],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _run(program: _C.Program, feeds: dict[str, torch.Tensor], wrt: list[str]) -> list[torch.Tensor]:
     inputs = [feeds[n].clone().requires_grad_(n in wrt) for n in program.input_names]
     outputs = _C.run(program, inputs)
-    loss = sum((y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
-               for y in outputs)
+    loss = sum(
+        (y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
+        for y in outputs
+    )
     grads = torch.autograd.grad(loss, [t for n, t in zip(program.input_names, inputs) if n in wrt])
     return [y.detach() for y in outputs] + list(grads)
 
@@ -88,13 +102,18 @@ def _shape_readers(program: _C.Program) -> collections.Counter:
 def test_shape_subgraphs_of_constants_and_parameters_fold_for_every_accepted_shape() -> None:
     model = _model().SerializeToString()
     wrt = ["x", "W", "b"]
-    programs = {opt: _C.Program(model, ["W", "b"], wrt, graph_optimizations=opt)
-                for opt in (True, False)}
+    programs = {
+        opt: _C.Program(model, ["W", "b"], wrt, graph_optimizations=opt) for opt in (True, False)
+    }
     rng = np.random.default_rng(0)
     # One graph, two input shapes: what folded must hold for both.
     for batch, seq in ((2, 3), (5, 1)):
-        feeds = {"x": rng.uniform(-1, 1, (batch, seq, 4)), "v": rng.uniform(-1, 1, 3),
-                 "W": rng.uniform(-1, 1, (6, 4)), "b": rng.uniform(-1, 1, 6)}
+        feeds = {
+            "x": rng.uniform(-1, 1, (batch, seq, 4)),
+            "v": rng.uniform(-1, 1, 3),
+            "W": rng.uniform(-1, 1, (6, 4)),
+            "b": rng.uniform(-1, 1, 6),
+        }
         tensors = {n: torch.from_numpy(a) for n, a in feeds.items()}
         got = _run(programs[True], tensors, wrt)
         want = _run(programs[False], tensors, wrt)

@@ -17,14 +17,22 @@ from torch import nn
 from ortmodule import _C, DebugOptions, ORTModule
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list], outputs: list[str],
-           initializers: dict[str, np.ndarray] | None = None) -> onnx.ModelProto:
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, list],
+    outputs: list[str],
+    initializers: dict[str, np.ndarray] | None = None,
+) -> onnx.ModelProto:
     graph = helper.make_graph(
-        nodes, "fusion",
+        nodes,
+        "fusion",
         [helper.make_tensor_value_info(n, TensorProto.DOUBLE, s) for n, s in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in outputs],
-        initializer=[helper.make_tensor(n, TensorProto.DOUBLE, a.shape, a.flatten())
-                     for n, a in (initializers or {}).items()])
+        initializer=[
+            helper.make_tensor(n, TensorProto.DOUBLE, a.shape, a.flatten())
+            for n, a in (initializers or {}).items()
+        ],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
 
 
@@ -33,11 +41,14 @@ def _rand(*shape: int) -> np.ndarray:
 
 
 def _run(program: _C.Program, feeds: dict[str, np.ndarray], wrt: list[str]) -> list[torch.Tensor]:
-    inputs = [torch.from_numpy(feeds[n].copy()).requires_grad_(n in wrt)
-              for n in program.input_names]
+    inputs = [
+        torch.from_numpy(feeds[n].copy()).requires_grad_(n in wrt) for n in program.input_names
+    ]
     outputs = _C.run(program, inputs)
-    loss = sum((y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
-               for y in outputs)
+    loss = sum(
+        (y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
+        for y in outputs
+    )
     grads = torch.autograd.grad(loss, [t for n, t in zip(program.input_names, inputs) if n in wrt])
     return [y.detach() for y in outputs] + list(grads)
 
@@ -50,17 +61,28 @@ def _ops(program: _C.Program) -> collections.Counter:
 def _fused_attrs(program: _C.Program) -> list[tuple[str, int]]:
     """(activation, number of outputs) of each FusedMatMulBias node."""
     graph = onnx.load_from_string(program.training_graph_onnx()).graph
-    return sorted((next((a.s.decode() for a in n.attribute if a.name == "activation"), ""),
-                   len([o for o in n.output if o]))
-                  for n in graph.node if n.op_type == "FusedMatMulBias")
+    return sorted(
+        (
+            next((a.s.decode() for a in n.attribute if a.name == "activation"), ""),
+            len([o for o in n.output if o]),
+        )
+        for n in graph.node
+        if n.op_type == "FusedMatMulBias"
+    )
 
 
-def _same_results(model: onnx.ModelProto, feeds: dict[str, np.ndarray], wrt: list[str],
-                  feed_initializers: list[str] = ()) -> _C.Program:
+def _same_results(
+    model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    wrt: list[str],
+    feed_initializers: list[str] = (),
+) -> _C.Program:
     """Checks that optimized and unoptimized programs agree; returns the optimized one."""
     data = model.SerializeToString()
-    programs = {opt: _C.Program(data, list(feed_initializers), wrt, graph_optimizations=opt)
-                for opt in (True, False)}
+    programs = {
+        opt: _C.Program(data, list(feed_initializers), wrt, graph_optimizations=opt)
+        for opt in (True, False)
+    }
     got, want = _run(programs[True], feeds, wrt), _run(programs[False], feeds, wrt)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
@@ -70,10 +92,15 @@ def _same_results(model: onnx.ModelProto, feeds: dict[str, np.ndarray], wrt: lis
 
 @pytest.mark.parametrize("activation", ["Relu", "Gelu", "GeluTanh"])
 def test_linear_bias_and_activation_fuse_with_the_gradients_of_the_graph_as_built(
-        activation: str) -> None:
-    act = (helper.make_node("Relu", ["pre"], ["h"]) if activation == "Relu" else
-           helper.make_node("Gelu", ["pre"], ["h"],
-                            approximate="tanh" if activation == "GeluTanh" else "none"))
+    activation: str,
+) -> None:
+    act = (
+        helper.make_node("Relu", ["pre"], ["h"])
+        if activation == "Relu"
+        else helper.make_node(
+            "Gelu", ["pre"], ["h"], approximate="tanh" if activation == "GeluTanh" else "none"
+        )
+    )
     nodes = [
         helper.make_node("Transpose", ["w1"], ["w1t"], perm=[1, 0]),
         helper.make_node("MatMul", ["x", "w1t"], ["xw"]),
@@ -82,17 +109,28 @@ def test_linear_bias_and_activation_fuse_with_the_gradients_of_the_graph_as_buil
         helper.make_node("MatMul", ["h", "w2"], ["hw"]),  # w2 stored [K, N]
         helper.make_node("Add", ["hw", "b2"], ["y"]),
     ]
-    model = _model(nodes, {"x": ["batch", "seq", 5]}, ["y"],
-                   {"w1": _rand(7, 5), "b1": _rand(7), "w2": _rand(7, 3), "b2": _rand(3)})
-    feeds = {"x": _rand(2, 4, 5), "w1": _rand(7, 5), "b1": _rand(7), "w2": _rand(7, 3),
-             "b2": _rand(3)}
+    model = _model(
+        nodes,
+        {"x": ["batch", "seq", 5]},
+        ["y"],
+        {"w1": _rand(7, 5), "b1": _rand(7), "w2": _rand(7, 3), "b2": _rand(3)},
+    )
+    feeds = {
+        "x": _rand(2, 4, 5),
+        "w1": _rand(7, 5),
+        "b1": _rand(7),
+        "w2": _rand(7, 3),
+        "b2": _rand(3),
+    }
     wrt = ["x", "w1", "b1", "w2", "b2"]
     program = _same_results(model, feeds, wrt, feed_initializers=["w1", "b1", "w2", "b2"])
     ops = _ops(program)
     assert ops["FusedMatMulBias"] == 2, ops
     assert ops["Relu"] == ops["Gelu"] == 0, ops
     # The activation's gradient reads the sum (Relu's reads its output, which is output 0).
-    assert _fused_attrs(program) == sorted([("", 1), (activation, 1 if activation == "Relu" else 2)])
+    assert _fused_attrs(program) == sorted(
+        [("", 1), (activation, 1 if activation == "Relu" else 2)]
+    )
 
 
 def test_sums_read_elsewhere_keep_their_value_and_nonqualifying_adds_stay() -> None:
@@ -111,8 +149,16 @@ def test_sums_read_elsewhere_keep_their_value_and_nonqualifying_adds_stay() -> N
         helper.make_node("MatMul", ["xt", "c"], ["ct"]),
         helper.make_node("Add", ["ct", "d"], ["t"]),
     ]
-    shapes = {"x": [2, 4, 5], "w": [5, 6], "w2": [5, 6], "w3": [5, 6], "b": [6],
-              "rowbias": [4, 6], "c": [4, 3], "d": [3]}
+    shapes = {
+        "x": [2, 4, 5],
+        "w": [5, 6],
+        "w2": [5, 6],
+        "w3": [5, 6],
+        "b": [6],
+        "rowbias": [4, 6],
+        "c": [4, 3],
+        "d": [3],
+    }
     model = _model(nodes, shapes, ["y", "z", "u", "v", "t"])
     feeds = {n: _rand(*s) for n, s in shapes.items()}
     program = _same_results(model, feeds, list(feeds))
@@ -140,11 +186,11 @@ class Mlp(nn.Module):
 def test_mlp_with_fusion_matches_eager(dtype: torch.dtype, approximate: str, tmp_path) -> None:
     torch.manual_seed(0)
     eager = Mlp(approximate).to(dtype)
-    options = DebugOptions(graph_optimizations=True, save_onnx=True, onnx_prefix="mlp",
-                           save_path=str(tmp_path))
+    options = DebugOptions(
+        graph_optimizations=True, save_onnx=True, onnx_prefix="mlp", save_path=str(tmp_path)
+    )
     ort = ORTModule(copy.deepcopy(eager), debug_options=options)
-    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5,
-                                                                         "atol": 1e-5}
+    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
     x = torch.randn(3, 37, 16, dtype=dtype)
     expected, actual = eager(x), ort(x)
     torch.testing.assert_close(actual, expected, **tol)
