@@ -1,6 +1,7 @@
 #include "passes/matmul_bias_fusion.h"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -84,8 +85,7 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
     // The activation: the one Relu/Gelu reading the sum (other readers read output 1).
     Node* act = nullptr;
     for (Node* c : pre->consumers) {
-      if (activation_of(*c).empty() || c->checkpoint_region >= 0 || kept.count(c->output(0)))
-        continue;
+      if (activation_of(*c).empty() || c->checkpoint_region >= 0) continue;
       if (act) {  // two activations of one sum: fuse neither
         act = nullptr;
         break;
@@ -94,7 +94,7 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
     }
     const bool pre_read_elsewhere =
         kept.count(pre) || std::any_of(pre->consumers.begin(), pre->consumers.end(),
-                                       [&](const Node* c) { return c != act; });
+                                       [&](Node* c) { return c != act && !is_shape_read(*c); });
     std::vector<Value*> outputs;
     if (act) {
       outputs.push_back(act->output(0));
@@ -102,27 +102,30 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
     } else {
       outputs.push_back(pre);
     }
-    std::vector<Node*> gone = {mm, add};
-    if (act) gone.push_back(act);
-    const std::string name = mm->name, source = mm->source;
-    const auto attrs = mm->attrs;
-    Value* a = mm->input(0);
-    Value* b = mm->input(1);
-    graph.remove_nodes(gone);
-    removed.insert(gone.begin(), gone.end());
-    Node* f = graph.add_node("FusedMatMulBias", kOwnDomain, {a, b, bias}, outputs,
-                             name + "/bias" + (act ? "_" + activation_of(*act) : std::string()));
-    f->def = def;
-    f->source = source;
-    for (const char* key : {"transA", "transB", "alpha"}) {
-      auto it = attrs.find(key);
-      if (it != attrs.end()) f->attrs[key] = it->second;
-    }
-    if (act) f->attrs["activation"] = Attribute::make_string(activation_of(*act));
+    const std::string activation = act ? activation_of(*act) : "";
     // The product, the sum and the activation all have the fused output's shape.
     for (Value* v : {product, pre})
       for (Node* c : v->consumers)
         if (is_shape_read(*c) && !(v == pre && pre_read_elsewhere)) c->inputs[0] = outputs[0];
+    std::vector<Node*> gone = {add};
+    if (act) gone.push_back(act);
+    graph.remove_nodes(gone);
+    removed.insert(gone.begin(), gone.end());
+    // The product node becomes the fused node, keeping its place in the order, its name (which
+    // error messages quote) and its source location.
+    Node* f = mm;
+    product->producer = nullptr;
+    f->op_type = "FusedMatMulBias";
+    f->domain = kOwnDomain;
+    f->def = def;
+    f->inputs.push_back(bias);
+    f->outputs = outputs;
+    for (Value* out : outputs) out->producer = f;
+    for (auto it = f->attrs.begin(); it != f->attrs.end();)
+      it = it->first == "transA" || it->first == "transB" || it->first == "alpha"
+               ? std::next(it)
+               : f->attrs.erase(it);
+    if (act) f->attrs["activation"] = Attribute::make_string(activation);
     fused.push_back(f);
   }
   if (!fused.empty()) {

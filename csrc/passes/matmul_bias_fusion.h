@@ -12,9 +12,10 @@
 
 namespace ortmodule {
 
-// Returns the fused nodes (each replaces the product, the Add and, when there was one, the
-// activation, which leave the graph). Products read elsewhere, values in `keep`, nodes in
-// checkpoint regions and operands of unknown shape are left alone.
+// Returns the fused nodes: each product node is rewritten in place (keeping its name, source
+// location and place in the order) and the Add and the activation leave the graph. Products read
+// elsewhere, values in `keep`, nodes in checkpoint regions and operands of unknown shape are left
+// alone.
 std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& keep = {});
 
 }  // namespace ortmodule

@@ -119,6 +119,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
           fold_constants(*graph_, static_shape_values, state_values,
                          std::unordered_set<const Node*>(forward.begin(), forward.end()))
               .folded_forward;
+      fuse_matmul_bias(*graph_, state_values);
     }
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));

@@ -167,8 +167,8 @@ def test_sums_read_elsewhere_keep_their_value_and_nonqualifying_adds_stay() -> N
 
 
 class Mlp(nn.Module):
-    """Linear-GELU-Linear-ReLU-Linear over [batch, seq, features], 512 wide: the fused GEMM
-    runs in several blocks of rows, the last one partial."""
+    """Linear-GELU-Linear-ReLU-Linear over [batch, seq, features], 512 wide: the fused bias
+    add and activation run over several chunks of rows, the last one partial."""
 
     def __init__(self, approximate: str) -> None:
         super().__init__()

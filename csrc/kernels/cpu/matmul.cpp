@@ -7,6 +7,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/gemm.h"
 #include "kernels/math/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace ortmodule {
 
@@ -180,40 +181,36 @@ void activate(MatMulActivation act, int64_t n, const T* x, T* y) {
   }
 }
 
-// Rows per GEMM block: about 128 KiB of output, so that the bias add and activation read the
-// block from cache, and at least 16 rows so that the GEMM keeps its efficiency.
-int64_t block_rows(int64_t N, size_t element_size) {
-  const int64_t target = static_cast<int64_t>((128 << 10) / element_size);
-  return std::max<int64_t>(16, target / std::max<int64_t>(N, 1));
-}
-
 }  // namespace
 
 template <typename T>
 void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
                             bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
                             T* y) {
+  // One GEMM over all rows: splitting it into blocks of rows (to activate each block while it
+  // is in cache) repacks the weight per block and costs more than it saves.
   T* acc = pre ? pre : y;
-  const int64_t block = block_rows(N, sizeof(T));
-  for (int64_t r0 = 0; r0 < rows; r0 += block) {
-    const int64_t r = std::min(block, rows - r0);
-    T* c = acc + r0 * N;
-    for (int64_t i = 0; i < r; ++i) std::copy(bias, bias + N, c + i * N);
-    gemm<T>(false, trans_b, r, N, K, alpha, a + r0 * K, K, b, trans_b ? K : N, T(1), c, N);
-    if (act != MatMulActivation::kNone || acc != y) activate(act, r * N, c, y + r0 * N);
-  }
+  gemm<T>(false, trans_b, rows, N, K, alpha, a, K, b, trans_b ? K : N, T(0), acc, N);
+  bias_activation(rows, N, acc, bias, act, pre, y);
 }
 
 template <typename T>
 void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulActivation act,
                      T* pre, T* y) {
   T* acc = pre ? pre : y;
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* xr = x + i * N;
-    T* ar = acc + i * N;
-    for (int64_t j = 0; j < N; ++j) ar[j] = xr[j] + bias[j];
-    if (act != MatMulActivation::kNone || acc != y) activate(act, N, ar, y + i * N);
-  }
+  // Chunks of whole rows (about 64 KiB each): the bias add and the activation of a chunk run
+  // back to back while it is in cache, and the activation's call costs are paid per chunk.
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{64} << 10) / sizeof(T) / std::max<int64_t>(N, 1));
+  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* xr = x + i * N;
+      T* ar = acc + i * N;
+      for (int64_t j = 0; j < N; ++j) ar[j] = xr[j] + bias[j];
+    }
+    if (act != MatMulActivation::kNone || acc != y)
+      activate(act, (end - begin) * N, acc + begin * N, y + begin * N);
+  });
 }
 
 #define ORTM_INSTANTIATE_MATMUL(T)                                                                \

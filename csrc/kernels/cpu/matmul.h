@@ -27,9 +27,9 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
 enum class MatMulActivation { kNone, kRelu, kGelu, kGeluTanh };
 
 // pre[rows, N] = alpha * a[rows, K] @ op(b) + bias[N] and y = act(pre), for a weight b of
-// [K, N] (or [N, K] when trans_b). Runs the GEMM in blocks of rows, each accumulated onto the
-// bias and activated while it is still in cache: one pass over memory instead of three (the
-// product, the bias add, the activation). pre may be null (only y is written) or y itself.
+// [K, N] (or [N, K] when trans_b): the GEMM, then one pass that adds the bias and activates
+// chunk by chunk while each is in cache (instead of a pass for each and a tensor between
+// them). pre may be null (only y is written).
 template <typename T>
 void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
                             bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
