@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 from torch import nn
 
 from ortmodule import _C, DebugOptions, ORTModule
+from tests.python.pass_utils import outputs_and_gradients
 
 
 def _const(name: str, values: list, dtype: int = TensorProto.INT64) -> onnx.NodeProto:
@@ -83,17 +84,6 @@ def _model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _run(program: _C.Program, feeds: dict[str, torch.Tensor], wrt: list[str]) -> list[torch.Tensor]:
-    inputs = [feeds[n].clone().requires_grad_(n in wrt) for n in program.input_names]
-    outputs = _C.run(program, inputs)
-    loss = sum(
-        (y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
-        for y in outputs
-    )
-    grads = torch.autograd.grad(loss, [t for n, t in zip(program.input_names, inputs) if n in wrt])
-    return [y.detach() for y in outputs] + list(grads)
-
-
 def _shape_readers(program: _C.Program) -> collections.Counter:
     graph = onnx.load_from_string(program.training_graph_onnx()).graph
     return collections.Counter(n.input[0] for n in graph.node if n.op_type in ("Shape", "Size"))
@@ -115,8 +105,8 @@ def test_shape_subgraphs_of_constants_and_parameters_fold_for_every_accepted_sha
             "b": rng.uniform(-1, 1, 6),
         }
         tensors = {n: torch.from_numpy(a) for n, a in feeds.items()}
-        got = _run(programs[True], tensors, wrt)
-        want = _run(programs[False], tensors, wrt)
+        got = outputs_and_gradients(programs[True], tensors, wrt)
+        want = outputs_and_gradients(programs[False], tensors, wrt)
         assert got[0].shape == (batch, seq * 6)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)

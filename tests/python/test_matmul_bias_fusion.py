@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 from torch import nn
 
 from ortmodule import _C, DebugOptions, ORTModule
+from tests.python.pass_utils import outputs_and_gradients
 
 
 def _model(
@@ -38,19 +39,6 @@ def _model(
 
 def _rand(*shape: int) -> np.ndarray:
     return np.random.default_rng(sum(shape) + len(shape)).uniform(-1, 1, size=shape)
-
-
-def _run(program: _C.Program, feeds: dict[str, np.ndarray], wrt: list[str]) -> list[torch.Tensor]:
-    inputs = [
-        torch.from_numpy(feeds[n].copy()).requires_grad_(n in wrt) for n in program.input_names
-    ]
-    outputs = _C.run(program, inputs)
-    loss = sum(
-        (y * torch.linspace(-1, 2, y.numel(), dtype=y.dtype).reshape(y.shape)).sum()
-        for y in outputs
-    )
-    grads = torch.autograd.grad(loss, [t for n, t in zip(program.input_names, inputs) if n in wrt])
-    return [y.detach() for y in outputs] + list(grads)
 
 
 def _ops(program: _C.Program) -> collections.Counter:
@@ -83,7 +71,10 @@ def _same_results(
         opt: _C.Program(data, list(feed_initializers), wrt, graph_optimizations=opt)
         for opt in (True, False)
     }
-    got, want = _run(programs[True], feeds, wrt), _run(programs[False], feeds, wrt)
+    got, want = (
+        outputs_and_gradients(programs[True], feeds, wrt),
+        outputs_and_gradients(programs[False], feeds, wrt),
+    )
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
     assert _ops(programs[False])["FusedMatMulBias"] == 0
