@@ -94,7 +94,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
         auto it = v ? replaced.find(v) : replaced.end();
         if (it != replaced.end()) v = it->second;
       }
-    std::unordered_set<const Node*> forward_nodes(forward.begin(), forward.end());
+    const std::unordered_set<const Node*> forward_nodes(forward.begin(), forward.end());
     if (options.graph_optimizations) {
       std::vector<Value*> keep = state_values;
       for (auto* list : {&info.output_grads, &info.input_grads})
@@ -104,8 +104,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
           fold_constants(*graph_, static_shape_values, keep, forward_nodes);
       folded_forward_ = folding.folded_forward;
       folded_backward_ = folding.folded_backward;
-      // Once gradients are built, so that backward is built from the plain nodes' rules.
-      for (Node* f : fuse_matmul_bias(*graph_, keep)) forward_nodes.insert(f);
+      // Once gradients are built, so that backward is built from the plain nodes' rules. The
+      // product nodes are rewritten in place, so forward_nodes still names forward.
+      fuse_matmul_bias(*graph_, keep);
     }
     recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;
