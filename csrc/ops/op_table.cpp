@@ -282,6 +282,8 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
       Row(kOwn, "FusedMatMulSumToShape", 1, shape_fused_matmul_sum, cpu_fused_matmul_sum, nullptr)
           .internal(),
+      Row(kOwn, "FusedMatMulBias", 1, shape_fused_matmul_bias, cpu_fused_matmul_bias, nullptr)
+          .internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),
       Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr).internal(),

@@ -152,6 +152,8 @@ void cpu_gemm(OpContext&);
 void grad_gemm(GradContext&);
 std::vector<OutputInfo> shape_fused_matmul(const OpContext&);
 void cpu_fused_matmul(OpContext&);
+std::vector<OutputInfo> shape_fused_matmul_bias(const OpContext&);
+void cpu_fused_matmul_bias(OpContext&);
 std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext&);
 void cpu_fused_matmul_sum(OpContext&);
 void grad_matmul(GradContext&);

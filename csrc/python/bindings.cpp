@@ -107,6 +107,7 @@ PYBIND11_MODULE(_C, m) {
       .def("training_graph_onnx",
            [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
       .def("plan_description", &Program::plan_description)
+      .def("folded_constants", &Program::folded_constants)
       .def(
           "shape_cache_stats",
           [](Program& p) {
