@@ -46,6 +46,9 @@ target_compile_options(ortmodule_cuda_kernels PRIVATE
 # place of the engine's weak references.
 target_sources(_C PRIVATE $<TARGET_OBJECTS:ortmodule_cuda_kernels>
                ${CMAKE_CURRENT_SOURCE_DIR}/csrc/runtime/cuda_backend.cpp)
+# _C itself compiles no CUDA source; it only links the kernels.
+set_target_properties(_C PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CUDA_STANDARD 17
+                                    CUDA_EXTENSIONS OFF)
 target_include_directories(_C SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS} ${CUBLAS_INCLUDE_DIR})
 target_link_libraries(_C PRIVATE ${TORCH_DIR}/lib/libtorch_cuda.so ${TORCH_DIR}/lib/libc10_cuda.so
                       CUDA::cudart ${CUBLAS_LIBRARY} ${CUBLASLT_LIBRARY})

@@ -58,7 +58,7 @@ py::dict cuda_info() {
   d["device_count"] = backend ? backend->device_count() : 0;
   py::list kernels;
   for (const OpDef& def : op_table())
-    if (def.cuda)
+    if (backend && def.cuda)
       kernels.append(py::make_tuple(domain_label(def.domain), def.op_type, def.since_version));
   d["kernels"] = kernels;
   return d;

@@ -26,8 +26,16 @@ struct BroadcastIndex {
 
 // Integer arithmetic wraps around as on the CPU (numpy's semantics): it runs in the
 // unsigned type of the same width, where overflow is defined.
+template <typename T, bool = std::is_integral_v<T>>
+struct Wrap {
+  using type = T;
+};
 template <typename T>
-using wrap_t = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<T>, T>;
+struct Wrap<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using wrap_t = typename Wrap<T>::type;
 
 struct AddOp {
   template <typename T>
