@@ -161,4 +161,4 @@ cuda-check: system-deps $(CUDA_STAMP)
 	cd $(CUDA_TREE) && $(CUDA_PY) -c "import torch, ortmodule._C as C; i = C.cuda_info(); \
 	  print('CUDA build:', torch.__version__, len(i['kernels']), 'CUDA kernels,', \
 	  i['device_count'], 'devices'); assert i['compiled'] and i['kernels'], i"
-	cd $(CUDA_TREE) && ORTMODULE_EXPECT_CUDA_BUILD=1 $(CUDA_PY) -m pytest $(CUDA_CHECK_TESTS) -q -ra
+	cd $(CUDA_TREE) && PYTHONPATH=. ORTMODULE_EXPECT_CUDA_BUILD=1 $(CUDA_PY) -m pytest $(CUDA_CHECK_TESTS) -q -ra
