@@ -32,5 +32,10 @@ ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
 ORTM_CUDA_KERNEL(cuda_tanh_grad);
 ORTM_CUDA_KERNEL(cuda_erf_grad);
 ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// softmax.cu
+ORTM_CUDA_KERNEL(cuda_softmax);
+ORTM_CUDA_KERNEL(cuda_log_softmax);
+ORTM_CUDA_KERNEL(cuda_softmax_grad);
+ORTM_CUDA_KERNEL(cuda_log_softmax_grad);
 
 }  // namespace ortmodule

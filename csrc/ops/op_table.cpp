@@ -204,11 +204,15 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
           .internal(),
       // ---- neural-network layers ----
-      Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
-      Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
+      Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
+      Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)
+          .cuda(cuda_log_softmax),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
-      Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d).until(12),
+      Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
+          .cuda(cuda_softmax)
+          .until(12),
       Row("", "LogSoftmax", 1, shape_same_as_input0, cpu_log_softmax, grad_log_softmax_2d)
+          .cuda(cuda_log_softmax)
           .until(12),
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
       Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
@@ -268,10 +272,17 @@ std::vector<OpDef> build_table() {
           .internal()
           .inplace(0),
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
-      Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
-      Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
-      Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
+      Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
+          .cuda(cuda_softmax_grad)
+          .internal(),
+      Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
+          .cuda(cuda_softmax_grad)
+          .internal(),
+      Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
+          .cuda(cuda_log_softmax_grad)
+          .internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
+          .cuda(cuda_log_softmax_grad)
           .internal(),
       Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
       Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)

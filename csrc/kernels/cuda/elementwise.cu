@@ -63,19 +63,16 @@ struct DivOp {
 };
 
 template <typename T, typename F>
-__global__ void binary_same_shape(int64_t n, const T* a, const T* b,
-                                  T* y, F f) {
+__global__ void binary_same_shape(int64_t n, const T* a, const T* b, T* y, F f) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
     y[i] = f(a[i], b[i]);
 }
 
 template <typename T, typename F>
-__global__ void binary_broadcast(int64_t n, BroadcastIndex ix, const T* a,
-                                 const T* b, T* y, F f) {
+__global__ void binary_broadcast(int64_t n, BroadcastIndex ix, const T* a, const T* b, T* y, F f) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     int64_t rem = i, oa = 0, ob = 0;
     for (int d = ix.rank - 1; d >= 0; --d) {
       const int64_t idx = rem % ix.dims[d];
@@ -105,8 +102,8 @@ void launch_binary(OpContext& ctx, const Tensor& a, const Tensor& b, Tensor& y, 
   cudaStream_t stream = cuda::stream(y.device());
   const unsigned blocks = cuda::blocks_for(n);
   if (a.shape() == y.shape() && b.shape() == y.shape()) {
-    binary_same_shape<T><<<blocks, cuda::kThreads, 0, stream>>>(n, a.data<T>(), b.data<T>(),
-                                                                 y.data<T>(), f);
+    binary_same_shape<T>
+        <<<blocks, cuda::kThreads, 0, stream>>>(n, a.data<T>(), b.data<T>(), y.data<T>(), f);
   } else {
     const Shape& out = y.shape();
     if (out.size() > static_cast<size_t>(kMaxRank)) {
@@ -123,8 +120,8 @@ void launch_binary(OpContext& ctx, const Tensor& a, const Tensor& b, Tensor& y, 
       ix.a_strides[d] = sa[d];
       ix.b_strides[d] = sb[d];
     }
-    binary_broadcast<T><<<blocks, cuda::kThreads, 0, stream>>>(n, ix, a.data<T>(), b.data<T>(),
-                                                                y.data<T>(), f);
+    binary_broadcast<T>
+        <<<blocks, cuda::kThreads, 0, stream>>>(n, ix, a.data<T>(), b.data<T>(), y.data<T>(), f);
   }
   cuda::check_launch(name);
 }
@@ -139,14 +136,14 @@ void launch_unary(const Tensor& x, Tensor& y, F f, const char* name) {
 }
 
 // Floating types and the integer types models compute with on the GPU.
-#define ORTM_CUDA_DISPATCH_ARITH(DTYPE, CTX, ...)                                     \
-  switch (DTYPE) {                                                                    \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                      \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                     \
-    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                      \
-    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                      \
-    default:                                                                          \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                       \
+#define ORTM_CUDA_DISPATCH_ARITH(DTYPE, CTX, ...)                                          \
+  switch (DTYPE) {                                                                         \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                          \
+    ORTM_DTYPE_CASE(Int64, int64_t, __VA_ARGS__)                                           \
+    ORTM_DTYPE_CASE(Int32, int32_t, __VA_ARGS__)                                           \
+    default:                                                                               \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                            \
                  " is not supported by the CUDA kernel (float32, float64, int64, int32)"); \
   }
 
@@ -159,7 +156,8 @@ void run_binary(OpContext& ctx, F f, const char* name) {
 
 template <typename F>
 void run_unary_float(OpContext& ctx, F f, const char* name) {
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_unary<scalar_t>(ctx.in(0), ctx.out(0), f, name));
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                      launch_unary<scalar_t>(ctx.in(0), ctx.out(0), f, name));
 }
 
 // Gradient ops (dY, X or Y): operands of one shape, float types.
@@ -277,9 +275,9 @@ void cuda_div(OpContext& ctx) {
   // element, so integer Div stays on the CPU.
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
   expect_same_dtype(ctx, 1);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(1), ctx.out(0), DivOp{},
-                                              "Div"));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(1), ctx.out(0), DivOp{}, "Div"));
 }
 void cuda_neg(OpContext& ctx) {
   ORTM_CUDA_DISPATCH_ARITH(ctx.in(0).dtype(), ctx,
