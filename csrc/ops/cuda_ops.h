@@ -32,6 +32,9 @@ ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
 ORTM_CUDA_KERNEL(cuda_tanh_grad);
 ORTM_CUDA_KERNEL(cuda_erf_grad);
 ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// matmul.cu
+ORTM_CUDA_KERNEL(cuda_fused_matmul);
+ORTM_CUDA_KERNEL(cuda_gemm);
 // softmax.cu
 ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);

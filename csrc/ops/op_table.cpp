@@ -155,11 +155,13 @@ std::vector<OpDef> build_table() {
       Row("", "IsNaN", 9, shape_float_predicate, cpu_isnan, nullptr).not_differentiable(),
       Row("", "IsInf", 10, shape_float_predicate, cpu_isinf, nullptr).not_differentiable(),
       // ---- matrix products ----
-      Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm),
-      Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm).cuda(cuda_gemm),
+      Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul)
+          .cuda(cuda_fused_matmul),
       // MatMul with transA/transB/alpha: gradients of MatMul, and products that transpose
       // folding (passes/transpose_folding.h) rewrites before gradient building.
-      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul)
+          .cuda(cuda_fused_matmul),
       // ---- data movement ----
       Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
       Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like).cuda(cpu_view),

@@ -2,6 +2,7 @@
 // CUDA caching allocator, work on torch's current stream. Installed when the extension
 // loads (ir/device.h); nothing here runs on a machine without a GPU until a CUDA tensor
 // reaches the engine.
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,6 +22,17 @@ cudaStream_t stream(Device device) {
   const auto index = static_cast<c10::DeviceIndex>(device.index);
   if (c10::cuda::current_device() != index) c10::cuda::set_device(index);
   return c10::cuda::getCurrentCUDAStream(index).stream();
+}
+
+cublasHandle_t blas_handle(Device device) {
+  stream(device);  // makes the device current: torch binds its handle to its current stream
+  return at::cuda::getCurrentCUDABlasHandle();
+}
+
+void check_blas(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(what) +
+                           " failed in cuBLAS: " + cublasGetStatusString(status));
 }
 
 void check(cudaError_t err, const char* what) {

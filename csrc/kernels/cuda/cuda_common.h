@@ -3,6 +3,7 @@
 // handles come from torch (runtime/cuda_backend.cpp), so the kernels carry no torch headers.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +18,11 @@ namespace cuda {
 // is launched there, so it is ordered with torch's own work and the caching allocator's
 // frees.
 cudaStream_t stream(Device device);
+
+// torch's cuBLAS handle for `device`, bound to stream(device). Its math mode follows
+// torch.backends.cuda.matmul.allow_tf32 (TF32 only when the user opts in there).
+cublasHandle_t blas_handle(Device device);
+void check_blas(cublasStatus_t status, const char* what);
 
 // Throws std::runtime_error naming `what` and the CUDA error when `err` is not cudaSuccess.
 void check(cudaError_t err, const char* what);
