@@ -17,6 +17,7 @@ ORTM_CUDA_KERNEL(cuda_add);
 ORTM_CUDA_KERNEL(cuda_sub);
 ORTM_CUDA_KERNEL(cuda_mul);
 ORTM_CUDA_KERNEL(cuda_div);
+ORTM_CUDA_KERNEL(cuda_sum);
 ORTM_CUDA_KERNEL(cuda_neg);
 ORTM_CUDA_KERNEL(cuda_relu);
 ORTM_CUDA_KERNEL(cuda_sigmoid);
@@ -35,6 +36,8 @@ ORTM_CUDA_KERNEL(cuda_gelu_grad);
 // matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul);
 ORTM_CUDA_KERNEL(cuda_gemm);
+// reduce.cu
+ORTM_CUDA_KERNEL(cuda_sum_to_shape);
 // softmax.cu
 ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);

@@ -103,7 +103,7 @@ std::vector<OpDef> build_table() {
           .until(6)
           .inplace(0),
       Row("", "Pow", 1, shape_legacy_broadcast, cpu_pow, grad_pow).until(6).tolerance(1e-5, 1e-5),
-      Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
+      Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).cuda(cuda_sum).inplace(0),
       Row("", "Neg", 1, shape_same_as_input0, cpu_neg, grad_neg).cuda(cuda_neg).inplace(0),
       Row("", "Relu", 1, shape_same_as_input0, cpu_relu, grad_relu).cuda(cuda_relu).inplace(0),
       Row("", "Sigmoid", 1, shape_same_as_input0, cpu_sigmoid, grad_sigmoid)
@@ -337,7 +337,9 @@ std::vector<OpDef> build_table() {
           cpu_broadcast_gradient_args, nullptr)
           .not_differentiable(),
       Row(kMs, "Scale", 1, shape_scale, cpu_scale, grad_scale),
-      Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
+      Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr)
+          .cuda(cuda_sum_to_shape, {1})
+          .internal(),
       Row(kOwn, "FusedMatMulSumToShape", 1, shape_fused_matmul_sum, cpu_fused_matmul_sum, nullptr)
           .internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),

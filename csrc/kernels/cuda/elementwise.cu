@@ -55,6 +55,12 @@ struct MulOp {
     return static_cast<T>(static_cast<wrap_t<T>>(p) * static_cast<wrap_t<T>>(q));
   }
 };
+struct FirstOp {
+  template <typename T>
+  __device__ T operator()(T p, T) const {
+    return p;
+  }
+};
 struct DivOp {
   template <typename T>
   __device__ T operator()(T p, T q) const {
@@ -278,6 +284,21 @@ void cuda_div(OpContext& ctx) {
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(1), ctx.out(0), DivOp{}, "Div"));
+}
+// Sum(x0, x1, ...) with broadcasting: x0 + x1 into y, then y += xk. y has the broadcast
+// shape, so adding into it in place reads each of its elements before writing it.
+void cuda_sum(OpContext& ctx) {
+  Tensor& y = ctx.out(0);
+  for (size_t k = 1; k < ctx.num_inputs(); ++k) expect_same_dtype(ctx, k);
+  ORTM_CUDA_DISPATCH_ARITH(y.dtype(), ctx, {
+    if (ctx.num_inputs() == 1) {
+      launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(0), y, FirstOp{}, "Sum");
+      break;
+    }
+    launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(1), y, AddOp{}, "Sum");
+    for (size_t k = 2; k < ctx.num_inputs(); ++k)
+      launch_binary<scalar_t>(ctx, y, ctx.in(k), y, AddOp{}, "Sum");
+  });
 }
 void cuda_neg(OpContext& ctx) {
   ORTM_CUDA_DISPATCH_ARITH(ctx.in(0).dtype(), ctx,
