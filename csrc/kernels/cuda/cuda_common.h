@@ -31,6 +31,8 @@ void check(cudaError_t err, const char* what);
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
 constexpr int kThreads = 256;
+// Dims the broadcasting and reduction kernels index (their index structs are passed by value).
+constexpr int kMaxRank = 8;
 // Blocks for a grid-stride loop over n elements (at least 1; grids stay well under the
 // 2^31 - 1 limit and the loop covers the rest).
 inline unsigned blocks_for(int64_t n) {

@@ -16,7 +16,7 @@ namespace ortmodule {
 namespace {
 
 // Broadcast indexing for up to kMaxRank output dims, passed to the kernel by value.
-constexpr int kMaxRank = 8;
+using cuda::kMaxRank;
 struct BroadcastIndex {
   int rank = 0;
   int64_t dims[kMaxRank] = {};

@@ -12,7 +12,7 @@ namespace ortmodule {
 
 namespace {
 
-constexpr int kMaxRank = 8;
+using cuda::kMaxRank;
 
 struct Dims {
   int rank = 0;
