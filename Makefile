@@ -85,7 +85,7 @@ docs: build
 
 lint: build
 	$(PY) -m ruff check ortmodule tests benchmarks examples tools
-	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
+	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'csrc/*.cu' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
 	  'examples/cpp/*.cpp' 'tests/fuzz/*.cpp')
 
 # ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
