@@ -65,9 +65,9 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   const Device on = dst_device.is_cuda() ? dst_device : src_device;
   cudaStream_t s = cuda::stream(on);
   cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync");
-  // The host reads what it receives right away; a host source may be freed after return.
-  if (dst_device.is_cpu() || src_device.is_cpu())
-    cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  // The host reads what it receives right away. A pageable host source has been staged
+  // when cudaMemcpyAsync returns, so it may be freed then without a synchronization.
+  if (dst_device.is_cpu()) cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 int device_count() { return static_cast<int>(c10::cuda::device_count()); }

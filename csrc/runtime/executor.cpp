@@ -102,6 +102,7 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
   }
   // Device: the inputs' (ops/dispatch.h); inputs a kernel reads elsewhere are moved.
   const Device device = step_device(ctx);
+  const KernelFn kernel = select_kernel(ctx, device);
   std::vector<Tensor> moved;
   place_inputs(ctx, device, moved);
   std::vector<OutputInfo> computed;
@@ -132,7 +133,6 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.outputs[i] = Tensor::empty(info.dtype, info.shape, device);
   }
-  const KernelFn kernel = select_kernel(ctx, device);
   if (profiling_enabled()) {
     const auto start = std::chrono::steady_clock::now();
     kernel(ctx);
