@@ -5,6 +5,7 @@ Wheel: python -m build --wheel --no-isolation   (docs/install.md)
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -43,11 +44,35 @@ def protobuf_source() -> str:
     return subprocess.check_output(fetch, text=True).strip()
 
 
+def find_nvcc() -> str | None:
+    """nvcc from CUDACXX, the PATH, CUDA_HOME or /usr/local/cuda; None when there is none."""
+    candidates = [os.environ.get("CUDACXX"), shutil.which("nvcc")]
+    candidates += [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def cuda_compiler(torch_cuda: str | None) -> str | None:
+    """The nvcc to build the CUDA kernels with: when torch is a CUDA build and nvcc exists,
+    unless ORTMODULE_CUDA=0. ORTMODULE_CUDA=1 makes a missing piece an error."""
+    wanted = os.environ.get("ORTMODULE_CUDA", "")
+    if wanted not in ("", "0", "1"):
+        raise RuntimeError(f"ORTMODULE_CUDA must be 0, 1 or unset, got {wanted!r}")
+    nvcc = find_nvcc()
+    if wanted == "0" or (wanted == "" and not (torch_cuda and nvcc)):
+        return None
+    if not torch_cuda or not nvcc:
+        missing = "a CUDA build of torch" if not torch_cuda else "nvcc (set CUDACXX or PATH)"
+        raise RuntimeError(f"ORTMODULE_CUDA=1 but the CUDA build needs {missing}")
+    return nvcc
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         import torch
 
-        build_dir = os.path.join(ROOT, "build", "cmake")
+        nvcc = cuda_compiler(torch.version.cuda)
+        # The CUDA build has its own CMake folder, so the two builds never share a cache.
+        build_dir = os.path.join(ROOT, "build", "cmake-cuda" if nvcc else "cmake")
         os.makedirs(build_dir, exist_ok=True)
         configure = [
             "cmake", ROOT,
@@ -57,6 +82,8 @@ class CMakeBuild(build_ext):
             f"-DORTMODULE_PROTOBUF_SRC={protobuf_source()}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
+        if nvcc:
+            configure += ["-DORTMODULE_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
         subprocess.check_call(configure, cwd=build_dir)
         jobs = str(os.cpu_count() or 2)
         subprocess.check_call(["cmake", "--build", ".", "--target", "_C", "-j", jobs], cwd=build_dir)

@@ -268,7 +268,7 @@ class ORTModule(torch.nn.Module):
     def _probe(self, args: tuple) -> list | None:
         """What the cache key of a call with positional tensors only depends on, cheaply:
         grad mode, autocast, per tensor its dtype, rank, requires_grad and device, the
-        modes of all modules, and per parameter its dtype and requires_grad (finer than the
+        modes of all modules, and per parameter its dtype, device and requires_grad (finer than the
         key: a different probe may still have the same key, never the reverse). None when
         an argument is not a tensor. Kept to few Python operations: after the kernels of a
         large step have evicted the interpreter from the CPU caches, each one is slow."""
@@ -282,7 +282,8 @@ class ORTModule(torch.nn.Module):
             torch.is_grad_enabled(), autocast,
             [(t.dtype, t.dim(), t.requires_grad, t.device) for t in args],
             [m.training for m in self._all_modules],
-            [(p.dtype, p.requires_grad) for p in [m._parameters[n] for m, n in self._param_slots]],
+            [(p.dtype, p.device, p.requires_grad)
+             for p in [m._parameters[n] for m, n in self._param_slots]],
             [t.shape for t in args] if self._static_shapes else None,
         ]
 
@@ -311,7 +312,8 @@ class ORTModule(torch.nn.Module):
             _schema.signature(tensors),
             tuple(m.training for m in self._all_modules),
             grad,
-            tuple((p.dtype, grad and p.requires_grad)
+            # The parameters' device too (a graph runs the kernels of one device).
+            tuple((p.dtype, p.device, grad and p.requires_grad)
                   for p in (m._parameters[n] for m, n in self._param_slots)),
             autocast,
             tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),

@@ -129,8 +129,8 @@ struct ProgramBackward : public torch::autograd::Node {
   std::vector<int> output_slot;  // first stage: autograd input index -> program output index
   // First stage: outputs the gradient graph treats as differentiable (their dtype was
   // unknown when it was built) that turned out not to be floating point. Autograd gives
-  // them no gradient, so backward gets zeros. {program output, sizes, dtype}
-  std::vector<std::tuple<int, std::vector<int64_t>, at::ScalarType>> untracked_outputs;
+  // them no gradient, so backward gets zeros. {program output, sizes, dtype and device}
+  std::vector<std::tuple<int, std::vector<int64_t>, at::TensorOptions>> untracked_outputs;
 
   std::string name() const override {
     return stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
@@ -180,9 +180,9 @@ struct ProgramBackward : public torch::autograd::Node {
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
                      "gradient of output", program.output_names()[slot]);
     }
-    for (const auto& [slot, sizes, dtype] : untracked_outputs) {
-      output_grads[slot] = from_torch(at::zeros(sizes, at::TensorOptions(dtype)),
-                                      "gradient of output", program.output_names()[slot]);
+    for (const auto& [slot, sizes, options] : untracked_outputs) {
+      output_grads[slot] =
+          from_torch(at::zeros(sizes, options), "gradient of output", program.output_names()[slot]);
     }
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
@@ -254,7 +254,7 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
     if (!differentiable[i]) continue;
     if (!results[i].is_floating_point()) {
       nodes[0]->untracked_outputs.emplace_back(static_cast<int>(i), results[i].sizes().vec(),
-                                               results[i].scalar_type());
+                                               results[i].options());
       continue;
     }
     nodes[0]->output_slot.push_back(static_cast<int>(i));
@@ -275,23 +275,32 @@ at::ScalarType dtype_to_torch(DType t) {
 
 Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& name) {
   if (!t_in.defined()) throw std::invalid_argument(tensor_label(kind, name) + " is undefined");
-  if (!t_in.device().is_cpu()) {
+  Device device;
+  if (t_in.device().is_cuda()) {
+    require_cuda_backend(tensor_label(kind, name) + " on " + t_in.device().str());
+    device = Device::cuda(t_in.device().index());
+  } else if (!t_in.device().is_cpu()) {
     throw std::invalid_argument(tensor_label(kind, name) + " is on " + t_in.device().str() +
-                                "; this build of the engine runs on the CPU only");
+                                "; the engine runs on the CPU and on CUDA devices only");
   }
   at::Tensor t = t_in.contiguous();
   DType dt = dtype_from_torch(t.scalar_type(), kind, name);
   // The deleter holds the torch tensor: its memory lives as long as the engine uses it.
   auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [t](void*) {});
   storage->writable = false;
+  storage->device = device;
   return Tensor(storage, dt, Shape(t.sizes().begin(), t.sizes().end()));
 }
 
 at::Tensor to_torch(const Tensor& t) {
   std::shared_ptr<Storage> storage = t.storage();
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  at::TensorOptions options = at::TensorOptions().dtype(dtype_to_torch(t.dtype()));
+  if (t.device().is_cuda())
+    options =
+        options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(t.device().index)));
   return at::from_blob(
-      t.raw(), shape, [storage](void*) {}, at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
+      t.raw(), shape, [storage](void*) {}, options);
 }
 
 namespace {
@@ -338,6 +347,15 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
     }
   }
 
+  // One device per call: the engine never moves user tensors between devices.
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (engine_inputs[i].device() == engine_inputs[0].device()) continue;
+    throw std::invalid_argument(
+        "input '" + names[i] + "' is on " + engine_inputs[i].device().str() + " but input '" +
+        names[0] + "' is on " + engine_inputs[0].device().str() +
+        "; the module's parameters, buffers and inputs must be on one device (move the module "
+        "with .to(device) and pass inputs on that device)");
+  }
   bool needs_graph = false;
   if (torch::autograd::GradMode::is_enabled()) {
     for (int p : program->wrt_positions()) needs_graph = needs_graph || inputs[p].requires_grad();
