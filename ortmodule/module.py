@@ -324,8 +324,8 @@ class ORTModule(torch.nn.Module):
             return None
         spec = entry.output_spec
         call = _C.StepCall(entry.runner, args, self._all_modules, self._param_slots,
-                           self._static_shapes, entry.accepts if entry.guarded else None,
-                           spec[0] == "T")
+                           self._static_shapes, entry.attributes if entry.attributes else None,
+                           entry.accepts if entry.guard is not None else None, spec[0] == "T")
         return _LastCall(entry, call)
 
     def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,

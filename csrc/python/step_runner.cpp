@@ -125,7 +125,8 @@ class EntryRunner {
 class StepCall {
  public:
   StepCall(std::shared_ptr<EntryRunner> runner, const py::tuple& args, const py::list& modules,
-           const py::list& param_slots, bool static_shapes, py::object accepts, bool single)
+           const py::list& param_slots, bool static_shapes, const py::object& attributes,
+           py::object accepts, bool single)
       : runner_(std::move(runner)),
         static_shapes_(static_shapes),
         single_(single),
@@ -136,6 +137,17 @@ class StepCall {
       const at::Tensor* t = as_tensor(a.ptr());
       if (t == nullptr) throw py::type_error("StepCall takes positional tensors only");
       args_.push_back(describe(*t));
+      accepted_sizes_.push_back(t->sizes().vec());
+    }
+    if (!attributes.is_none()) {
+      for (const py::handle& v : attributes.attr("values")) {
+        auto t = v.cast<py::tuple>();
+        values_.push_back({t[0], t[1], t[2]});
+      }
+      for (const py::handle& v : attributes.attr("tensors")) {
+        auto t = v.cast<py::tuple>();
+        tensors_.push_back({t[0], t[1], t[2], t[3].cast<int64_t>()});
+      }
     }
     for (const py::handle& m : modules) {
       module_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
@@ -153,9 +165,14 @@ class StepCall {
 
   // The outputs (one tensor, or the list for the caller to unflatten) when `args` take
   // the same graph as the call this was made from; None when they may not.
-  py::object call(const py::tuple& args) const {
-    if (!matches(args)) return py::none();
-    if (!accepts_.is_none() && !accepts_(py::list(args)).cast<bool>()) return py::none();
+  py::object call(const py::tuple& args) {
+    if (!matches(args) || !attributes_hold()) return py::none();
+    if (!accepts_.is_none() && !sizes_accepted(args)) {
+      // Other sizes: the entry's shape guard decides, and these sizes pass from now on.
+      if (!accepts_(py::list(args)).cast<bool>()) return py::none();
+      for (size_t i = 0; i < accepted_sizes_.size(); ++i)
+        accepted_sizes_[i] = THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes().vec();
+    }
     std::vector<at::Tensor> outputs = runner_->launch(args.ptr());
     if (single_) return py::cast(std::move(outputs.front()));
     return py::cast(std::move(outputs));
@@ -227,6 +244,37 @@ class StepCall {
     return autocast_state() == autocast_;
   }
 
+  // The entry's AttributeGuard.holds(): the attribute values forward read while it was
+  // traced are unchanged.
+  bool attributes_hold() const {
+    for (const AttributeValue& a : values_) {
+      PyObject* current = PyDict_GetItemWithError(a.dict.ptr(), a.name.ptr());
+      if (current == nullptr) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      const int equal = PyObject_RichCompareBool(current, a.value.ptr(), Py_EQ);
+      if (equal < 0) throw py::error_already_set();
+      if (equal == 0) return false;
+    }
+    for (const AttributeTensor& a : tensors_) {
+      PyObject* current = PyDict_GetItemWithError(a.dict.ptr(), a.name.ptr());
+      if (current != a.tensor.ptr()) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      if (THPVariable_Unpack(current)._version() != a.version) return false;
+    }
+    return true;
+  }
+
+  bool sizes_accepted(const py::tuple& args) const {
+    for (size_t i = 0; i < accepted_sizes_.size(); ++i)
+      if (THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes() != accepted_sizes_[i])
+        return false;
+    return true;
+  }
+
   static const at::Tensor* as_tensor_or_null(PyObject* obj) {
     return obj != nullptr ? as_tensor(obj) : nullptr;
   }
@@ -234,7 +282,17 @@ class StepCall {
   std::shared_ptr<EntryRunner> runner_;
   bool static_shapes_;
   bool single_;
-  py::object accepts_;  // the entry's guard (sizes, attributes), or None
+  py::object accepts_;  // the entry's accepts() when it has a shape guard, or None
+  struct AttributeValue {
+    py::object dict, name, value;
+  };
+  struct AttributeTensor {
+    py::object dict, name, tensor;
+    int64_t version;
+  };
+  std::vector<AttributeValue> values_;
+  std::vector<AttributeTensor> tensors_;
+  std::vector<std::vector<int64_t>> accepted_sizes_;  // sizes the shape guard accepted
   bool grad_ = true;
   Autocast autocast_;
   std::vector<TensorKey> args_;
@@ -258,9 +316,13 @@ void bind_step_runner(py::module_& m) {
           py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
   py::class_<StepCall>(m, "StepCall")
       .def(py::init<std::shared_ptr<EntryRunner>, const py::tuple&, const py::list&,
-                    const py::list&, bool, py::object, bool>(),
+                    const py::list&, bool, const py::object&, py::object, bool>(),
            py::arg("runner"), py::arg("args"), py::arg("modules"), py::arg("param_slots"),
-           py::arg("static_shapes"), py::arg("accepts"), py::arg("single_output"))
+           py::arg("static_shapes"), py::arg("attributes"), py::arg("accepts"),
+           py::arg("single_output"),
+           "A call of positional tensors `args` that took the runner's entry; attributes: its "
+           "AttributeGuard or None; accepts: its accepts() when it has a shape guard, else "
+           "None.")
       .def("__call__", &StepCall::call, py::arg("args"),
            "The outputs when the call takes the same graph as the one this describes, else None.");
 }
