@@ -19,6 +19,11 @@ class _LastCall:
     entry: _Entry
     call: Any  # _C.StepCall
 
+    def finish(self, outputs: Any) -> Any:
+        """The call's result from what `call` returned (one tensor, or the flat list)."""
+        spec = self.entry.output_spec
+        return outputs if spec[0] == "T" else _schema.unflatten(spec, outputs)
+
 
 @dataclass
 class _Entry:
