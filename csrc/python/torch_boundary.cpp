@@ -121,10 +121,10 @@ at::Tensor hand_out(const Tensor& grad, std::vector<const Storage*>& handed_out)
 // a stage whose gradients have hooks (DistributedDataParallel's all-reduce, a tensor
 // hook, a post-accumulate hook): the node returns the gradients that are final after it,
 // so autograd runs their AccumulateGrad nodes (highest priority in its ready queue) and
-// the hooks on them before the next group. Stages without hooks share a node, since
-// every node costs autograd's per-node bookkeeping. Dependencies, hooks, retain_graph and
-// torch.autograd.grad(inputs=...) then follow autograd's own rules. The first node's
-// inputs are the differentiable outputs.
+// the hooks on them before the next group. Other stages share a node up to a size
+// (see attach_backward), since every node costs autograd's per-node bookkeeping. Dependencies,
+// hooks, retain_graph and torch.autograd.grad(inputs=...) then follow autograd's own rules. The
+// first node's inputs are the differentiable outputs.
 struct ProgramBackward : public torch::autograd::Node {
   std::shared_ptr<BackwardRun> run;
   size_t first_stage = 0;  // the plan's backward stages [first_stage, end_stage)
@@ -244,15 +244,23 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
 
   const std::vector<int>& positions = program->wrt_positions();
   const std::vector<BackwardStage>& stages = plan.backward_stages;
-  // Groups of stages, each ending after a stage with a hooked gradient, or at the end.
+  // Groups of stages, each ending after a stage with a hooked gradient, once its
+  // gradients reach kGroupBytes (so that, when they are added to existing .grad, the
+  // memory they hold until the node returns stays small), or at the end.
+  constexpr size_t kGroupBytes = size_t{1} << 20;
   std::vector<std::pair<size_t, size_t>> groups;
+  size_t bytes = 0;
   for (size_t k = 0, first = 0; k < stages.size(); ++k) {
-    bool hooked = k + 1 == stages.size();
-    for (int w : stages[k].wrt)
-      hooked = hooked || has_hooks(torch::autograd::impl::gradient_edge(inputs[positions[w]]));
-    if (!hooked) continue;
+    bool ends = k + 1 == stages.size();
+    for (int w : stages[k].wrt) {
+      const at::Tensor& input = inputs[positions[w]];
+      bytes += input.nbytes();
+      ends = ends || has_hooks(torch::autograd::impl::gradient_edge(input));
+    }
+    if (!ends && bytes < kGroupBytes) continue;
     groups.emplace_back(first, k + 1);
     first = k + 1;
+    bytes = 0;
   }
   std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
