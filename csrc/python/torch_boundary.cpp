@@ -249,16 +249,19 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
   // memory they hold until the node returns stays small), or at the end.
   constexpr size_t kGroupBytes = size_t{1} << 20;
   std::vector<std::pair<size_t, size_t>> groups;
+  std::vector<torch::autograd::edge_list> group_edges(1);
   size_t bytes = 0;
   for (size_t k = 0, first = 0; k < stages.size(); ++k) {
     bool ends = k + 1 == stages.size();
     for (int w : stages[k].wrt) {
       const at::Tensor& input = inputs[positions[w]];
       bytes += input.nbytes();
-      ends = ends || has_hooks(torch::autograd::impl::gradient_edge(input));
+      group_edges.back().push_back(torch::autograd::impl::gradient_edge(input));
+      ends = ends || has_hooks(group_edges.back().back());
     }
     if (!ends && bytes < kGroupBytes) continue;
     groups.emplace_back(first, k + 1);
+    if (k + 1 < stages.size()) group_edges.emplace_back();
     first = k + 1;
     bytes = 0;
   }
@@ -273,15 +276,11 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
   // Last node first: autograd requires a node's children to be complete before it
   // gets parents (topological numbers).
   for (size_t g = groups.size(); g-- > 0;) {
-    torch::autograd::edge_list edges;
-    for (size_t k = groups[g].first; k < groups[g].second; ++k)
-      for (int w : stages[k].wrt)
-        edges.push_back(torch::autograd::impl::gradient_edge(inputs[positions[w]]));
     if (g + 1 < groups.size()) {
       nodes[g + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
-      edges.emplace_back(nodes[g + 1], 0);
+      group_edges[g].emplace_back(nodes[g + 1], 0);
     }
-    nodes[g]->set_next_edges(std::move(edges));
+    nodes[g]->set_next_edges(std::move(group_edges[g]));
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
