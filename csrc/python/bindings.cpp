@@ -14,8 +14,9 @@ namespace py = pybind11;
 using namespace ortmodule;
 
 namespace ortmodule {
-void bind_training(py::module_& m);    // training_bindings.cpp
-void bind_checkpoint(py::module_& m);  // checkpoint_bindings.cpp
+void bind_training(py::module_& m);     // training_bindings.cpp
+void bind_checkpoint(py::module_& m);   // checkpoint_bindings.cpp
+void bind_step_runner(py::module_& m);  // step_runner.cpp
 }  // namespace ortmodule
 void bind_optim(py::module_& m);  // optim_bindings.cpp
 
@@ -198,5 +199,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);
+  bind_step_runner(m);
   bind_optim(m);
 }

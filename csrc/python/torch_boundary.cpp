@@ -117,44 +117,51 @@ at::Tensor hand_out(const Tensor& grad, std::vector<const Storage*>& handed_out)
 }
 
 // Backward of one forward run, split into the plan's backward stages: one node per
-// stage, chained through an extra output edge. Each stage returns the gradients that are
-// final after it, so autograd runs their AccumulateGrad nodes (highest priority in its
-// ready queue) and the hooks on them (DistributedDataParallel's all-reduce) before the
-// next stage. Dependencies, hooks, retain_graph and torch.autograd.grad(inputs=...) then
-// follow autograd's own rules. The first stage's inputs are the differentiable outputs.
+// group of consecutive stages, chained through an extra output edge. A group ends after
+// a stage whose gradients have hooks (DistributedDataParallel's all-reduce, a tensor
+// hook, a post-accumulate hook): the node returns the gradients that are final after it,
+// so autograd runs their AccumulateGrad nodes (highest priority in its ready queue) and
+// the hooks on them before the next group. Other stages share a node up to a size
+// (see attach_backward), since every node costs autograd's per-node bookkeeping. Dependencies,
+// hooks, retain_graph and torch.autograd.grad(inputs=...) then follow autograd's own rules. The
+// first node's inputs are the differentiable outputs.
 struct ProgramBackward : public torch::autograd::Node {
   std::shared_ptr<BackwardRun> run;
-  size_t stage = 0;
+  size_t first_stage = 0;  // the plan's backward stages [first_stage, end_stage)
+  size_t end_stage = 0;
   bool last = false;
-  std::vector<int> output_slot;  // first stage: autograd input index -> program output index
-  // First stage: outputs the gradient graph treats as differentiable (their dtype was
+  std::vector<int> output_slot;  // first node: autograd input index -> program output index
+  // First node: outputs the gradient graph treats as differentiable (their dtype was
   // unknown when it was built) that turned out not to be floating point. Autograd gives
   // them no gradient, so backward gets zeros. {program output, sizes, dtype and device}
   std::vector<std::tuple<int, std::vector<int64_t>, at::TensorOptions>> untracked_outputs;
 
   std::string name() const override {
-    return stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
+    return first_stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
   }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     PhaseTimer timer("boundary.backward");
     Program& program = *run->program;
-    if (stage == 0) begin(program, grads);
-    if (!run->working || run->working->next_stage != stage) {
-      throw std::logic_error("internal error: ortmodule backward stage " + std::to_string(stage) +
-                             " ran out of order");
+    if (first_stage == 0) begin(program, grads);
+    if (!run->working || run->working->next_stage != first_stage) {
+      throw std::logic_error("internal error: ortmodule backward stage " +
+                             std::to_string(first_stage) + " ran out of order");
     }
-    std::vector<Tensor> stage_grads = program.executor().run_backward_stage(*run->working, stage);
     torch::autograd::variable_list result(num_outputs());
-    for (size_t j = 0; j < stage_grads.size(); ++j) {
-      if (!stage_grads[j].defined() || !should_compute_output(j)) continue;
-      result[j] = hand_out(stage_grads[j], run->handed_out);
+    size_t j = 0;
+    for (size_t stage = first_stage; stage < end_stage; ++stage) {
+      std::vector<Tensor> stage_grads = program.executor().run_backward_stage(*run->working, stage);
+      for (const Tensor& g : stage_grads) {
+        if (g.defined() && should_compute_output(j)) result[j] = hand_out(g, run->handed_out);
+        ++j;
+      }
     }
     if (last) {
       run->working.reset();
       run->handed_out.clear();
     }
-    return result;  // the edge to the next stage gets an undefined tensor
+    return result;  // the edge to the next node gets an undefined tensor
   }
 
   void begin(Program& program, const torch::autograd::variable_list& grads) {
@@ -196,7 +203,7 @@ struct ProgramBackward : public torch::autograd::Node {
   }
 
   void release_variables() override {
-    if (stage == 0) run->saved.reset();
+    if (first_stage == 0) run->saved.reset();
   }
 };
 
@@ -207,6 +214,14 @@ bool shares_stash(const Tensor& t, const RunState& state, const Plan& plan) {
     if (s.defined() && s.storage() == t.storage()) return true;
   }
   return false;
+}
+
+// Whether autograd runs hooks when the gradient along `edge` arrives.
+bool has_hooks(const torch::autograd::Edge& edge) {
+  torch::autograd::Node* f = edge.function.get();
+  if (f == nullptr) return false;
+  return !f->pre_hooks().empty() || !f->post_hooks().empty() || !f->tensor_pre_hooks().empty() ||
+         !f->retains_grad_hooks().empty() || f->tensor_post_acc_grad_hooks() != nullptr;
 }
 
 // Builds the chain of backward nodes for one forward call and attaches the outputs.
@@ -229,25 +244,43 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
 
   const std::vector<int>& positions = program->wrt_positions();
   const std::vector<BackwardStage>& stages = plan.backward_stages;
-  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(stages.size());
-  for (size_t k = 0; k < stages.size(); ++k) {
-    nodes[k] = c10::make_intrusive<ProgramBackward>();
-    nodes[k]->run = run;
-    nodes[k]->stage = k;
-    nodes[k]->last = k + 1 == stages.size();
-  }
-  // Last stage first: autograd requires a node's children to be complete before it
-  // gets parents (topological numbers).
-  for (size_t k = stages.size(); k-- > 0;) {
-    torch::autograd::edge_list edges;
-    edges.reserve(stages[k].wrt.size() + 1);
-    for (int w : stages[k].wrt)
-      edges.push_back(torch::autograd::impl::gradient_edge(inputs[positions[w]]));
-    if (k + 1 < stages.size()) {
-      nodes[k + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
-      edges.emplace_back(nodes[k + 1], 0);
+  // Groups of stages, each ending after a stage with a hooked gradient, once its
+  // gradients reach kGroupBytes (so that, when they are added to existing .grad, the
+  // memory they hold until the node returns stays small), or at the end.
+  constexpr size_t kGroupBytes = size_t{1} << 20;
+  std::vector<std::pair<size_t, size_t>> groups;
+  std::vector<torch::autograd::edge_list> group_edges(1);
+  size_t bytes = 0;
+  for (size_t k = 0, first = 0; k < stages.size(); ++k) {
+    bool ends = k + 1 == stages.size();
+    for (int w : stages[k].wrt) {
+      const at::Tensor& input = inputs[positions[w]];
+      bytes += input.nbytes();
+      group_edges.back().push_back(torch::autograd::impl::gradient_edge(input));
+      ends = ends || has_hooks(group_edges.back().back());
     }
-    nodes[k]->set_next_edges(std::move(edges));
+    if (!ends && bytes < kGroupBytes) continue;
+    groups.emplace_back(first, k + 1);
+    if (k + 1 < stages.size()) group_edges.emplace_back();
+    first = k + 1;
+    bytes = 0;
+  }
+  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    nodes[g] = c10::make_intrusive<ProgramBackward>();
+    nodes[g]->run = run;
+    nodes[g]->first_stage = groups[g].first;
+    nodes[g]->end_stage = groups[g].second;
+    nodes[g]->last = g + 1 == groups.size();
+  }
+  // Last node first: autograd requires a node's children to be complete before it
+  // gets parents (topological numbers).
+  for (size_t g = groups.size(); g-- > 0;) {
+    if (g + 1 < groups.size()) {
+      nodes[g + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
+      group_edges[g].emplace_back(nodes[g + 1], 0);
+    }
+    nodes[g]->set_next_edges(std::move(group_edges[g]));
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
