@@ -178,6 +178,9 @@ std::vector<OpDef> build_table() {
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
+      // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h).
+      Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
+          grad_scaled_masked_softmax),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d).until(12),
       Row("", "LogSoftmax", 1, shape_same_as_input0, cpu_log_softmax, grad_log_softmax_2d)
@@ -232,6 +235,10 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
       Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
+      Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
+          cpu_scaled_masked_softmax_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .internal(),
