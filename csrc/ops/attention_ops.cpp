@@ -61,17 +61,19 @@ void cpu_scaled_masked_softmax_grad(OpContext& ctx) {
 }
 
 // d(scale * x + mask) = y * (dy - sum(dy * y)): times scale for x, as it is for the mask
-// (an additive mask rarely needs one; a learned bias does).
+// (an additive mask rarely needs one; a learned bias does). One node serves both at scale 1.
 void grad_scaled_masked_softmax(GradContext& g) {
-  auto softmax_grad = [&](double scale) {
+  const double scale = g.node().attr_float("scale", 1.0);
+  auto softmax_grad = [&](double s) {
     return g.emit("ScaledMaskedSoftmaxGrad", {g.output_grad(0), g.output(0)},
-                  {{"scale", Attribute::make_float(scale)}}, "ai.ortmodule");
+                  {{"scale", Attribute::make_float(s)}}, "ai.ortmodule");
   };
-  if (g.needs_grad(0))
-    g.set_input_grad(0,
-                     g.sum_to_shape(softmax_grad(g.node().attr_float("scale", 1.0)), g.input(0)));
-  if (g.input(1) && g.needs_grad(1))
-    g.set_input_grad(1, g.sum_to_shape(softmax_grad(1.0), g.input(1)));
+  Value* dx = g.needs_grad(0) ? softmax_grad(scale) : nullptr;
+  if (dx) g.set_input_grad(0, g.sum_to_shape(dx, g.input(0)));
+  if (g.input(1) && g.needs_grad(1)) {
+    Value* dmask = dx && scale == 1.0 ? dx : softmax_grad(1.0);
+    g.set_input_grad(1, g.sum_to_shape(dmask, g.input(1)));
+  }
 }
 
 }  // namespace ortmodule
