@@ -235,6 +235,8 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
       Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
+      Row(kOwn, "FusedElementwise", 1, shape_fused_elementwise, cpu_fused_elementwise, nullptr)
+          .internal(),
       Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
           cpu_scaled_masked_softmax_grad, nullptr)
           .internal()

@@ -112,6 +112,9 @@ void grad_exp(GradContext&);
 void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
 void grad_expand(GradContext&);
+// fused_elementwise_ops.cpp
+std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
+void cpu_fused_elementwise(OpContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);
 void cpu_gather_elements(OpContext&);

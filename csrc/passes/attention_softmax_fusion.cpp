@@ -5,26 +5,10 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/constant_value.h"
 
 namespace ortmodule {
 namespace {
-
-// The value of a one-element floating constant of rank <= 1 (a Constant node or an
-// initializer), if v is one; a larger rank would change the product's rank.
-bool constant_scalar(const Value* v, double& out) {
-  if (!v) return false;
-  const Tensor* t = nullptr;
-  if (v->initializer.defined()) {
-    t = &v->initializer;
-  } else if (v->producer && v->producer->op_type == "Constant" && v->producer->domain.empty()) {
-    const Attribute* a = v->producer->attr("value");
-    if (a && a->kind == Attribute::Kind::Tensor) t = &a->t;
-  }
-  if (!t || !t->defined() || t->numel() != 1 || t->rank() > 1 || !dtype_is_floating(t->dtype()))
-    return false;
-  out = t->float_at(0);
-  return true;
-}
 
 // v's producer, when it is the binary `op` of the default domain and v's only use is the
 // next node of the chain (not a graph output, not kept).
@@ -41,14 +25,15 @@ Node* private_binary_producer(const Graph& g, const Value* v, const char* op,
   return n;
 }
 
-// For Mul(x, c), Mul(c, x) and Div(x, c) feeding `v` privately: x, with the chain's node
+// For Mul(x, c), Mul(c, x) and Div(x, c) feeding `v` privately (c a one-element constant
+// of rank <= 1; a larger rank would change the product's rank): x, with the chain's node
 // and the factor applied to x.
 Value* unscaled(const Graph& g, Value* v, const std::vector<Value*>& keep, Node** node,
                 double* scale) {
   double c = 0;
   if (Node* mul = private_binary_producer(g, v, "Mul", keep)) {
     for (int k = 0; k < 2; ++k) {
-      if (constant_scalar(mul->input(1 - k), c)) {
+      if (constant_float_scalar(mul->input(1 - k), 1, c)) {
         *node = mul;
         *scale = c;
         return mul->input(k);
@@ -56,7 +41,7 @@ Value* unscaled(const Graph& g, Value* v, const std::vector<Value*>& keep, Node*
     }
   }
   if (Node* div = private_binary_producer(g, v, "Div", keep)) {
-    if (constant_scalar(div->input(1), c) && c != 0) {
+    if (constant_float_scalar(div->input(1), 1, c) && c != 0) {
       *node = div;
       *scale = 1.0 / c;
       return div->input(0);

@@ -9,6 +9,7 @@
 #include "onnx/saver.h"
 #include "passes/attention_softmax_fusion.h"
 #include "passes/cse.h"
+#include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/recompute.h"
@@ -97,6 +98,12 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
   } else {
     output_differentiable_.assign(output_names_.size(), false);
+  }
+  if (options.graph_optimizations) {
+    std::vector<Value*> keep = state_values;
+    for (Value* g : input_grads_)
+      if (g) keep.push_back(g);
+    fuse_elementwise(*graph_, keep, output_grads_);
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
   const Plan& plan = executor_->plan();
