@@ -26,7 +26,7 @@ Op opcode_of(const Node& n) {
       {"Exp", Op::kExp},         {"Tanh", Op::kTanh},
       {"Sigmoid", Op::kSigmoid}, {"Erf", Op::kErf},
       {"Relu", Op::kRelu},       {"Where", Op::kWhere},
-      {"Identity", Op::kCopy}};
+      {"Identity", Op::kCopy},   {"Sum", Op::kAdd}};
   static const std::unordered_map<std::string, Op> kMicrosoft = {
       {"SigmoidGrad", Op::kSigmoidGrad}, {"TanhGrad", Op::kTanhGrad}, {"ReluGrad", Op::kReluGrad}};
   const auto& table = n.domain.empty() ? kDefault : kMicrosoft;
@@ -190,7 +190,9 @@ class Fuser {
   bool fusible(const Node& n) const {
     const Op op = opcode_of(n);
     if (op == Op::kCount || n.checkpoint_region >= 0 || n.recomputes) return false;
-    const size_t arity = static_cast<size_t>(elementwise_opcode_arity(op));
+    // Sum (of gradient contributions) adds its inputs left to right, as its kernel does.
+    const size_t arity = n.op_type == "Sum" ? std::max<size_t>(n.inputs.size(), 1)
+                                            : static_cast<size_t>(elementwise_opcode_arity(op));
     if (n.inputs.size() != arity || n.outputs.size() != 1 || !n.output(0)) return false;
     const DType out = dtype(n.output(0));
     if (!is_float(out)) return false;
@@ -237,9 +239,12 @@ class Fuser {
           leaf(in);
         }
     std::vector<int64_t> program;
-    const int64_t num_inputs = static_cast<int64_t>(leaves.size());
-    for (size_t i = 0; i < tree.size(); ++i) {
-      Node* n = tree[i];
+    int64_t next = static_cast<int64_t>(leaves.size());  // the register the next instruction writes
+    auto emit = [&](Op op, int64_t a, int64_t b, int64_t c) {
+      program.insert(program.end(), {static_cast<int64_t>(op), a, b, c});
+      return next++;
+    };
+    for (Node* n : tree) {
       Op op = opcode_of(*n);
       std::vector<Value*> operands(n->inputs.begin(), n->inputs.end());
       double e = 0;
@@ -248,13 +253,19 @@ class Fuser {
         op = e == 1.0 ? Op::kCopy : e == 2.0 ? Op::kSquare : Op::kSqrt;
         operands.resize(1);
       }
-      int64_t regs[3] = {-1, -1, -1};
-      for (size_t k = 0; k < operands.size(); ++k) {
-        Value* v = operands[k];
-        regs[k] = v->producer && members.count(v->producer) ? reg.at(v) : leaf(v);
+      std::vector<int64_t> regs;
+      for (Value* v : operands)
+        regs.push_back(v->producer && members.count(v->producer) ? reg.at(v) : leaf(v));
+      int64_t out = -1;
+      if (n->op_type == "Sum") {
+        out = regs.size() == 1 ? emit(Op::kCopy, regs[0], -1, -1)
+                               : emit(Op::kAdd, regs[0], regs[1], -1);
+        for (size_t k = 2; k < regs.size(); ++k) out = emit(Op::kAdd, out, regs[k], -1);
+      } else {
+        regs.resize(3, -1);
+        out = emit(op, regs[0], regs[1], regs[2]);
       }
-      program.insert(program.end(), {static_cast<int64_t>(op), regs[0], regs[1], regs[2]});
-      reg[n->output(0)] = num_inputs + static_cast<int64_t>(i);
+      reg[n->output(0)] = out;
     }
     Value* y = root->output(0);
     const std::string name = root->name, source = root->source;

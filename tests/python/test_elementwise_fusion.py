@@ -190,3 +190,16 @@ def test_transformers_fuse_and_match_unoptimized(name: str) -> None:
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
         torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sum_adds_left_to_right_inside_a_tree(dtype: type) -> None:
+    """Sum (backward's accumulation of gradient contributions), with one and with several
+    broadcast inputs, becomes Adds in the program, in the Sum kernel's order."""
+    n = helper.make_node
+    nodes = [n("Sum", ["a", "b", "c"], ["s"]), n("Sum", ["b"], ["t"]),
+             n("Mul", ["s", "t"], ["out"])]
+    feeds = {"a": _rand((2, 3, 4), dtype) * 1e8, "b": _rand((4,), dtype, seed=6),
+             "c": _rand((3, 1), dtype, seed=7) * -1e8}
+    ops = _run(_model(nodes, feeds, ["out"], dtype), feeds, [], dtype)
+    assert ops == {"FusedElementwise": 1}, ops
