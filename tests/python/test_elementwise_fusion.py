@@ -7,7 +7,6 @@ graph outputs and forward values backward reads stay outside the trees."""
 from __future__ import annotations
 
 import collections
-import copy
 
 import numpy as np
 import onnx
@@ -15,8 +14,7 @@ import pytest
 import torch
 from onnx import helper, numpy_helper
 
-from ortmodule import _C, DebugOptions, ORTModule
-from tests.python.hf_zoo import FAMILIES
+from ortmodule import _C
 from tests.python.test_passes import _outputs_and_gradients
 
 _ONNX_DTYPE = {np.float32: onnx.TensorProto.FLOAT, np.float64: onnx.TensorProto.DOUBLE}
@@ -169,27 +167,6 @@ def test_values_read_twice_or_returned_bound_the_trees() -> None:
     # Add stays (s is an output), so does Tanh (read twice); Mul + Neg + Exp fuse, and so
     # do Sub + Relu.
     assert ops == {"Add": 1, "Tanh": 1, "FusedElementwise": 2}, ops
-
-
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_transformers_fuse_and_match_unoptimized(name: str) -> None:
-    """The Hugging Face models fuse their chains in forward (and, for Llama, backward) and
-    compute what the unoptimized graph does, in float64."""
-    family = FAMILIES[name]
-    torch.manual_seed(0)
-    eager = family.build(0.0).double().train()
-    batch = family.batch(2, 6, 0)
-    results = {}
-    for optimize in (True, False):
-        ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
-        loss = ort(**batch).loss
-        loss.backward()
-        ops = _ops(next(iter(ort._cache.values()))[0].program)
-        assert (ops["FusedElementwise"] > 0) == optimize, ops
-        results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
-    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
-    for n, g in results[False][1].items():
-        torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
