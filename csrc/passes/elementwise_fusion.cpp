@@ -9,7 +9,6 @@
 
 #include "kernels/cpu/fused_elementwise.h"
 #include "ops/op_table.h"
-#include "passes/constant_value.h"
 
 namespace ortmodule {
 namespace {
@@ -134,11 +133,6 @@ std::unordered_map<const Value*, DType> infer_dtypes(const Graph& g) {
 
 bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
 
-// Pow's constant exponents with a fast path in the Pow kernel (rank 0, as exported).
-bool fast_exponent(const Value* v, double& e) {
-  return constant_float_scalar(v, 0, e) && (e == 1.0 || e == 2.0 || e == 0.5);
-}
-
 class Fuser {
  public:
   Fuser(Graph& g, const std::vector<Value*>& keep, const std::vector<Value*>& output_grads)
@@ -233,11 +227,7 @@ class Fuser {
     // node in tree order.
     for (Node* n : tree)
       for (Value* in : n->inputs)
-        if (!in->producer || !members.count(in->producer)) {
-          double e = 0;
-          if (opcode_of(*n) == Op::kPow && in == n->input(1) && fast_exponent(in, e)) continue;
-          leaf(in);
-        }
+        if (!in->producer || !members.count(in->producer)) leaf(in);
     std::vector<int64_t> program;
     int64_t next = static_cast<int64_t>(leaves.size());  // the register the next instruction writes
     auto emit = [&](Op op, int64_t a, int64_t b, int64_t c) {
@@ -245,16 +235,9 @@ class Fuser {
       return next++;
     };
     for (Node* n : tree) {
-      Op op = opcode_of(*n);
-      std::vector<Value*> operands(n->inputs.begin(), n->inputs.end());
-      double e = 0;
-      if (op == Op::kPow && fast_exponent(operands[1], e)) {
-        // The Pow kernel's fast paths, so the fused tree rounds as the node did.
-        op = e == 1.0 ? Op::kCopy : e == 2.0 ? Op::kSquare : Op::kSqrt;
-        operands.resize(1);
-      }
+      const Op op = opcode_of(*n);
       std::vector<int64_t> regs;
-      for (Value* v : operands)
+      for (Value* v : n->inputs)
         regs.push_back(v->producer && members.count(v->producer) ? reg.at(v) : leaf(v));
       int64_t out = -1;
       if (n->op_type == "Sum") {

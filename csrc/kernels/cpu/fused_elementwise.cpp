@@ -57,8 +57,10 @@ bool vector_activation(VecActivation op, int64_t n, const T* a, T* d) {
   return false;
 }
 
+// b_is_scalar: operand b holds one value throughout (Pow's fast paths then apply).
 template <typename T>
-void run_instruction(const ElementwiseInstruction& in, int64_t n, const T* const* reg, T* d) {
+void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t n,
+                     const T* const* reg, T* d) {
   const T* a = reg[in.a];
   const T* b = in.b >= 0 ? reg[in.b] : nullptr;
   switch (in.op) {
@@ -71,9 +73,12 @@ void run_instruction(const ElementwiseInstruction& in, int64_t n, const T* const
     case ElementwiseOpcode::kDiv:
       return map2(n, a, b, d, [](T p, T q) { return p / q; });
     case ElementwiseOpcode::kPow:
+      // The Pow kernel's fast paths for the exponents models use (x**2 in norms, x**1 in
+      // its gradient), so a fused tree rounds as the node did.
+      if (b_is_scalar && b[0] == T(1)) return map1(n, a, d, [](T p) { return p; });
+      if (b_is_scalar && b[0] == T(2)) return map1(n, a, d, [](T p) { return p * p; });
+      if (b_is_scalar && b[0] == T(0.5)) return map1(n, a, d, [](T p) { return std::sqrt(p); });
       return map2(n, a, b, d, [](T p, T q) { return static_cast<T>(std::pow(p, q)); });
-    case ElementwiseOpcode::kSquare:
-      return map1(n, a, d, [](T p) { return p * p; });
     case ElementwiseOpcode::kCopy:
       return map1(n, a, d, [](T p) { return p; });
     case ElementwiseOpcode::kNeg:
@@ -152,7 +157,22 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
   const int64_t row = flat || rank == 0 ? total : out_shape.back();
   const int64_t rows = total / row;
   std::vector<std::vector<int64_t>> strides;
-  for (const auto& in : inputs) strides.push_back(broadcast_strides(in.shape, out_shape));
+  // Registers holding one value broadcast (one-element inputs, and what is computed from
+  // them alone): a Pow exponent among them takes the Pow kernel's fast paths.
+  std::vector<bool> uniform;
+  for (const auto& in : inputs) {
+    strides.push_back(broadcast_strides(in.shape, out_shape));
+    int64_t numel = 1;
+    for (int64_t d : in.shape) numel *= d;
+    uniform.push_back(numel == 1);
+  }
+  std::vector<bool> b_is_scalar;
+  for (const auto& in : program) {
+    b_is_scalar.push_back(in.b >= 0 && uniform[in.b]);
+    const int arity = elementwise_opcode_arity(in.op);
+    uniform.push_back(uniform[in.a] && (arity < 2 || uniform[in.b]) &&
+                      (arity < 3 || uniform[in.c]));
+  }
 
   // Work items: (row, block within the row).
   const int64_t blocks_per_row = (row + kBlock - 1) / kBlock;
@@ -192,7 +212,7 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
       for (size_t i = 0; i < program.size(); ++i) {
         const size_t dst = num_inputs + i;
         T* d = i + 1 == program.size() ? out + r * row + start : buffers.data() + dst * kBlock;
-        run_instruction(program[i], n, reg.data(), d);
+        run_instruction(program[i], b_is_scalar[i], n, reg.data(), d);
         reg[dst] = d;
       }
     }

@@ -19,9 +19,8 @@ enum class ElementwiseOpcode : int64_t {
   kSub,
   kMul,
   kDiv,
-  kPow,
-  kSquare,  // Pow with the constant exponent 2 (the Pow kernel's fast path)
-  kCopy,    // Identity, and Pow with the constant exponent 1
+  kPow,   // with the Pow kernel's fast paths for a one-element exponent of 1, 2 or 0.5
+  kCopy,  // Identity
   kNeg,
   kSqrt,
   kReciprocal,
