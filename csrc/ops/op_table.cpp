@@ -209,6 +209,9 @@ std::vector<OpDef> build_table() {
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)
           .cuda(cuda_log_softmax),
+      // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h).
+      Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
+          grad_scaled_masked_softmax),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
           .cuda(cuda_softmax)
@@ -283,6 +286,12 @@ std::vector<OpDef> build_table() {
       Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .cuda(cuda_log_softmax_grad)
           .internal(),
+      Row(kOwn, "FusedElementwise", 1, shape_fused_elementwise, cpu_fused_elementwise, nullptr)
+          .internal(),
+      Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
+          cpu_scaled_masked_softmax_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .cuda(cuda_log_softmax_grad)
           .internal(),

@@ -7,8 +7,10 @@
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "passes/attention_softmax_fusion.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
+#include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
@@ -59,6 +61,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   // Before gradient building, so that backward is built from the fused forward.
   if (options.graph_optimizations) {
     fuse_tanh_gelu(*graph_, state_values);
+    fuse_attention_softmax(*graph_, state_values);
     fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                  state_values);
   }
@@ -122,6 +125,12 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
               .folded_forward;
       fuse_matmul_bias(*graph_, state_values);
     }
+  }
+  if (options.graph_optimizations) {
+    std::vector<Value*> keep = state_values;
+    for (Value* g : input_grads_)
+      if (g) keep.push_back(g);
+    fuse_elementwise(*graph_, keep, output_grads_);
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
   const Plan& plan = executor_->plan();
