@@ -285,8 +285,19 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                                           fallback_unsupported_ops)
     if autocast is not None:
         raise NotImplementedError(
-            "torch.autocast needs the default exporter (dynamo); the TorchScript exporter "
+            "torch.autocast needs the default exporter (dynamo); the "
+            f"{'TorchScript' if exporter == 'torchscript' else exporter} exporter "
             "cannot capture it")
+    if exporter == "fx":
+        from ortmodule import _fx_lower
+
+        if fallback_unsupported_ops:
+            raise NotImplementedError(
+                "FallbackPolicy.UNSUPPORTED_OP needs the default exporter (dynamo); the fx "
+                "exporter has no bridge for ops it cannot translate: drop "
+                "DebugOptions(exporter=\"fx\")")
+        with torch.autocast("cpu", enabled=False):
+            return _fx_lower.export(module, in_spec, tensors, verbose)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 
