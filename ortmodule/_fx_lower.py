@@ -115,6 +115,7 @@ class Lowering:
         self.region: int | None = None
         self.fx_node: torch.fx.Node | None = None
         self.regions = 0
+        self.order: dict[torch.fx.Node, int] = {}  # position of each node in its graph
 
     # ---- names and nodes ----
 
@@ -309,6 +310,7 @@ def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | No
     from ortmodule import _fx_ops
 
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    lowering.order.update((n, k) for k, n in enumerate(graph.nodes))
     if inputs is not None:
         for node, v in zip(placeholders, inputs):
             lowering.env[node] = v
