@@ -222,6 +222,69 @@ for _op, _onnx in ((aten.relu, "Relu"), (aten.tanh, "Tanh"), (aten.sigmoid, "Sig
     TABLE[_op.default] = _unary(_onnx)
 
 
+for _op, _onnx in ((aten.floor, "Floor"), (aten.ceil, "Ceil"), (aten.sign, "Sign")):
+    TABLE[_op.default] = _unary(_onnx)
+
+
+@register(aten.softplus.default)
+def _softplus(lw: Lowering, node: Any, x: Any, beta: Any = 1, threshold: Any = 20) -> Any:
+    """log(1 + exp(beta x)) / beta; above the threshold PyTorch returns x itself, which
+    equals it to within rounding."""
+    value = lw.tensor(x)
+    if beta == 1:
+        return lw.op("Softplus", [value])
+    dtype = lw.dtype_of(x)
+    scaled = lw.op("Softplus", [lw.op("Mul", [value, lw.const(float(beta), dtype)])])
+    return lw.op("Div", [scaled, lw.const(float(beta), dtype)])
+
+
+@register(aten.square.default)
+def _square(lw: Lowering, node: Any, x: Any) -> Any:
+    v = lw.tensor(x)
+    return lw.op("Mul", [v, v])
+
+
+@register(aten.leaky_relu.default)
+def _leaky_relu(lw: Lowering, node: Any, x: Any, slope: float = 0.01) -> Any:
+    return lw.op("LeakyRelu", [lw.tensor(x)], alpha=float(slope))
+
+
+@register(aten.clamp.default, aten.clip.default, aten.hardtanh.default, aten.relu6.default)
+def _clamp(lw: Lowering, node: Any, x: Any, low: Any = None, high: Any = None) -> Any:
+    if node.target is aten.hardtanh.default:
+        low, high = (-1.0 if low is None else low), (1.0 if high is None else high)
+    elif node.target is aten.relu6.default:
+        low, high = 0.0, 6.0
+    dtype = _out(node).dtype
+    bounds = [None if b is None else lw.tensor(b, dtype) for b in (low, high)]
+    return lw.op("Clip", [lw.tensor(x, dtype), *bounds])
+
+
+@register(aten.argmax.default, aten.argmin.default)
+def _argmax(lw: Lowering, node: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    op_type = "ArgMax" if node.target is aten.argmax.default else "ArgMin"
+    value = lw.tensor(x)
+    if dim is None:
+        value, dim, keepdim = lw.op("Reshape", [value, lw.ints([-1])]), 0, False
+    return lw.op(op_type, [value], axis=int(dim), keepdims=int(bool(keepdim)))
+
+
+@register(aten.triu.default, aten.tril.default)
+def _triangle(lw: Lowering, node: Any, x: Any, diagonal: int = 0) -> Any:
+    return lw.op("Trilu", [lw.tensor(x), lw.const(int(diagonal), torch.int64)],
+                 upper=int(node.target is aten.triu.default))
+
+
+@register(aten.repeat.default)
+def _repeat(lw: Lowering, node: Any, x: Any, repeats: Any) -> Any:
+    value = lw.tensor(x)
+    extra = len(repeats) - lw.rank(x)
+    if extra > 0:
+        value = lw.op("Reshape", [value, lw.shape([1] * extra + [
+            lw.dim(x, d) for d in range(lw.rank(x))])])
+    return lw.op("Tile", [value, lw.shape(list(repeats))])
+
+
 @register(aten.rsqrt.default)
 def _rsqrt(lw: Lowering, node: Any, x: Any) -> Any:
     return lw.op("Reciprocal", [lw.op("Sqrt", [lw.tensor(x)])])
@@ -491,6 +554,8 @@ TABLE[aten.mean.dim] = _reduce("ReduceMean")
 TABLE[aten.mean.default] = _reduce("ReduceMean")
 TABLE[aten.sum.dim_IntList] = _reduce("ReduceSum")
 TABLE[aten.sum.default] = _reduce("ReduceSum")
+TABLE[aten.amax.default] = _reduce("ReduceMax")
+TABLE[aten.amin.default] = _reduce("ReduceMin")
 
 
 @register(aten.cumsum.default)
