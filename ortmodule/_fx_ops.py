@@ -378,17 +378,22 @@ def _scalar(lw: Lowering, v: Any) -> str:
 
 
 def _check_no_stale_views(lw: Lowering, x: Any, through: Any) -> None:
-    """Refuses an in-place update of ``x`` when a view of it made before the update is
-    read after it (the lowering would give that read the old values)."""
+    """Refuses an in-place update of ``x`` when a view of it (or a view of such a view)
+    made before the update is read after it: the lowering would give that read the old
+    values."""
     here = lw.order.get(lw.fx_node, -1)
-    for user in x.users:
-        if user is lw.fx_node or user is through or not _is_view(user) or user.args[0] is not x:
-            continue
-        if lw.order.get(user, here) < here and any(lw.order.get(u, -1) > here
-                                                   for u in user.users):
-            raise ExportError(f"the fx exporter cannot follow an in-place update of "
-                              f"{x.name} that a view made before it ({user.name}) reads "
-                              f"after it; {FALLBACK_HINT}")
+    pending = [x]
+    while pending:
+        base = pending.pop()
+        for user in base.users:
+            if user is lw.fx_node or user is through or not _is_view(user) \
+                    or user.args[0] is not base or lw.order.get(user, here) >= here:
+                continue
+            if any(lw.order.get(u, -1) > here for u in user.users):
+                raise ExportError(f"the fx exporter cannot follow an in-place update of "
+                                  f"{x.name} that a view made before it ({user.name}) "
+                                  f"reads after it; {FALLBACK_HINT}")
+            pending.append(user)
 
 
 @register(aten.copy_.default)
