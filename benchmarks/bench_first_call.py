@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import torch  # noqa: E402
-from _models import WORKLOADS, loss_of  # noqa: E402
+import torch
+from _models import WORKLOADS, loss_of
 
-from ortmodule import DebugOptions, ORTModule  # noqa: E402
+from ortmodule import DebugOptions, ORTModule
 
 STAGES = ("trace", "lowering", "build", "step", "total")
 

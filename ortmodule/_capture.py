@@ -3,8 +3,9 @@
 Exports the wrapped module for one input schema and returns one canonical ONNX model
 (bytes) plus its schema: the mapping from ONNX initializer names to the module's
 parameters and buffers, the buffers the graph updates, and the input dimensions the
-graph was specialized to. Two paths produce it: torch.export (the default,
-``_capture_dynamo``) and the TorchScript exporter (``_capture_torchscript``).
+graph was specialized to. Three paths produce it: torch.export lowered by torch.onnx (the
+default, ``_capture_dynamo``), torch.export lowered by ortmodule's own ATen translation
+table (``_fx_lower``) and the TorchScript exporter (``_capture_torchscript``).
 """
 
 from __future__ import annotations

@@ -162,13 +162,15 @@ def _ne(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
 def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
     want = _out(node).dtype
     dtype = want if rounding_mode is None else _result_dtype(lw, a, b)
+    floating = dtype.is_floating_point
+    # ONNX's integer Div truncates; a floating quotient is floored by Floor. Floor division
+    # of integers and truncation of floats have no engine op.
+    if (rounding_mode == "floor" and not floating) or (rounding_mode == "trunc" and floating):
+        raise ExportError(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
+                          f"has no fx translation; {FALLBACK_HINT}")
     out = lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
-    if rounding_mode == "floor" and dtype.is_floating_point:
-        raise ExportError(f"floor division of floating-point tensors has no engine op; "
-                          f"{FALLBACK_HINT}")
-    if rounding_mode is not None and not dtype.is_floating_point and rounding_mode == "floor":
-        raise ExportError(f"integer floor division of tensors has no engine op; "
-                          f"{FALLBACK_HINT}")
+    if rounding_mode == "floor":
+        out = lw.op("Floor", [out])
     return out
 
 
@@ -544,7 +546,7 @@ def _reduce(op_type: str) -> Fn:
     def translate(lw: Lowering, node: Any, x: Any, dims: Any = None, keepdim: bool = False,
                   dtype: Any = None) -> Any:
         if isinstance(dims, torch.dtype):  # the .default overloads: (x, dtype)
-            dims, dtype = None, dims
+            dims = None
         want = _out(node).dtype
         value = lw.tensor(x, want)
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
@@ -713,7 +715,10 @@ def _slice(lw: Lowering, node: Any, x: Any, dim: int = 0, start: Any = None, end
 @register(aten.select.int)
 def _select(lw: Lowering, node: Any, x: Any, dim: int, index: Any) -> Any:
     axis = _axis(dim, lw.rank(x))
-    return lw.op("Gather", [lw.tensor(x), _index_value(lw, lw.value(index))], axis=axis)
+    index = lw.value(index)
+    if isinstance(index, int) and index < 0:
+        index = lw.scalar_op("Add", lw.dim(x, axis), index, operator.add)
+    return lw.op("Gather", [lw.tensor(x), _index_value(lw, index)], axis=axis)
 
 
 @register(aten.index_select.default)
@@ -785,10 +790,11 @@ def _split(lw: Lowering, node: Any, x: Any, arg: Any = None, dim: int = 0) -> An
     rank = lw.rank(x)
     axis = _axis(dim, rank)
     outs = _out(node)
-    sizes = [lw.sym(o.shape[axis]) for o in outs]
-    value = lw.tensor(x)
     if node.target is aten.unbind.int:
         sizes = [1] * len(outs)
+    else:
+        sizes = [lw.sym(o.shape[axis]) for o in outs]
+    value = lw.tensor(x)
     if all(isinstance(s, int) for s in sizes):
         parts = lw.op("Split", [value, lw.ints(sizes)], outputs=len(sizes), axis=axis)
         parts = parts if isinstance(parts, list) else [parts]

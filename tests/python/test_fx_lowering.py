@@ -13,7 +13,6 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
-import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from torch import nn
 
@@ -23,7 +22,7 @@ from tests.python import model_zoo
 from tests.python.hf_zoo import FAMILIES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import _models  # noqa: E402
+import _models
 
 RTOL, ATOL = 1e-4, 2e-5  # test_transformers.py's tolerances
 FX = DebugOptions(exporter="fx")
@@ -234,11 +233,11 @@ class Doubled(torch.autograd.Function):
     backward gives it."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
         return x.clone()
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
         return 2 * grad
 
 
