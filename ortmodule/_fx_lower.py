@@ -60,7 +60,7 @@ ONNX_DTYPES: dict[torch.dtype, int] = {
     torch.uint8: TensorProto.UINT8, torch.bool: TensorProto.BOOL,
 }
 
-FALLBACK_HINT = ("Use the default exporter (DebugOptions(exporter=\"dynamo\") or "
+FALLBACK_HINT = ("use the default exporter (DebugOptions(exporter=\"dynamo\") or "
                  "ORTMODULE_EXPORTER=dynamo), which lowers more ops.")
 
 
@@ -331,7 +331,7 @@ def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | No
         if fn is None:
             where = lowering.doc or "an unknown line"
             raise UnsupportedOp(
-                f"the fx exporter has no translation for {target} (from {where}). "
+                f"the fx exporter has no translation for {target} (from {where}); "
                 f"{FALLBACK_HINT}")
         args, kwargs = _fx_ops.bind(target, node)
         try:
@@ -341,7 +341,7 @@ def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | No
         except Exception as e:
             raise ExportError(
                 f"the fx exporter could not lower {target} (from "
-                f"{lowering.doc or 'an unknown line'}): {type(e).__name__}: {e}. "
+                f"{lowering.doc or 'an unknown line'}): {type(e).__name__}: {e}; "
                 f"{FALLBACK_HINT}") from e
     raise ExportError("internal: the graph has no output node")
 

@@ -471,7 +471,7 @@ def _matmul(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
 @register(aten.layer_norm.default)
 def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: Any = None,
                 eps: float = 1e-5, cudnn: bool = True) -> Any:
-    dtype = _out(node).dtype
+    dtype = lw.dtype_of(x)
     if w is None:
         w_value = lw.op("ConstantOfShape", [lw.shape(shape)],
                         value=_scalar_tensor(1.0, dtype))
@@ -479,6 +479,14 @@ def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: A
         w_value = lw.tensor(w)
     inputs = [lw.tensor(x), w_value] + ([lw.tensor(b)] if b is not None else [])
     return lw.op("LayerNormalization", inputs, axis=-len(shape), epsilon=float(eps))
+
+
+@register(aten.native_layer_norm.default)
+def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: Any,
+                       eps: float) -> Any:
+    """Only the normalized output: the saved mean and inverse deviation feed ATen's own
+    backward, which an exported forward never holds (reading them is refused)."""
+    return [_layer_norm(lw, node, x, shape, w, b, eps), None, None]
 
 
 def _scalar_tensor(value: Any, dtype: torch.dtype) -> Any:

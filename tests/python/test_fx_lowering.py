@@ -13,6 +13,7 @@ from pathlib import Path
 import onnx
 import pytest
 import torch
+import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from torch import nn
 
@@ -159,6 +160,48 @@ def test_benchmark_workload_matches_eager_and_dynamo(name: str) -> None:
     assert_same(got, dynamo, f"{name} fx vs dynamo")
     assert_same(got, want, f"{name} fx vs eager", rtol=1e-3 if name == "resnet" else RTOL,
                 atol=1e-4 if name == "resnet" else ATOL)
+
+
+class OpMix(nn.Module):
+    """Ops of the translation table the zoos use rarely: attention through
+    scaled_dot_product_attention (causal and masked), both GELU approximations, pooling,
+    log_softmax with nll_loss, permutes, cumulative sums, masked_fill."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, image: torch.Tensor, target: torch.Tensor
+                ) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 2, 12).permute(0, 2, 1, 3).chunk(
+            3, dim=-1)
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        keep = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=0.3)
+        h = F.gelu(causal, approximate="tanh") + F.gelu(masked) + F.silu(causal).cumsum(2)
+        h = h.masked_fill(h > 1.5, 1.5).transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+        logits = F.log_softmax(h.mean(dim=1), dim=-1)
+        c = self.conv(image)
+        pooled = F.adaptive_avg_pool2d(F.avg_pool2d(c, 2), 1).flatten(1)
+        return F.nll_loss(logits, target) + pooled.square().mean()
+
+
+def test_op_mix_matches_eager() -> None:
+    torch.manual_seed(0)
+    eager = OpMix()
+    ort = ORTModule(copy.deepcopy(eager), FX)
+    for seq in (5, 7):
+        gen = torch.Generator().manual_seed(seq)
+        x = torch.randn(3, seq, 8, generator=gen)
+        image = torch.randn(3, 2, 8, 8, generator=gen)
+        target = torch.randint(0, 8, (3,), generator=gen)
+        ort_loss, eager_loss = ort(x, image, target), eager(x, image, target)
+        model_zoo.assert_close(ort_loss, eager_loss, f"loss at length {seq}")
+        ort_loss.backward()
+        eager_loss.backward()
+        model_zoo.assert_grads_match(ort, eager)
+    assert graphs_built(ort) == 1
 
 
 # ---- what the graph keeps ----
