@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,27 +24,11 @@ import numpy as np
 import onnx
 import sympy
 import torch
-import torch.fx.experimental._config
 from onnx import TensorProto, helper, numpy_helper
 
 from ortmodule import _bridge, _lowering, _schema
-from ortmodule._capture import (
-    Captured,
-    ExportError,
-    _FlatWrapper,
-    _preserve_state,
-    bind_initializers,
-    find_in_chain,
-    named_buffers,
-)
-from ortmodule._capture_dynamo import (
-    PREFIX,
-    _fx_source_line,
-    _quiet_exporter,
-    _shape_guards,
-    _short_error,
-    _state_outputs,
-)
+from ortmodule._capture import Captured, ExportError
+from ortmodule._capture_dynamo import PREFIX, _fx_source_line, finish, trace
 
 logger = logging.getLogger("ortmodule")
 
@@ -357,9 +340,9 @@ def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
 
 
 def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-          calls: dict[int, Any]) -> tuple[onnx.ModelProto, list[str], int]:
-    """The ONNX model of ``program``, its graph input names (one per flattened tensor) and
-    the number of nodes in checkpoint regions."""
+          calls: dict[int, Any]) -> tuple[onnx.ModelProto, int]:
+    """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
+    and the number of nodes in checkpoint regions."""
     lowering = Lowering(program, calls)
     signature = program.graph_signature
     from torch.export.graph_signature import InputKind, OutputKind
@@ -431,7 +414,7 @@ def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
                                                     helper.make_opsetid("com.microsoft", 1)],
                               producer_name="ortmodule.fx")
     model.ir_version = 10
-    return model, input_names, lowering.regions
+    return model, lowering.regions
 
 
 def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
@@ -449,48 +432,6 @@ def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool) -> Captured:
-    buffers = named_buffers(module)
-    wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers))
-    auto = torch.export.Dim.AUTO
-    dynamic = (tuple({d: auto for d in range(t.dim())} for t in tensors),)
-    args = tuple(t.detach().requires_grad_(t.requires_grad and torch.is_grad_enabled()
-                                           and t.is_floating_point()) for t in tensors)
-    start = time.perf_counter()
-    with _preserve_state(module), _quiet_exporter(verbose), \
-            _bridge.capture_session() as session:
-        lease = _bridge.CallableLease(session.calls)
-        try:
-            with torch.fx.experimental._config.patch(backed_size_oblivious=True):
-                program = torch.export.export(wrapper, args, dynamic_shapes=dynamic,
-                                              strict=False)
-            _lowering.mark_no_grad_regions(program)
-            traced = time.perf_counter()
-            if wrapper.output_spec is None:
-                raise ExportError("the exporter did not run the module's forward")
-            model, input_names, regions = lower(program, wrapper, session.calls)
-        except ExportError:
-            raise
-        except Exception as e:
-            own = find_in_chain(e, ExportError)
-            if own is not None:
-                raise own from e
-            raise ExportError(f"exporting {type(module).__name__} with torch.export failed: "
-                              f"{_short_error(e)}") from e
-    graph = model.graph
-    num_user = len(graph.output) - (len(buffers) if wrapper.return_buffers else 0)
-    state_outputs = _state_outputs(graph, num_user, buffers)
-    del graph.output[num_user:]
-    if len(input_names) != len(tensors):
-        raise ExportError(f"the exported graph has {len(input_names)} inputs for "
-                          f"{len(tensors)} tensors passed to the module")
-    guards = _shape_guards(program, tensors)
-    bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
-    seconds = {"trace": traced - start, "lowering": time.perf_counter() - traced}
-    logger.info("exported %s with torch.export and the fx lowering: %d nodes, %d bound "
-                "parameters/buffers, %d buffer updates, %d bridged calls, %d nodes in "
-                "checkpoint regions; trace %.2f s, ONNX lowering %.2f s",
-                type(module).__name__, len(graph.node), len(bindings), len(state_outputs),
-                len(session.calls), regions, seconds["trace"], seconds["lowering"])
-    return Captured(model.SerializeToString(), input_names, [o.name for o in graph.output],
-                    wrapper.output_spec, bindings, state_outputs=state_outputs,
-                    shape_guards=guards, exporter="fx", seconds=seconds, callables=lease)
+    with trace(module, in_spec, tensors, verbose) as traced:
+        model, regions = lower(traced.program, traced.wrapper, traced.session.calls)
+    return finish(module, tensors, traced, model, regions, "fx")
