@@ -155,11 +155,20 @@ def test_benchmark_workload_matches_eager_and_dynamo(name: str) -> None:
         for n in noise:
             assert grads[n].abs().max() < 1e-6, f"{n}: gradient beyond rounding noise"
             grads[n] = None
-    # The fx and dynamo graphs compute the same ops: they agree more closely than either
-    # does with eager's kernels over these deeper models.
+    # The fx and dynamo graphs compute the same ops: they agree as closely as the engine
+    # agrees with eager on the small models.
     assert_same(got, dynamo, f"{name} fx vs dynamo")
-    assert_same(got, want, f"{name} fx vs eager", rtol=1e-3 if name == "resnet" else RTOL,
-                atol=1e-4 if name == "resnet" else ATOL)
+    if name != "resnet":
+        assert_same(got, want, f"{name} fx vs eager")
+        return
+    # ResNet-18 on 16 images of 64x64: the engine's convolutions sum in another order than
+    # eager's over long reductions (the dynamo path deviates identically, checked above),
+    # so each gradient is compared by its relative norm.
+    torch.testing.assert_close(got[0], want[0], rtol=RTOL, atol=ATOL)
+    for n, g in got[1].items():
+        if g is not None:
+            error = (g - want[1][n]).norm() / want[1][n].norm()
+            assert error < 5e-3, f"resnet fx vs eager gradient of {n}: relative error {error}"
 
 
 class OpMix(nn.Module):
