@@ -4,8 +4,9 @@ workloads of benchmarks/_models.py.
 
 The exporters alternate within one process, round after round, so both see the same load
 and the same warm caches (the very first export of a process also pays for imports, so a
-warm-up call runs first and is not counted). Prints the median of each stage per exporter
-and the ratio of the totals.
+warm-up call runs first and is not counted). Prints the median of each stage per exporter,
+the median time of the steps after the first ("next": both lowerings should run equally
+fast) and the ratio of the first-call totals.
 
   python benchmarks/bench_first_call.py --models bert gpt2 mlp --exporters fx dynamo --rounds 3
 """
@@ -25,10 +26,10 @@ from _models import WORKLOADS, loss_of
 
 from ortmodule import DebugOptions, ORTModule
 
-STAGES = ("trace", "lowering", "build", "step", "total")
+STAGES = ("trace", "lowering", "build", "step", "total", "next")
 
 
-def first_call(name: str, exporter: str) -> dict[str, float]:
+def first_call(name: str, exporter: str, steady: int = 0) -> dict[str, float]:
     workload = WORKLOADS[name]
     model = workload.build()
     batch = workload.batch()
@@ -40,6 +41,13 @@ def first_call(name: str, exporter: str) -> dict[str, float]:
     seconds = {k: entry.seconds.get(k, 0.0) for k in ("trace", "lowering", "build")}
     seconds["step"] = total - sum(seconds.values())
     seconds["total"] = total
+    # Later steps on the same graph: the lowerings must not differ in step time.
+    later = []
+    for _ in range(steady):
+        start = time.perf_counter()
+        loss_of(ort(**batch)).backward()
+        later.append(time.perf_counter() - start)
+    seconds["next"] = statistics.median(later) if later else float("nan")
     return seconds
 
 
@@ -49,6 +57,8 @@ def main() -> None:
                         choices=sorted(WORKLOADS))
     parser.add_argument("--exporters", nargs="+", default=["fx", "dynamo"])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steady", type=int, default=3,
+                        help="later steps timed per first call (median shown as 'next')")
     args = parser.parse_args()
     torch.manual_seed(0)
     for exporter in args.exporters:  # warm-up: imports and first-use costs of each path
@@ -61,7 +71,8 @@ def main() -> None:
         for name in args.models:
             order = args.exporters if r % 2 == 0 else list(reversed(args.exporters))
             for exporter in order:
-                results.setdefault((name, exporter), []).append(first_call(name, exporter))
+                results.setdefault((name, exporter), []).append(
+                    first_call(name, exporter, args.steady))
     print(f"{'model':8} {'exporter':9} " + " ".join(f"{s:>9}" for s in STAGES))
     for name in args.models:
         totals = {}
