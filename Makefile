@@ -2,6 +2,7 @@
 # make test    : set up everything and run the C++ and Python test suites
 # make cpp-example : trains an MLP from on-device training artifacts in plain C++
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
+# make wheel   : builds the CPU wheel into dist/ (make wheel-test: installs it into a clean venv)
 # make bench   : eager vs torch.compile vs ORTModule training steps (benchmarks/run.py)
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
@@ -11,10 +12,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
-                   clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev
+                   clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev \
+                   dpkg-dev
 
 .PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
-        fuzz-build test-cpp-asan
+        fuzz-build test-cpp-asan wheel wheel-test cuda-check
 
 example: build
 	$(PY) examples/train_digits_cnn.py
@@ -26,7 +28,9 @@ example-gpt2: build
 finetune-example: build
 	$(PY) examples/finetune_tiny_bert.py
 
-test: build test-cpp test-python lint fuzz test-cpp-asan
+# The CUDA build is checked too where nvcc exists (make cuda-check).
+NVCC := $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+test: build test-cpp test-python lint fuzz test-cpp-asan $(if $(NVCC),cuda-check)
 
 system-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -75,6 +79,14 @@ test-cpp: build
 test-python: build ref-venv cpp-lib
 	$(PY) -m pytest tests/python -q -ra
 
+# The CPU wheel (docs/install.md) in dist/, and its test alone (test-python runs it too):
+# built, installed into a clean venv with only pip and torch, trains an MLP like eager.
+wheel: build
+	$(PY) -m build --wheel --no-isolation --outdir dist .
+
+wheel-test: build
+	$(PY) -m pytest tests/python/test_wheel.py -q -ra
+
 bench: build
 	$(PY) benchmarks/run.py
 
@@ -83,7 +95,7 @@ docs: build
 
 lint: build
 	$(PY) -m ruff check ortmodule tests benchmarks examples tools
-	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
+	clang-format --dry-run -Werror $$(git ls-files 'csrc/*.cpp' 'csrc/*.h' 'csrc/*.cu' 'tests/cpp/*.cpp' 'tests/cpp_api/*.cpp' \
 	  'examples/cpp/*.cpp' 'tests/fuzz/*.cpp')
 
 # ---- fuzzing: bytes -> load -> plan -> run, clang + libFuzzer + ASan/UBSan, no torch ----
@@ -128,3 +140,35 @@ test-cpp-asan: fuzz-build
 	# every use after free) and loops run serially: the tests counting cache misses and
 	# torch's threads do not apply.
 	$(FUZZ_DIR)/cpp_tests_asan --gtest_filter=-Planner.InPlaceReuseOfDeadBuffer:Threads.ParallelForUsesTorchThreadPool
+
+# ---- the CUDA build: nvcc plus the CUDA build of torch, checked on a machine without a GPU ----
+# Its own venv (torch $(CUDA_TORCH), about 6 GB, kept between runs by its stamp) and its own copy
+# of the tree (build/cuda-tree, kept too, so that CMake and ccache rebuild only what changed):
+# the CUDA _C never replaces the CPU build's. The check builds it, imports it (CUDA kernels
+# compiled in, no device), and runs the CUDA tests plus a representative part of the CPU suite
+# on that build (CUDA_CHECK_TESTS); tests that need a GPU skip, saying so.
+CUDA_TORCH := 2.14.1
+CUDA_VENV := .venv-cuda
+CUDA_PY := $(abspath $(CUDA_VENV))/bin/python
+CUDA_STAMP := $(CUDA_VENV)/.requirements-stamp
+CUDA_TREE := build/cuda-tree
+CUDA_CHECK_TESTS ?= tests/python/test_cuda.py tests/python/test_ops.py tests/python/test_autograd_boundary.py \
+                    tests/python/test_models_api.py tests/python/test_docs.py
+$(CUDA_STAMP): requirements.txt
+	$(PYTHON) -m venv $(CUDA_VENV)
+	$(CUDA_VENV)/bin/python -m pip install -q --upgrade pip
+	sed 's/^torch==.*/torch==$(CUDA_TORCH)/' requirements.txt > $(CUDA_VENV)/requirements.txt
+	$(CUDA_VENV)/bin/python -m pip install -q -r $(CUDA_VENV)/requirements.txt
+	touch $(CUDA_STAMP)
+
+cuda-check: system-deps $(CUDA_STAMP)
+	@[ -n "$(NVCC)" ] || { echo "cuda-check needs nvcc (the CUDA toolkit) on the PATH"; exit 1; }
+	mkdir -p $(CUDA_TREE)
+	git ls-files -co --exclude-standard -z | xargs -0 tar -c --ignore-failed-read -f - | \
+	  tar -x -f - -C $(CUDA_TREE)
+	cd $(CUDA_TREE) && PATH="$(dir $(NVCC)):$$PATH" ORTMODULE_CUDA=1 \
+	  $(CUDA_PY) setup.py -q build_ext --inplace
+	cd $(CUDA_TREE) && $(CUDA_PY) -c "import torch, ortmodule._C as C; i = C.cuda_info(); \
+	  print('CUDA build:', torch.__version__, len(i['kernels']), 'CUDA kernels,', \
+	  i['device_count'], 'devices'); assert i['compiled'] and i['kernels'], i"
+	cd $(CUDA_TREE) && PYTHONPATH=. ORTMODULE_EXPECT_CUDA_BUILD=1 $(CUDA_PY) -m pytest $(CUDA_CHECK_TESTS) -q -ra

@@ -8,8 +8,9 @@ nothing but ORTModule runs (no loss, no optimizer). Models:
 
 Each step is split into
 
-  forward   python    ORTModule._run up to and after _C.run (cache key, feeds, unflatten)
-            boundary  _C.run around the executor (pybind, torch <-> engine tensors, autograd node)
+  forward   python    the call outside the engine run (nn.Module.__call__, ORTModule._run, the
+                      StepCall check or the cache key, feeds, unflatten)
+            boundary  the engine run around the executor (torch <-> engine tensors, autograd node)
             executor  executor.forward minus its kernels (shape rules, allocation, bookkeeping)
             kernels   the op profiler's kernel time
   backward  autograd  out.backward minus the engine's backward nodes (autograd engine, AccumulateGrad)
@@ -49,7 +50,6 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import ortmodule
-import ortmodule.module as ortmodule_module
 from ortmodule import _C, ORTModule
 
 MODELS = {
@@ -57,22 +57,6 @@ MODELS = {
                                   nn.Linear(512, 10)), (64, 784)),
     "tiny": (lambda: nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)), (8, 16)),
 }
-
-
-class _TimedC:
-    """Stands in for ``_C`` inside ortmodule.module and times ``_C.run``."""
-
-    def __init__(self) -> None:
-        self.run_seconds = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_C, name)
-
-    def run(self, program: Any, inputs: list[torch.Tensor]) -> Any:
-        start = time.perf_counter()
-        outputs = _C.run(program, inputs)
-        self.run_seconds += time.perf_counter() - start
-        return outputs
 
 
 def _seconds(snapshot: dict[str, tuple[int, float]], key: str | None = None) -> float:
@@ -95,8 +79,6 @@ def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
     model = ORTModule(build())
     x = torch.randn(*shape)
     grad = torch.randn(shape[0], model(x).shape[1])
-    timed = _TimedC()
-    ortmodule_module._C = timed  # type: ignore[assignment]
     has_phases = hasattr(_C, "phase_snapshot")
     parts: dict[str, list[float]] = {}
 
@@ -105,7 +87,6 @@ def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
 
     def step(profiled: bool) -> None:
         _C.set_profiling(profiled)
-        timed.run_seconds = 0.0
         start = time.perf_counter()
         out = model(x)
         middle = time.perf_counter()
@@ -129,29 +110,27 @@ def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
         record("kernels", _seconds(forward_ops) + _seconds(backward_ops))
         record("forward kernels", _seconds(forward_ops))
         record("backward kernels", _seconds(backward_ops))
-        record("forward python", middle - start - timed.run_seconds)
         if not has_phases:
             return
+        forward_run = _seconds(forward_phases, "boundary.forward")
+        record("forward python", middle - start - forward_run)
         forward_executor = _seconds(forward_phases, "executor.forward")
         backward_executor = _seconds(backward_phases, "executor.backward")
         backward_nodes = _seconds(backward_phases, "boundary.backward")
-        record("forward boundary", timed.run_seconds - forward_executor)
+        record("forward boundary", forward_run - forward_executor)
         record("forward executor", forward_executor - _seconds(forward_ops))
         record("backward autograd", end - resume - backward_nodes)
         record("backward boundary", backward_nodes - backward_executor)
         record("backward executor", backward_executor - _seconds(backward_ops))
 
-    try:
-        for _ in range(warmup):
-            step(False)
-        _C.profile_snapshot(reset=True)
-        if has_phases:
-            _C.phase_snapshot(reset=True)
-        for _ in range(steps):
-            step(False)
-            step(True)
-    finally:
-        ortmodule_module._C = _C  # type: ignore[assignment]
+    for _ in range(warmup):
+        step(False)
+    _C.profile_snapshot(reset=True)
+    if has_phases:
+        _C.phase_snapshot(reset=True)
+    for _ in range(steps):
+        step(False)
+        step(True)
     result = {part: STATS[stat](values) for part, values in parts.items()}
     result["framework"] = result["step"] - result["kernels"]
     return result

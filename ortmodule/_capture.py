@@ -3,8 +3,9 @@
 Exports the wrapped module for one input schema and returns one canonical ONNX model
 (bytes) plus its schema: the mapping from ONNX initializer names to the module's
 parameters and buffers, the buffers the graph updates, and the input dimensions the
-graph was specialized to. Two paths produce it: torch.export (the default,
-``_capture_dynamo``) and the TorchScript exporter (``_capture_torchscript``).
+graph was specialized to. Three paths produce it: torch.export lowered by torch.onnx (the
+default, ``_capture_dynamo``), torch.export lowered by ortmodule's own ATen translation
+table (``_fx_lower``) and the TorchScript exporter (``_capture_torchscript``).
 """
 
 from __future__ import annotations
@@ -285,8 +286,19 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                                           fallback_unsupported_ops)
     if autocast is not None:
         raise NotImplementedError(
-            "torch.autocast needs the default exporter (dynamo); the TorchScript exporter "
+            "torch.autocast needs the default exporter (dynamo); the "
+            f"{'TorchScript' if exporter == 'torchscript' else exporter} exporter "
             "cannot capture it")
+    if exporter == "fx":
+        from ortmodule import _fx_lower
+
+        if fallback_unsupported_ops:
+            raise NotImplementedError(
+                "FallbackPolicy.UNSUPPORTED_OP needs the default exporter (dynamo); the fx "
+                "exporter has no bridge for ops it cannot translate: drop "
+                "DebugOptions(exporter=\"fx\")")
+        with torch.autocast("cpu", enabled=False):
+            return _fx_lower.export(module, in_spec, tensors, verbose)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 

@@ -17,7 +17,9 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import onnx
 import torch
@@ -100,9 +102,26 @@ def _source_line(node) -> str:
     return where
 
 
-def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, autocast: torch.dtype | None = None,
-           fallback_unsupported_ops: bool = False) -> Captured:
+@dataclass
+class Trace:
+    """torch.export's program of the flattened module, and what the capture needs with it."""
+
+    wrapper: _FlatWrapper
+    program: torch.export.ExportedProgram
+    args: tuple[torch.Tensor, ...]
+    session: Any  # the bridge session: the Functions bridged while tracing
+    lease: _bridge.CallableLease
+    start: float
+    traced: float
+
+
+@contextlib.contextmanager
+def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
+          verbose: bool, autocast: torch.dtype | None = None,
+          hint: Callable[[BaseException], str] = lambda e: "") -> Iterator[Trace]:
+    """Traces the flattened module with torch.export; the caller lowers the program inside
+    the block (the bridge session stays open). A failure of either is an ExportError, its
+    message followed by ``hint(error)``."""
     buffers = named_buffers(module)
     wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers), autocast=autocast)
     auto = torch.export.Dim.AUTO
@@ -126,7 +145,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
             traced = time.perf_counter()
             if wrapper.output_spec is None:
                 raise ExportError("the exporter did not run the module's forward")
-            model, regions = _lower(program, args, verbose, fallback_unsupported_ops)
+            yield Trace(wrapper, program, args, session, lease, start, traced)
         except ExportError:
             raise
         except Exception as e:  # the exporters raise many exception types
@@ -137,27 +156,46 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                 raise own from e
             raise ExportError(
                 f"exporting {type(module).__name__} with torch.export failed: "
-                f"{_short_error(e)}{_lowering_hint(e, fallback_unsupported_ops)}"
+                f"{_short_error(e)}{hint(e)}"
             ) from e
+
+
+def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
+           model: onnx.ModelProto, regions: int, exporter: str) -> Captured:
+    """The capture of a lowered program: the buffers' outputs become state outputs (or are
+    dropped when forward leaves the buffer unchanged), the initializers are bound to the
+    module's parameters and buffers, the shape guards are kept."""
+    buffers = named_buffers(module)
     graph = model.graph
-    num_user = len(graph.output) - (len(buffers) if wrapper.return_buffers else 0)
+    num_user = len(graph.output) - (len(buffers) if traced.wrapper.return_buffers else 0)
     state_outputs = _state_outputs(graph, num_user, buffers)
     del graph.output[num_user:]
     if len(graph.input) != len(tensors):
         raise ExportError(f"the exported graph has {len(graph.input)} inputs for "
                           f"{len(tensors)} tensors passed to the module")
-    guards = _shape_guards(program, tensors)
+    guards = _shape_guards(traced.program, tensors)
     bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
-    seconds = {"trace": traced - start, "lowering": time.perf_counter() - traced}
-    logger.info("exported %s with torch.export: %d nodes, %d bound parameters/buffers, "
-                "%d buffer updates, %d bridged calls, %d nodes in checkpoint regions; "
-                "trace %.2f s, ONNX lowering %.2f s",
-                type(module).__name__, len(graph.node), len(bindings), len(state_outputs),
-                len(session.calls), regions, seconds["trace"], seconds["lowering"])
+    seconds = {"trace": traced.traced - traced.start,
+               "lowering": time.perf_counter() - traced.traced}
+    logger.info("exported %s with torch.export (lowering: %s): %d nodes, %d bound "
+                "parameters/buffers, %d buffer updates, %d bridged calls, %d nodes in "
+                "checkpoint regions; trace %.2f s, ONNX lowering %.2f s",
+                type(module).__name__, exporter, len(graph.node), len(bindings),
+                len(state_outputs), len(traced.session.calls), regions, seconds["trace"],
+                seconds["lowering"])
     return Captured(model.SerializeToString(), [i.name for i in graph.input],
-                    [o.name for o in graph.output], wrapper.output_spec, bindings,
-                    state_outputs=state_outputs, shape_guards=guards, exporter="dynamo",
-                    seconds=seconds, callables=lease)
+                    [o.name for o in graph.output], traced.wrapper.output_spec, bindings,
+                    state_outputs=state_outputs, shape_guards=guards, exporter=exporter,
+                    seconds=seconds, callables=traced.lease)
+
+
+def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
+           verbose: bool, autocast: torch.dtype | None = None,
+           fallback_unsupported_ops: bool = False) -> Captured:
+    with trace(module, in_spec, tensors, verbose, autocast,
+               lambda e: _lowering_hint(e, fallback_unsupported_ops)) as traced:
+        model, regions = _lower(traced.program, traced.args, verbose, fallback_unsupported_ops)
+    return finish(module, tensors, traced, model, regions, "dynamo")
 
 
 def _lower(program: torch.export.ExportedProgram, args: tuple[torch.Tensor, ...],

@@ -8,16 +8,21 @@ from typing import Any
 
 import torch
 
-from ortmodule import _guards, _schema
+from ortmodule import _C, _guards, _schema
 
 
 @dataclass
 class _LastCall:
-    """The graph the previous call used and a cheap description of that call (see
-    ORTModule._probe): a call with an equal probe has the same cache key."""
+    """The graph the previous call used and what its cache key depended on (_C.StepCall):
+    a call of positional tensors that matches takes this graph without building the key."""
 
     entry: _Entry
-    probe: list
+    call: Any  # _C.StepCall
+
+    def finish(self, outputs: Any) -> Any:
+        """The call's result from what `call` returned (one tensor, or the flat list)."""
+        spec = self.entry.output_spec
+        return outputs if spec[0] == "T" else _schema.unflatten(spec, outputs)
 
 
 @dataclass
@@ -46,6 +51,8 @@ class _Entry:
     # attribute that something else shadows is read with getattr (table None).
     sources: list[tuple] = field(default_factory=list)
     guarded: bool = True
+    # Feeds the program from `sources` and advances `bn_counters` (_C.EntryRunner).
+    runner: Any = None
 
     def __post_init__(self) -> None:
         # Whether accepts() has anything to check (read on every call).
@@ -60,12 +67,13 @@ class _Entry:
             if attr not in items or getattr(owner, attr) is not items[attr]:
                 table = None
             self.sources.append((-1, owner, table, attr))
+        if self.program is not None:
+            self.runner = _C.EntryRunner(self.program, self.sources, self.bn_counters)
 
-    def gather_inputs(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The program's inputs for a call whose flattened tensors are `tensors`."""
-        return [tensors[i] if owner is None
-                else getattr(owner, attr) if table is None else getattr(owner, table)[attr]
-                for i, owner, table, attr in self.sources]
+    def launch(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Runs the program for a call whose flattened tensors are `tensors`: its inputs
+        are those tensors and the owners' parameters and buffers (`sources`)."""
+        return self.runner.launch(tensors)
 
     def accepts(self, tensors: list[torch.Tensor]) -> bool:
         if self.attributes and not self.attributes.holds():

@@ -23,6 +23,14 @@ _hooks_installed = [False]
 
 
 def _bump(*_: Any) -> None:
+    # While TorchDynamo traces a frame (torch.compile), reading the counter would make the
+    # compiled frame guard on its value: a module that registers a buffer inside a
+    # compiled forward (Hugging Face rotary embeddings do) would change it on every call,
+    # recompile until the frame's limit and then run eagerly. Registrations replayed by a
+    # compiled frame are therefore not counted; ORTModule's own capture (torch.export
+    # with strict=False, or TorchScript) runs forward as plain Python and counts them.
+    if torch.compiler.is_dynamo_compiling():
+        return
     _version[0] += 1
 
 

@@ -36,6 +36,13 @@ def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> An
     """A bound ``forward`` for this instance that reports the wrapped module's signature."""
 
     def forward(self: ORTModule, *args: Any, **kwargs: Any) -> Any:
+        # A call like the previous one, with no registration since: no further frame.
+        d = self.__dict__
+        last = d["_last_call"]
+        if last is not None and not kwargs and _guards._version[0] == d["_seen_version"]:
+            out = last.call(args)
+            if out is not None:
+                return last.finish(out)
         return self._run(args, kwargs)
 
     if signature is not None:
@@ -265,38 +272,15 @@ class ORTModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
         return self._run(args, kwargs)
 
-    def _probe(self, args: tuple) -> list | None:
-        """What the cache key of a call with positional tensors only depends on, cheaply:
-        grad mode, autocast, per tensor its dtype, rank, requires_grad and device, the
-        modes of all modules, and per parameter its dtype and requires_grad (finer than the
-        key: a different probe may still have the same key, never the reverse). None when
-        an argument is not a tensor. Kept to few Python operations: after the kernels of a
-        large step have evicted the interpreter from the CPU caches, each one is slow."""
-        tensor = torch.Tensor
-        for a in args:
-            if not isinstance(a, tensor):
-                return None
-        autocast = (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")) and \
-            _autocast_state()
-        return [
-            torch.is_grad_enabled(), autocast,
-            [(t.dtype, t.dim(), t.requires_grad, t.device) for t in args],
-            [m.training for m in self._all_modules],
-            [(p.dtype, p.requires_grad) for p in [m._parameters[n] for m, n in self._param_slots]],
-            [t.shape for t in args] if self._static_shapes else None,
-        ]
-
     def _run(self, args: tuple, kwargs: dict) -> Any:
         d = self.__dict__
         if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
         last = d["_last_call"]
-        probe = None if kwargs else self._probe(args)
-        if last is not None and probe is not None and probe == last.probe:
-            entry = last.entry
-            tensors = list(args)
-            if not entry.guarded or entry.accepts(tensors):
-                return self._launch(entry, tensors, args, kwargs)
+        if last is not None and not kwargs:
+            out = last.call(args)
+            if out is not None:
+                return last.finish(out)
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
@@ -311,7 +295,8 @@ class ORTModule(torch.nn.Module):
             _schema.signature(tensors),
             tuple(m.training for m in self._all_modules),
             grad,
-            tuple((p.dtype, grad and p.requires_grad)
+            # The parameters' device too (a graph runs the kernels of one device).
+            tuple((p.dtype, p.device, grad and p.requires_grad)
                   for p in (m._parameters[n] for m, n in self._param_slots)),
             autocast,
             tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
@@ -335,17 +320,26 @@ class ORTModule(torch.nn.Module):
                                   autocast[1] if autocast and autocast[0] == "cpu" else None)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
-        # The next call with the same probe takes this entry without computing the key.
-        d["_last_call"] = _LastCall(entry, probe) if probe is not None else None
+        # The next call of the same kind takes this entry without computing the key.
+        d["_last_call"] = self._last_call_for(entry, args, kwargs)
         return self._launch(entry, tensors, args, kwargs)
+
+    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> _LastCall | None:
+        """What a later call must match to take `entry` without building the cache key
+        (calls of positional tensors only)."""
+        if kwargs or entry.program is None or not all(isinstance(a, torch.Tensor) for a in args):
+            return None
+        spec = entry.output_spec
+        call = _C.StepCall(entry.runner, args, self._all_modules, self._param_slots,
+                           self._static_shapes, entry.attributes if entry.attributes else None,
+                           entry.accepts if entry.guard is not None else None, spec[0] == "T")
+        return _LastCall(entry, call)
 
     def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,
                 kwargs: dict) -> Any:
         if entry.program is None:
             return self.module(*args, **kwargs)
-        outputs = _C.run(entry.program, entry.gather_inputs(tensors))
-        for bn in entry.bn_counters:
-            bn.num_batches_tracked.add_(1)
+        outputs = entry.launch(tensors)
         spec = entry.output_spec
         return outputs[spec[1]] if spec[0] == "T" else _schema.unflatten(spec, outputs)
 

@@ -20,7 +20,7 @@ DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "supported_op
 # The op table marks an open-ended opset range with a large sentinel; no ONNX domain is near this.
 OPEN_ENDED_VERSION = 1000
 REQUIRED_KEYS = ("domain", "op_type", "since_version", "until_version", "has_gradient")
-REQUIRED_KEYS += ("internal", "inplace", "grad_rtol", "grad_atol")
+REQUIRED_KEYS += ("internal", "inplace", "grad_rtol", "grad_atol", "cuda")
 
 HEADER = """\
 # Supported operators
@@ -43,6 +43,10 @@ Columns:
 - **gradient**: whether the op has a gradient rule. An op without one is supported only where no
   gradient has to flow through it: on inputs that do not require gradients, or when running
   under `torch.no_grad()`.
+- **CUDA**: whether the op has a CUDA kernel in a CUDA build of the extension (`make
+  cuda-check`); "host" for ops that read only shapes and run on the host whatever the device
+  of their inputs. A model on a CUDA device whose graph has an op without one is refused
+  with an error naming that op.
 - **in-place**: whether the memory planner may let the op write over an input's buffer
   ("in-place on input 0") or return a view of it ("view of input 0").
 - **gradient check**: relative and absolute tolerance of the finite-difference gradient test,
@@ -68,8 +72,8 @@ def cell(text: str) -> str:
 
 def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     lines = [
-        "| domain | op | opset | gradient | in-place | gradient check |",
-        "|---|---|---|---|---|---|",
+        "| domain | op | opset | gradient | CUDA | in-place | gradient check |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (r["domain"], r["op_type"], r["since_version"])):
         tolerance = (
@@ -78,7 +82,8 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[str]:
         lines.append(
             f"| {cell(domain_name(row['domain']))} | {cell(row['op_type'])} "
             f"| {opset_range(row['since_version'], row['until_version'])} "
-            f"| {'yes' if row['has_gradient'] else 'no'} | {cell(row['inplace'])} "
+            f"| {'yes' if row['has_gradient'] else 'no'} | {row['cuda'] or 'no'} "
+            f"| {cell(row['inplace'])} "
             f"| {cell(tolerance)} |"
         )
     return lines

@@ -179,7 +179,7 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
-Tensor Tensor::empty(DType dtype, const Shape& shape) {
+Tensor Tensor::empty(DType dtype, const Shape& shape, Device device) {
   const int64_t numel = shape_numel_checked(shape);
   if (numel < 0) {
     throw std::runtime_error("cannot allocate a tensor of shape " + shape_str(shape) +
@@ -187,13 +187,30 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
                              "in int64 (it would overflow)");
   }
   size_t bytes = tensor_bytes_checked(numel, dtype);
+  if (device.is_cuda()) {
+    const CudaBackend& cuda = require_cuda_backend("a tensor on " + device.str());
+    return Tensor(cuda.allocate(bytes, device.index), dtype, shape);
+  }
   return Tensor(allocate_storage(bytes), dtype, shape);
 }
 
-Tensor Tensor::zeros(DType dtype, const Shape& shape) {
-  Tensor t = empty(dtype, shape);
-  if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+Tensor Tensor::zeros(DType dtype, const Shape& shape, Device device) {
+  Tensor t = empty(dtype, shape, device);
+  if (!t.nbytes()) return t;
+  if (device.is_cuda())
+    cuda_backend()->zero(t.raw(), t.nbytes(), device.index);
+  else
+    std::memset(t.raw(), 0, t.nbytes());
   return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (!defined() || this->device() == device) return *this;
+  const CudaBackend& cuda =
+      require_cuda_backend("copying a tensor from " + this->device().str() + " to " + device.str());
+  Tensor copy = empty(dtype_, shape_, device);
+  if (nbytes()) cuda.copy(copy.raw(), device, raw(), this->device(), nbytes());
+  return copy;
 }
 
 Tensor Tensor::opaque(std::shared_ptr<void> handle) {
@@ -216,6 +233,15 @@ Tensor Tensor::view(const Shape& shape) const {
   return Tensor(storage_, dtype_, shape);
 }
 
+void copy_tensor_data(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  require_cuda_backend("copying from " + src.device().str() + " to " + dst.device().str())
+      .copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
+}
+
 namespace {
 // Float to int64 without undefined behaviour: NaN is 0, out-of-range values saturate.
 int64_t saturate_to_int64(double v) {
@@ -226,7 +252,18 @@ int64_t saturate_to_int64(double v) {
 }
 }  // namespace
 
+namespace {
+void expect_host(const Tensor& t, int64_t i) {
+  if (t.device().is_cuda()) {
+    throw std::logic_error("internal error: reading element " + std::to_string(i) +
+                           " of a tensor on " + t.device().str() +
+                           " on the host; the op must list that input as read on the host");
+  }
+}
+}  // namespace
+
 int64_t Tensor::int_at(int64_t i) const {
+  expect_host(*this, i);
   switch (dtype_) {
     case DType::Int64:
       return data<int64_t>()[i];
@@ -258,6 +295,7 @@ int64_t Tensor::int_at(int64_t i) const {
 }
 
 double Tensor::float_at(int64_t i) const {
+  expect_host(*this, i);
   switch (dtype_) {
     case DType::Float32:
       return data<float>()[i];

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/device.h"
 #include "ir/dtype.h"
 
 namespace ortmodule {
@@ -36,6 +37,7 @@ struct Storage {
   // Opaque state carried by a value instead of data (a bridge node's record of its
   // forward run for backward); dropped with the storage.
   std::shared_ptr<void> handle;
+  Device device;  // where `data` lives (kernels of that device read and write it)
   Storage() = default;
   Storage(void* d, size_t b, std::function<void(void*)> del)
       : data(d), bytes(b), deleter(std::move(del)) {}
@@ -52,14 +54,18 @@ class Tensor {
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape)
       : storage_(std::move(storage)), dtype_(dtype), shape_(std::move(shape)) {}
 
-  // Allocates from the engine's caching allocator (contents undefined).
-  static Tensor empty(DType dtype, const Shape& shape);
-  static Tensor zeros(DType dtype, const Shape& shape);
+  // Allocates from the engine's caching allocator, or on a CUDA device from torch's
+  // (contents undefined).
+  static Tensor empty(DType dtype, const Shape& shape, Device device = Device());
+  static Tensor zeros(DType dtype, const Shape& shape, Device device = Device());
   // An empty tensor that carries `handle` (see Storage::handle).
   static Tensor opaque(std::shared_ptr<void> handle);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device : Device(); }
+  // A copy on `device` (this tensor itself when it is there already).
+  Tensor to(Device device) const;
   const Shape& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_[i]; }
   size_t rank() const { return shape_.size(); }
@@ -84,5 +90,8 @@ class Tensor {
   DType dtype_ = DType::Undefined;
   Shape shape_;
 };
+
+// Copies src's bytes into dst (same byte size), across devices where they differ.
+void copy_tensor_data(const Tensor& dst, const Tensor& src);
 
 }  // namespace ortmodule

@@ -22,6 +22,8 @@ void unary_float(OpContext& ctx, F f) {
                                 [&](scalar_t v) { return static_cast<scalar_t>(f(v)); }));
 }
 
+}  // namespace
+
 bool gelu_is_tanh(const OpContext& ctx) {
   // com.microsoft names the mode in the op: GeluGrad (erf) and FastGeluGrad (tanh).
   if (ctx.node.domain == "com.microsoft") return ctx.node.op_type == "FastGeluGrad";
@@ -30,8 +32,6 @@ bool gelu_is_tanh(const OpContext& ctx) {
     ctx.fail("approximate=\"" + a + "\" is not a Gelu mode; expected \"none\" or \"tanh\"");
   return a == "tanh";
 }
-
-}  // namespace
 
 void cpu_sin(OpContext& ctx) {
   unary_float(ctx, [](auto v) { return std::sin(v); });

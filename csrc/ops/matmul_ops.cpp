@@ -121,6 +121,60 @@ void cpu_fused_matmul(OpContext& ctx) {
                                static_cast<scalar_t>(alpha), y, ctx.out(0).data<scalar_t>()));
 }
 
+// ---- FusedMatMulBias (ai.ortmodule): act(FusedMatMul(a, b) + bias), pre-activation too ----
+// Made by passes/matmul_bias_fusion.h from a product, the Add of its bias and the activation
+// after it, once gradients are built: the GEMM accumulates onto the bias and the activation
+// runs on each block of rows while it is in cache. Output 1 (optional) is the value before
+// the activation, for the gradient rules that read it.
+
+namespace {
+MatMulActivation matmul_activation(const OpContext& ctx) {
+  const std::string a = ctx.node.attr_string("activation", "");
+  if (a.empty()) return MatMulActivation::kNone;
+  if (a == "Relu") return MatMulActivation::kRelu;
+  if (a == "Gelu") return MatMulActivation::kGelu;
+  if (a == "GeluTanh") return MatMulActivation::kGeluTanh;
+  ctx.fail("activation=\"" + a + "\" is not one of \"\", \"Relu\", \"Gelu\", \"GeluTanh\"");
+}
+}  // namespace
+
+std::vector<OutputInfo> shape_fused_matmul_bias(const OpContext& ctx) {
+  matmul_activation(ctx);
+  std::vector<OutputInfo> out = shape_fused_matmul(ctx);
+  const Shape& y = out[0].shape;
+  expect_same_dtype(ctx, 2);
+  const Shape& bias = ctx.in(2).shape();
+  if (y.empty() || bias != Shape{y.back()})
+    ctx.fail("bias (input 2) of shape " + shape_str(bias) +
+             " is not [N] for the product of shape " + shape_str(y));
+  out.push_back(out[0]);
+  return out;
+}
+
+void cpu_fused_matmul_bias(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  const double alpha = ctx.node.attr_float("alpha", 1.0);
+  const MatMulActivation act = matmul_activation(ctx);
+  const int64_t N = y.shape().back(), rows = N ? y.numel() / N : 0;
+  ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
+    scalar_t* pre = ctx.has_output(1) ? ctx.out(1).data<scalar_t>() : nullptr;
+    const scalar_t* bias = ctx.in(2).data<scalar_t>();
+    if (!ta && a.rank() >= 2 && b.rank() == 2) {
+      // Every row of a times one weight matrix: one GEMM over the rows, in blocks.
+      matmul_bias_activation<scalar_t>(rows, N, a.shape().back(), a.data<scalar_t>(),
+                                       b.data<scalar_t>(), tb, static_cast<scalar_t>(alpha), bias,
+                                       act, pre, y.data<scalar_t>());
+    } else {
+      cpu_fused_matmul(ctx);
+      scalar_t* yp = y.data<scalar_t>();
+      bias_activation<scalar_t>(rows, N, yp, bias, act, pre, yp);
+    }
+  });
+}
+
 // ---- FusedMatMulSumToShape (ai.ortmodule): FusedMatMul summed down to a shape ----
 // The gradient of a MatMul operand that was broadcast over batch dims (a Linear's weight over
 // [batch, sequence, features] inputs): one kernel call, no [...batch, M, N] temporary.

@@ -80,6 +80,11 @@ void grad_softmax_common(GradContext& g, const char* op, int64_t default_axis) {
 }
 }  // namespace
 
+void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
+                    int64_t* inner) {
+  softmax_dims(ctx, s, coerces_2d(ctx), outer, dim, inner);
+}
+
 void cpu_softmax(OpContext& ctx) { run_softmax(ctx, false); }
 void cpu_log_softmax(OpContext& ctx) { run_softmax(ctx, true); }
 void cpu_softmax_grad(OpContext& ctx) { run_softmax_grad(ctx, false); }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ops/cuda_ops.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
@@ -26,6 +27,17 @@ struct Row {
   // The last opset version of the op's domain the row covers (a newer row takes over).
   Row& until(int version) {
     def.until_version = version;
+    return *this;
+  }
+  // The CUDA twin of the CPU kernel, and the inputs it reads on the host.
+  Row& cuda(KernelFn kernel, std::initializer_list<int> host_inputs = {}) {
+    def.cuda = kernel;
+    def.cuda_twin = true;
+    for (int i : host_inputs) def.cuda_host_inputs |= 1u << i;
+    return *this;
+  }
+  Row& reads_shapes_only() {
+    def.reads_shapes_only = true;
     return *this;
   }
   Row& inplace(int input) {
@@ -68,36 +80,52 @@ struct Row {
 std::vector<OpDef> build_table() {
   return {
       // ---- element-wise ----
-      Row("", "Add", 7, shape_binary_broadcast, cpu_add, grad_add).inplace(0),
-      Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).inplace(0),
-      Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).inplace(0),
-      Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).inplace(0),
+      Row("", "Add", 7, shape_binary_broadcast, cpu_add, grad_add).cuda(cuda_add).inplace(0),
+      Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).cuda(cuda_sub).inplace(0),
+      Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).cuda(cuda_mul).inplace(0),
+      Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).cuda(cuda_div).inplace(0),
       Row("", "Pow", 7, shape_pow, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
       // Before opset 7: broadcasting only with broadcast=1, B to A's shape (axis attribute).
-      Row("", "Add", 1, shape_legacy_broadcast, cpu_add, grad_add).until(6).inplace(0),
-      Row("", "Sub", 1, shape_legacy_broadcast, cpu_sub, grad_sub).until(6).inplace(0),
-      Row("", "Mul", 1, shape_legacy_broadcast, cpu_mul, grad_mul).until(6).inplace(0),
-      Row("", "Div", 1, shape_legacy_broadcast, cpu_div, grad_div).until(6).inplace(0),
+      Row("", "Add", 1, shape_legacy_broadcast, cpu_add, grad_add)
+          .cuda(cuda_add)
+          .until(6)
+          .inplace(0),
+      Row("", "Sub", 1, shape_legacy_broadcast, cpu_sub, grad_sub)
+          .cuda(cuda_sub)
+          .until(6)
+          .inplace(0),
+      Row("", "Mul", 1, shape_legacy_broadcast, cpu_mul, grad_mul)
+          .cuda(cuda_mul)
+          .until(6)
+          .inplace(0),
+      Row("", "Div", 1, shape_legacy_broadcast, cpu_div, grad_div)
+          .cuda(cuda_div)
+          .until(6)
+          .inplace(0),
       Row("", "Pow", 1, shape_legacy_broadcast, cpu_pow, grad_pow).until(6).tolerance(1e-5, 1e-5),
-      Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).inplace(0),
-      Row("", "Neg", 1, shape_same_as_input0, cpu_neg, grad_neg).inplace(0),
-      Row("", "Relu", 1, shape_same_as_input0, cpu_relu, grad_relu).inplace(0),
-      Row("", "Sigmoid", 1, shape_same_as_input0, cpu_sigmoid, grad_sigmoid).inplace(0),
-      Row("", "Tanh", 1, shape_same_as_input0, cpu_tanh, grad_tanh).inplace(0),
-      Row("", "Exp", 1, shape_same_as_input0, cpu_exp, grad_exp).inplace(0),
-      Row("", "Log", 1, shape_same_as_input0, cpu_log, grad_log).inplace(0),
-      Row("", "Sqrt", 1, shape_same_as_input0, cpu_sqrt, grad_sqrt).inplace(0),
-      Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).inplace(0),
-      Row("", "Abs", 1, shape_same_as_input0, cpu_abs, grad_abs).inplace(0),
+      Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).cuda(cuda_sum).inplace(0),
+      Row("", "Neg", 1, shape_same_as_input0, cpu_neg, grad_neg).cuda(cuda_neg).inplace(0),
+      Row("", "Relu", 1, shape_same_as_input0, cpu_relu, grad_relu).cuda(cuda_relu).inplace(0),
+      Row("", "Sigmoid", 1, shape_same_as_input0, cpu_sigmoid, grad_sigmoid)
+          .cuda(cuda_sigmoid)
+          .inplace(0),
+      Row("", "Tanh", 1, shape_same_as_input0, cpu_tanh, grad_tanh).cuda(cuda_tanh).inplace(0),
+      Row("", "Exp", 1, shape_same_as_input0, cpu_exp, grad_exp).cuda(cuda_exp).inplace(0),
+      Row("", "Log", 1, shape_same_as_input0, cpu_log, grad_log).cuda(cuda_log).inplace(0),
+      Row("", "Sqrt", 1, shape_same_as_input0, cpu_sqrt, grad_sqrt).cuda(cuda_sqrt).inplace(0),
+      Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).cuda(cuda_erf).inplace(0),
+      Row("", "Abs", 1, shape_same_as_input0, cpu_abs, grad_abs).cuda(cuda_abs).inplace(0),
       // Piecewise constant: no gradient flows through it.
       Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr).inplace(0).not_differentiable(),
       Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
       Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
       // Before opset 11 the bounds are the min/max attributes.
       Row("", "Clip", 1, shape_same_as_input0, cpu_clip, grad_clip).until(10).inplace(0),
-      Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity),
+      Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity).cuda(cpu_view),
       // Tensor.detach() and the outputs of torch.no_grad() regions: identity, no gradient.
-      Row(kOwn, "StopGradient", 1, shape_view_of_input0, cpu_view, nullptr).not_differentiable(),
+      Row(kOwn, "StopGradient", 1, shape_view_of_input0, cpu_view, nullptr)
+          .cuda(cpu_view)
+          .not_differentiable(),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
       Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand),
@@ -105,7 +133,7 @@ std::vector<OpDef> build_table() {
       Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).inplace(0),
       Row("", "Reciprocal", 1, shape_same_as_input0, cpu_reciprocal, grad_reciprocal).inplace(0),
       Row("", "Softplus", 1, shape_same_as_input0, cpu_softplus, grad_softplus).inplace(0),
-      Row("", "Gelu", 20, shape_same_as_input0, cpu_gelu, grad_gelu).inplace(0),
+      Row("", "Gelu", 20, shape_same_as_input0, cpu_gelu, grad_gelu).cuda(cuda_gelu).inplace(0),
       // Piecewise constant: the gradient is zero wherever it exists (as in PyTorch).
       Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr).not_differentiable(),
       Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr).not_differentiable(),
@@ -127,16 +155,18 @@ std::vector<OpDef> build_table() {
       Row("", "IsNaN", 9, shape_float_predicate, cpu_isnan, nullptr).not_differentiable(),
       Row("", "IsInf", 10, shape_float_predicate, cpu_isinf, nullptr).not_differentiable(),
       // ---- matrix products ----
-      Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm),
-      Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm).cuda(cuda_gemm),
+      Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul)
+          .cuda(cuda_fused_matmul),
       // MatMul with transA/transB/alpha: gradients of MatMul, and products that transpose
       // folding (passes/transpose_folding.h) rewrites before gradient building.
-      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul),
+      Row(kMs, "FusedMatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul)
+          .cuda(cuda_fused_matmul),
       // ---- data movement ----
-      Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like),
-      Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like),
-      Row("", "Squeeze", 1, shape_squeeze, cpu_view, grad_reshape_like),
-      Row("", "Unsqueeze", 1, shape_unsqueeze, cpu_view, grad_reshape_like),
+      Row("", "Reshape", 5, shape_reshape, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
+      Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like).cuda(cpu_view),
+      Row("", "Squeeze", 1, shape_squeeze, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
+      Row("", "Unsqueeze", 1, shape_unsqueeze, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
       Row("", "Transpose", 1, shape_transpose, cpu_transpose, grad_transpose),
       Row("", "Concat", 4, shape_concat, cpu_concat, grad_concat),
       Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather),
@@ -159,8 +189,8 @@ std::vector<OpDef> build_table() {
       Row("", "GatherND", 11, shape_gather_nd, cpu_gather_nd, grad_gather_nd),
       Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd),
       Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
-      Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable(),
-      Row("", "Size", 1, shape_size, cpu_size, nullptr).not_differentiable(),
+      Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable().reads_shapes_only(),
+      Row("", "Size", 1, shape_size, cpu_size, nullptr).not_differentiable().reads_shapes_only(),
       Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
           .not_differentiable(),
       // ---- bridge nodes: run on PyTorch, gradients from its autograd ----
@@ -176,11 +206,18 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
           .internal(),
       // ---- neural-network layers ----
-      Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax),
-      Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax),
+      Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
+      Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)
+          .cuda(cuda_log_softmax),
+      // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h).
+      Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
+          grad_scaled_masked_softmax),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
-      Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d).until(12),
+      Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
+          .cuda(cuda_softmax)
+          .until(12),
       Row("", "LogSoftmax", 1, shape_same_as_input0, cpu_log_softmax, grad_log_softmax_2d)
+          .cuda(cuda_log_softmax)
           .until(12),
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
       Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
@@ -220,20 +257,43 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),
       // ---- ops emitted by gradient rules ----
-      Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr).internal().inplace(0),
-      Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr)
+      Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr)
+          .cuda(cuda_relu_grad)
           .internal()
           .inplace(0),
-      Row(kMs, "TanhGrad", 1, shape_same_as_input0, cpu_tanh_grad, nullptr).internal().inplace(0),
+      Row(kMs, "SigmoidGrad", 1, shape_same_as_input0, cpu_sigmoid_grad, nullptr)
+          .cuda(cuda_sigmoid_grad)
+          .internal()
+          .inplace(0),
+      Row(kMs, "TanhGrad", 1, shape_same_as_input0, cpu_tanh_grad, nullptr)
+          .cuda(cuda_tanh_grad)
+          .internal()
+          .inplace(0),
       Row(kMs, "LeakyReluGrad", 1, shape_same_as_input0, cpu_leaky_relu_grad, nullptr)
           .internal()
           .inplace(0),
-      Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr).internal().inplace(0),
+      Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr)
+          .cuda(cuda_erf_grad)
+          .internal()
+          .inplace(0),
       Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
-      Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
-      Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr).internal(),
-      Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr).internal(),
+      Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
+          .cuda(cuda_softmax_grad)
+          .internal(),
+      Row(kMs, "SoftmaxGrad", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
+          .cuda(cuda_softmax_grad)
+          .internal(),
+      Row(kMs, "LogSoftmaxGrad", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
+          .cuda(cuda_log_softmax_grad)
+          .internal(),
+      Row(kOwn, "FusedElementwise", 1, shape_fused_elementwise, cpu_fused_elementwise, nullptr)
+          .internal(),
+      Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
+          cpu_scaled_masked_softmax_grad, nullptr)
+          .internal()
+          .inplace(0),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
+          .cuda(cuda_log_softmax_grad)
           .internal(),
       Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
       Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)
@@ -253,9 +313,16 @@ std::vector<OpDef> build_table() {
           cpu_softmax_cross_entropy_grad, nullptr)
           .internal(),
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr).internal(),
-      Row(kOwn, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr).internal().inplace(0),
-      Row(kMs, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr).internal().inplace(0),
+      Row(kOwn, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
+          .cuda(cuda_gelu_grad)
+          .internal()
+          .inplace(0),
+      Row(kMs, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
+          .cuda(cuda_gelu_grad)
+          .internal()
+          .inplace(0),
       Row(kMs, "FastGeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
+          .cuda(cuda_gelu_grad)
           .internal()
           .inplace(0),
       Row(kOwn, "ZerosLike", 1, shape_zeros_like, cpu_zeros_like, nullptr).internal(),
@@ -279,8 +346,12 @@ std::vector<OpDef> build_table() {
           cpu_broadcast_gradient_args, nullptr)
           .not_differentiable(),
       Row(kMs, "Scale", 1, shape_scale, cpu_scale, grad_scale),
-      Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr).internal(),
+      Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr)
+          .cuda(cuda_sum_to_shape, {1})
+          .internal(),
       Row(kOwn, "FusedMatMulSumToShape", 1, shape_fused_matmul_sum, cpu_fused_matmul_sum, nullptr)
+          .internal(),
+      Row(kOwn, "FusedMatMulBias", 1, shape_fused_matmul_bias, cpu_fused_matmul_bias, nullptr)
           .internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),

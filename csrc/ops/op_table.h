@@ -50,7 +50,15 @@ struct OpDef {
   int until_version = 1 << 30;
   ShapeFn shape = nullptr;
   KernelFn cpu = nullptr;
+  // The CUDA twin (csrc/kernels/cuda, declared in ops/cuda_ops.h). Null in a build without
+  // CUDA kernels even where the row names one (cuda_twin).
   KernelFn cuda = nullptr;
+  bool cuda_twin = false;  // the row names a CUDA kernel (whether or not this build has it)
+  // Inputs a CUDA step reads on the host (shape-like int64 tensors its shape rule reads):
+  // bit i set for input i. They are brought to the host; other inputs to the step's device.
+  uint32_t cuda_host_inputs = 0;
+  // Reads only its inputs' shapes (Shape, Size): runs on the host whatever their device.
+  bool reads_shapes_only = false;
   GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
   int inplace_input = -1;      // output 0 may take over this input's buffer at its last use

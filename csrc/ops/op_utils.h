@@ -118,6 +118,13 @@ int64_t check_shape(const OpContext& ctx, const Shape& shape, const std::string&
 int64_t checked_mul(const OpContext& ctx, int64_t a, int64_t b, const std::string& what);
 // Input k must have dtype equal to input 0's.
 void expect_same_dtype(const OpContext& ctx, size_t k);
+// Gelu and its gradients: true for the tanh approximation (attribute approximate="tanh", or
+// com.microsoft FastGeluGrad), false for the exact erf form.
+bool gelu_is_tanh(const OpContext& ctx);
+// Softmax, LogSoftmax and their gradients: the shape `s` viewed as [outer, dim, inner] along
+// the node's axis (coerced to 2-D at the axis for the rows before opset 13).
+void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
+                    int64_t* inner);
 // Single output with the given dtype and shape.
 std::vector<OutputInfo> one_output(DType dtype, Shape shape);
 // Product of dims [begin, end).

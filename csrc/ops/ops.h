@@ -25,6 +25,12 @@ void grad_cos(GradContext&);
 void grad_reciprocal(GradContext&);
 void grad_softplus(GradContext&);
 void grad_gelu(GradContext&);
+// attention_ops.cpp
+std::vector<OutputInfo> shape_scaled_masked_softmax(const OpContext&);
+void cpu_scaled_masked_softmax(OpContext&);
+std::vector<OutputInfo> shape_scaled_masked_softmax_grad(const OpContext&);
+void cpu_scaled_masked_softmax_grad(OpContext&);
+void grad_scaled_masked_softmax(GradContext&);
 // batchnorm_ops.cpp
 std::vector<OutputInfo> shape_batchnorm(const OpContext&);
 std::vector<OutputInfo> shape_batchnorm_legacy(const OpContext&);
@@ -106,6 +112,9 @@ void grad_exp(GradContext&);
 void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
 void grad_expand(GradContext&);
+// fused_elementwise_ops.cpp
+std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
+void cpu_fused_elementwise(OpContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);
 void cpu_gather_elements(OpContext&);
@@ -152,6 +161,8 @@ void cpu_gemm(OpContext&);
 void grad_gemm(GradContext&);
 std::vector<OutputInfo> shape_fused_matmul(const OpContext&);
 void cpu_fused_matmul(OpContext&);
+std::vector<OutputInfo> shape_fused_matmul_bias(const OpContext&);
+void cpu_fused_matmul_bias(OpContext&);
 std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext&);
 void cpu_fused_matmul_sum(OpContext&);
 void grad_matmul(GradContext&);

@@ -14,8 +14,9 @@ namespace py = pybind11;
 using namespace ortmodule;
 
 namespace ortmodule {
-void bind_training(py::module_& m);    // training_bindings.cpp
-void bind_checkpoint(py::module_& m);  // checkpoint_bindings.cpp
+void bind_training(py::module_& m);     // training_bindings.cpp
+void bind_checkpoint(py::module_& m);   // checkpoint_bindings.cpp
+void bind_step_runner(py::module_& m);  // step_runner.cpp
 }  // namespace ortmodule
 void bind_optim(py::module_& m);  // optim_bindings.cpp
 
@@ -42,9 +43,26 @@ py::list op_table_py() {
     r["inplace"] = inplace_label(d);
     r["grad_rtol"] = d.grad_rtol;
     r["grad_atol"] = d.grad_atol;
+    r["cuda"] = d.reads_shapes_only ? "host" : d.cuda_twin ? "yes" : "";
+    r["cuda_linked"] = d.cuda != nullptr;
     rows.append(r);
   }
   return rows;
+}
+
+// What this build knows of CUDA: whether its CUDA kernels are compiled in, how many
+// devices the process sees, and the ops that have a CUDA kernel here.
+py::dict cuda_info() {
+  py::dict d;
+  const CudaBackend* backend = cuda_backend();
+  d["compiled"] = backend != nullptr;
+  d["device_count"] = backend ? backend->device_count() : 0;
+  py::list kernels;
+  for (const OpDef& def : op_table())
+    if (backend && def.cuda)
+      kernels.append(py::make_tuple(domain_label(def.domain), def.op_type, def.since_version));
+  d["kernels"] = kernels;
+  return d;
 }
 
 py::dict describe_graph(const Graph& g) {
@@ -69,6 +87,9 @@ PYBIND11_MODULE(_C, m) {
         "Registers fn(*tensors) -> tuple of tensors for TorchCall nodes; returns its id.");
   m.def("release_callable", &release_callable, py::arg("id"));
   m.def("op_table", &op_table_py, "One dict per op-table row.");
+  m.def("cuda_info", &cuda_info,
+        "{'compiled': CUDA kernels built in, 'device_count': visible devices, 'kernels': "
+        "[(domain, op_type, since_version)] of the ops with a CUDA kernel in this build}.");
   // The newest opset of the default ONNX domain the loader accepts (from opset 1).
   m.attr("max_onnx_opset") = kMaxOnnxOpset;
   m.def(
@@ -107,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
       .def("training_graph_onnx",
            [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
       .def("plan_description", &Program::plan_description)
+      .def("folded_constants", &Program::folded_constants)
       .def(
           "shape_cache_stats",
           [](Program& p) {
@@ -177,5 +199,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);
+  bind_step_runner(m);
   bind_optim(m);
 }

@@ -97,7 +97,7 @@ py::object tensor_to_py(const Tensor& t, bool nominal) {
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   py::array out(numpy_dtype(t.dtype()), shape);
   if (t.nbytes()) std::memcpy(out.mutable_data(), t.raw(), t.nbytes());
-  return std::move(out);
+  return py::object(std::move(out));  // explicit: C++17 and C++20 both move
 }
 
 Tensor tensor_from_py(const py::handle& obj, bool nominal, const std::string& what) {

@@ -117,44 +117,51 @@ at::Tensor hand_out(const Tensor& grad, std::vector<const Storage*>& handed_out)
 }
 
 // Backward of one forward run, split into the plan's backward stages: one node per
-// stage, chained through an extra output edge. Each stage returns the gradients that are
-// final after it, so autograd runs their AccumulateGrad nodes (highest priority in its
-// ready queue) and the hooks on them (DistributedDataParallel's all-reduce) before the
-// next stage. Dependencies, hooks, retain_graph and torch.autograd.grad(inputs=...) then
-// follow autograd's own rules. The first stage's inputs are the differentiable outputs.
+// group of consecutive stages, chained through an extra output edge. A group ends after
+// a stage whose gradients have hooks (DistributedDataParallel's all-reduce, a tensor
+// hook, a post-accumulate hook): the node returns the gradients that are final after it,
+// so autograd runs their AccumulateGrad nodes (highest priority in its ready queue) and
+// the hooks on them before the next group. Other stages share a node up to a size
+// (see attach_backward), since every node costs autograd's per-node bookkeeping. Dependencies,
+// hooks, retain_graph and torch.autograd.grad(inputs=...) then follow autograd's own rules. The
+// first node's inputs are the differentiable outputs.
 struct ProgramBackward : public torch::autograd::Node {
   std::shared_ptr<BackwardRun> run;
-  size_t stage = 0;
+  size_t first_stage = 0;  // the plan's backward stages [first_stage, end_stage)
+  size_t end_stage = 0;
   bool last = false;
-  std::vector<int> output_slot;  // first stage: autograd input index -> program output index
-  // First stage: outputs the gradient graph treats as differentiable (their dtype was
+  std::vector<int> output_slot;  // first node: autograd input index -> program output index
+  // First node: outputs the gradient graph treats as differentiable (their dtype was
   // unknown when it was built) that turned out not to be floating point. Autograd gives
-  // them no gradient, so backward gets zeros. {program output, sizes, dtype}
-  std::vector<std::tuple<int, std::vector<int64_t>, at::ScalarType>> untracked_outputs;
+  // them no gradient, so backward gets zeros. {program output, sizes, dtype and device}
+  std::vector<std::tuple<int, std::vector<int64_t>, at::TensorOptions>> untracked_outputs;
 
   std::string name() const override {
-    return stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
+    return first_stage == 0 ? "ortmodule::ProgramBackward" : "ortmodule::ProgramBackwardStage";
   }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     PhaseTimer timer("boundary.backward");
     Program& program = *run->program;
-    if (stage == 0) begin(program, grads);
-    if (!run->working || run->working->next_stage != stage) {
-      throw std::logic_error("internal error: ortmodule backward stage " + std::to_string(stage) +
-                             " ran out of order");
+    if (first_stage == 0) begin(program, grads);
+    if (!run->working || run->working->next_stage != first_stage) {
+      throw std::logic_error("internal error: ortmodule backward stage " +
+                             std::to_string(first_stage) + " ran out of order");
     }
-    std::vector<Tensor> stage_grads = program.executor().run_backward_stage(*run->working, stage);
     torch::autograd::variable_list result(num_outputs());
-    for (size_t j = 0; j < stage_grads.size(); ++j) {
-      if (!stage_grads[j].defined() || !should_compute_output(j)) continue;
-      result[j] = hand_out(stage_grads[j], run->handed_out);
+    size_t j = 0;
+    for (size_t stage = first_stage; stage < end_stage; ++stage) {
+      std::vector<Tensor> stage_grads = program.executor().run_backward_stage(*run->working, stage);
+      for (const Tensor& g : stage_grads) {
+        if (g.defined() && should_compute_output(j)) result[j] = hand_out(g, run->handed_out);
+        ++j;
+      }
     }
     if (last) {
       run->working.reset();
       run->handed_out.clear();
     }
-    return result;  // the edge to the next stage gets an undefined tensor
+    return result;  // the edge to the next node gets an undefined tensor
   }
 
   void begin(Program& program, const torch::autograd::variable_list& grads) {
@@ -180,9 +187,9 @@ struct ProgramBackward : public torch::autograd::Node {
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
                      "gradient of output", program.output_names()[slot]);
     }
-    for (const auto& [slot, sizes, dtype] : untracked_outputs) {
-      output_grads[slot] = from_torch(at::zeros(sizes, at::TensorOptions(dtype)),
-                                      "gradient of output", program.output_names()[slot]);
+    for (const auto& [slot, sizes, options] : untracked_outputs) {
+      output_grads[slot] =
+          from_torch(at::zeros(sizes, options), "gradient of output", program.output_names()[slot]);
     }
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
@@ -196,7 +203,7 @@ struct ProgramBackward : public torch::autograd::Node {
   }
 
   void release_variables() override {
-    if (stage == 0) run->saved.reset();
+    if (first_stage == 0) run->saved.reset();
   }
 };
 
@@ -207,6 +214,14 @@ bool shares_stash(const Tensor& t, const RunState& state, const Plan& plan) {
     if (s.defined() && s.storage() == t.storage()) return true;
   }
   return false;
+}
+
+// Whether autograd runs hooks when the gradient along `edge` arrives.
+bool has_hooks(const torch::autograd::Edge& edge) {
+  torch::autograd::Node* f = edge.function.get();
+  if (f == nullptr) return false;
+  return !f->pre_hooks().empty() || !f->post_hooks().empty() || !f->tensor_pre_hooks().empty() ||
+         !f->retains_grad_hooks().empty() || f->tensor_post_acc_grad_hooks() != nullptr;
 }
 
 // Builds the chain of backward nodes for one forward call and attaches the outputs.
@@ -229,32 +244,50 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
 
   const std::vector<int>& positions = program->wrt_positions();
   const std::vector<BackwardStage>& stages = plan.backward_stages;
-  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(stages.size());
-  for (size_t k = 0; k < stages.size(); ++k) {
-    nodes[k] = c10::make_intrusive<ProgramBackward>();
-    nodes[k]->run = run;
-    nodes[k]->stage = k;
-    nodes[k]->last = k + 1 == stages.size();
-  }
-  // Last stage first: autograd requires a node's children to be complete before it
-  // gets parents (topological numbers).
-  for (size_t k = stages.size(); k-- > 0;) {
-    torch::autograd::edge_list edges;
-    edges.reserve(stages[k].wrt.size() + 1);
-    for (int w : stages[k].wrt)
-      edges.push_back(torch::autograd::impl::gradient_edge(inputs[positions[w]]));
-    if (k + 1 < stages.size()) {
-      nodes[k + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
-      edges.emplace_back(nodes[k + 1], 0);
+  // Groups of stages, each ending after a stage with a hooked gradient, once its
+  // gradients reach kGroupBytes (so that, when they are added to existing .grad, the
+  // memory they hold until the node returns stays small), or at the end.
+  constexpr size_t kGroupBytes = size_t{1} << 20;
+  std::vector<std::pair<size_t, size_t>> groups;
+  std::vector<torch::autograd::edge_list> group_edges(1);
+  size_t bytes = 0;
+  for (size_t k = 0, first = 0; k < stages.size(); ++k) {
+    bool ends = k + 1 == stages.size();
+    for (int w : stages[k].wrt) {
+      const at::Tensor& input = inputs[positions[w]];
+      bytes += input.nbytes();
+      group_edges.back().push_back(torch::autograd::impl::gradient_edge(input));
+      ends = ends || has_hooks(group_edges.back().back());
     }
-    nodes[k]->set_next_edges(std::move(edges));
+    if (!ends && bytes < kGroupBytes) continue;
+    groups.emplace_back(first, k + 1);
+    if (k + 1 < stages.size()) group_edges.emplace_back();
+    first = k + 1;
+    bytes = 0;
+  }
+  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    nodes[g] = c10::make_intrusive<ProgramBackward>();
+    nodes[g]->run = run;
+    nodes[g]->first_stage = groups[g].first;
+    nodes[g]->end_stage = groups[g].second;
+    nodes[g]->last = g + 1 == groups.size();
+  }
+  // Last node first: autograd requires a node's children to be complete before it
+  // gets parents (topological numbers).
+  for (size_t g = groups.size(); g-- > 0;) {
+    if (g + 1 < groups.size()) {
+      nodes[g + 1]->add_input_metadata(torch::autograd::Node::undefined_input());
+      group_edges[g].emplace_back(nodes[g + 1], 0);
+    }
+    nodes[g]->set_next_edges(std::move(group_edges[g]));
   }
   const std::vector<bool>& differentiable = program->output_differentiable();
   for (size_t i = 0; i < results.size(); ++i) {
     if (!differentiable[i]) continue;
     if (!results[i].is_floating_point()) {
       nodes[0]->untracked_outputs.emplace_back(static_cast<int>(i), results[i].sizes().vec(),
-                                               results[i].scalar_type());
+                                               results[i].options());
       continue;
     }
     nodes[0]->output_slot.push_back(static_cast<int>(i));
@@ -275,23 +308,32 @@ at::ScalarType dtype_to_torch(DType t) {
 
 Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& name) {
   if (!t_in.defined()) throw std::invalid_argument(tensor_label(kind, name) + " is undefined");
-  if (!t_in.device().is_cpu()) {
+  Device device;
+  if (t_in.device().is_cuda()) {
+    require_cuda_backend(tensor_label(kind, name) + " on " + t_in.device().str());
+    device = Device::cuda(t_in.device().index());
+  } else if (!t_in.device().is_cpu()) {
     throw std::invalid_argument(tensor_label(kind, name) + " is on " + t_in.device().str() +
-                                "; this build of the engine runs on the CPU only");
+                                "; the engine runs on the CPU and on CUDA devices only");
   }
   at::Tensor t = t_in.contiguous();
   DType dt = dtype_from_torch(t.scalar_type(), kind, name);
   // The deleter holds the torch tensor: its memory lives as long as the engine uses it.
   auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [t](void*) {});
   storage->writable = false;
+  storage->device = device;
   return Tensor(storage, dt, Shape(t.sizes().begin(), t.sizes().end()));
 }
 
 at::Tensor to_torch(const Tensor& t) {
   std::shared_ptr<Storage> storage = t.storage();
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  at::TensorOptions options = at::TensorOptions().dtype(dtype_to_torch(t.dtype()));
+  if (t.device().is_cuda())
+    options =
+        options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(t.device().index)));
   return at::from_blob(
-      t.raw(), shape, [storage](void*) {}, at::TensorOptions().dtype(dtype_to_torch(t.dtype())));
+      t.raw(), shape, [storage](void*) {}, options);
 }
 
 namespace {
@@ -338,6 +380,15 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
     }
   }
 
+  // One device per call: the engine never moves user tensors between devices.
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (engine_inputs[i].device() == engine_inputs[0].device()) continue;
+    throw std::invalid_argument(
+        "input '" + names[i] + "' is on " + engine_inputs[i].device().str() + " but input '" +
+        names[0] + "' is on " + engine_inputs[0].device().str() +
+        "; the module's parameters, buffers and inputs must be on one device (move the module "
+        "with .to(device) and pass inputs on that device)");
+  }
   bool needs_graph = false;
   if (torch::autograd::GradMode::is_enabled()) {
     for (int p : program->wrt_positions()) needs_graph = needs_graph || inputs[p].requires_grad();

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "ops/dispatch.h"
 #include "ops/op_utils.h"
 #include "runtime/allocator.h"
 #include "runtime/profiler.h"
@@ -99,6 +100,11 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.inputs.push_back(&slots[id]);
   }
+  // Device: the inputs' (ops/dispatch.h); inputs a kernel reads elsewhere are moved.
+  const Device device = step_device(ctx);
+  const KernelFn kernel = select_kernel(ctx, device);
+  std::vector<Tensor> moved;
+  place_inputs(ctx, device, moved);
   std::vector<OutputInfo> computed;
   if (!shapes.known) {
     computed = run_shape_rule(step, ctx);
@@ -125,15 +131,15 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
         continue;
       }
     }
-    ctx.outputs[i] = Tensor::empty(info.dtype, info.shape);
+    ctx.outputs[i] = Tensor::empty(info.dtype, info.shape, device);
   }
   if (profiling_enabled()) {
     const auto start = std::chrono::steady_clock::now();
-    step.def->cpu(ctx);
+    kernel(ctx);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     record_op_time(step.node->op_type, elapsed.count());
   } else {
-    step.def->cpu(ctx);
+    kernel(ctx);
   }
   for (size_t i = 0; i < step.outputs.size(); ++i)
     if (step.outputs[i] >= 0) slots[step.outputs[i]] = std::move(ctx.outputs[i]);
@@ -336,7 +342,7 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
                                shape_str(src.shape()) + " but the buffer it updates has " +
                                shape_str(dst.shape()));
     }
-    if (src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    if (src.raw() != dst.raw()) copy_tensor_data(dst, src);
   }
   for (int id : plan_.release_after_outputs) slots[id] = Tensor();
   // Fed inputs that backward does not read are not kept alive by the state.

@@ -7,9 +7,13 @@
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "passes/attention_softmax_fusion.h"
+#include "passes/constant_folding.h"
 #include "passes/cse.h"
+#include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
 #include "passes/low_precision.h"
+#include "passes/matmul_bias_fusion.h"
 #include "passes/recompute.h"
 #include "passes/transpose_folding.h"
 
@@ -49,9 +53,15 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   }
   std::vector<Value*> state_values;
   for (const auto& update : request.state_updates) state_values.push_back(update.first);
+  // Parameters and buffers fed per call keep the shapes they were exported with for as long
+  // as the graph is used (a changed shape is a new graph), so their Shape and Size fold.
+  std::unordered_set<const Value*> static_shape_values;
+  for (const std::string& name : options.feed_initializers)
+    if (const Value* v = graph_->find_value(name)) static_shape_values.insert(v);
   // Before gradient building, so that backward is built from the fused forward.
   if (options.graph_optimizations) {
     fuse_tanh_gelu(*graph_, state_values);
+    fuse_attention_softmax(*graph_, state_values);
     fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                  state_values);
   }
@@ -88,14 +98,43 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
         if (it != replaced.end()) v = it->second;
       }
     const std::unordered_set<const Node*> forward_nodes(forward.begin(), forward.end());
-    recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
+    // Before the products fuse with their activations, so that a fused product keeps only
+    // its pre-activation for backward and backward recomputes the activation's output.
     if (options.graph_optimizations)
       recompute_cheap_activations(*graph_, forward_nodes, info.output_grads);
+    if (options.graph_optimizations) {
+      std::vector<Value*> keep = state_values;
+      for (auto* list : {&info.output_grads, &info.input_grads})
+        for (Value* g : *list)
+          if (g) keep.push_back(g);
+      const ConstantFoldingResult folding =
+          fold_constants(*graph_, static_shape_values, keep, forward_nodes);
+      folded_forward_ = folding.folded_forward;
+      folded_backward_ = folding.folded_backward;
+      // Once gradients are built, so that backward is built from the plain nodes' rules. The
+      // product nodes are rewritten in place, so forward_nodes still names forward.
+      fuse_matmul_bias(*graph_, keep);
+    }
+    recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
   } else {
     output_differentiable_.assign(output_names_.size(), false);
+    if (options.graph_optimizations) {
+      const std::vector<Node*> forward = graph_->nodes();
+      folded_forward_ =
+          fold_constants(*graph_, static_shape_values, state_values,
+                         std::unordered_set<const Node*>(forward.begin(), forward.end()))
+              .folded_forward;
+      fuse_matmul_bias(*graph_, state_values);
+    }
+  }
+  if (options.graph_optimizations) {
+    std::vector<Value*> keep = state_values;
+    for (Value* g : input_grads_)
+      if (g) keep.push_back(g);
+    fuse_elementwise(*graph_, keep, output_grads_);
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
   const Plan& plan = executor_->plan();

@@ -50,6 +50,8 @@ class Program {
   // The graph after gradient building, as ONNX bytes.
   std::string training_graph_onnx() const;
   std::string plan_description() const { return executor_->plan().describe(); }
+  // Nodes that constant folding replaced by initializers, of forward and of backward.
+  std::pair<int, int> folded_constants() const { return {folded_forward_, folded_backward_}; }
 
  private:
   std::unique_ptr<Graph> graph_;
@@ -62,6 +64,7 @@ class Program {
   std::vector<Value*> output_grads_, input_grads_;
   std::vector<int> stashed_inputs_;
   bool uses_randomness_ = false;
+  int folded_forward_ = 0, folded_backward_ = 0;
 };
 
 }  // namespace ortmodule

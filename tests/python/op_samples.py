@@ -20,6 +20,7 @@ from tests.python.sample_utils import (
     fused_matmul_reference,
     i64,
     rand,
+    scaled_masked_softmax_reference,
 )
 
 S = Sample
@@ -203,6 +204,20 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
     "Softmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
     "LogSoftmax": [S({"x": rand(2, 3, 4)}, attrs={"axis": 1}), S({"x": rand(3, 5)})],
+    # Attention scores: [B, H, S, S] with a padding mask [B, 1, 1, S]; a mask that needs a
+    # gradient (a learned bias); x broadcast up by the mask, also along the softmax axis.
+    "ScaledMaskedSoftmax": [
+        S({"x": rand(2, 3, 4, 5, low=-3, high=3), "mask": rand(2, 1, 1, 5, low=-2, high=0)},
+          attrs={"scale": 0.5}, domain="ai.ortmodule", expected=scaled_masked_softmax_reference(0.5)),
+        S({"x": rand(2, 3, 4), "mask": rand(4)}, attrs={"scale": -1.5}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(-1.5)),
+        S({"x": rand(3, 4)}, attrs={"scale": 2.0}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(2.0)),
+        S({"x": rand(2, 1, 4), "mask": rand(3, 4)}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(1.0)),
+        S({"x": rand(2, 3, 1), "mask": rand(2, 3, 4)}, attrs={"scale": 0.25},
+          domain="ai.ortmodule", expected=scaled_masked_softmax_reference(0.25)),
+    ],
     "Conv": [
         S({"x": rand(2, 4, 5, 5), "w": rand(6, 2, 3, 3), "b": rand(6)},
           attrs={"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}),

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.python.sample_utils import Sample, fused_matmul_reference
+from tests.python.sample_utils import (
+    Sample,
+    fused_matmul_reference,
+    scaled_masked_softmax_reference,
+)
 
 _rng = np.random.default_rng(7)
 
@@ -244,6 +248,14 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
                 L({"x": f(16, 64, 128, low=-4, high=4)}, attrs={"axis": 1})],
     "LogSoftmax": [L({"x": f(256, 512, low=-4, high=4)}),
                    L({"x": f(16, 64, 128, low=-4, high=4)}, attrs={"axis": 1})],
+    # Row lengths off the vector width, a [B, 1, S, S] causal-style mask of large negatives.
+    "ScaledMaskedSoftmax": [
+        L({"x": f(8, 4, 64, 130, low=-8, high=8), "mask": f(8, 1, 64, 130, low=-1e4, high=0)},
+          attrs={"scale": 0.125}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(0.125)),
+        L({"x": f(256, 509, low=-4, high=4)}, attrs={"scale": 3.0}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(3.0)),
+    ],
     "Conv": [L({"x": _nchw(), "w": f(32, 16, 3, 3, low=-0.2, high=0.2), "b": f(32)},
                attrs={"pads": [1, 1, 1, 1]}),
              L({"x": _nchw(), "w": f(16, 8, 3, 3, low=-0.2, high=0.2)},

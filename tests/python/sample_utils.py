@@ -61,3 +61,15 @@ def fused_matmul_reference(trans_a: int = 0, trans_b: int = 0,
         y = np.matmul(a, b)
         return [(y * y.dtype.type(alpha)).astype(d["a"].dtype)]
     return reference
+
+
+def scaled_masked_softmax_reference(
+        scale: float) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule ScaledMaskedSoftmax: softmax(scale * x + mask) along the last axis, x and
+    the optional mask broadcasting against each other."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x = d["x"]
+        z = x * x.dtype.type(scale) + d.get("mask", x.dtype.type(0))
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return [(e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)]
+    return reference

@@ -67,4 +67,8 @@ def test_tanh_gelu_chain(act: str, optimize: bool, fused: bool) -> None:
     if fused:
         assert ops.count("Gelu") == 1 and "Tanh" not in ops and "Pow" not in ops, ops
     else:
-        assert "Gelu" not in ops and "Tanh" in ops, ops
+        # The chain stays element-wise: as written, or (with graph optimizations) collapsed
+        # into FusedElementwise programs by the element-wise fusion that runs after
+        # gradient building.
+        assert "Gelu" not in ops, ops
+        assert "Tanh" in ops if not optimize else ("Tanh" in ops or "FusedElementwise" in ops), ops

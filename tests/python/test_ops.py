@@ -156,6 +156,36 @@ def test_gradient_matches_finite_differences(row: dict, sample: Sample) -> None:
     )
 
 
+# ---- the CUDA kernels: every sample of a row with one, on a GPU against the CPU engine ----
+# (itself checked against onnx.reference and finite differences above). Samples with inputs
+# of other dtypes than float32/float64 (and int64 shape inputs) are left to the CPU.
+
+CUDA_ROWS = [r for r in ROWS if r["cuda"] == "yes"]
+CUDA_DTYPES = (np.float32, np.float64, np.int64)
+HAS_GPU = _C.cuda_info()["compiled"] and torch.cuda.is_available()
+
+
+def _cuda_cases() -> list:
+    return [case for case in _cases(CUDA_ROWS)
+            if all(v.dtype in CUDA_DTYPES for v in case.values[1].inputs.values())]
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible (or a build without CUDA "
+                    "kernels): the CUDA kernels run only on a machine with a GPU")
+@pytest.mark.parametrize("device", ["cuda"])
+@pytest.mark.parametrize("row,sample", _cuda_cases())
+def test_forward_on_device_matches_cpu(row: dict, sample: Sample, device: str) -> None:
+    program = _C.Program(build_model(row["op_type"], sample).SerializeToString(), [], [])
+    inputs = [to_torch(v) for v in sample.inputs.values()]
+    expected = _C.run(program, inputs)
+    got = _C.run(program, [t.to(device) for t in inputs])
+    for g, e in zip(got, expected):
+        assert g.device.type == device
+        tight = e.dtype == torch.float64
+        torch.testing.assert_close(g.cpu(), e, rtol=1e-12 if tight else 1e-5,
+                                   atol=1e-12 if tight else 1e-6)
+
+
 # ---- float32 at sizes that cross the parallel grain (op_samples_large.py) ----
 
 def _row_covers(row: dict, sample: Sample) -> bool:

@@ -127,11 +127,16 @@ def test_linear_and_attention_transposes_fold_into_the_products() -> None:
     assert built["Transpose"] >= 2, built
     assert optimized["Transpose"] == 0, optimized
     assert optimized["MatMul"] == 0, optimized
-    # The fused node keeps the MatMul's name, which error messages quote.
+    # The fused node keeps the MatMul's name, which error messages quote; once gradients are
+    # built, the bias Add joins it too (passes/matmul_bias_fusion.h).
     program = _program(model, ["x", "w", "bias"], optimize=True)
     graph = onnx.load_from_string(program.training_graph_onnx()).graph
     fused = [n for n in graph.node if n.name == "linear_matmul"]
-    assert [n.op_type for n in fused] == ["FusedMatMul"], fused
+    assert [n.op_type for n in fused] == ["FusedMatMulBias"], fused
+    assert {a.name: a.i for a in fused[0].attribute if a.name.startswith("trans")} == {
+        "transA": 0,
+        "transB": 1,
+    }, fused
 
 
 def test_gemm_and_fused_matmul_operands_fold_and_flags_toggle() -> None:

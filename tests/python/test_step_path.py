@@ -1,7 +1,7 @@
 """The per-call path: a call like the previous one reuses its graph without recomputing the
-cache key (ORTModule._probe), shape rules run once per input signature, and every change the
-cache key covers still builds or picks the right graph. Results are compared with eager
-PyTorch."""
+cache key (_C.StepCall), shape rules run once per input signature, and every change the
+cache key covers still builds or picks the right graph. Backward stages share autograd
+nodes unless a gradient has hooks. Results are compared with eager PyTorch."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from ortmodule import _C, ORTModule
+from ortmodule import _C, DebugOptions, ORTModule
 
 
 def graphs(ort: ORTModule) -> int:
@@ -145,3 +145,136 @@ def test_reshape_to_a_fed_target_follows_its_values() -> None:
         (expected,) = reference.run(None, {"x": x, "target": t})
         assert tuple(got.shape) == target
         np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=0)
+
+
+def backward_nodes(out: torch.Tensor) -> list[str]:
+    """The chain of ORTModule backward nodes behind `out`."""
+    names = []
+    node = out.grad_fn
+    while node is not None:
+        names.append(node.name())
+        node = next((f for f, _ in node.next_functions
+                     if f is not None and f.name().startswith("ortmodule::")), None)
+    return names
+
+
+def test_backward_stages_share_a_node_unless_a_gradient_has_hooks() -> None:
+    eager = mlp()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(4, 12)
+    assert backward_nodes(ort(x)) == ["ortmodule::ProgramBackward"]
+    assert_same_step(ort, eager, x)
+    # A hook on the first layer's weight: the node that hands out its gradient ends there,
+    # so the hook runs before the rest of backward; what it returns is what accumulates.
+    order: dict[str, list[str]] = {"ort": [], "eager": []}
+    for name, model in (("ort", ort.module), ("eager", eager)):
+        model[4].weight.register_hook(lambda g, seen=order[name]: seen.append("fc3.weight"))
+        model[0].weight.register_hook(
+            lambda g, seen=order[name]: (seen.append("fc1.weight"), g * 3)[1])
+    # One node ends after fc3.weight's stage, one after fc1.weight's; the rest is a third.
+    nodes = backward_nodes(ort(x))
+    assert nodes == ["ortmodule::ProgramBackward"] + ["ortmodule::ProgramBackwardStage"] * 2
+    assert_same_step(ort, eager, x)
+    assert order["ort"] == order["eager"] == ["fc3.weight", "fc1.weight"]
+
+
+def test_parameters_and_buffers_are_read_on_every_call() -> None:
+    class Shifted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(5, 3)
+            self.register_buffer("shift", torch.zeros(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x) + self.shift
+
+    torch.manual_seed(0)
+    eager = Shifted()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(2, 5)
+    assert_same_step(ort, eager, x)
+    # Replaced without a registration (the table itself), through assignment, in place.
+    for model in (ort.module, eager):
+        model._buffers["shift"] = torch.full((3,), 2.0)
+    assert_same_step(ort, eager, x)
+    for model in (ort.module, eager):
+        model.shift = torch.full((3,), -1.0)
+        model.linear.weight = nn.Parameter(model.linear.weight.detach() * 2)
+    assert_same_step(ort, eager, x)
+    with torch.no_grad():
+        for model in (ort.module, eager):
+            model.linear.bias.add_(1.0)
+    assert_same_step(ort, eager, x)
+    assert graphs(ort) == 1
+
+
+def test_batchnorm_counters_advance_once_per_call() -> None:
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter="torchscript"))
+    for k in range(4):
+        assert_same_step(ort, eager, torch.randn(5, 6))
+        assert int(ort.module[1].num_batches_tracked) == int(eager[1].num_batches_tracked) == k + 1
+    for (name, got), (_, want) in zip(ort.module.named_buffers(), eager.named_buffers(),
+                                      strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=name)
+    ort.eval()
+    eager.eval()
+    torch.testing.assert_close(ort(torch.ones(2, 6)), eager(torch.ones(2, 6)), rtol=1e-5,
+                               atol=1e-6)
+    assert int(ort.module[1].num_batches_tracked) == 4
+
+
+def test_compiled_model_registering_a_buffer_in_forward_does_not_recompile() -> None:
+    """ORTModule's registration hooks are global: a torch.compile'd model that registers a
+    buffer in forward (as Hugging Face rotary embeddings do) must not recompile per call."""
+    from torch._dynamo.utils import counters
+
+    class Rotary(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.register_buffer("inv_freq", torch.arange(1.0, 5.0), persistent=False)
+            return self.linear(x) * self.inv_freq
+
+    torch.manual_seed(0)
+    ort = ORTModule(mlp())  # installs the hooks
+    x = torch.randn(3, 12)
+    ort(x)
+    torch._dynamo.reset()
+    counters.clear()
+    model = Rotary()
+    compiled = torch.compile(model, backend="eager")
+    y = torch.randn(3, 4)
+    for _ in range(3):  # the first call registers, later ones replace: two frames at most
+        compiled(y)
+    frames = counters["frames"]["total"]
+    assert frames <= 2, dict(counters["frames"])
+    for _ in range(10):
+        torch.testing.assert_close(compiled(y), model.linear(y) * torch.arange(1.0, 5.0))
+    assert counters["frames"]["total"] == frames, dict(counters["frames"])
+    assert not counters["recompiles"] or sum(counters["recompiles"].values()) <= 1
+    # Registrations outside compiled code still reach ORTModule's structure guard.
+    before = graphs(ort)
+    ort.module[0] = nn.Linear(12, 16)
+    ort(x)
+    assert graphs(ort) == 1 and before == 1
+    assert ort._last_call.entry is next(iter(ort._cache.values()))[0]
+
+
+def test_large_gradients_end_a_backward_node() -> None:
+    """Stages share a node only up to about 1 MiB of gradients, so that gradients added to
+    an existing .grad are not all held at once; accumulation still matches eager."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(8, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 2))
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(3, 8)
+    assert len(backward_nodes(ort(x))) >= 2
+    for model in (ort, eager):
+        for _ in range(2):  # the second backward adds to the .grad of the first
+            (model(x) * torch.linspace(-1, 1, 6).reshape(3, 2)).sum().backward()
+    for (name, p), q in zip(ort.module.named_parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)

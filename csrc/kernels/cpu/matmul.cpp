@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
+#include "kernels/cpu/activation.h"
 #include "kernels/gemm.h"
+#include "kernels/math/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace ortmodule {
 
@@ -147,13 +151,78 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
   }
 }
 
-#define ORTM_INSTANTIATE_MATMUL(T)                                                    \
-  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,        \
-                                  const std::vector<int64_t>&, const T*, bool, T,     \
-                                  const std::vector<int64_t>&, T*);                   \
-  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,    \
-                                      const std::vector<int64_t>&, const T*, bool, T, \
-                                      const std::vector<int64_t>&, T*);
+namespace {
+
+// y = act(x) over n contiguous elements; y may alias x.
+template <typename T>
+void activate(MatMulActivation act, int64_t n, const T* x, T* y) {
+  if (act == MatMulActivation::kNone) {
+    if (x != y) std::copy(x, x + n, y);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (act != MatMulActivation::kRelu) {
+      gelu_forward_f32(n, x, y, act == MatMulActivation::kGeluTanh);
+      return;
+    }
+  }
+  switch (act) {
+    case MatMulActivation::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::relu(x[i]);
+      break;
+    case MatMulActivation::kGelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu(x[i]);
+      break;
+    case MatMulActivation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu_tanh(x[i]);
+      break;
+    case MatMulActivation::kNone:
+      break;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
+                            bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
+                            T* y) {
+  // One GEMM over all rows: splitting it into blocks of rows (to activate each block while it
+  // is in cache) repacks the weight per block and costs more than it saves.
+  T* acc = pre ? pre : y;
+  gemm<T>(false, trans_b, rows, N, K, alpha, a, K, b, trans_b ? K : N, T(0), acc, N);
+  bias_activation(rows, N, acc, bias, act, pre, y);
+}
+
+template <typename T>
+void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulActivation act,
+                     T* pre, T* y) {
+  T* acc = pre ? pre : y;
+  // Chunks of whole rows (about 64 KiB each): the bias add and the activation of a chunk run
+  // back to back while it is in cache, and the activation's call costs are paid per chunk.
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t{64} << 10) / sizeof(T) / std::max<int64_t>(N, 1));
+  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* xr = x + i * N;
+      T* ar = acc + i * N;
+      for (int64_t j = 0; j < N; ++j) ar[j] = xr[j] + bias[j];
+    }
+    if (act != MatMulActivation::kNone || acc != y)
+      activate(act, (end - begin) * N, acc + begin * N, y + begin * N);
+  });
+}
+
+#define ORTM_INSTANTIATE_MATMUL(T)                                                                \
+  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,                    \
+                                  const std::vector<int64_t>&, const T*, bool, T,                 \
+                                  const std::vector<int64_t>&, T*);                               \
+  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,                \
+                                      const std::vector<int64_t>&, const T*, bool, T,             \
+                                      const std::vector<int64_t>&, T*);                           \
+  template void matmul_bias_activation<T>(int64_t, int64_t, int64_t, const T*, const T*, bool, T, \
+                                          const T*, MatMulActivation, T*, T*);                    \
+  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*, T*);
 ORTM_INSTANTIATE_MATMUL(float)
 ORTM_INSTANTIATE_MATMUL(double)
 #undef ORTM_INSTANTIATE_MATMUL

@@ -23,6 +23,24 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
                         const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
                         const std::vector<int64_t>& y_shape, T* y);
 
+// What a product's epilogue applies after adding the bias.
+enum class MatMulActivation { kNone, kRelu, kGelu, kGeluTanh };
+
+// pre[rows, N] = alpha * a[rows, K] @ op(b) + bias[N] and y = act(pre), for a weight b of
+// [K, N] (or [N, K] when trans_b): the GEMM, then one pass that adds the bias and activates
+// chunk by chunk while each is in cache (instead of a pass for each and a tensor between
+// them). pre may be null (only y is written).
+template <typename T>
+void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
+                            bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
+                            T* y);
+
+// y[rows, N] = act(x + bias[N]) (x may be y), where x and y hold `rows` rows of N; pre (may
+// be null or x) receives x + bias.
+template <typename T>
+void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulActivation act,
+                     T* pre, T* y);
+
 // The batch dims of broadcast(a_batch, b_batch) for operands of rank >= 2.
 std::vector<int64_t> matmul_batch_shape(const std::vector<int64_t>& a_shape,
                                         const std::vector<int64_t>& b_shape);

@@ -158,6 +158,39 @@ void softmax_backward_tile(int64_t dim, int64_t inner, int64_t len, const T* dy,
   }
 }
 
+// One row of scale * x + mask into y (a row of y's shape); the softmax then runs on y in
+// place. Same rounding as the unfused Mul then Add.
+template <typename T>
+void scale_and_mask_row(int64_t dim, T scale, const T* x, int64_t x_step, const T* mask,
+                        int64_t mask_step, T* y) {
+  if (x_step == 1 && mask && mask_step == 1) {
+    for (int64_t k = 0; k < dim; ++k) y[k] = x[k] * scale + mask[k];
+  } else if (mask) {
+    for (int64_t k = 0; k < dim; ++k) y[k] = x[k * x_step] * scale + mask[k * mask_step];
+  } else {
+    for (int64_t k = 0; k < dim; ++k) y[k] = x[k * x_step] * scale;
+  }
+}
+
+// The element offset of row r's first element in an operand with broadcast `strides`.
+int64_t row_offset(const std::vector<int64_t>& out, const std::vector<int64_t>& strides,
+                   int64_t r) {
+  int64_t offset = 0;
+  for (int64_t d = static_cast<int64_t>(out.size()) - 2; d >= 0; --d) {
+    offset += (r % out[d]) * strides[d];
+    r /= out[d];
+  }
+  return offset;
+}
+
+template <typename T>
+void softmax_row_in_place(int64_t dim, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().softmax_forward_row) return vec(dim, y, y, false);
+  }
+  softmax_forward_row(dim, y, y, false);
+}
+
 }  // namespace
 
 template <typename T>
@@ -198,11 +231,56 @@ void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, co
   }
 }
 
+template <typename T>
+void scaled_masked_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
+                                   const T* mask, T* y) {
+  const std::vector<int64_t>& out = shape.out;
+  const int64_t dim = out.back();
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < out.size(); ++d) rows *= out[d];
+  if (rows <= 0 || dim <= 0) return;
+  const int64_t x_step = shape.x_strides.back();
+  const int64_t mask_step = mask ? shape.mask_strides.back() : 0;
+  parallel_for(0, rows, row_grain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      T* yr = y + r * dim;
+      const T* xr = x + row_offset(out, shape.x_strides, r);
+      const T* mr = mask ? mask + row_offset(out, shape.mask_strides, r) : nullptr;
+      scale_and_mask_row(dim, scale, xr, x_step, mr, mask_step, yr);
+      softmax_row_in_place(dim, yr);
+    }
+  });
+}
+
+template <typename T>
+void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
+                                    T* dx) {
+  if (rows <= 0 || dim <= 0) return;
+  const auto vec = std::is_same_v<T, float> ? vec_kernels().softmax_backward_row : nullptr;
+  for_each_row(rows, dim, [&](int64_t off) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (vec) vec(dim, dy + off, y + off, dx + off, false);
+    }
+    if (!vec) softmax_backward_row(dim, dy + off, y + off, dx + off, false);
+    if (scale != T(1))
+      for (int64_t k = 0; k < dim; ++k) dx[off + k] *= scale;
+  });
+}
+
 template void softmax_forward<float>(int64_t, int64_t, int64_t, const float*, float*, bool);
 template void softmax_forward<double>(int64_t, int64_t, int64_t, const double*, double*, bool);
 template void softmax_backward<float>(int64_t, int64_t, int64_t, const float*, const float*, float*,
                                       bool);
 template void softmax_backward<double>(int64_t, int64_t, int64_t, const double*, const double*,
                                        double*, bool);
+
+template void scaled_masked_softmax_forward<float>(const ScaledMaskedSoftmaxShape&, float,
+                                                   const float*, const float*, float*);
+template void scaled_masked_softmax_forward<double>(const ScaledMaskedSoftmaxShape&, double,
+                                                    const double*, const double*, double*);
+template void scaled_masked_softmax_backward<float>(int64_t, int64_t, float, const float*,
+                                                    const float*, float*);
+template void scaled_masked_softmax_backward<double>(int64_t, int64_t, double, const double*,
+                                                     const double*, double*);
 
 }  // namespace ortmodule

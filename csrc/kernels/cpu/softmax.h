@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ortmodule {
 
@@ -21,5 +22,27 @@ void softmax_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, T* y
 template <typename T>
 void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* y, T* dx,
                       bool log);
+
+}  // namespace ortmodule
+
+namespace ortmodule {
+
+// Attention's scores softmax in one pass over memory: y = softmax(scale * x + mask) along the
+// last axis of y's shape, x and mask broadcast to it (numpy rules, right-aligned strides from
+// broadcast_strides; 0 along broadcast dims). y: [rows, dim] contiguous; mask may be null.
+struct ScaledMaskedSoftmaxShape {
+  std::vector<int64_t> out;           // y's shape, rank >= 1
+  std::vector<int64_t> x_strides;     // x's strides seen through broadcasting to `out`
+  std::vector<int64_t> mask_strides;  // likewise for the mask (unused when it is null)
+};
+template <typename T>
+void scaled_masked_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
+                                   const T* mask, T* y);
+
+// dy, y, dx: [rows, dim] contiguous; dx = scale * y * (dy - sum(dy * y)) per row (the
+// gradient of scale * x; scale 1 gives the mask's). dx may alias dy.
+template <typename T>
+void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
+                                    T* dx);
 
 }  // namespace ortmodule

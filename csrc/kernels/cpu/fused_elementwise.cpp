@@ -1,0 +1,229 @@
+#include "kernels/cpu/fused_elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/math/elementwise.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+
+int elementwise_opcode_arity(ElementwiseOpcode op) {
+  switch (op) {
+    case ElementwiseOpcode::kAdd:
+    case ElementwiseOpcode::kSub:
+    case ElementwiseOpcode::kMul:
+    case ElementwiseOpcode::kDiv:
+    case ElementwiseOpcode::kPow:
+    case ElementwiseOpcode::kSigmoidGrad:
+    case ElementwiseOpcode::kTanhGrad:
+    case ElementwiseOpcode::kReluGrad:
+      return 2;
+    case ElementwiseOpcode::kWhere:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+namespace {
+
+// Elements per block: every register's block stays in L1/L2 while the program runs.
+constexpr int64_t kBlock = 512;
+constexpr int64_t kGrain = 32768;
+
+template <typename T, typename F>
+void map1(int64_t n, const T* __restrict__ a, T* __restrict__ d, F f) {
+  for (int64_t i = 0; i < n; ++i) d[i] = f(a[i]);
+}
+template <typename T, typename F>
+void map2(int64_t n, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ d, F f) {
+  for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], b[i]);
+}
+
+// float32 Exp/Tanh/Sigmoid through the active ISA's vector kernels, as the unfused ops run.
+template <typename T>
+bool vector_activation(VecActivation op, int64_t n, const T* a, T* d) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().activation) {
+      vec(op, n, a, d);
+      return true;
+    }
+  }
+  (void)op, (void)n, (void)a, (void)d;
+  return false;
+}
+
+// b_is_scalar: operand b holds one value throughout (Pow's fast paths then apply).
+template <typename T>
+void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t n,
+                     const T* const* reg, T* d) {
+  const T* a = reg[in.a];
+  const T* b = in.b >= 0 ? reg[in.b] : nullptr;
+  switch (in.op) {
+    case ElementwiseOpcode::kAdd:
+      return map2(n, a, b, d, [](T p, T q) { return p + q; });
+    case ElementwiseOpcode::kSub:
+      return map2(n, a, b, d, [](T p, T q) { return p - q; });
+    case ElementwiseOpcode::kMul:
+      return map2(n, a, b, d, [](T p, T q) { return p * q; });
+    case ElementwiseOpcode::kDiv:
+      return map2(n, a, b, d, [](T p, T q) { return p / q; });
+    case ElementwiseOpcode::kPow:
+      // The Pow kernel's fast paths for the exponents models use (x**2 in norms, x**1 in
+      // its gradient), so a fused tree rounds as the node did.
+      if (b_is_scalar && b[0] == T(1)) return map1(n, a, d, [](T p) { return p; });
+      if (b_is_scalar && b[0] == T(2)) return map1(n, a, d, [](T p) { return p * p; });
+      if (b_is_scalar && b[0] == T(0.5)) return map1(n, a, d, [](T p) { return std::sqrt(p); });
+      return map2(n, a, b, d, [](T p, T q) { return static_cast<T>(std::pow(p, q)); });
+    case ElementwiseOpcode::kCopy:
+      return map1(n, a, d, [](T p) { return p; });
+    case ElementwiseOpcode::kNeg:
+      return map1(n, a, d, [](T p) { return -p; });
+    case ElementwiseOpcode::kSqrt:
+      return map1(n, a, d, [](T p) { return std::sqrt(p); });
+    case ElementwiseOpcode::kReciprocal:
+      return map1(n, a, d, [](T p) { return T(1) / p; });
+    case ElementwiseOpcode::kExp:
+      if (!vector_activation(VecActivation::kExp, n, a, d))
+        map1(n, a, d, [](T p) { return std::exp(p); });
+      return;
+    case ElementwiseOpcode::kTanh:
+      if (!vector_activation(VecActivation::kTanh, n, a, d))
+        map1(n, a, d, [](T p) { return math::tanh_fwd(p); });
+      return;
+    case ElementwiseOpcode::kSigmoid:
+      if (!vector_activation(VecActivation::kSigmoid, n, a, d))
+        map1(n, a, d, [](T p) { return math::sigmoid(p); });
+      return;
+    case ElementwiseOpcode::kErf:
+      return map1(n, a, d, [](T p) { return std::erf(p); });
+    case ElementwiseOpcode::kRelu:
+      return map1(n, a, d, [](T p) { return math::relu(p); });
+    case ElementwiseOpcode::kWhere: {
+      const T* c = reg[in.c];
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] != T(0) ? b[i] : c[i];
+      return;
+    }
+    case ElementwiseOpcode::kSigmoidGrad:
+      return map2(n, a, b, d, [](T g, T y) { return math::sigmoid_grad(g, y); });
+    case ElementwiseOpcode::kTanhGrad:
+      return map2(n, a, b, d, [](T g, T y) { return math::tanh_grad(g, y); });
+    case ElementwiseOpcode::kReluGrad:
+      return map2(n, a, b, d, [](T g, T y) { return math::relu_grad(g, y); });
+    case ElementwiseOpcode::kCount:
+      break;
+  }
+}
+
+// One input seen from a run of the output: its element offset and step (0 or 1).
+template <typename T>
+const T* input_block(const FusedElementwiseInput& in, int64_t offset, int64_t step, int64_t n,
+                     T* buffer) {
+  if (in.is_bool) {
+    const uint8_t* p = static_cast<const uint8_t*>(in.data) + offset;
+    for (int64_t i = 0; i < n; ++i) buffer[i] = p[i * step] ? T(1) : T(0);
+    return buffer;
+  }
+  const T* p = static_cast<const T*>(in.data) + offset;
+  if (step == 1) return p;
+  std::fill(buffer, buffer + n, p[0]);
+  return buffer;
+}
+
+}  // namespace
+
+template <typename T>
+void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
+                               const std::vector<ElementwiseInstruction>& program,
+                               const std::vector<int64_t>& out_shape, T* out) {
+  const size_t num_inputs = inputs.size();
+  const size_t num_registers = num_inputs + program.size();
+  int64_t total = 1;
+  for (int64_t d : out_shape) total *= d;
+  if (total == 0 || program.empty()) return;
+  // Inputs holding every output element or one element are read flat (offset i, step 1 or
+  // 0); with any other broadcast the output runs row by row along its last axis.
+  bool flat = true;
+  for (const auto& in : inputs) {
+    int64_t numel = 1;
+    for (int64_t d : in.shape) numel *= d;
+    flat = flat && (numel == total || numel == 1);
+  }
+  const int64_t rank = static_cast<int64_t>(out_shape.size());
+  const int64_t row = flat || rank == 0 ? total : out_shape.back();
+  const int64_t rows = total / row;
+  std::vector<std::vector<int64_t>> strides;
+  // Registers holding one value broadcast (one-element inputs, and what is computed from
+  // them alone): a Pow exponent among them takes the Pow kernel's fast paths.
+  std::vector<bool> uniform;
+  for (const auto& in : inputs) {
+    strides.push_back(broadcast_strides(in.shape, out_shape));
+    int64_t numel = 1;
+    for (int64_t d : in.shape) numel *= d;
+    uniform.push_back(numel == 1);
+  }
+  std::vector<bool> b_is_scalar;
+  for (const auto& in : program) {
+    b_is_scalar.push_back(in.b >= 0 && uniform[in.b]);
+    const int arity = elementwise_opcode_arity(in.op);
+    uniform.push_back(uniform[in.a] && (arity < 2 || uniform[in.b]) &&
+                      (arity < 3 || uniform[in.c]));
+  }
+
+  // Work items: (row, block within the row).
+  const int64_t blocks_per_row = (row + kBlock - 1) / kBlock;
+  const int64_t items = rows * blocks_per_row;
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::min(row, kBlock));
+  parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
+    std::vector<T> buffers(num_registers * kBlock);
+    std::vector<const T*> reg(num_registers);
+    std::vector<int64_t> base(num_inputs), step(num_inputs);
+    int64_t current_row = -1;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r = item / blocks_per_row;
+      const int64_t start = (item % blocks_per_row) * kBlock;
+      const int64_t n = std::min(kBlock, row - start);
+      if (r != current_row) {
+        current_row = r;
+        for (size_t k = 0; k < num_inputs; ++k) {
+          int64_t numel = 1;
+          for (int64_t d : inputs[k].shape) numel *= d;
+          if (flat) {
+            base[k] = 0;
+            step[k] = numel == 1 ? 0 : 1;
+            continue;
+          }
+          int64_t offset = 0, rem = r;
+          for (int64_t d = rank - 2; d >= 0; --d) {
+            offset += (rem % out_shape[d]) * strides[k][d];
+            rem /= out_shape[d];
+          }
+          base[k] = offset;
+          step[k] = strides[k][rank - 1];
+        }
+      }
+      for (size_t k = 0; k < num_inputs; ++k)
+        reg[k] = input_block(inputs[k], base[k] + start * step[k], step[k], n,
+                             buffers.data() + k * kBlock);
+      for (size_t i = 0; i < program.size(); ++i) {
+        const size_t dst = num_inputs + i;
+        T* d = i + 1 == program.size() ? out + r * row + start : buffers.data() + dst * kBlock;
+        run_instruction(program[i], b_is_scalar[i], n, reg.data(), d);
+        reg[dst] = d;
+      }
+    }
+  });
+}
+
+template void fused_elementwise_forward<float>(const std::vector<FusedElementwiseInput>&,
+                                               const std::vector<ElementwiseInstruction>&,
+                                               const std::vector<int64_t>&, float*);
+template void fused_elementwise_forward<double>(const std::vector<FusedElementwiseInput>&,
+                                                const std::vector<ElementwiseInstruction>&,
+                                                const std::vector<int64_t>&, double*);
+
+}  // namespace ortmodule

@@ -1,0 +1,60 @@
+// A tree of element-wise ops run as one loop over memory (passes/elementwise_fusion.h builds
+// the trees): a small register program evaluated block by block, so each intermediate lives
+// in a cache-resident block buffer instead of a tensor of its own.
+//
+// Registers 0 .. inputs-1 hold the inputs (numpy-broadcast to the output's shape), each
+// instruction writes a new register from earlier ones, and the last instruction's register
+// is the output. Per-element math is the unfused kernels' (kernels/math/elementwise.h, and
+// for float32 Exp/Tanh/Sigmoid the vector kernels of the active ISA), so a fused tree rounds
+// exactly as its nodes did one by one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ortmodule {
+
+enum class ElementwiseOpcode : int64_t {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,   // with the Pow kernel's fast paths for a one-element exponent of 1, 2 or 0.5
+  kCopy,  // Identity
+  kNeg,
+  kSqrt,
+  kReciprocal,
+  kExp,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kRelu,
+  kWhere,        // a ? b : c, a a condition input
+  kSigmoidGrad,  // (dy, y)
+  kTanhGrad,     // (dy, y)
+  kReluGrad,     // (dy, y)
+  kCount,
+};
+
+// Operands a, b, c are register numbers (-1: unused); dst is always the next register.
+struct ElementwiseInstruction {
+  ElementwiseOpcode op = ElementwiseOpcode::kAdd;
+  int64_t a = -1, b = -1, c = -1;
+};
+
+// Number of operands each opcode reads (1, 2 or 3).
+int elementwise_opcode_arity(ElementwiseOpcode op);
+
+struct FusedElementwiseInput {
+  const void* data = nullptr;
+  bool is_bool = false;        // a Where condition (uint8 0/1); otherwise the kernel's dtype
+  std::vector<int64_t> shape;  // broadcasts to the output's
+};
+
+// out: out_shape (the broadcast of every input's shape), contiguous.
+template <typename T>
+void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
+                               const std::vector<ElementwiseInstruction>& program,
+                               const std::vector<int64_t>& out_shape, T* out);
+
+}  // namespace ortmodule

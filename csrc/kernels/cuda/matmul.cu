@@ -1,0 +1,137 @@
+// CUDA twins of MatMul, FusedMatMul and Gemm through cuBLAS (torch's handle on torch's
+// stream). Row-major products are computed as their column-major transposes:
+//   C[M,N] = op(A) op(B)  <=>  C^T[N,M] = op(B)^T op(A)^T,
+// so B is cuBLAS's first operand and A its second, with the same transpose flags.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_common.h"
+#include "ops/op_utils.h"
+
+namespace ortmodule {
+
+namespace {
+
+cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
+                            int m, int k, const float* alpha, const float* b, int ldb, long long sb,
+                            const float* a, int lda, long long sa, const float* beta, float* c,
+                            int ldc, long long sc, int batch) {
+  return cublasSgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
+                                   sc, batch);
+}
+cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
+                            int m, int k, const double* alpha, const double* b, int ldb,
+                            long long sb, const double* a, int lda, long long sa,
+                            const double* beta, double* c, int ldc, long long sc, int batch) {
+  return cublasDgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
+                                   sc, batch);
+}
+
+// cuBLAS takes int dims: larger ones are refused rather than truncated.
+int as_int(const OpContext& ctx, int64_t v, const char* what) {
+  if (v > INT32_MAX) {
+    ctx.fail(std::string(what) + " " + std::to_string(v) +
+             " is above cuBLAS's int limit in the CUDA MatMul kernel");
+  }
+  return static_cast<int>(v);
+}
+
+// Row-major C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i] for i < batch, A[i] = A + i * sa.
+template <typename T>
+void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t batch, int64_t M,
+                     int64_t N, int64_t K, T alpha, const T* A, int64_t sa, const T* B, int64_t sb,
+                     T beta, T* C) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  const int m = as_int(ctx, M, "M"), n = as_int(ctx, N, "N"), k = as_int(ctx, K, "K");
+  // Leading dims are at least 1 even for an empty K (cuBLAS then computes C = beta * C).
+  const int lda = std::max(1, ta ? m : k), ldb = std::max(1, tb ? k : n), ldc = std::max(1, n);
+  cublasHandle_t handle = cuda::blas_handle(device);
+  cuda::check_blas(gemm_strided(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ldb, sb, A, lda,
+                                sa, &beta, C, ldc, M * N, as_int(ctx, batch, "batch")),
+                   "MatMul (cublas<t>gemmStridedBatched)");
+}
+
+template <typename T>
+void run_fused_matmul(OpContext& ctx) {
+  Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  if (a.size() == 1) a = {1, a[0]};
+  if (b.size() == 1) b = {b[0], 1};
+  const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+  const int64_t M = ta ? a[a.size() - 1] : a[a.size() - 2];
+  const int64_t K = ta ? a[a.size() - 2] : a[a.size() - 1];
+  const int64_t N = tb ? b[b.size() - 2] : b[b.size() - 1];
+  const int64_t na = dims_product(a_batch, 0, a_batch.size());
+  const int64_t nb = dims_product(b_batch, 0, b_batch.size());
+  // One strided batch: equal batch dims, or one operand without batch (a Linear's weight).
+  int64_t batch = 0, sa = M * K, sb = K * N;
+  if (a_batch == b_batch || (na == nb && (a_batch.empty() || b_batch.empty()))) {
+    batch = std::max(na, nb);
+    if (a_batch.empty()) sa = 0;
+    if (b_batch.empty()) sb = 0;
+  } else if (nb == 1) {
+    batch = na;
+    sb = 0;
+  } else if (na == 1) {
+    batch = nb;
+    sa = 0;
+  } else {
+    ctx.fail("broadcasting batch dims " + shape_str(a_batch) + " against " + shape_str(b_batch) +
+             " is not supported by the CUDA MatMul kernel (only equal batch dims, or one operand "
+             "without batch dims)");
+  }
+  const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
+  strided_product<T>(ctx, ctx.out(0).device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(),
+                     sa, ctx.in(1).data<T>(), sb, T(0), ctx.out(0).data<T>());
+}
+
+// y[i, j] = beta * c[i or 0, j or 0]: Gemm's C broadcast to [M, N] ([], [N], [1, N], [M, 1]
+// or [M, N]).
+template <typename T>
+__global__ void fill_scaled(int64_t M, int64_t N, const T* c, int64_t c_rows, int64_t c_cols,
+                            T beta, T* y) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
+       i += step) {
+    const int64_t r = c_rows == 1 ? 0 : i / N, col = c_cols == 1 ? 0 : i % N;
+    y[i] = beta * c[r * c_cols + col];
+  }
+}
+
+template <typename T>
+void run_gemm(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  const double alpha = ctx.node.attr_float("alpha", 1.0), beta = ctx.node.attr_float("beta", 1.0);
+  const int64_t M = y.dim(0), N = y.dim(1), K = ta ? a.dim(0) : a.dim(1);
+  T gemm_beta = 0;
+  if (ctx.has_input(2) && beta != 0.0 && M * N > 0) {
+    const Tensor& c = ctx.in(2);
+    const int64_t rows = c.rank() == 2 ? c.dim(0) : 1;
+    const int64_t cols = c.rank() >= 1 ? c.dim(c.rank() - 1) : 1;
+    fill_scaled<T><<<cuda::blocks_for(M * N), cuda::kThreads, 0, cuda::stream(y.device())>>>(
+        M, N, c.data<T>(), rows, cols, static_cast<T>(beta), y.data<T>());
+    cuda::check_launch("Gemm (C)");
+    gemm_beta = 1;
+  }
+  strided_product<T>(ctx, y.device(), ta, tb, 1, M, N, K, static_cast<T>(alpha), a.data<T>(), 0,
+                     b.data<T>(), 0, gemm_beta, y.data<T>());
+}
+
+}  // namespace
+
+void cuda_fused_matmul(OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_fused_matmul<scalar_t>(ctx));
+}
+
+void cuda_gemm(OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_gemm<scalar_t>(ctx));
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,47 @@
+// The CUDA kernels the op table names (csrc/kernels/cuda/*.cu).
+//
+// They are declared weak: the CUDA build of the extension links their definitions, and
+// every other target (the CPU build, the C++ tests, the standalone training library) links
+// none, so their addresses are null there and OpDef::cuda stays empty. Only the row's
+// cuda_twin flag says that the op has a CUDA kernel in a CUDA build.
+#pragma once
+
+#include "ops/op_table.h"
+
+#define ORTM_CUDA_KERNEL(name) __attribute__((weak, visibility("hidden"))) void name(OpContext&)
+
+namespace ortmodule {
+
+// elementwise.cu
+ORTM_CUDA_KERNEL(cuda_add);
+ORTM_CUDA_KERNEL(cuda_sub);
+ORTM_CUDA_KERNEL(cuda_mul);
+ORTM_CUDA_KERNEL(cuda_div);
+ORTM_CUDA_KERNEL(cuda_sum);
+ORTM_CUDA_KERNEL(cuda_neg);
+ORTM_CUDA_KERNEL(cuda_relu);
+ORTM_CUDA_KERNEL(cuda_sigmoid);
+ORTM_CUDA_KERNEL(cuda_tanh);
+ORTM_CUDA_KERNEL(cuda_exp);
+ORTM_CUDA_KERNEL(cuda_log);
+ORTM_CUDA_KERNEL(cuda_sqrt);
+ORTM_CUDA_KERNEL(cuda_erf);
+ORTM_CUDA_KERNEL(cuda_abs);
+ORTM_CUDA_KERNEL(cuda_gelu);
+ORTM_CUDA_KERNEL(cuda_relu_grad);
+ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
+ORTM_CUDA_KERNEL(cuda_tanh_grad);
+ORTM_CUDA_KERNEL(cuda_erf_grad);
+ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// matmul.cu
+ORTM_CUDA_KERNEL(cuda_fused_matmul);
+ORTM_CUDA_KERNEL(cuda_gemm);
+// reduce.cu
+ORTM_CUDA_KERNEL(cuda_sum_to_shape);
+// softmax.cu
+ORTM_CUDA_KERNEL(cuda_softmax);
+ORTM_CUDA_KERNEL(cuda_log_softmax);
+ORTM_CUDA_KERNEL(cuda_softmax_grad);
+ORTM_CUDA_KERNEL(cuda_log_softmax_grad);
+
+}  // namespace ortmodule

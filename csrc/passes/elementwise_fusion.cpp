@@ -1,0 +1,283 @@
+#include "passes/elementwise_fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kernels/cpu/fused_elementwise.h"
+#include "ops/op_table.h"
+
+namespace ortmodule {
+namespace {
+
+using Op = ElementwiseOpcode;
+
+// The opcode of a fusible op of the default or com.microsoft domain (kCount: not fusible).
+Op opcode_of(const Node& n) {
+  static const std::unordered_map<std::string, Op> kDefault = {
+      {"Add", Op::kAdd},         {"Sub", Op::kSub},
+      {"Mul", Op::kMul},         {"Div", Op::kDiv},
+      {"Pow", Op::kPow},         {"Neg", Op::kNeg},
+      {"Sqrt", Op::kSqrt},       {"Reciprocal", Op::kReciprocal},
+      {"Exp", Op::kExp},         {"Tanh", Op::kTanh},
+      {"Sigmoid", Op::kSigmoid}, {"Erf", Op::kErf},
+      {"Relu", Op::kRelu},       {"Where", Op::kWhere},
+      {"Identity", Op::kCopy},   {"Sum", Op::kAdd}};
+  static const std::unordered_map<std::string, Op> kMicrosoft = {
+      {"SigmoidGrad", Op::kSigmoidGrad}, {"TanhGrad", Op::kTanhGrad}, {"ReluGrad", Op::kReluGrad}};
+  const auto& table = n.domain.empty() ? kDefault : kMicrosoft;
+  if (!n.domain.empty() && n.domain != "com.microsoft") return Op::kCount;
+  auto it = table.find(n.op_type);
+  return it == table.end() ? Op::kCount : it->second;
+}
+
+// Ops whose first output has the dtype of their first input (the rest are left unknown
+// unless the graph declares them).
+bool keeps_input_dtype(const Node& n) {
+  static const std::unordered_set<std::string> kOps = {"Add",
+                                                       "Sub",
+                                                       "Mul",
+                                                       "Div",
+                                                       "Pow",
+                                                       "Neg",
+                                                       "Sqrt",
+                                                       "Reciprocal",
+                                                       "Exp",
+                                                       "Log",
+                                                       "Tanh",
+                                                       "Sigmoid",
+                                                       "Erf",
+                                                       "Relu",
+                                                       "Abs",
+                                                       "Sin",
+                                                       "Cos",
+                                                       "Gelu",
+                                                       "MatMul",
+                                                       "Gemm",
+                                                       "FusedMatMul",
+                                                       "FusedMatMulSumToShape",
+                                                       "SumToShape",
+                                                       "ScalarLike",
+                                                       "Reshape",
+                                                       "Transpose",
+                                                       "Expand",
+                                                       "Identity",
+                                                       "Squeeze",
+                                                       "Unsqueeze",
+                                                       "Slice",
+                                                       "SliceGrad",
+                                                       "Concat",
+                                                       "ConcatGrad",
+                                                       "Split",
+                                                       "Gather",
+                                                       "GatherND",
+                                                       "Softmax",
+                                                       "LogSoftmax",
+                                                       "SoftmaxGrad_13",
+                                                       "ScaledMaskedSoftmax",
+                                                       "ScaledMaskedSoftmaxGrad",
+                                                       "LayerNormalization",
+                                                       "LayerNormalizationGrad",
+                                                       "ReduceMean",
+                                                       "ReduceSum",
+                                                       "ReduceGrad",
+                                                       "Sum",
+                                                       "SigmoidGrad",
+                                                       "TanhGrad",
+                                                       "ReluGrad",
+                                                       "GeluGrad",
+                                                       "StopGradient"};
+  return kOps.count(n.op_type) != 0;
+}
+
+// Dtypes of the values, from the graph's declarations, constants and the rules above.
+std::unordered_map<const Value*, DType> infer_dtypes(const Graph& g) {
+  static const std::unordered_set<std::string> kBoolOps = {
+      "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And",
+      "Or",    "Not",  "Xor",         "IsNaN",   "IsInf"};
+  std::unordered_map<const Value*, DType> dtype;
+  auto of = [&](const Value* v) {
+    if (!v) return DType::Undefined;
+    if (v->dtype != DType::Undefined) return v->dtype;
+    if (v->initializer.defined()) return v->initializer.dtype();
+    auto it = dtype.find(v);
+    return it == dtype.end() ? DType::Undefined : it->second;
+  };
+  for (const Node* n : g.nodes()) {
+    Value* out = n->output(0);
+    if (!out || of(out) != DType::Undefined) continue;
+    DType d = DType::Undefined;
+    if (n->op_type == "Constant") {
+      const Attribute* a = n->attr("value");
+      if (a && a->kind == Attribute::Kind::Tensor) d = a->t.dtype();
+    } else if (n->op_type == "Cast") {
+      d = static_cast<DType>(n->attr_int("to", 0));
+    } else if (n->op_type == "CastLike") {
+      d = of(n->input(1));
+    } else if (n->op_type == "Where") {
+      d = of(n->input(1));
+    } else if (n->op_type == "Shape" || n->op_type == "Size") {
+      d = DType::Int64;
+    } else if (kBoolOps.count(n->op_type)) {
+      d = DType::Bool;
+    } else if (keeps_input_dtype(*n)) {
+      d = of(n->input(0));
+    }
+    dtype[out] = d;
+  }
+  return dtype;
+}
+
+bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+class Fuser {
+ public:
+  Fuser(Graph& g, const std::vector<Value*>& keep, const std::vector<Value*>& output_grads)
+      : g_(g), keep_(keep.begin(), keep.end()), dtype_(infer_dtypes(g)) {
+    keep_.insert(g.outputs().begin(), g.outputs().end());
+    // Backward: the nodes that depend on an output gradient (as the planner splits them).
+    std::unordered_set<const Value*> dependent;
+    for (Value* v : output_grads)
+      if (v) dependent.insert(v);
+    for (Node* n : g.nodes()) {
+      bool dep = n->run_in_backward;
+      for (Value* in : n->inputs) dep = dep || (in && dependent.count(in));
+      if (!dep) continue;
+      backward_.insert(n);
+      for (Value* out : n->outputs)
+        if (out) dependent.insert(out);
+    }
+  }
+
+  ElementwiseFusionCounts run() {
+    ElementwiseFusionCounts counts;
+    std::vector<Node*> order = g_.nodes();
+    std::unordered_set<Node*> absorbed;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* root = *it;
+      if (absorbed.count(root) || !fusible(*root)) continue;
+      std::vector<Node*> tree;
+      collect(root, &tree);
+      if (tree.size() < 2) continue;
+      for (Node* n : tree) absorbed.insert(n);
+      (backward_.count(root) ? counts.backward_nodes : counts.forward_nodes) +=
+          static_cast<int>(tree.size());
+      ++counts.fused_nodes;
+      replace(root, tree);
+    }
+    if (counts.fused_nodes) {
+      g_.rebuild_consumers();
+      g_.topological_sort();
+    }
+    return counts;
+  }
+
+ private:
+  DType dtype(const Value* v) const {
+    auto it = dtype_.find(v);
+    return it == dtype_.end() ? (v ? v->dtype : DType::Undefined) : it->second;
+  }
+
+  bool fusible(const Node& n) const {
+    const Op op = opcode_of(n);
+    if (op == Op::kCount || n.checkpoint_region >= 0 || n.recomputes) return false;
+    // Sum (of gradient contributions) adds its inputs left to right, as its kernel does.
+    const size_t arity = n.op_type == "Sum" ? std::max<size_t>(n.inputs.size(), 1)
+                                            : static_cast<size_t>(elementwise_opcode_arity(op));
+    if (n.inputs.size() != arity || n.outputs.size() != 1 || !n.output(0)) return false;
+    const DType out = dtype(n.output(0));
+    if (!is_float(out)) return false;
+    for (size_t k = 0; k < arity; ++k) {
+      const Value* in = n.input(k);
+      const DType want = op == Op::kWhere && k == 0 ? DType::Bool : out;
+      if (!in || dtype(in) != want) return false;
+    }
+    return true;
+  }
+
+  // Whether the producer of v joins `consumer`'s tree.
+  bool absorbable(const Value* v, const Node* consumer) const {
+    const Node* p = v->producer;
+    return p && fusible(*p) && v->consumers.size() == 1 && v->consumers[0] == consumer &&
+           !keep_.count(v) && backward_.count(p) == backward_.count(consumer);
+  }
+
+  // The tree rooted at n, producers before consumers.
+  void collect(Node* n, std::vector<Node*>* tree) const {
+    const bool where = opcode_of(*n) == Op::kWhere;
+    for (size_t k = where ? 1 : 0; k < n->inputs.size(); ++k)
+      if (absorbable(n->input(k), n)) collect(n->input(k)->producer, tree);
+    tree->push_back(n);
+  }
+
+  void replace(Node* root, const std::vector<Node*>& tree) {
+    std::vector<Value*> leaves;
+    std::unordered_map<const Value*, int64_t> reg;
+    std::unordered_set<const Node*> members(tree.begin(), tree.end());
+    auto leaf = [&](Value* v) {
+      auto it = reg.find(v);
+      if (it != reg.end()) return it->second;
+      leaves.push_back(v);
+      return reg[v] = static_cast<int64_t>(leaves.size()) - 1;
+    };
+    // Leaves first (their registers precede the instructions'), then one instruction per
+    // node in tree order.
+    for (Node* n : tree)
+      for (Value* in : n->inputs)
+        if (!in->producer || !members.count(in->producer)) leaf(in);
+    std::vector<int64_t> program;
+    int64_t next = static_cast<int64_t>(leaves.size());  // the register the next instruction writes
+    auto emit = [&](Op op, int64_t a, int64_t b, int64_t c) {
+      program.insert(program.end(), {static_cast<int64_t>(op), a, b, c});
+      return next++;
+    };
+    for (Node* n : tree) {
+      const Op op = opcode_of(*n);
+      std::vector<int64_t> regs;
+      for (Value* v : n->inputs)
+        regs.push_back(v->producer && members.count(v->producer) ? reg.at(v) : leaf(v));
+      int64_t out = -1;
+      if (n->op_type == "Sum") {
+        out = regs.size() == 1 ? emit(Op::kCopy, regs[0], -1, -1)
+                               : emit(Op::kAdd, regs[0], regs[1], -1);
+        for (size_t k = 2; k < regs.size(); ++k) out = emit(Op::kAdd, out, regs[k], -1);
+      } else {
+        regs.resize(3, -1);
+        out = emit(op, regs[0], regs[1], regs[2]);
+      }
+      reg[n->output(0)] = out;
+    }
+    Value* y = root->output(0);
+    const std::string name = root->name, source = root->source;
+    bool run_in_backward = false;
+    for (Node* n : tree) run_in_backward = run_in_backward || n->run_in_backward;
+    g_.remove_nodes(tree);
+    Node* fused = g_.add_node("FusedElementwise", "ai.ortmodule", leaves, {y}, name + "/fused");
+    fused->attrs["program"] = Attribute::make_ints(program);
+    fused->def = find_op("ai.ortmodule", "FusedElementwise", g_.opset_version);
+    fused->source = source;
+    fused->run_in_backward = run_in_backward;
+    if (backward_.count(root)) backward_.insert(fused);
+    dtype_[y] = dtype(y);
+  }
+
+  Graph& g_;
+  std::unordered_set<const Value*> keep_;
+  std::unordered_map<const Value*, DType> dtype_;
+  std::unordered_set<const Node*> backward_;
+};
+
+}  // namespace
+
+ElementwiseFusionCounts fuse_elementwise(Graph& graph, const std::vector<Value*>& keep,
+                                         const std::vector<Value*>& output_grads) {
+  if (graph.opset_version < 7) return {};  // legacy broadcasting rules
+  if (!find_op("ai.ortmodule", "FusedElementwise", graph.opset_version)) return {};
+  graph.rebuild_consumers();
+  return Fuser(graph, keep, output_grads).run();
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,332 @@
+// The per-call path of an ORTModule (ortmodule/module.py) in C++: feeding one compiled
+// graph from a call (EntryRunner) and telling, without building the cache key, whether a
+// call takes the same graph as the previous one (StepCall).
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/extension.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "python/torch_boundary.h"
+
+namespace py = pybind11;
+
+namespace ortmodule {
+
+namespace {
+
+// The tensor `obj` holds, or null when it is not a tensor.
+const at::Tensor* as_tensor(PyObject* obj) {
+  return THPVariable_Check(obj) ? &THPVariable_Unpack(obj) : nullptr;
+}
+
+// A value of `d` (a dict), or null; borrowed.
+PyObject* dict_item(const py::object& d, const py::object& key) {
+  return PyDict_GetItemWithError(d.ptr(), key.ptr());
+}
+
+// An interned string kept for the life of the process (never released: it may be used
+// until the interpreter is gone).
+PyObject* interned(const char* s) { return PyUnicode_InternFromString(s); }
+
+// One program input: a flattened call tensor, or a parameter or buffer read from its
+// owner's table (or through getattr when something shadows the table entry).
+struct Source {
+  int index = -1;         // in the call's tensors; -1: read from the owner
+  py::object owner;       // the owner module, when read through getattr
+  py::object owner_dict;  // its __dict__, when read from a table
+  py::object table;       // "_parameters" or "_buffers"; None: getattr
+  py::object attr;
+};
+
+// Feeds one compiled graph (ortmodule._entry._Entry.sources) and advances the BatchNorm
+// counters the graph does not update itself.
+class EntryRunner {
+ public:
+  EntryRunner(std::shared_ptr<Program> program, const py::list& sources,
+              const py::list& bn_counters)
+      : program_(std::move(program)) {
+    for (const py::handle& s : sources) {
+      auto t = s.cast<py::tuple>();
+      Source src;
+      src.index = t[0].cast<int>();
+      if (src.index < 0) {
+        src.owner = py::reinterpret_borrow<py::object>(t[1]);
+        src.table = py::reinterpret_borrow<py::object>(t[2]);
+        src.attr = py::reinterpret_borrow<py::object>(t[3]);
+        if (!src.table.is_none()) src.owner_dict = src.owner.attr("__dict__");
+      }
+      sources_.push_back(std::move(src));
+    }
+    for (const py::handle& m : bn_counters)
+      bn_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
+  }
+
+  // The program's outputs for a call whose flattened tensors are `tensors` (a sequence).
+  std::vector<at::Tensor> launch(PyObject* tensors) const {
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(sources_.size());
+    for (const Source& s : sources_) inputs.push_back(read(s, tensors));
+    std::vector<at::Tensor> counters;
+    static PyObject* const buffers = interned("_buffers");
+    static PyObject* const counter = interned("num_batches_tracked");
+    for (const py::object& d : bn_dicts_) {
+      PyObject* table = PyDict_GetItemWithError(d.ptr(), buffers);
+      PyObject* t = table != nullptr ? PyDict_GetItemWithError(table, counter) : nullptr;
+      if (t != nullptr && as_tensor(t) != nullptr) counters.push_back(*as_tensor(t));
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    py::gil_scoped_release release;
+    std::vector<at::Tensor> outputs = run_program(program_, inputs);
+    for (at::Tensor& c : counters) c.add_(1);
+    return outputs;
+  }
+
+ private:
+  static at::Tensor read(const Source& s, PyObject* tensors) {
+    if (s.index >= 0) {
+      PyObject* item = PySequence_GetItem(tensors, s.index);
+      if (item == nullptr) throw py::error_already_set();
+      py::object held = py::reinterpret_steal<py::object>(item);
+      return checked(item, s);
+    }
+    if (s.table.is_none()) return checked(s.owner.attr(s.attr).ptr(), s);
+    PyObject* table = dict_item(s.owner_dict, s.table);
+    PyObject* item = table != nullptr ? PyDict_GetItemWithError(table, s.attr.ptr()) : nullptr;
+    if (item == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return checked(s.owner.attr(s.attr).ptr(), s);  // gone from the table: getattr says why
+    }
+    return checked(item, s);
+  }
+
+  static at::Tensor checked(PyObject* obj, const Source& s) {
+    const at::Tensor* t = as_tensor(obj);
+    if (t != nullptr) return *t;
+    const std::string what = s.index >= 0 ? "input " + std::to_string(s.index)
+                                          : "attribute '" + s.attr.cast<std::string>() + "'";
+    throw py::type_error("ORTModule: " + what + " of the compiled graph is a " +
+                         std::string(Py_TYPE(obj)->tp_name) +
+                         ", not a tensor; pass tensors where the graph was traced with tensors");
+  }
+
+  std::shared_ptr<Program> program_;
+  std::vector<Source> sources_;
+  std::vector<py::object> bn_dicts_;  // __dict__ of each BatchNorm module to count
+};
+
+// What the cache key of a call with positional tensors only depends on (grad mode,
+// autocast, per tensor dtype, rank, requires_grad and device, every module's training
+// flag, per parameter dtype, device and requires_grad, and the sizes when the graph has static
+// shapes), taken from one call: a later call with equal values has the same key (the
+// check is finer than the key, never coarser) and runs the same graph.
+class StepCall {
+ public:
+  StepCall(std::shared_ptr<EntryRunner> runner, const py::tuple& args, const py::list& modules,
+           const py::list& param_slots, bool static_shapes, const py::object& attributes,
+           py::object accepts, bool single)
+      : runner_(std::move(runner)),
+        static_shapes_(static_shapes),
+        single_(single),
+        accepts_(std::move(accepts)) {
+    grad_ = torch::autograd::GradMode::is_enabled();
+    autocast_ = autocast_state();
+    for (const py::handle& a : args) {
+      const at::Tensor* t = as_tensor(a.ptr());
+      if (t == nullptr) throw py::type_error("StepCall takes positional tensors only");
+      args_.push_back(describe(*t));
+      accepted_sizes_.push_back(t->sizes().vec());
+    }
+    if (!attributes.is_none()) {
+      for (const py::handle& v : attributes.attr("values")) {
+        auto t = v.cast<py::tuple>();
+        values_.push_back({t[0], t[1], t[2]});
+      }
+      for (const py::handle& v : attributes.attr("tensors")) {
+        auto t = v.cast<py::tuple>();
+        tensors_.push_back({t[0], t[1], t[2], t[3].cast<int64_t>()});
+      }
+    }
+    for (const py::handle& m : modules) {
+      module_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
+      training_.push_back(module_training(module_dicts_.back()) == Py_True);
+    }
+    for (const py::handle& slot : param_slots) {
+      auto pair = slot.cast<py::tuple>();
+      py::object table = pair[0].attr("_parameters");
+      const at::Tensor* p = as_tensor(PyDict_GetItemWithError(table.ptr(), pair[1].ptr()));
+      if (p == nullptr) throw py::value_error("StepCall: a parameter slot holds no tensor");
+      params_.push_back({table, py::reinterpret_borrow<py::object>(pair[1]), p->scalar_type(),
+                         p->requires_grad(), p->device()});
+    }
+  }
+
+  // The outputs (one tensor, or the list for the caller to unflatten) when `args` take
+  // the same graph as the call this was made from; None when they may not.
+  py::object call(const py::tuple& args) {
+    if (!matches(args) || !attributes_hold()) return py::none();
+    if (!accepts_.is_none() && !sizes_accepted(args)) {
+      // Other sizes: the entry's shape guard decides, and these sizes pass from now on.
+      if (!accepts_(py::list(args)).cast<bool>()) return py::none();
+      for (size_t i = 0; i < accepted_sizes_.size(); ++i)
+        accepted_sizes_[i] = THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes().vec();
+    }
+    std::vector<at::Tensor> outputs = runner_->launch(args.ptr());
+    if (single_) return py::cast(std::move(outputs.front()));
+    return py::cast(std::move(outputs));
+  }
+
+ private:
+  struct TensorKey {
+    at::ScalarType dtype;
+    int64_t dim;
+    bool requires_grad;
+    c10::Device device;
+    std::vector<int64_t> sizes;  // only with static shapes
+    bool operator==(const TensorKey& o) const {
+      return dtype == o.dtype && dim == o.dim && requires_grad == o.requires_grad &&
+             device == o.device && sizes == o.sizes;
+    }
+  };
+  struct ParamKey {
+    py::object table;  // the owner's _parameters
+    py::object name;
+    at::ScalarType dtype;
+    bool requires_grad;
+    c10::Device device;  // a graph runs the kernels of one device
+  };
+  struct Autocast {
+    bool cpu = false, cuda = false, cache = false;
+    at::ScalarType cpu_dtype = at::kFloat, cuda_dtype = at::kFloat;
+    bool operator==(const Autocast& o) const {
+      return cpu == o.cpu && cuda == o.cuda && cache == o.cache && cpu_dtype == o.cpu_dtype &&
+             cuda_dtype == o.cuda_dtype;
+    }
+  };
+
+  static Autocast autocast_state() {
+    Autocast a;
+    a.cpu = at::autocast::is_autocast_enabled(at::kCPU);
+    a.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+    if (a.cpu) a.cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+    if (a.cuda) a.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
+    if (a.cpu || a.cuda) a.cache = at::autocast::is_autocast_cache_enabled();
+    return a;
+  }
+
+  TensorKey describe(const at::Tensor& t) const {
+    TensorKey k{t.scalar_type(), t.dim(), t.requires_grad(), t.device(), {}};
+    if (static_shapes_) k.sizes = t.sizes().vec();
+    return k;
+  }
+
+  static PyObject* module_training(const py::object& d) {
+    static PyObject* const training = interned("training");
+    return PyDict_GetItemWithError(d.ptr(), training);
+  }
+
+  bool matches(const py::tuple& args) const {
+    if (args.size() != args_.size()) return false;
+    if (torch::autograd::GradMode::is_enabled() != grad_) return false;
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const at::Tensor* t = as_tensor(PyTuple_GET_ITEM(args.ptr(), i));
+      if (t == nullptr || !(describe(*t) == args_[i])) return false;
+    }
+    for (size_t i = 0; i < module_dicts_.size(); ++i)
+      if ((module_training(module_dicts_[i]) == Py_True) != training_[i]) return false;
+    for (const ParamKey& p : params_) {
+      const at::Tensor* t = as_tensor_or_null(PyDict_GetItemWithError(p.table.ptr(), p.name.ptr()));
+      if (t == nullptr || t->scalar_type() != p.dtype || t->requires_grad() != p.requires_grad ||
+          t->device() != p.device)
+        return false;
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return autocast_state() == autocast_;
+  }
+
+  // The entry's AttributeGuard.holds(): the attribute values forward read while it was
+  // traced are unchanged.
+  bool attributes_hold() const {
+    for (const AttributeValue& a : values_) {
+      PyObject* current = PyDict_GetItemWithError(a.dict.ptr(), a.name.ptr());
+      if (current == nullptr) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      const int equal = PyObject_RichCompareBool(current, a.value.ptr(), Py_EQ);
+      if (equal < 0) throw py::error_already_set();
+      if (equal == 0) return false;
+    }
+    for (const AttributeTensor& a : tensors_) {
+      PyObject* current = PyDict_GetItemWithError(a.dict.ptr(), a.name.ptr());
+      if (current != a.tensor.ptr()) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        return false;
+      }
+      if (THPVariable_Unpack(current)._version() != a.version) return false;
+    }
+    return true;
+  }
+
+  bool sizes_accepted(const py::tuple& args) const {
+    for (size_t i = 0; i < accepted_sizes_.size(); ++i)
+      if (THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes() != accepted_sizes_[i])
+        return false;
+    return true;
+  }
+
+  static const at::Tensor* as_tensor_or_null(PyObject* obj) {
+    return obj != nullptr ? as_tensor(obj) : nullptr;
+  }
+
+  std::shared_ptr<EntryRunner> runner_;
+  bool static_shapes_;
+  bool single_;
+  py::object accepts_;  // the entry's accepts() when it has a shape guard, or None
+  struct AttributeValue {
+    py::object dict, name, value;
+  };
+  struct AttributeTensor {
+    py::object dict, name, tensor;
+    int64_t version;
+  };
+  std::vector<AttributeValue> values_;
+  std::vector<AttributeTensor> tensors_;
+  std::vector<std::vector<int64_t>> accepted_sizes_;  // sizes the shape guard accepted
+  bool grad_ = true;
+  Autocast autocast_;
+  std::vector<TensorKey> args_;
+  std::vector<py::object> module_dicts_;
+  std::vector<bool> training_;
+  std::vector<ParamKey> params_;
+};
+
+}  // namespace
+
+void bind_step_runner(py::module_& m) {
+  py::class_<EntryRunner, std::shared_ptr<EntryRunner>>(m, "EntryRunner")
+      .def(py::init<std::shared_ptr<Program>, const py::list&, const py::list&>(),
+           py::arg("program"), py::arg("sources"), py::arg("bn_counters"),
+           "sources: per program input (flat index, None, None, None) or (-1, owner, "
+           "'_parameters'/'_buffers' or None for getattr, attribute); bn_counters: BatchNorm "
+           "modules whose num_batches_tracked each run advances.")
+      .def(
+          "launch",
+          [](const EntryRunner& r, const py::sequence& tensors) { return r.launch(tensors.ptr()); },
+          py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
+  py::class_<StepCall>(m, "StepCall")
+      .def(py::init<std::shared_ptr<EntryRunner>, const py::tuple&, const py::list&,
+                    const py::list&, bool, const py::object&, py::object, bool>(),
+           py::arg("runner"), py::arg("args"), py::arg("modules"), py::arg("param_slots"),
+           py::arg("static_shapes"), py::arg("attributes"), py::arg("accepts"),
+           py::arg("single_output"),
+           "A call of positional tensors `args` that took the runner's entry; attributes: its "
+           "AttributeGuard or None; accepts: its accepts() when it has a shape guard, else "
+           "None.")
+      .def("__call__", &StepCall::call, py::arg("args"),
+           "The outputs when the call takes the same graph as the one this describes, else None.");
+}
+
+}  // namespace ortmodule

@@ -1,0 +1,142 @@
+"""Attention's scores softmax, Softmax(Add(Mul(x, c), mask)) as the exporter writes it, runs as
+one ScaledMaskedSoftmax node forward and one ScaledMaskedSoftmaxGrad node backward, with the
+results of the graph as built (float64, 1e-12); chains that differ stay as written."""
+
+from __future__ import annotations
+
+import collections
+import copy
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import helper, numpy_helper
+
+from ortmodule import DebugOptions, ORTModule
+from tests.python.hf_zoo import FAMILIES
+from tests.python.test_passes import _assert_same_results, _model, _rand
+
+
+def _scalar(name: str, value: float) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name],
+                            value=numpy_helper.from_array(np.asarray(value, np.float64)))
+
+
+def _attention(scale_op: str | None, mask: bool, axis: int = -1,
+               extra_outputs: tuple[str, ...] = ()) -> onnx.ModelProto:
+    """scores = q @ k^T, then optionally scaled (Mul(scores, c), Mul(c, scores) or
+    Div(scores, c)) and masked (Add(., mask)), Softmax(axis), then @ v."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"])]
+    last = "scores"
+    if scale_op == "Mul":
+        nodes += [_scalar("c", 0.35), helper.make_node("Mul", ["scores", "c"], ["scaled"])]
+        last = "scaled"
+    elif scale_op == "MulFirst":
+        nodes += [_scalar("c", 0.35), helper.make_node("Mul", ["c", "scores"], ["scaled"])]
+        last = "scaled"
+    elif scale_op == "Div":
+        nodes += [_scalar("c", 2.75), helper.make_node("Div", ["scores", "c"], ["scaled"])]
+        last = "scaled"
+    if mask:
+        nodes.append(helper.make_node("Add", [last, "mask"], ["masked"]))
+        last = "masked"
+    nodes += [helper.make_node("Softmax", [last], ["probs"], axis=axis),
+              helper.make_node("MatMul", ["probs", "v"], ["out"])]
+    inputs = {"q": [2, 3, 5, 4], "k": [2, 3, 5, 4], "v": [2, 3, 5, 4]}
+    if mask:
+        inputs["mask"] = [2, 1, 1, 5]
+    return _model(nodes, inputs, ["out", *extra_outputs])
+
+
+def _feeds(mask: bool) -> dict[str, np.ndarray]:
+    feeds = {"q": _rand(2, 3, 5, 4) * 3, "k": _rand(2, 3, 5, 4), "v": _rand(2, 3, 5, 4)}
+    if mask:  # a padding mask: 0 or a large negative
+        feeds["mask"] = np.where(np.arange(5) < np.array([[5], [3]]), 0.0, -1e9).reshape(
+            2, 1, 1, 5)
+    return feeds
+
+
+@pytest.mark.parametrize("scale_op,mask,mask_needs_grad", [
+    ("Mul", True, False),
+    ("MulFirst", True, False),
+    ("Div", True, False),
+    ("Mul", True, True),  # a learned additive bias: its gradient comes from the fused node too
+    ("Mul", False, False),
+    (None, True, False),
+    (None, True, True),
+])
+def test_scaled_masked_softmax_fuses_forward_and_backward(
+        scale_op: str | None, mask: bool, mask_needs_grad: bool) -> None:
+    model = _attention(scale_op, mask)
+    feeds = _feeds(mask)
+    if mask_needs_grad:
+        feeds["mask"] = _rand(2, 1, 1, 5)
+    wrt = ["q", "k", "v"] + (["mask"] if mask_needs_grad else [])
+    optimized, built = _assert_same_results(model, feeds, wrt)
+    assert built["Softmax"] == 1 and built["SoftmaxGrad_13"] == 1, built
+    assert optimized["ScaledMaskedSoftmax"] == 1, optimized
+    # Unscaled, the scores and the mask share one gradient node.
+    grads = 1 + (mask_needs_grad and scale_op is not None)
+    assert optimized["ScaledMaskedSoftmaxGrad"] == grads, optimized
+    for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Div", "Add"):
+        assert optimized[op] == 0, (op, optimized)
+
+
+@pytest.mark.parametrize("case", ["scaled_read_elsewhere", "masked_read_elsewhere", "axis"])
+def test_chains_that_differ_are_not_fused(case: str) -> None:
+    if case == "axis":
+        model = _attention("Mul", True, axis=2)
+    else:
+        model = _attention("Mul", True, extra_outputs=("scaled" if case.startswith("scaled")
+                                                       else "masked",))
+    optimized, _ = _assert_same_results(model, _feeds(True), ["q", "k", "v"])
+    if case == "scaled_read_elsewhere":  # the Add and the Softmax still fuse, unscaled
+        assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
+    else:
+        assert optimized["ScaledMaskedSoftmax"] == 0 and optimized["Softmax"] == 1, optimized
+
+
+def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
+    nodes = [helper.make_node("Mul", ["x", "s"], ["scaled"]),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["y"], axis=-1)]
+    model = _model(nodes, {"x": [2, 3, 4], "s": [1], "mask": [3, 4]}, ["y"])
+    feeds = {"x": _rand(2, 3, 4), "s": np.array([0.7]), "mask": _rand(3, 4)}
+    optimized, _ = _assert_same_results(model, feeds, ["x", "s", "mask"])
+    assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
+
+
+def _training_ops(model: ORTModule) -> collections.Counter:
+    entry = next(iter(model._cache.values()))[0]
+    graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
+    return collections.Counter(n.op_type for n in graph.node)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> None:
+    """The Hugging Face models' eager attention (padding or causal mask) fuses in every layer,
+    Llama's element-wise chains fuse too (test_elementwise_fusion.py; BERT's and GPT-2's
+    leave none once constants are folded and biases fused into the products), and the loss and gradients
+    are those of the unoptimized graph in float64."""
+    family = FAMILIES[name]
+    torch.manual_seed(0)
+    eager = family.build(0.0).double().train()
+    batch = family.batch(2, 6, 0)
+    results = {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
+        loss = ort(**batch).loss
+        loss.backward()
+        ops = _training_ops(ort)
+        if optimize:
+            layers = eager.config.num_hidden_layers
+            assert ops["ScaledMaskedSoftmax"] == layers, ops
+            assert ops["ScaledMaskedSoftmaxGrad"] == layers and ops["Softmax"] == 0, ops
+            if name == "llama":
+                assert ops["FusedElementwise"] > 0, ops
+        results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
+    for n, g in results[False][1].items():
+        torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)

@@ -1,0 +1,183 @@
+"""Trees of element-wise ops, forward and backward, run as one FusedElementwise node each (a
+register program evaluated in one pass over memory) with the results of the graph as built:
+every opcode, float32 and float64, the broadcast fast paths (same shape, scalar, last axis)
+and the general one, sizes past one block and past the parallel grain. Values read twice,
+graph outputs and forward values backward reads stay outside the trees."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import helper, numpy_helper
+
+from ortmodule import _C
+from tests.python.test_passes import _outputs_and_gradients
+
+_ONNX_DTYPE = {np.float32: onnx.TensorProto.FLOAT, np.float64: onnx.TensorProto.DOUBLE}
+
+
+def _model(nodes: list[onnx.NodeProto], feeds: dict[str, np.ndarray], outputs: list[str],
+           dtype: type, constants: dict[str, float] | None = None) -> onnx.ModelProto:
+    def info(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
+        elem = onnx.TensorProto.BOOL if array.dtype == np.bool_ else _ONNX_DTYPE[dtype]
+        return helper.make_tensor_value_info(name, elem, list(array.shape))
+
+    consts = [helper.make_node("Constant", [], [name],
+                               value=numpy_helper.from_array(np.asarray(v, dtype)))
+              for name, v in (constants or {}).items()]
+    graph = helper.make_graph(
+        consts + nodes, "fusion", [info(n, a) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(n, _ONNX_DTYPE[dtype], None) for n in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ops(program: _C.Program) -> collections.Counter:
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    return collections.Counter(n.op_type for n in graph.node if n.op_type != "Constant")
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], wrt: list[str],
+         dtype: type) -> collections.Counter:
+    """Optimized vs as built: forward outputs and the gradients of `wrt` agree to the last
+    bits (the fused program rounds as the nodes did). Returns the optimized op counts."""
+    tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+    positions = [list(feeds).index(n) for n in wrt]
+    results, counts = {}, {}
+    for optimize in (True, False):
+        program = _C.Program(model.SerializeToString(), [], wrt, graph_optimizations=optimize)
+        if wrt:
+            results[optimize] = _outputs_and_gradients(program, tensors, positions)
+        else:
+            results[optimize] = [y.detach() for y in _C.run(program, tensors)]
+        counts[optimize] = _ops(program)
+    tol = 1e-12 if dtype == np.float64 else 1e-6
+    for got, want in zip(results[True], results[False], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    assert sum(counts[True].values()) < sum(counts[False].values()), counts
+    return counts[True]
+
+
+def _rand(shape: tuple[int, ...], dtype: type, low: float = -1.0, high: float = 1.0,
+          seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed + len(shape)).uniform(low, high, size=shape).astype(dtype)
+
+
+# Shapes of (a, b, positive p, condition): same shape (flat), scalar, last-axis broadcast,
+# middle-axis broadcast (row by row), a size-1 last axis (broadcast along rows), and sizes
+# past one 512-element block and past the parallel grain.
+SHAPES = {
+    "same": ((2, 3, 4), (2, 3, 4), (2, 3, 4), (2, 3, 4)),
+    "scalar": ((2, 3, 4), (), (2, 3, 4), ()),
+    "last_axis": ((2, 3, 4), (4,), (4,), (3, 4)),
+    "middle_axis": ((2, 3, 4), (2, 1, 4), (3, 1), (2, 1, 4)),
+    "size1_last": ((2, 3, 1), (2, 3, 5), (1, 5), (3, 1)),
+    "large_rows": ((3, 7, 1300), (7, 1300), (1300,), (3, 1, 1300)),
+    "large_flat": ((40, 2600), (40, 2600), (), (40, 2600)),
+}
+
+
+def _every_opcode() -> list[onnx.NodeProto]:
+    """out = Where(c, Relu(a - b), -(exp(tanh(a)) / (erf(b) + two)))
+             * Pow(p, b) * Pow(p, two) + Pow(a, two - one) + Pow(p, half)
+             + Reciprocal(Sqrt(p)) * Sigmoid(Identity(b))"""
+    n = helper.make_node
+    return [
+        n("Sub", ["a", "b"], ["t_sub"]), n("Relu", ["t_sub"], ["t_relu"]),
+        n("Tanh", ["a"], ["t_tanh"]), n("Exp", ["t_tanh"], ["t_exp"]),
+        n("Erf", ["b"], ["t_erf"]), n("Add", ["t_erf", "two"], ["t_den"]),
+        n("Div", ["t_exp", "t_den"], ["t_div"]), n("Neg", ["t_div"], ["t_neg"]),
+        n("Where", ["c", "t_relu", "t_neg"], ["t_where"]),
+        n("Pow", ["p", "b"], ["t_pow"]), n("Pow", ["p", "two"], ["t_sq"]),
+        n("Sub", ["two", "one"], ["e_one"]), n("Pow", ["a", "e_one"], ["t_one"]),
+        n("Pow", ["p", "half"], ["t_half"]),
+        n("Mul", ["t_where", "t_pow"], ["t_m1"]), n("Mul", ["t_m1", "t_sq"], ["t_m2"]),
+        n("Add", ["t_m2", "t_one"], ["t_s1"]), n("Add", ["t_s1", "t_half"], ["t_s2"]),
+        n("Sqrt", ["p"], ["t_sqrt"]), n("Reciprocal", ["t_sqrt"], ["t_rec"]),
+        n("Identity", ["b"], ["t_id"]), n("Sigmoid", ["t_id"], ["t_sig"]),
+        n("Mul", ["t_rec", "t_sig"], ["t_m3"]), n("Add", ["t_s2", "t_m3"], ["out"]),
+    ]
+
+
+def _opcode_feeds(shape: str, dtype: type) -> dict[str, np.ndarray]:
+    sa, sb, sp, sc = SHAPES[shape]
+    return {"a": _rand(sa, dtype, -2, 2), "b": _rand(sb, dtype, -1.5, 1.5, seed=1),
+            "p": _rand(sp, dtype, 0.5, 2.0, seed=2),
+            "c": np.asarray(np.random.default_rng(3).random(sc) < 0.5)}
+
+
+CONSTANTS = {"two": 2.0, "one": 1.0, "half": 0.5}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_opcode_fuses_into_one_node(shape: str, dtype: type) -> None:
+    model = _model(_every_opcode(), _opcode_feeds(shape, dtype), ["out"], dtype, CONSTANTS)
+    ops = _run(model, _opcode_feeds(shape, dtype), [], dtype)
+    assert ops == {"FusedElementwise": 1}, ops
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", ["same", "middle_axis", "large_rows"])
+def test_backward_chains_fuse_and_forward_values_backward_reads_stay(shape: str,
+                                                                     dtype: type) -> None:
+    """Forward: the program minus the values backward reads; backward: the gradients' chains
+    (TanhGrad's among them) fuse on their side of the split."""
+    feeds = _opcode_feeds(shape, dtype)
+    model = _model(_every_opcode(), feeds, ["out"], dtype, CONSTANTS)
+    ops = _run(model, feeds, ["a", "b", "p"], dtype)
+    assert ops["FusedElementwise"] >= 3, ops
+    for op in ("TanhGrad", "Identity"):
+        assert ops[op] == 0, (op, ops)
+    # Read by backward (TanhGrad reads tanh's output), so computed once in forward.
+    assert ops["Tanh"] == 1, ops
+
+
+def test_rmsnorm_and_silu_chains() -> None:
+    """Llama's RMSNorm (x * 1 / sqrt(mean(x^2) + eps) * w) and SiLU (x * sigmoid(x)): the
+    norm's Add and Sqrt fuse, and values backward reads (the sqrt's output, its reciprocal,
+    SiLU's sigmoid) end the trees."""
+    n = helper.make_node
+    nodes = [n("Pow", ["x", "two"], ["sq"]),
+             n("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
+             n("Add", ["ms", "eps"], ["mse"]), n("Sqrt", ["mse"], ["rms"]),
+             n("Reciprocal", ["rms"], ["inv"]), n("Mul", ["x", "inv"], ["xn"]),
+             n("Mul", ["w", "xn"], ["h"]),
+             n("Sigmoid", ["h"], ["sig"]), n("Mul", ["h", "sig"], ["silu"]),
+             n("Add", ["silu", "x"], ["out"])]
+    feeds = {"x": _rand((2, 5, 8), np.float64), "w": _rand((8,), np.float64, seed=4)}
+    model = _model(nodes, feeds, ["out"], np.float64, {"two": 2.0, "eps": 1e-6})
+    ops = _run(model, feeds, ["x", "w"], np.float64)
+    assert ops["Sigmoid"] == 1 and ops["Reciprocal"] == 1 and ops["FusedElementwise"] >= 3, ops
+    assert ops["Sqrt"] == 0, ops
+
+
+def test_values_read_twice_or_returned_bound_the_trees() -> None:
+    n = helper.make_node
+    nodes = [n("Add", ["a", "b"], ["s"]), n("Tanh", ["s"], ["t"]),
+             n("Mul", ["t", "t"], ["sq"]),            # t read twice: a leaf of the next tree
+             n("Neg", ["sq"], ["u"]), n("Exp", ["u"], ["out"]),
+             n("Sub", ["a", "b"], ["d"]), n("Relu", ["d"], ["r"])]  # r is returned
+    feeds = {"a": _rand((3, 4), np.float64), "b": _rand((4,), np.float64, seed=5)}
+    model = _model(nodes, feeds, ["out", "r", "s"], np.float64)
+    ops = _run(model, feeds, [], np.float64)
+    # Add stays (s is an output), so does Tanh (read twice); Mul + Neg + Exp fuse, and so
+    # do Sub + Relu.
+    assert ops == {"Add": 1, "Tanh": 1, "FusedElementwise": 2}, ops
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sum_adds_left_to_right_inside_a_tree(dtype: type) -> None:
+    """Sum (backward's accumulation of gradient contributions), with one and with several
+    broadcast inputs, becomes Adds in the program, in the Sum kernel's order."""
+    n = helper.make_node
+    nodes = [n("Sum", ["a", "b", "c"], ["s"]), n("Sum", ["b"], ["t"]),
+             n("Mul", ["s", "t"], ["out"])]
+    feeds = {"a": _rand((2, 3, 4), dtype) * 1e8, "b": _rand((4,), dtype, seed=6),
+             "c": _rand((3, 1), dtype, seed=7) * -1e8}
+    ops = _run(_model(nodes, feeds, ["out"], dtype), feeds, [], dtype)
+    assert ops == {"FusedElementwise": 1}, ops
