@@ -82,10 +82,11 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
       continue;
     Value* pre = add->output(0);
     if (!pre) continue;
-    // The activation: the one Relu/Gelu reading the sum (other readers read output 1).
+    // The activation: the one Relu/Gelu reading the sum (other readers read output 1;
+    // backward's recompute copy of the activation is such a reader).
     Node* act = nullptr;
     for (Node* c : pre->consumers) {
-      if (activation_of(*c).empty() || c->checkpoint_region >= 0) continue;
+      if (activation_of(*c).empty() || c->checkpoint_region >= 0 || c->recomputes) continue;
       if (act) {  // two activations of one sum: fuse neither
         act = nullptr;
         break;
@@ -109,6 +110,9 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
         if (is_shape_read(*c) && !(v == pre && pre_read_elsewhere)) c->inputs[0] = outputs[0];
     std::vector<Node*> gone = {add};
     if (act) gone.push_back(act);
+    // Recompute copies repeat the fused node from now on (it names their source location).
+    for (Node* c : pre->consumers)
+      if (c->recomputes == act || c->recomputes == add) c->recomputes = mm;
     graph.remove_nodes(gone);
     removed.insert(gone.begin(), gone.end());
     // The product node becomes the fused node, keeping its place in the order, its name (which
