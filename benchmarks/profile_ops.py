@@ -1,6 +1,7 @@
 """Where does an ORTModule training step spend its time? Prints per-op totals.
 
     python benchmarks/profile_ops.py --model cnn28 --steps 20
+    python benchmarks/profile_ops.py --model bert --steps 5    # any model of run.py
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import argparse
 import time
 
 import torch
+from _models import WORKLOADS, loss_of  # type: ignore[import-not-found]
 from bench_train_step import BATCH_SIZE, make_model  # type: ignore[import-not-found]
 
 from ortmodule import _C, ORTModule
@@ -16,24 +18,36 @@ from ortmodule import _C, ORTModule
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="cnn", choices=["mlp", "cnn", "cnn28"])
+    parser.add_argument("--model", default="cnn",
+                        choices=["cnn28", *WORKLOADS])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    module, x = make_model(args.model)
-    y = torch.randint(0, 10, (BATCH_SIZE,))
-    model = ORTModule(module)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    if args.model == "cnn28":
+        module, x = make_model(args.model)
+        y = torch.randint(0, 10, (BATCH_SIZE,))
+        model = ORTModule(module)
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def step() -> None:
+            loss_fn(model(x), y).backward()
+    else:
+        workload = WORKLOADS[args.model]
+        model = ORTModule(workload.build())
+        batch = workload.batch()
+
+        def step() -> None:
+            loss_of(model(**batch)).backward()
     for _ in range(3):
-        loss_fn(model(x), y).backward()
+        step()
     _C.set_profiling(True)
     _C.profile_snapshot(reset=True)
     start = time.perf_counter()
     for _ in range(args.steps):
-        loss_fn(model(x), y).backward()
+        step()
     total = (time.perf_counter() - start) / args.steps
     _C.set_profiling(False)
     rows = sorted(_C.profile_snapshot().items(), key=lambda kv: -kv[1][1])

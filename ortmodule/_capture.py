@@ -3,9 +3,10 @@
 Exports the wrapped module for one input schema and returns one canonical ONNX model
 (bytes) plus its schema: the mapping from ONNX initializer names to the module's
 parameters and buffers, the buffers the graph updates, and the input dimensions the
-graph was specialized to. Three paths produce it: torch.export lowered by torch.onnx (the
-default, ``_capture_dynamo``), torch.export lowered by ortmodule's own ATen translation
-table (``_fx_lower``) and the TorchScript exporter (``_capture_torchscript``).
+graph was specialized to. Three paths produce it: torch.export lowered by ortmodule's own
+ATen translation table (``_fx_lower``), torch.export lowered by torch.onnx
+(``_capture_dynamo``) and the TorchScript exporter (``_capture_torchscript``). The default,
+``"auto"``, is the first, with the second where the table cannot lower the program.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def surface_warnings():
             message = TracerWarning(
                 f"{w.message} (ORTModule: the captured graph keeps this value fixed; calls "
                 "that need another value get a wrong result unless its input shapes or "
-                "types differ; the default exporter, dynamo, guards on such values)")
+                "types differ; the default exporter guards on such values)")
         warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 
@@ -276,7 +277,20 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
            fallback_unsupported_ops: bool = False) -> Captured:
     """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under CPU
     autocast to ``autocast`` when given. With ``fallback_unsupported_ops``, ops the engine
-    lacks become bridge nodes (dynamo only)."""
+    lacks become bridge nodes (dynamo lowering only)."""
+    if exporter == "auto":
+        # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
+        need = ("torch.autocast" if autocast is not None else
+                "FallbackPolicy.UNSUPPORTED_OP" if fallback_unsupported_ops else None)
+        if need is None:
+            from ortmodule import _fx_lower
+
+            with torch.autocast("cpu", enabled=False):
+                return _fx_lower.export(module, in_spec, tensors, verbose,
+                                        dynamo_when_untranslatable=True)
+        logger.info("exporting %s: %s needs torch.onnx's lowering (exporter \"dynamo\")",
+                    type(module).__name__, need)
+        exporter = "dynamo"
     if exporter == "dynamo":
         from ortmodule import _capture_dynamo
 
@@ -286,17 +300,17 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
                                           fallback_unsupported_ops)
     if autocast is not None:
         raise NotImplementedError(
-            "torch.autocast needs the default exporter (dynamo); the "
+            "torch.autocast needs torch.onnx's lowering; the "
             f"{'TorchScript' if exporter == 'torchscript' else exporter} exporter "
-            "cannot capture it")
+            "cannot capture it: use the default exporter (DebugOptions(exporter=\"auto\"))")
     if exporter == "fx":
         from ortmodule import _fx_lower
 
         if fallback_unsupported_ops:
             raise NotImplementedError(
-                "FallbackPolicy.UNSUPPORTED_OP needs the default exporter (dynamo); the fx "
-                "exporter has no bridge for ops it cannot translate: drop "
-                "DebugOptions(exporter=\"fx\")")
+                "FallbackPolicy.UNSUPPORTED_OP needs torch.onnx's lowering; the fx exporter "
+                "has no bridge for ops it cannot translate: use the default exporter "
+                "(DebugOptions(exporter=\"auto\"))")
         with torch.autocast("cpu", enabled=False):
             return _fx_lower.export(module, in_spec, tensors, verbose)
     if exporter == "torchscript":

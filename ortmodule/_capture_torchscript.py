@@ -92,7 +92,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
         raise ExportError(
             f"{type(module).__name__}.forward updates the buffers {', '.join(lost)} in place, "
             "which the TorchScript exporter drops; use the default exporter "
-            "(DebugOptions(exporter='dynamo')), which writes such updates back")
+            "(DebugOptions(exporter='auto')), which writes such updates back")
 
     import onnx  # deferred: importing onnx is slow and only needed here
 

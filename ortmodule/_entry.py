@@ -43,6 +43,7 @@ class _Entry:
     # Python attribute values forward read while it was traced.
     attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
     fallback_reason: str = ""  # why this entry runs the module eagerly
+    exporter: str = ""  # how the graph was lowered: "fx", "dynamo" or "torchscript"
     # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
     callables: Any = None
     # `feeds` resolved for the per-call path: per program input (flat index, None, None,

@@ -45,7 +45,7 @@ def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
         message = str(e)
         if not message.startswith("unsupported op:"):
             raise
-        hint = HINT if exporter == "dynamo" else TORCHSCRIPT_HINT
+        hint = TORCHSCRIPT_HINT if exporter == "torchscript" else HINT
         head, sep, ops = message.partition(" Supported ops:")
         raise RuntimeError(f"{head} {hint}{sep}{ops}") from None
 

@@ -1,4 +1,5 @@
-"""Capture through torch.export lowered by ortmodule itself (``exporter="fx"``).
+"""Capture through torch.export lowered by ortmodule itself (``exporter="fx"``, and
+``"auto"``, the default, wherever the translation table covers the program).
 
 ``torch.export.export`` gives the ATen graph of the flattened module; this module walks
 that graph once and writes the ONNX ModelProto the engine loads, one translation per ATen
@@ -43,8 +44,8 @@ ONNX_DTYPES: dict[torch.dtype, int] = {
     torch.uint8: TensorProto.UINT8, torch.bool: TensorProto.BOOL,
 }
 
-FALLBACK_HINT = ("use the default exporter (DebugOptions(exporter=\"dynamo\") or "
-                 "ORTMODULE_EXPORTER=dynamo), which lowers more ops.")
+FALLBACK_HINT = ("use the default exporter (DebugOptions(exporter=\"auto\") or "
+                 "ORTMODULE_EXPORTER=auto), which lowers such programs with torch.onnx.")
 
 
 def onnx_dtype(dtype: torch.dtype) -> int:
@@ -431,7 +432,25 @@ def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool) -> Captured:
-    with trace(module, in_spec, tensors, verbose) as traced:
-        model, regions = lower(traced.program, traced.wrapper, traced.session.calls)
-    return finish(module, tensors, traced, model, regions, "fx")
+           verbose: bool, dynamo_when_untranslatable: bool = False) -> Captured:
+    """Traces ``module`` and lowers the program with the translation table. With
+    ``dynamo_when_untranslatable`` (the ``"auto"`` exporter), a program the table cannot
+    lower is lowered by torch.onnx instead, from the same trace."""
+    from ortmodule import _capture_dynamo
+
+    hint = ((lambda e: _capture_dynamo._lowering_hint(e, False))
+            if dynamo_when_untranslatable else (lambda e: ""))
+    with trace(module, in_spec, tensors, verbose, hint=hint) as traced:
+        try:
+            model, regions = lower(traced.program, traced.wrapper, traced.session.calls)
+            exporter = "fx"
+        except ExportError as e:
+            if not dynamo_when_untranslatable:
+                raise
+            logger.info("exporting %s: %s; lowering it with torch.onnx instead (exporter "
+                        "\"dynamo\": the same graph, a slower first call)",
+                        type(module).__name__, str(e).split("; " + FALLBACK_HINT)[0])
+            model, regions = _capture_dynamo._lower(traced.program, traced.args, verbose,
+                                                    False)
+            exporter = "dynamo"
+    return finish(module, tensors, traced, model, regions, exporter)

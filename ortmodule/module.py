@@ -390,7 +390,7 @@ class ORTModule(torch.nn.Module):
             raise error from e
         # torch.export keeps one graph input per tensor; the TorchScript exporter names them
         # input_<k> and drops unused ones.
-        names = (captured.input_names if captured.exporter == "dynamo"
+        names = (captured.input_names if captured.exporter != "torchscript"
                  else [f"input_{k}" for k in range(len(tensors))])
         input_index = {name: i for i, name in enumerate(names)}
         feed_inits = list(captured.bindings)
@@ -434,7 +434,7 @@ class ORTModule(torch.nn.Module):
             self._save(captured.onnx_bytes, program, module.training)
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
                       tuple(t.shape for t in tensors), seconds, attributes,
-                      callables=captured.callables)
+                      callables=captured.callables, exporter=captured.exporter)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

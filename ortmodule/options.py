@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, replace
 
-EXPORTERS = ("dynamo", "torchscript", "fx")
+EXPORTERS = ("auto", "dynamo", "torchscript", "fx")
 
 
 class FallbackPolicy(enum.Flag):
@@ -67,12 +67,16 @@ class DebugOptions:
     fallback (a ``FallbackPolicy``, or its names as a string such as ``"unsupported_op"``)
     says when code may run on PyTorch instead of the engine; the default never does.
 
-    exporter picks how the module is captured: ``"dynamo"`` (torch.export lowered to
-    ONNX, the default) or ``"torchscript"`` (the deprecated TorchScript exporter, which
-    cannot follow modern model code such as transformers' attention masks) or ``"fx"``
-    (torch.export's ATen graph lowered by ortmodule's own translation table: the same
-    graph as ``"dynamo"`` in a fraction of the first-call time, for the ops the table
-    covers; another op raises an error naming it and its source line).
+    exporter picks how the module is captured. All but ``"torchscript"`` trace it with
+    torch.export; they differ in who lowers the traced ATen graph to ONNX:
+    ``"auto"`` (the default) lowers it with ortmodule's own translation table (``"fx"``)
+    and hands it to torch.onnx's lowering (``"dynamo"``) only where that table cannot:
+    an op it has no translation for, ``torch.autocast``, or
+    ``FallbackPolicy.UNSUPPORTED_OP`` (the INFO log says which, and why). ``"fx"`` uses
+    the translation table only (an op it lacks raises an error naming it and its source
+    line); ``"dynamo"`` uses torch.onnx only (seconds slower on the first call of a
+    transformer, the same graph). ``"torchscript"`` is the deprecated TorchScript
+    exporter, which cannot follow modern model code such as transformers' attention masks.
 
     graph_optimizations (default True) lets the engine rewrite the graph into faster forms
     that compute the same values (a Transpose feeding a matrix product folded into the
@@ -84,7 +88,7 @@ class DebugOptions:
     save_onnx: bool = False
     onnx_prefix: str = ""
     save_path: str | None = None
-    exporter: str = "dynamo"
+    exporter: str = "auto"
     fallback: FallbackPolicy = FallbackPolicy.NEVER
     graph_optimizations: bool = True
 

@@ -247,13 +247,52 @@ def test_an_op_without_translation_is_an_error_naming_it_and_its_line() -> None:
     message = str(info.value)
     assert "aten.addcmul" in message
     assert "test_fx_lowering.py" in message and "torch.addcmul(x, y, y" in message
-    assert 'exporter="dynamo"' in message
+    assert 'exporter="auto"' in message
 
 
 def test_the_uncovered_op_runs_with_the_dynamo_exporter() -> None:
     x = torch.randn(3, 4, requires_grad=True)
     y = ORTModule(Uncovered(), DYNAMO)(x)
     torch.testing.assert_close(y, Uncovered()(x), rtol=1e-6, atol=1e-6)
+
+
+def exporters_used(ort: ORTModule) -> list[str]:
+    return [e.exporter for entries in ort._cache.values() for e in entries]
+
+
+def test_auto_lowers_with_the_table_where_it_covers_the_program() -> None:
+    assert DebugOptions().exporter == "auto"
+    model = model_zoo.make_model("mlp")
+    x = torch.randn(2, model_zoo.MLP_IN)
+    ort = ORTModule(copy.deepcopy(model))
+    torch.testing.assert_close(ort(x), model(x), rtol=1e-5, atol=1e-6)
+    assert exporters_used(ort) == ["fx"]
+
+
+def test_auto_lowers_an_uncovered_op_with_torch_onnx_and_says_why(
+        caplog: pytest.LogCaptureFixture) -> None:
+    x = torch.randn(3, 4, requires_grad=True)
+    ort = ORTModule(Uncovered())
+    with caplog.at_level("INFO", logger="ortmodule"):
+        y = ort(x)
+    torch.testing.assert_close(y, Uncovered()(x), rtol=1e-6, atol=1e-6)
+    assert exporters_used(ort) == ["dynamo"]
+    reasons = [r.getMessage() for r in caplog.records if "torch.onnx instead" in r.getMessage()]
+    assert len(reasons) == 1 and "aten.addcmul" in reasons[0], reasons
+    assert "torch.addcmul(x, y, y" in reasons[0]
+
+
+def test_auto_lowers_autocast_and_fallback_with_torch_onnx() -> None:
+    model = model_zoo.make_model("mlp")
+    x = torch.randn(2, model_zoo.MLP_IN)
+    ort = ORTModule(copy.deepcopy(model))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = ort(x), model(x)
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    assert exporters_used(ort) == ["dynamo"]
+    ort = ORTModule(copy.deepcopy(model), DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP))
+    ort(x)
+    assert exporters_used(ort) == ["dynamo"]
 
 
 class NoGradRegion(nn.Module):
@@ -411,9 +450,10 @@ def test_the_option_and_environment_variable_select_it(monkeypatch: pytest.Monke
 def test_fallback_and_autocast_say_they_need_dynamo() -> None:
     ort = ORTModule(model_zoo.make_model("mlp"),
                     DebugOptions(exporter="fx", fallback=FallbackPolicy.UNSUPPORTED_OP))
-    with pytest.raises(NotImplementedError, match="default exporter"):
+    with pytest.raises(NotImplementedError, match="torch.onnx's lowering.*default exporter"):
         ort(torch.randn(2, model_zoo.MLP_IN))
     ort = ORTModule(model_zoo.make_model("mlp"), FX)
     with torch.autocast("cpu", dtype=torch.bfloat16), \
-            pytest.raises(NotImplementedError, match="autocast needs the default exporter"):
+            pytest.raises(NotImplementedError,
+                          match="autocast needs torch.onnx's lowering.*default exporter"):
         ort(torch.randn(2, model_zoo.MLP_IN))
