@@ -9,14 +9,36 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ortmodule import ORTModule
+from ortmodule import _C, ORTModule
 
 RTOL = 1e-4
 ATOL = 1e-5
+
+# The devices the model parity tests run on: CUDA where a CUDA build of the extension sees a
+# GPU, skipped (with the reason) elsewhere. Eager's CUDA convolutions and matrix products
+# compute in full float32 there (no TF32), as the engine does.
+_HAS_GPU = _C.cuda_info()["compiled"] and torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not _HAS_GPU, reason="no CUDA device visible (or a build without CUDA kernels): the "
+    "CUDA parity cases run only on a machine with a GPU"))]
+if _HAS_GPU:
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def on_device(values, device: str):
+    """A tensor, or the tensors of a tuple, list or dict, moved to ``device``."""
+    if isinstance(values, torch.Tensor):
+        return values.to(device)
+    if isinstance(values, dict):
+        return {k: on_device(v, device) for k, v in values.items()}
+    return type(values)(on_device(v, device) for v in values)
+
 
 NUM_CLASSES = 5
 MLP_IN = 12

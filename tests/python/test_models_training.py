@@ -16,6 +16,7 @@ from torch import nn
 
 from ortmodule import ORTModule
 from tests.python.model_zoo import (
+    DEVICES,
     assert_buffers_match,
     assert_close,
     assert_grads_match,
@@ -25,16 +26,20 @@ from tests.python.model_zoo import (
     make_batch,
     make_model,
     make_pair,
+    on_device,
 )
 
 MODEL_NAMES = ["mlp", "cnn"]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("loss_inside", [True, False], ids=["loss_inside", "loss_outside"])
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_one_step_matches_eager(name: str, loss_inside: bool) -> None:
+def test_one_step_matches_eager(name: str, loss_inside: bool, device: str) -> None:
     ort, eager = make_pair(name, loss_inside)
-    x, target = make_batch(name)
+    ort.to(device)
+    eager.to(device)
+    x, target = on_device(make_batch(name), device)
 
     if loss_inside:
         ort_loss = ort(x, target)
@@ -59,7 +64,7 @@ def test_one_step_matches_eager(name: str, loss_inside: bool) -> None:
     assert_buffers_match(ort, eager)
 
     # A second step on another batch: the buffers keep following eager.
-    x2, target2 = make_batch(name, seed=2)
+    x2, target2 = on_device(make_batch(name, seed=2), device)
     loss_of(ort, x2, target2, loss_inside).backward()
     loss_of(eager, x2, target2, loss_inside).backward()
     assert_grads_match(ort, eager)  # accumulated over both steps

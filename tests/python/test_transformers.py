@@ -11,6 +11,7 @@ import torch
 
 from ortmodule import ORTModule
 from tests.python.hf_zoo import DROPOUT_FAMILIES, FAMILIES
+from tests.python.model_zoo import DEVICES, on_device
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +22,10 @@ def graphs_built(ort: ORTModule) -> int:
     return sum(len(entries) for entries in ort._cache.values())
 
 
-def make_pair(name: str, p: float = 0.0) -> tuple[ORTModule, torch.nn.Module]:
+def make_pair(name: str, p: float = 0.0, device: str = "cpu"
+              ) -> tuple[ORTModule, torch.nn.Module]:
     torch.manual_seed(0)
-    eager = FAMILIES[name].build(p).train()
+    eager = FAMILIES[name].build(p).train().to(device)
     return ORTModule(copy.deepcopy(eager)), eager
 
 
@@ -58,14 +60,15 @@ def assert_grads_match(ort: ORTModule, eager: torch.nn.Module) -> None:
                                        msg=lambda m, n=name: f"gradient of '{n}': {m}")
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_ten_adamw_steps_match_eager(name: str) -> None:
+def test_ten_adamw_steps_match_eager(name: str, device: str) -> None:
     family = FAMILIES[name]
-    ort, eager = make_pair(name)
+    ort, eager = make_pair(name, device=device)
     opt_ort = torch.optim.AdamW(ort.parameters(), lr=1e-3)
     opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
     for step in range(10):
-        batch = family.batch(4, 16 if name == "resnet" else 8, step)
+        batch = on_device(family.batch(4, 16 if name == "resnet" else 8, step), device)
         ort_loss = ort(**batch).loss
         eager_loss = eager(**batch).loss
         torch.testing.assert_close(ort_loss, eager_loss, rtol=RTOL, atol=ATOL,
