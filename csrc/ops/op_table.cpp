@@ -231,8 +231,7 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_maxpool)
           .grad_outputs(1),
       Row("", "AveragePool", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),
-      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool,
-          grad_global_avgpool)
+      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool, grad_global_avgpool)
           .cuda(cuda_global_avgpool),
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
           .cuda(cuda_batchnorm)

@@ -133,7 +133,8 @@ void affine_channel(int64_t N, int64_t C, int64_t S, int64_t c, const T* x, doub
     const int64_t base = (n * C + c) * S;
     const T* xs = x + base;
     T* ys = y + base;
-    for (int64_t s = 0; s < S; ++s) ys[s] = static_cast<T>(batchnorm_affine(xs[s], mean, alpha, bias));
+    for (int64_t s = 0; s < S; ++s)
+      ys[s] = static_cast<T>(batchnorm_affine(xs[s], mean, alpha, bias));
   }
 }
 

@@ -258,8 +258,8 @@ Window3d window3d_at(const Pool3dParams& p, const int64_t* o) {
   for (int i = 0; i < 3; ++i) {
     w.start[i] = o[i] * p.stride[i] - p.pad_begin[i];
     pool_tap_range(w.start[i], p.dilation[i], p.in[i], p.kernel[i], &w.lo[i], &w.hi[i]);
-    w.padded *= pool_padded_taps(w.start[i], p.dilation[i], p.in[i], p.pad_begin[i],
-                                 p.pad_end[i], p.kernel[i]);
+    w.padded *= pool_padded_taps(w.start[i], p.dilation[i], p.in[i], p.pad_begin[i], p.pad_end[i],
+                                 p.kernel[i]);
   }
   return w;
 }

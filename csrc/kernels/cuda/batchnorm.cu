@@ -89,8 +89,8 @@ __global__ void batchnorm_infer_kernel(int64_t n, int64_t C, int64_t S, double e
 template <typename T>
 __global__ void __launch_bounds__(cuda::kReduceThreads)
     batchnorm_train_grad_kernel(int64_t N, int64_t C, int64_t S, const T* x, const T* dy,
-                                const T* scale, const T* saved_mean, const T* saved_inv_std,
-                                T* dx, T* dscale, T* dbias) {
+                                const T* scale, const T* saved_mean, const T* saved_inv_std, T* dx,
+                                T* dscale, T* dbias) {
   __shared__ double shared[2 * cuda::kWarp];
   const int64_t count = N * S;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
@@ -209,10 +209,10 @@ void launch_batchnorm_grad(OpContext& ctx) {
   dims_of(ctx.in(1).shape(), &N, &C, &S);
   if (C == 0) return;
   auto in = [&](size_t i) { return ctx.in(i).data<T>(); };
-  batchnorm_train_grad_kernel<T><<<cuda::item_blocks(C), cuda::kReduceThreads, 0,
-                                   cuda::stream(ctx.in(0).device())>>>(
-      N, C, S, in(1), in(0), in(2), in(3), in(4), grad_out<T>(ctx, 0), grad_out<T>(ctx, 1),
-      grad_out<T>(ctx, 2));
+  batchnorm_train_grad_kernel<T>
+      <<<cuda::item_blocks(C), cuda::kReduceThreads, 0, cuda::stream(ctx.in(0).device())>>>(
+          N, C, S, in(1), in(0), in(2), in(3), in(4), grad_out<T>(ctx, 0), grad_out<T>(ctx, 1),
+          grad_out<T>(ctx, 2));
   cuda::check_launch("BatchNormalizationGrad");
 }
 
@@ -224,10 +224,10 @@ void launch_batchnorm_inference_grad(OpContext& ctx) {
   if (C == 0) return;
   const double eps = ctx.node.attr_float("epsilon", 1e-5f);
   auto in = [&](size_t i) { return ctx.in(i).data<T>(); };
-  batchnorm_infer_grad_kernel<T><<<cuda::item_blocks(C), cuda::kReduceThreads, 0,
-                                   cuda::stream(ctx.in(0).device())>>>(
-      N, C, S, eps, in(1), in(0), in(2), in(3), in(4), grad_out<T>(ctx, 0), grad_out<T>(ctx, 1),
-      grad_out<T>(ctx, 2));
+  batchnorm_infer_grad_kernel<T>
+      <<<cuda::item_blocks(C), cuda::kReduceThreads, 0, cuda::stream(ctx.in(0).device())>>>(
+          N, C, S, eps, in(1), in(0), in(2), in(3), in(4), grad_out<T>(ctx, 0), grad_out<T>(ctx, 1),
+          grad_out<T>(ctx, 2));
   cuda::check_launch("BatchNormInferenceGrad");
 }
 

@@ -114,8 +114,8 @@ __global__ void col2im_kernel(ConvGeom g, int64_t B, const T* col, T* dx) {
           if (s2 < 0) break;
           if (s2 % g.stride[2] != 0 || s2 / g.stride[2] >= g.out[2]) continue;
           const int64_t t = (k0 * g.kernel[1] + k1) * g.kernel[2] + k2;
-          const int64_t q = ((s0 / g.stride[0]) * g.out[1] + s1 / g.stride[1]) * g.out[2] +
-                            s2 / g.stride[2];
+          const int64_t q =
+              ((s0 / g.stride[0]) * g.out[1] + s1 / g.stride[1]) * g.out[2] + s2 / g.stride[2];
           acc += base[t * L + q];
         }
       }
@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(cuda::kReduceThreads)
   __shared__ double shared[2 * cuda::kWarp];
   for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
     double sum = 0, unused = 0;
-    for (int64_t j = threadIdx.x; j < N * P; j += blockDim.x) sum += dy[((j / P) * M + m) * P + j % P];
+    for (int64_t j = threadIdx.x; j < N * P; j += blockDim.x)
+      sum += dy[((j / P) * M + m) * P + j % P];
     cuda::block_sum2(&sum, &unused, shared);
     if (threadIdx.x == 0) dbias[m] = static_cast<T>(sum);
   }
@@ -280,8 +281,8 @@ void run_conv_grad(OpContext& ctx) {
   const int64_t max_b = chunk_images(g, N);
   const bool pointwise_images = max_b == 1 && is_pointwise(g);
   // One buffer for the chunk's columns (read by dW) and then its column gradient (dX).
-  Tensor col = Tensor::empty(x.dtype(), {pointwise_images ? 0 : g.C * g.taps * max_b * g.P},
-                             device);
+  Tensor col =
+      Tensor::empty(x.dtype(), {pointwise_images ? 0 : g.C * g.taps * max_b * g.P}, device);
   Tensor dy_chunk = Tensor::empty(x.dtype(), {max_b > 1 ? g.M * max_b * g.P : 0}, device);
   for (int64_t n0 = 0; n0 < N; n0 += max_b) {
     const int64_t B = std::min(max_b, N - n0), L = B * g.P;
@@ -302,8 +303,8 @@ void run_conv_grad(OpContext& ctx) {
     gemm_batched<T>(ctx, device, true, false, g.group, K, L, Mg, w.data<T>(), Mg * K, dyc, Mg * L,
                     T(0), dcol, K * L);
     if (pointwise_images) continue;
-    col2im_kernel<T><<<cuda::blocks_for(B * g.C * g.X), cuda::kThreads, 0, stream>>>(g, B, dcol,
-                                                                                     dxc);
+    col2im_kernel<T>
+        <<<cuda::blocks_for(B * g.C * g.X), cuda::kThreads, 0, stream>>>(g, B, dcol, dxc);
     cuda::check_launch("ConvGrad (col2im)");
   }
 }

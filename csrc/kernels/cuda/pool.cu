@@ -100,8 +100,8 @@ __device__ int64_t index_position(const PoolGeom& g, int64_t pos, bool column_ma
 
 // x: [planes, X] -> y, indices (nullable): [planes, P].
 template <typename T>
-__global__ void maxpool_kernel(PoolGeom g, int64_t n, T lowest, bool column_major, const T* x,
-                               T* y, int64_t* indices) {
+__global__ void maxpool_kernel(PoolGeom g, int64_t n, T lowest, bool column_major, const T* x, T* y,
+                               int64_t* indices) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const int64_t plane = i / g.P;
@@ -296,9 +296,9 @@ void launch_global_avgpool(OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
   const int64_t planes = s[0] * s[1], S = dims_product(s, 2, s.size());
   if (planes == 0) return;
-  global_avgpool_kernel<T><<<cuda::item_blocks(planes), cuda::kReduceThreads, 0,
-                             cuda::stream(ctx.out(0).device())>>>(
-      planes, S, ctx.in(0).data<T>(), ctx.out(0).data<T>());
+  global_avgpool_kernel<T>
+      <<<cuda::item_blocks(planes), cuda::kReduceThreads, 0, cuda::stream(ctx.out(0).device())>>>(
+          planes, S, ctx.in(0).data<T>(), ctx.out(0).data<T>());
   cuda::check_launch("GlobalAveragePool");
 }
 

@@ -32,8 +32,8 @@ ORTM_HOST_DEVICE int64_t pool_padded_taps(int64_t start, int64_t dilation, int64
 // MaxPool storage_order=1: the position `rem` within a plane of `rank` spatial dims `spatial`,
 // counted row-major (the last axis fastest), recounted column-major (the first axis fastest),
 // or back when !to_column.
-ORTM_HOST_DEVICE int64_t pool_storage_order_position(int64_t rem, const int64_t* spatial,
-                                                     int rank, bool to_column) {
+ORTM_HOST_DEVICE int64_t pool_storage_order_position(int64_t rem, const int64_t* spatial, int rank,
+                                                     bool to_column) {
   int64_t plane = 1;
   for (int d = 0; d < rank; ++d) plane *= spatial[d];
   int64_t out = 0, scale = plane;
