@@ -79,6 +79,29 @@ def test_cuda_kernels_share_the_cpu_math() -> None:
     assert checked >= 8, f"only {checked} CUDA kernels were matched to their CPU kernels"
 
 
+# Per-channel and per-window kernels: every helper of the shared header is called by the CPU
+# kernels and by the CUDA file alike.
+SHARED_MATH = {
+    "csrc/kernels/math/pool.h": (["csrc/kernels/cpu/pool.cpp", "csrc/ops/window.cpp"],
+                                 "csrc/kernels/cuda/pool.cu"),
+    "csrc/kernels/math/batchnorm.h": (["csrc/kernels/cpu/batchnorm.cpp"],
+                                      "csrc/kernels/cuda/batchnorm.cu"),
+}
+
+
+@pytest.mark.parametrize("header", sorted(SHARED_MATH))
+def test_window_and_channel_kernels_share_the_cpu_math(header: str) -> None:
+    helpers = set(re.findall(r"^ORTM_HOST_DEVICE [\w:<>]+ (\w+)\(",
+                             (ROOT / header).read_text(), re.MULTILINE))
+    assert helpers, f"no ORTM_HOST_DEVICE helper found in {header}"
+    cpu_files, cuda_file = SHARED_MATH[header]
+    cpu = "".join((ROOT / f).read_text() for f in cpu_files)
+    cu = (ROOT / cuda_file).read_text()
+    for name in sorted(helpers):
+        assert re.search(rf"\b{name}(<\w+>)?\(", cpu), f"{name} ({header}) unused on the CPU"
+        assert re.search(rf"\b{name}(<\w+>)?\(", cu), f"{name} ({header}) unused in {cuda_file}"
+
+
 # ---- on a GPU: models on a CUDA device against the CPU engine and eager PyTorch ----
 
 
