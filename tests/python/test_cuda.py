@@ -235,3 +235,48 @@ def test_op_without_cuda_kernel_names_the_op() -> None:
     inputs = [to_torch(v).cuda() for v in sample.inputs.values()]
     with pytest.raises(RuntimeError, match=rf"{op} .*has no CUDA kernel"):
         _C.run(program, inputs)
+
+
+_BRIDGE_DEVICES: list[str] = []
+
+
+class _ScaledGrad(torch.autograd.Function):
+    """x * w with a custom backward (scaled by 3 and 0.5), so the engine must call it through
+    the TorchCall / TorchCallGrad bridge; records in _BRIDGE_DEVICES the device its forward
+    ran on."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        _BRIDGE_DEVICES.append(x.device.type)
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, w = ctx.saved_tensors
+        return 3.0 * grad * w, 0.5 * grad * x
+
+
+class Bridged(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.w = torch.nn.Parameter(torch.randn(4, 8, generator=g))
+        self.b = torch.nn.Parameter(torch.randn(4, 8, generator=g))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(_ScaledGrad.apply(torch.tanh(x * self.b), self.w))
+
+
+@needs_gpu
+def test_torch_call_runs_on_the_device_tensors() -> None:
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    eager = _sgd_steps(Bridged(), x, 2)
+    model = ORTModule(Bridged().cuda())
+    _BRIDGE_DEVICES.clear()
+    gpu = _sgd_steps(model, x.cuda(), 2)
+    # The engine handed the call its device tensors (capture may also trace it on fake ones).
+    assert "cuda" in _BRIDGE_DEVICES and "cpu" not in _BRIDGE_DEVICES, _BRIDGE_DEVICES
+    for step in range(2):
+        for got, in_eager in zip(gpu[step], eager[step]):
+            torch.testing.assert_close(got, in_eager, rtol=1e-5, atol=1e-6)
