@@ -67,6 +67,28 @@ Conv3dParams conv3d_params(const OpContext& ctx, const Shape& x, const Shape& we
 
 }  // namespace
 
+Conv3dParams conv_geometry(const OpContext& ctx, const Shape& x, const Shape& weight) {
+  if (x.size() == 5) return conv3d_params(ctx, x, weight);
+  const Conv2dParams p = conv_params(ctx, x, weight);
+  Conv3dParams g{};
+  g.N = p.N;
+  g.C = p.C;
+  g.M = p.M;
+  g.group = p.group;
+  const int64_t in[3] = {1, p.H, p.W}, kernel[3] = {1, p.kH, p.kW}, out[3] = {1, p.outH, p.outW};
+  const int64_t stride[3] = {1, p.stride_h, p.stride_w}, pad[3] = {0, p.pad_top, p.pad_left};
+  const int64_t dil[3] = {1, p.dil_h, p.dil_w};
+  for (int i = 0; i < 3; ++i) {
+    g.in[i] = in[i];
+    g.kernel[i] = kernel[i];
+    g.out[i] = out[i];
+    g.stride[i] = stride[i];
+    g.pad_begin[i] = pad[i];
+    g.dilation[i] = dil[i];
+  }
+  return g;
+}
+
 // ---- Conv(X, W, B?) and ConvGrad(dY, X, W) -> dX, dW, dB ----
 
 std::vector<OutputInfo> shape_conv(const OpContext& ctx) {

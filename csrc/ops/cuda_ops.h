@@ -12,6 +12,13 @@
 
 namespace ortmodule {
 
+// batchnorm.cu
+ORTM_CUDA_KERNEL(cuda_batchnorm);
+ORTM_CUDA_KERNEL(cuda_batchnorm_grad);
+ORTM_CUDA_KERNEL(cuda_batchnorm_inference_grad);
+// conv.cu
+ORTM_CUDA_KERNEL(cuda_conv);
+ORTM_CUDA_KERNEL(cuda_conv_grad);
 // elementwise.cu
 ORTM_CUDA_KERNEL(cuda_add);
 ORTM_CUDA_KERNEL(cuda_sub);
@@ -36,6 +43,13 @@ ORTM_CUDA_KERNEL(cuda_gelu_grad);
 // matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul);
 ORTM_CUDA_KERNEL(cuda_gemm);
+// pool.cu
+ORTM_CUDA_KERNEL(cuda_maxpool);
+ORTM_CUDA_KERNEL(cuda_maxpool_grad);
+ORTM_CUDA_KERNEL(cuda_avgpool);
+ORTM_CUDA_KERNEL(cuda_avgpool_grad);
+ORTM_CUDA_KERNEL(cuda_global_avgpool);
+ORTM_CUDA_KERNEL(cuda_global_avgpool_grad);
 // reduce.cu
 ORTM_CUDA_KERNEL(cuda_sum_to_shape);
 // softmax.cu

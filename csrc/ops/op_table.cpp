@@ -194,7 +194,14 @@ std::vector<OpDef> build_table() {
       Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
           .not_differentiable(),
       // ---- bridge nodes: run on PyTorch, gradients from its autograd ----
-      Row(kOwn, "TorchCall", 1, shape_torch_call, cpu_torch_call, grad_torch_call).host_call(),
+      // On a CUDA step the bridge hands the engine's device tensors to torch as they are
+      // (to_torch wraps their memory, from_torch the results: no copies) and torch runs the
+      // callable on their device, on the same current stream as the engine's kernels. The
+      // engine's kernel slot for the device is the same host-side function: it launches no
+      // kernel itself, torch does.
+      Row(kOwn, "TorchCall", 1, shape_torch_call, cpu_torch_call, grad_torch_call)
+          .cuda(cpu_torch_call)
+          .host_call(),
       // ---- reductions ----
       Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
       Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),
@@ -219,21 +226,26 @@ std::vector<OpDef> build_table() {
       Row("", "LogSoftmax", 1, shape_same_as_input0, cpu_log_softmax, grad_log_softmax_2d)
           .cuda(cuda_log_softmax)
           .until(12),
-      Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).tolerance(1e-5, 1e-5),
-      Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool).grad_outputs(1),
-      Row("", "AveragePool", 1, shape_avgpool, cpu_avgpool, grad_avgpool),
-      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool,
-          grad_global_avgpool),
+      Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).cuda(cuda_conv).tolerance(1e-5, 1e-5),
+      Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool)
+          .cuda(cuda_maxpool)
+          .grad_outputs(1),
+      Row("", "AveragePool", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),
+      Row("", "GlobalAveragePool", 1, shape_global_avgpool, cpu_global_avgpool, grad_global_avgpool)
+          .cuda(cuda_global_avgpool),
       Row("", "BatchNormalization", 14, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
+          .cuda(cuda_batchnorm)
           .writeback({{1, 3}, {2, 4}})
           .grad_outputs(1)
           .tolerance(1e-4, 1e-5),
       // Before opset 14: inference form only (output Y, spatial=1).
       Row("", "BatchNormalization", 1, shape_batchnorm_legacy, cpu_batchnorm, grad_batchnorm)
+          .cuda(cuda_batchnorm)
           .until(13)
           .tolerance(1e-4, 1e-5),
       // PyTorch's batch norm: running_var tracks the unbiased batch variance.
       Row(kOwn, "BatchNormTorch", 1, shape_batchnorm, cpu_batchnorm, grad_batchnorm)
+          .cuda(cuda_batchnorm)
           .writeback({{1, 3}, {2, 4}})
           .grad_outputs(1)
           .tolerance(1e-4, 1e-5),
@@ -295,14 +307,19 @@ std::vector<OpDef> build_table() {
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .cuda(cuda_log_softmax_grad)
           .internal(),
-      Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr).internal(),
+      Row(kMs, "ConvGrad", 1, shape_conv_grad, cpu_conv_grad, nullptr)
+          .cuda(cuda_conv_grad)
+          .internal(),
       Row(kMs, "BatchNormInternal", 1, shape_batchnorm, cpu_batchnorm, nullptr)
+          .cuda(cuda_batchnorm)
           .internal()
           .writeback({{1, 3}, {2, 4}}),
       Row(kMs, "BatchNormalizationGrad", 1, shape_batchnorm_grad, cpu_batchnorm_grad, nullptr)
+          .cuda(cuda_batchnorm_grad)
           .internal(),
       Row(kOwn, "BatchNormInferenceGrad", 1, shape_batchnorm_grad, cpu_batchnorm_inference_grad,
           nullptr)
+          .cuda(cuda_batchnorm_inference_grad)
           .internal(),
       Row(kMs, "LayerNormalizationGrad", 1, shape_layernorm_grad, cpu_layernorm_grad, nullptr)
           .internal(),
@@ -335,7 +352,10 @@ std::vector<OpDef> build_table() {
           .internal(),
       Row(kMs, "GatherNDGrad", 1, shape_gather_nd_grad, cpu_gather_nd_grad, nullptr).internal(),
       Row(kOwn, "EmbeddingGrad", 1, shape_gather_grad, cpu_embedding_grad, nullptr).internal(),
+      // As TorchCall; its input 0 is the forward call's opaque state (no data), which stays on
+      // the host rather than being copied to the device.
       Row(kOwn, "TorchCallGrad", 1, shape_torch_call, cpu_torch_call_grad, nullptr)
+          .cuda(cpu_torch_call_grad, {0})
           .internal()
           .host_call(),
       // ---- on-device training graphs (ONNX Runtime Training's ops) ----
@@ -356,9 +376,15 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),
       Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr).internal(),
-      Row(kOwn, "MaxPoolGrad", 1, shape_pool_grad, cpu_maxpool_grad, nullptr).internal(),
-      Row(kOwn, "AveragePoolGrad", 1, shape_pool_grad, cpu_avgpool_grad, nullptr).internal(),
+      // The pool gradients read the input's shape (their last input) on the host.
+      Row(kOwn, "MaxPoolGrad", 1, shape_pool_grad, cpu_maxpool_grad, nullptr)
+          .cuda(cuda_maxpool_grad, {2})
+          .internal(),
+      Row(kOwn, "AveragePoolGrad", 1, shape_pool_grad, cpu_avgpool_grad, nullptr)
+          .cuda(cuda_avgpool_grad, {1})
+          .internal(),
       Row(kOwn, "GlobalAveragePoolGrad", 1, shape_pool_grad, cpu_global_avgpool_grad, nullptr)
+          .cuda(cuda_global_avgpool_grad, {1})
           .internal(),
       Row(kOwn, "NegativeLogLikelihoodLossGrad", 1, shape_nll_loss_grad, cpu_nll_loss_grad, nullptr)
           .internal(),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/math/pool.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {
@@ -175,24 +176,9 @@ void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool
   const int64_t plane = shape_numel(spatial);
   for (int64_t i = 0; i < count; ++i) {
     if (indices[i] < 0) continue;
-    int64_t base = indices[i] / plane * plane, rem = indices[i] % plane, out = 0;
-    if (to_column) {
-      // row-major: rem = ((i0 * S1) + i1) * S2 + i2 ...; column-major: i0 + S0 * (i1 + S1 * i2)
-      int64_t scale = plane;
-      for (size_t d = spatial.size(); d-- > 0;) {
-        scale /= spatial[d];
-        out += (rem % spatial[d]) * scale;
-        rem /= spatial[d];
-      }
-    } else {
-      int64_t scale = plane;
-      for (size_t d = 0; d < spatial.size(); ++d) {
-        scale /= spatial[d];
-        out += (rem % spatial[d]) * scale;
-        rem /= spatial[d];
-      }
-    }
-    indices[i] = base + out;
+    const int64_t base = indices[i] / plane * plane;
+    indices[i] = base + pool_storage_order_position(indices[i] % plane, spatial.data(),
+                                                    static_cast<int>(spatial.size()), to_column);
   }
 }
 

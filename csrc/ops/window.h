@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/pool.h"
 #include "ops/op_table.h"
 
@@ -41,6 +42,10 @@ Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_includ
 Shape pool3d_out_shape(const Pool3dParams& p);
 // MaxPool storage_order=1: row-major positions in [N, C, spatial...] to column-major, or back.
 void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool to_column);
+// Conv's geometry for x: [N, C, spatial...] and its weight, checked as the CPU kernels check
+// it, with 1-D and 2-D inputs as 3-D ones whose leading spatial dims are 1 (the CUDA kernels
+// take every rank through this one form).
+Conv3dParams conv_geometry(const OpContext& ctx, const Shape& x, const Shape& weight);
 // Copies the attributes that define the window geometry onto a gradient node.
 void copy_window_attrs(const Node& from, Node* to);
 

@@ -133,7 +133,8 @@ void affine_channel(int64_t N, int64_t C, int64_t S, int64_t c, const T* x, doub
     const int64_t base = (n * C + c) * S;
     const T* xs = x + base;
     T* ys = y + base;
-    for (int64_t s = 0; s < S; ++s) ys[s] = static_cast<T>((xs[s] - mean) * alpha + bias);
+    for (int64_t s = 0; s < S; ++s)
+      ys[s] = static_cast<T>(batchnorm_affine(xs[s], mean, alpha, bias));
   }
 }
 
@@ -197,7 +198,7 @@ void batchnorm_infer_backward(int64_t N, int64_t C, int64_t S, double eps, const
         for (int64_t s = 0; s < S; ++s) {
           const double g = dy[base + s];
           sum_dy += g;
-          sum_dy_xhat += g * (static_cast<double>(x[base + s]) - mean[c]) * inv_std;
+          sum_dy_xhat += batchnorm_dy_xhat(g, x[base + s], mean[c], inv_std);
           if (dx) dx[base + s] = static_cast<T>(g * k);
         }
       }

@@ -258,11 +258,8 @@ Window3d window3d_at(const Pool3dParams& p, const int64_t* o) {
   for (int i = 0; i < 3; ++i) {
     w.start[i] = o[i] * p.stride[i] - p.pad_begin[i];
     pool_tap_range(w.start[i], p.dilation[i], p.in[i], p.kernel[i], &w.lo[i], &w.hi[i]);
-    // Taps at padded coordinates start + pad_begin + k * dilation < in + pad_begin + pad_end.
-    int64_t lo, hi;
-    pool_tap_range(w.start[i] + p.pad_begin[i], p.dilation[i],
-                   p.in[i] + p.pad_begin[i] + p.pad_end[i], p.kernel[i], &lo, &hi);
-    w.padded *= hi - lo;
+    w.padded *= pool_padded_taps(w.start[i], p.dilation[i], p.in[i], p.pad_begin[i], p.pad_end[i],
+                                 p.kernel[i]);
   }
   return w;
 }

@@ -28,6 +28,18 @@ ORTM_HOST_DEVICE double batchnorm_running_update(double running, double batch, d
 // keeps data far from zero from cancelling in the last add.
 ORTM_HOST_DEVICE double batchnorm_alpha(double scale, double inv_std) { return scale * inv_std; }
 
+// One output element, in double: with few samples per channel alpha can be large, and a mean
+// rounded to float would cost digits.
+ORTM_HOST_DEVICE double batchnorm_affine(double x, double mean, double alpha, double bias) {
+  return (x - mean) * alpha + bias;
+}
+
+// dy * xhat of one element for the inference-mode gradient's dscale, xhat = (x - mean) *
+// inv_std (in this order of operations, which the CPU and CUDA kernels share).
+ORTM_HOST_DEVICE double batchnorm_dy_xhat(double dy, double x, double mean, double inv_std) {
+  return dy * (x - mean) * inv_std;
+}
+
 // Batch mean and biased variance from sums taken about a shift (any value near the data, e.g.
 // its first element): sum = sum(x - shift), sq = sum((x - shift)^2). The shift keeps the
 // one-pass formula var = E[d^2] - E[d]^2 free of the cancellation that E[x^2] - E[x]^2 suffers
