@@ -57,5 +57,31 @@ ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);
 ORTM_CUDA_KERNEL(cuda_softmax_grad);
 ORTM_CUDA_KERNEL(cuda_log_softmax_grad);
+// layout.cu
+ORTM_CUDA_KERNEL(cuda_transpose);
+ORTM_CUDA_KERNEL(cuda_expand);
+ORTM_CUDA_KERNEL(cuda_tile);
+ORTM_CUDA_KERNEL(cuda_tile_grad);
+ORTM_CUDA_KERNEL(cuda_trilu);
+ORTM_CUDA_KERNEL(cuda_cumsum);
+// slice_pad.cu
+ORTM_CUDA_KERNEL(cuda_slice);
+ORTM_CUDA_KERNEL(cuda_slice_grad);
+ORTM_CUDA_KERNEL(cuda_concat);
+ORTM_CUDA_KERNEL(cuda_concat_grad);
+ORTM_CUDA_KERNEL(cuda_split);
+ORTM_CUDA_KERNEL(cuda_pad);
+ORTM_CUDA_KERNEL(cuda_pad_grad);
+// gather.cu
+ORTM_CUDA_KERNEL(cuda_gather);
+ORTM_CUDA_KERNEL(cuda_gather_grad);
+ORTM_CUDA_KERNEL(cuda_embedding_grad);
+// index.cu
+ORTM_CUDA_KERNEL(cuda_gather_elements);
+ORTM_CUDA_KERNEL(cuda_gather_elements_grad);
+ORTM_CUDA_KERNEL(cuda_scatter_elements);
+ORTM_CUDA_KERNEL(cuda_gather_nd);
+ORTM_CUDA_KERNEL(cuda_gather_nd_grad);
+ORTM_CUDA_KERNEL(cuda_scatter_nd);
 
 }  // namespace ortmodule

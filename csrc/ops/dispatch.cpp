@@ -1,11 +1,13 @@
 #include "ops/dispatch.h"
 
+#include <algorithm>
+
 namespace ortmodule {
 
 namespace {
 
 bool reads_on_host(const OpDef& def, size_t i) {
-  return i < 32 && (def.cuda_host_inputs >> i) & 1u;
+  return (def.cuda_host_inputs >> std::min<size_t>(i, 31)) & 1u;
 }
 
 std::string input_label(const OpContext& ctx, size_t i) {

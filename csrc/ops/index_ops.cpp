@@ -6,10 +6,28 @@
 #include <functional>
 
 #include "grad/gradient_builder.h"
+#include "kernels/math/index.h"
+#include "ops/data_movement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
+
+std::string index_error(const std::string& what, int64_t idx, int64_t dim) {
+  return what + " index " + std::to_string(idx) + " is out of range for size " +
+         std::to_string(dim);
+}
+
+void check_element_indices(const OpContext& ctx, const Shape& data, const Shape& ishape,
+                           int64_t axis) {
+  if (ishape.size() != data.size())
+    ctx.fail("indices have rank " + std::to_string(ishape.size()) + " but data has rank " +
+             std::to_string(data.size()));
+  for (size_t d = 0; d < data.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && ishape[d] > data[d])
+      ctx.fail("indices of shape " + shape_str(ishape) + " exceed data of shape " +
+               shape_str(data) + " at dim " + std::to_string(d));
+}
 
 namespace {
 
@@ -20,10 +38,8 @@ Shape strides_of(const Shape& s) {
 }
 
 int64_t checked_index(const OpContext& ctx, int64_t idx, int64_t dim, const char* what) {
-  if (idx < -dim || idx >= dim)
-    ctx.fail(std::string(what) + " index " + std::to_string(idx) + " is out of range for size " +
-             std::to_string(dim));
-  return idx < 0 ? idx + dim : idx;
+  if (!math::index_in_range(idx, dim)) ctx.fail(index_error(what, idx, dim));
+  return math::wrap_index(idx, dim);
 }
 
 // For every element of `indices` (shape `ishape`): f(element i, offset into a tensor
@@ -31,13 +47,7 @@ int64_t checked_index(const OpContext& ctx, int64_t idx, int64_t dim, const char
 void for_each_element_index(const OpContext& ctx, const Shape& data, const Tensor& indices,
                             int64_t axis, const std::function<void(int64_t, int64_t)>& f) {
   const Shape& ishape = indices.shape();
-  if (ishape.size() != data.size())
-    ctx.fail("indices have rank " + std::to_string(ishape.size()) + " but data has rank " +
-             std::to_string(data.size()));
-  for (size_t d = 0; d < data.size(); ++d)
-    if (static_cast<int64_t>(d) != axis && ishape[d] > data[d])
-      ctx.fail("indices of shape " + shape_str(ishape) + " exceed data of shape " +
-               shape_str(data) + " at dim " + std::to_string(d));
+  check_element_indices(ctx, data, ishape, axis);
   const Shape dst = strides_of(data);
   const int64_t n = indices.numel();
   for (int64_t i = 0; i < n; ++i) {
@@ -52,16 +62,7 @@ void for_each_element_index(const OpContext& ctx, const Shape& data, const Tenso
   }
 }
 
-// ---- GatherND geometry ----
-
-struct NdIndex {
-  int64_t batch = 1;       // product of the batch dims
-  int64_t tuples = 1;      // index tuples per batch
-  int64_t k = 0;           // tuple length
-  int64_t slice = 1;       // elements per gathered slice
-  int64_t data_batch = 1;  // elements of data per batch
-  Shape out;
-};
+}  // namespace
 
 NdIndex nd_index(const OpContext& ctx, const Shape& data, const Shape& ishape) {
   const int64_t b = ctx.node.attr_int("batch_dims", 0);
@@ -89,6 +90,8 @@ NdIndex nd_index(const OpContext& ctx, const Shape& data, const Shape& ishape) {
   g.data_batch = dims_product(data, b, data.size());
   return g;
 }
+
+namespace {
 
 // Calls f(output slice number, data element offset of the slice).
 void for_each_nd_slice(const OpContext& ctx, const Shape& data, const Tensor& indices,
@@ -161,40 +164,17 @@ std::vector<OutputInfo> shape_scatter(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), ctx.in(0).shape());
 }
 
-namespace {
-enum class Reduction { None, Add, Mul, Max, Min };
+using math::ScatterReduction;
 
-Reduction reduction_of(const OpContext& ctx) {
+ScatterReduction scatter_reduction(const OpContext& ctx) {
   const std::string r = ctx.node.attr_string("reduction", "none");
-  if (r == "none") return Reduction::None;
-  if (r == "add") return Reduction::Add;
-  if (r == "mul") return Reduction::Mul;
-  if (r == "max") return Reduction::Max;
-  if (r == "min") return Reduction::Min;
+  if (r == "none") return ScatterReduction::None;
+  if (r == "add") return ScatterReduction::Add;
+  if (r == "mul") return ScatterReduction::Mul;
+  if (r == "max") return ScatterReduction::Max;
+  if (r == "min") return ScatterReduction::Min;
   ctx.fail("reduction \"" + r + "\" is not one of none, add, mul, max, min");
 }
-
-template <typename T>
-void reduce_into(Reduction r, T* dst, T v) {
-  switch (r) {
-    case Reduction::None:
-      *dst = v;
-      break;
-    case Reduction::Add:
-      *dst += v;
-      break;
-    case Reduction::Mul:
-      *dst *= v;
-      break;
-    case Reduction::Max:
-      *dst = std::max(*dst, v);
-      break;
-    case Reduction::Min:
-      *dst = std::min(*dst, v);
-      break;
-  }
-}
-}  // namespace
 
 void cpu_scatter_elements(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -203,13 +183,14 @@ void cpu_scatter_elements(OpContext& ctx) {
   if (ctx.in(1).shape() != ctx.in(2).shape())
     ctx.fail("indices " + shape_str(ctx.in(1).shape()) + " and updates " +
              shape_str(ctx.in(2).shape()) + " must have one shape");
-  const Reduction r = reduction_of(ctx);
+  const ScatterReduction r = scatter_reduction(ctx);
   if (y.raw() != x.raw()) std::memcpy(y.raw(), x.raw(), x.nbytes());
   ORTM_DISPATCH_ALL(x.dtype(), ctx, {
     const scalar_t* upd = ctx.in(2).data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
-    for_each_element_index(ctx, x.shape(), ctx.in(1), axis,
-                           [&](int64_t i, int64_t off) { reduce_into(r, dst + off, upd[i]); });
+    for_each_element_index(ctx, x.shape(), ctx.in(1), axis, [&](int64_t i, int64_t off) {
+      dst[off] = math::scatter_reduce(r, dst[off], upd[i]);
+    });
   });
 }
 
@@ -303,13 +284,14 @@ void cpu_scatter_nd(OpContext& ctx) {
   if (shape_numel(g.out) != ctx.in(2).numel())
     ctx.fail("updates have shape " + shape_str(ctx.in(2).shape()) + "; expected " +
              shape_str(g.out));
-  const Reduction r = reduction_of(ctx);
+  const ScatterReduction r = scatter_reduction(ctx);
   if (y.raw() != x.raw()) std::memcpy(y.raw(), x.raw(), x.nbytes());
   ORTM_DISPATCH_ALL(x.dtype(), ctx, {
     const scalar_t* upd = ctx.in(2).data<scalar_t>();
     scalar_t* dst = y.data<scalar_t>();
     for_each_nd_slice(ctx, x.shape(), ctx.in(1), g, [&](int64_t row, int64_t off) {
-      for (int64_t j = 0; j < g.slice; ++j) reduce_into(r, dst + off + j, upd[row * g.slice + j]);
+      for (int64_t j = 0; j < g.slice; ++j)
+        dst[off + j] = math::scatter_reduce(r, dst[off + j], upd[row * g.slice + j]);
     });
   });
 }

@@ -36,6 +36,11 @@ struct Row {
     for (int i : host_inputs) def.cuda_host_inputs |= 1u << i;
     return *this;
   }
+  // Variadic shape inputs: input `first` and every later one are read on the host.
+  Row& cuda_host_inputs_from(int first) {
+    for (int i = first; i < 32; ++i) def.cuda_host_inputs |= 1u << i;
+    return *this;
+  }
   Row& reads_shapes_only() {
     def.reads_shapes_only = true;
     return *this;
@@ -128,7 +133,7 @@ std::vector<OpDef> build_table() {
           .not_differentiable(),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
       Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
-      Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand),
+      Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand).cuda(cuda_expand, {1}),
       Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).inplace(0),
       Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).inplace(0),
       Row("", "Reciprocal", 1, shape_same_as_input0, cpu_reciprocal, grad_reciprocal).inplace(0),
@@ -167,27 +172,31 @@ std::vector<OpDef> build_table() {
       Row("", "Flatten", 1, shape_flatten, cpu_view, grad_reshape_like).cuda(cpu_view),
       Row("", "Squeeze", 1, shape_squeeze, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
       Row("", "Unsqueeze", 1, shape_unsqueeze, cpu_view, grad_reshape_like).cuda(cpu_view, {1}),
-      Row("", "Transpose", 1, shape_transpose, cpu_transpose, grad_transpose),
-      Row("", "Concat", 4, shape_concat, cpu_concat, grad_concat),
-      Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather),
+      Row("", "Transpose", 1, shape_transpose, cpu_transpose, grad_transpose).cuda(cuda_transpose),
+      Row("", "Concat", 4, shape_concat, cpu_concat, grad_concat).cuda(cuda_concat),
+      Row("", "Gather", 1, shape_gather, cpu_gather, grad_gather).cuda(cuda_gather),
       // torch.nn.Embedding with a padding index: Gather whose padding row gets no gradient.
-      Row(kOwn, "Embedding", 1, shape_gather, cpu_gather, grad_embedding),
-      Row("", "Slice", 10, shape_slice, cpu_slice, grad_slice),
+      Row(kOwn, "Embedding", 1, shape_gather, cpu_gather, grad_embedding).cuda(cuda_gather),
+      Row("", "Slice", 10, shape_slice, cpu_slice, grad_slice).cuda(cuda_slice, {1, 2, 3, 4}),
       // Before opset 10 starts, ends and axes are attributes (no steps).
-      Row("", "Slice", 1, shape_slice, cpu_slice, grad_slice).until(9),
-      Row("", "Split", 1, shape_split, cpu_split, grad_split),
-      Row("", "Tile", 6, shape_tile, cpu_tile, grad_tile),
-      Row("", "Pad", 11, shape_pad, cpu_pad, grad_pad),
+      Row("", "Slice", 1, shape_slice, cpu_slice, grad_slice).cuda(cuda_slice).until(9),
+      Row("", "Split", 1, shape_split, cpu_split, grad_split).cuda(cuda_split, {1}),
+      Row("", "Tile", 6, shape_tile, cpu_tile, grad_tile).cuda(cuda_tile, {1}),
+      // The constant_value (input 2) is read by the kernel on the device.
+      Row("", "Pad", 11, shape_pad, cpu_pad, grad_pad).cuda(cuda_pad, {1, 3}),
       // Before opset 11 pads (paddings at opset 1) and value are attributes.
-      Row("", "Pad", 1, shape_pad, cpu_pad, grad_pad).until(10),
-      Row("", "Trilu", 14, shape_same_as_input0, cpu_trilu, grad_trilu),
-      Row("", "CumSum", 11, shape_same_as_input0, cpu_cumsum, grad_cumsum),
+      Row("", "Pad", 1, shape_pad, cpu_pad, grad_pad).cuda(cuda_pad).until(10),
+      Row("", "Trilu", 14, shape_same_as_input0, cpu_trilu, grad_trilu).cuda(cuda_trilu, {1}),
+      Row("", "CumSum", 11, shape_same_as_input0, cpu_cumsum, grad_cumsum).cuda(cuda_cumsum, {1}),
       Row("", "Range", 11, shape_range, cpu_range, nullptr).not_differentiable(),
       Row("", "GatherElements", 11, shape_gather_elements, cpu_gather_elements,
-          grad_gather_elements),
-      Row("", "ScatterElements", 11, shape_scatter, cpu_scatter_elements, grad_scatter_elements),
-      Row("", "GatherND", 11, shape_gather_nd, cpu_gather_nd, grad_gather_nd),
-      Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd),
+          grad_gather_elements)
+          .cuda(cuda_gather_elements),
+      Row("", "ScatterElements", 11, shape_scatter, cpu_scatter_elements, grad_scatter_elements)
+          .cuda(cuda_scatter_elements),
+      Row("", "GatherND", 11, shape_gather_nd, cpu_gather_nd, grad_gather_nd).cuda(cuda_gather_nd),
+      Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd)
+          .cuda(cuda_scatter_nd),
       Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
       Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable().reads_shapes_only(),
       Row("", "Size", 1, shape_size, cpu_size, nullptr).not_differentiable().reads_shapes_only(),
@@ -329,7 +338,9 @@ std::vector<OpDef> build_table() {
       Row(kMs, "SoftmaxCrossEntropyLossGrad", 1, shape_softmax_cross_entropy_grad,
           cpu_softmax_cross_entropy_grad, nullptr)
           .internal(),
-      Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr).internal(),
+      Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr)
+          .cuda(cuda_gather_grad, {0})
+          .internal(),
       Row(kOwn, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
           .cuda(cuda_gelu_grad)
           .internal()
@@ -343,15 +354,28 @@ std::vector<OpDef> build_table() {
           .internal()
           .inplace(0),
       Row(kOwn, "ZerosLike", 1, shape_zeros_like, cpu_zeros_like, nullptr).internal(),
-      Row(kOwn, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr).internal(),
-      Row(kMs, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr).internal(),
-      Row(kOwn, "TileGrad", 1, shape_tile_grad, cpu_tile_grad, nullptr).internal(),
-      Row(kOwn, "PadGrad", 1, shape_pad_grad, cpu_pad_grad, nullptr).internal(),
+      Row(kOwn, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr)
+          .cuda(cuda_slice_grad, {1, 2, 3, 4, 5})
+          .internal(),
+      Row(kMs, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr)
+          .cuda(cuda_slice_grad, {1, 2, 3, 4, 5})
+          .internal(),
+      Row(kOwn, "TileGrad", 1, shape_tile_grad, cpu_tile_grad, nullptr)
+          .cuda(cuda_tile_grad, {1})
+          .internal(),
+      Row(kOwn, "PadGrad", 1, shape_pad_grad, cpu_pad_grad, nullptr)
+          .cuda(cuda_pad_grad, {1, 2, 3, 4})
+          .internal(),
       Row(kMs, "GatherElementsGrad", 1, shape_gather_elements_grad, cpu_gather_elements_grad,
           nullptr)
+          .cuda(cuda_gather_elements_grad, {1})
           .internal(),
-      Row(kMs, "GatherNDGrad", 1, shape_gather_nd_grad, cpu_gather_nd_grad, nullptr).internal(),
-      Row(kOwn, "EmbeddingGrad", 1, shape_gather_grad, cpu_embedding_grad, nullptr).internal(),
+      Row(kMs, "GatherNDGrad", 1, shape_gather_nd_grad, cpu_gather_nd_grad, nullptr)
+          .cuda(cuda_gather_nd_grad, {0})
+          .internal(),
+      Row(kOwn, "EmbeddingGrad", 1, shape_gather_grad, cpu_embedding_grad, nullptr)
+          .cuda(cuda_embedding_grad, {0})
+          .internal(),
       // As TorchCall; its input 0 is the forward call's opaque state (no data), which stays on
       // the host rather than being copied to the device.
       Row(kOwn, "TorchCallGrad", 1, shape_torch_call, cpu_torch_call_grad, nullptr)
@@ -374,7 +398,10 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "FusedMatMulBias", 1, shape_fused_matmul_bias, cpu_fused_matmul_bias, nullptr)
           .internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
-      Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr).internal(),
+      Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr)
+          .cuda(cuda_concat_grad)
+          .cuda_host_inputs_from(1)
+          .internal(),
       Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr).internal(),
       // The pool gradients read the input's shape (their last input) on the host.
       Row(kOwn, "MaxPoolGrad", 1, shape_pool_grad, cpu_maxpool_grad, nullptr)

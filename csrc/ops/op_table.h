@@ -55,7 +55,8 @@ struct OpDef {
   KernelFn cuda = nullptr;
   bool cuda_twin = false;  // the row names a CUDA kernel (whether or not this build has it)
   // Inputs a CUDA step reads on the host (shape-like int64 tensors its shape rule reads):
-  // bit i set for input i. They are brought to the host; other inputs to the step's device.
+  // bit i set for input i; bit 31 covers input 31 and every later one (variadic shape
+  // inputs). They are brought to the host; other inputs to the step's device.
   uint32_t cuda_host_inputs = 0;
   // Reads only its inputs' shapes (Shape, Size): runs on the host whatever their device.
   bool reads_shapes_only = false;

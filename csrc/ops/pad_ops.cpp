@@ -4,23 +4,22 @@
 #include <cstring>
 
 #include "grad/gradient_builder.h"
+#include "kernels/math/index.h"
+#include "ops/data_movement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
 
+using math::PadMode;
+
 namespace {
-
-enum class PadMode { Constant, Edge, Reflect, Wrap };
-
-struct PadSpec {
-  PadMode mode = PadMode::Constant;
-  std::vector<int64_t> begin, end;  // per axis of the data
-};
 
 // Larger pads never give a tensor that fits in memory; the bound keeps sums of a dim and
 // its two pads within int64.
 constexpr int64_t kMaxPad = int64_t(1) << 60;
+
+}  // namespace
 
 // Inputs: data (its shape given as `shape`), pads at `pads_at`, axes at pads_at + 2.
 PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
@@ -79,27 +78,7 @@ PadSpec pad_spec(const OpContext& ctx, const Shape& shape, size_t pads_at) {
   return p;
 }
 
-// Input coordinate read by output coordinate `o` along an axis of size `n`, or -1
-// for the constant.
-int64_t source_index(PadMode mode, int64_t o, int64_t before, int64_t n) {
-  int64_t i = o - before;
-  if (i >= 0 && i < n) return i;
-  switch (mode) {
-    case PadMode::Constant:
-      return -1;
-    case PadMode::Edge:
-      return i < 0 ? 0 : n - 1;
-    case PadMode::Reflect: {
-      if (n == 1) return 0;
-      const int64_t period = 2 * (n - 1);
-      i = ((i % period) + period) % period;
-      return i < n ? i : period - i;
-    }
-    case PadMode::Wrap:
-      return ((i % n) + n) % n;
-  }
-  return -1;
-}
+namespace {
 
 // Calls f(output_offset, input_offset or -1) for every output element.
 template <typename F>
@@ -108,18 +87,12 @@ void for_each_padded(const Shape& in, const Shape& out, const PadSpec& p, F f) {
   Shape in_st(rank, 1);
   for (size_t d = rank; d-- > 1;) in_st[d - 1] = in_st[d] * in[d];
   const int64_t n = shape_numel(out);
-  for (int64_t o = 0; o < n; ++o) {
-    int64_t rem = o, off = 0;
-    bool inside = true;
-    for (size_t d = rank; d-- > 0;) {
-      const int64_t idx = source_index(p.mode, rem % out[d], p.begin[d], in[d]);
-      rem /= out[d];
-      if (idx < 0) inside = false;
-      off += idx * in_st[d];
-    }
-    f(o, inside ? off : -1);
-  }
+  for (int64_t o = 0; o < n; ++o)
+    f(o, math::padded_source_offset(o, static_cast<int>(rank), p.mode, in.data(), out.data(),
+                                    p.begin.data(), in_st.data()));
 }
+
+}  // namespace
 
 Shape padded_shape(const Shape& in, const PadSpec& p) {
   Shape out = in;
@@ -127,17 +100,8 @@ Shape padded_shape(const Shape& in, const PadSpec& p) {
   return out;
 }
 
-}  // namespace
-
-std::vector<OutputInfo> shape_pad(const OpContext& ctx) {
-  const Shape& in = ctx.in(0).shape();
-  return one_output(ctx.in(0).dtype(), padded_shape(in, pad_spec(ctx, in, 1)));
-}
-
-void cpu_pad(OpContext& ctx) {
+std::vector<uint8_t> pad_fill_bytes(const OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  Tensor& y = ctx.out(0);
-  const PadSpec p = pad_spec(ctx, x.shape(), 1);
   if (ctx.has_input(2) && ctx.in(2).dtype() != x.dtype())
     ctx.fail("constant_value has dtype " + dtype_name(ctx.in(2).dtype()) + " but data has " +
              dtype_name(x.dtype()));
@@ -152,6 +116,19 @@ void cpu_pad(OpContext& ctx) {
       std::memcpy(fill.data(), &v, sizeof(v));
     });
   }
+  return fill;
+}
+
+std::vector<OutputInfo> shape_pad(const OpContext& ctx) {
+  const Shape& in = ctx.in(0).shape();
+  return one_output(ctx.in(0).dtype(), padded_shape(in, pad_spec(ctx, in, 1)));
+}
+
+void cpu_pad(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  const PadSpec p = pad_spec(ctx, x.shape(), 1);
+  const std::vector<uint8_t> fill = pad_fill_bytes(ctx);
   ORTM_DISPATCH_BITS(x.dtype(), ctx, {
     scalar_t value;
     if (ctx.has_input(2))

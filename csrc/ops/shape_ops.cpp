@@ -5,7 +5,9 @@
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/transpose.h"
+#include "kernels/math/index.h"
 #include "kernels/parallel.h"
+#include "ops/data_movement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -114,8 +116,7 @@ void grad_reshape_like(GradContext& g) {
 
 // ---- Transpose ----
 
-namespace {
-std::vector<int64_t> perm_of(const OpContext& ctx) {
+std::vector<int64_t> transpose_perm(const OpContext& ctx) {
   size_t rank = ctx.in(0).rank();
   std::vector<int64_t> perm = ctx.node.attr_ints("perm");
   if (perm.empty()) {
@@ -124,10 +125,9 @@ std::vector<int64_t> perm_of(const OpContext& ctx) {
   check_perm(ctx, perm, rank, "attribute 'perm'");
   return perm;
 }
-}  // namespace
 
 std::vector<OutputInfo> shape_transpose(const OpContext& ctx) {
-  std::vector<int64_t> perm = perm_of(ctx);
+  std::vector<int64_t> perm = transpose_perm(ctx);
   Shape out;
   for (int64_t p : perm) out.push_back(ctx.in(0).shape()[p]);
   return one_output(ctx.in(0).dtype(), out);
@@ -135,7 +135,7 @@ std::vector<OutputInfo> shape_transpose(const OpContext& ctx) {
 
 void cpu_transpose(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  transpose(x.shape(), perm_of(ctx), x.raw(), ctx.out(0).raw(), dtype_size(x.dtype()));
+  transpose(x.shape(), transpose_perm(ctx), x.raw(), ctx.out(0).raw(), dtype_size(x.dtype()));
 }
 
 void grad_transpose(GradContext& g) {
@@ -364,14 +364,16 @@ std::vector<OutputInfo> shape_gather(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), out);
 }
 
+std::string gather_index_error(int64_t k, int64_t pos, int64_t extent) {
+  return "index " + std::to_string(k) + " at position " + std::to_string(pos) +
+         " is out of range for an axis of size " + std::to_string(extent);
+}
+
 namespace {
 int64_t checked_index(const OpContext& ctx, const Tensor& indices, int64_t i, int64_t extent) {
   int64_t k = indices.int_at(i);
-  if (k < -extent || k >= extent) {
-    ctx.fail("index " + std::to_string(k) + " at position " + std::to_string(i) +
-             " is out of range for an axis of size " + std::to_string(extent));
-  }
-  return k < 0 ? k + extent : k;
+  if (!math::index_in_range(k, extent)) ctx.fail(gather_index_error(k, i, extent));
+  return math::wrap_index(k, extent);
 }
 }  // namespace
 

@@ -7,13 +7,13 @@
 #include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/math/index.h"
 #include "kernels/parallel.h"
+#include "ops/data_movement.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
-
-namespace {
 
 Shape row_major_strides(const Shape& s) {
   Shape st(s.size(), 1);
@@ -21,12 +21,7 @@ Shape row_major_strides(const Shape& s) {
   return st;
 }
 
-// A strided box inside a tensor: element (i0, i1, ...) of the box is element
-// (start[d] + i_d * step[d]) of the tensor.
-struct Box {
-  Shape shape;
-  std::vector<int64_t> start, step;
-};
+namespace {
 
 // Calls f(box_index, tensor_offset) for every element of the box, rows in parallel.
 template <typename F>
@@ -43,18 +38,17 @@ void for_each_in_box(const Shape& full, const Box& box, F f) {
   const int64_t rows = n / inner;
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = 0, rem = r;
-      for (int64_t d = rank - 2; d >= 0; --d) {
-        const int64_t i = rem % box.shape[d];
-        rem /= box.shape[d];
-        off += (box.start[d] + i * box.step[d]) * st[d];
-      }
+      // The row's offset over the leading dims, then the last dim's start.
+      int64_t off = math::box_offset(r, static_cast<int>(rank - 1), box.shape.data(),
+                                     box.start.data(), box.step.data(), st.data());
       off += box.start[rank - 1] * st[rank - 1];
       const int64_t inner_step = box.step[rank - 1] * st[rank - 1];
       for (int64_t c = 0; c < inner; ++c) f(r * inner + c, off + c * inner_step);
     }
   });
 }
+
+}  // namespace
 
 // The box Slice(data, starts, ends, axes?, steps?) selects (ONNX clamping rules).
 // Inputs start at `first` (1 for Slice, 2 for SliceGrad). Before opset 10 starts, ends and
@@ -112,8 +106,6 @@ Box slice_box(const OpContext& ctx, const Shape& data, size_t first) {
   }
   return box;
 }
-
-}  // namespace
 
 // ---- ZerosLike(x): internal, zeros of x's dtype and shape ----
 
@@ -173,7 +165,6 @@ void grad_slice(GradContext& g) {
 
 // ---- Split(input, split?; axis, num_outputs) ----
 
-namespace {
 std::vector<int64_t> split_sizes(const OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
   const int64_t axis = check_axis(ctx, ctx.node.attr_int("axis", 0), s.size(), "attribute 'axis'");
@@ -204,7 +195,6 @@ std::vector<int64_t> split_sizes(const OpContext& ctx) {
   }
   return sizes;
 }
-}  // namespace
 
 std::vector<OutputInfo> shape_split(const OpContext& ctx) {
   const Shape& s = ctx.in(0).shape();
@@ -308,11 +298,8 @@ void for_each_tiled(const Shape& small, const Shape& big, F f) {
   const Shape st = row_major_strides(small);
   const int64_t n = shape_numel(big);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i, off = 0;
-    for (size_t d = big.size(); d-- > 0;) {
-      off += (rem % big[d]) % small[d] * st[d];
-      rem /= big[d];
-    }
+    const int64_t off =
+        math::tiled_offset(i, static_cast<int>(big.size()), big.data(), small.data(), st.data());
     f(i, off);
   }
 }
@@ -358,13 +345,18 @@ void grad_tile(GradContext& g) {
 
 // ---- Trilu(input, k?; upper) ----
 
-void cpu_trilu(OpContext& ctx) {
+int64_t trilu_offset(const OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  Tensor& y = ctx.out(0);
   if (x.rank() < 2) ctx.fail("input has rank " + std::to_string(x.rank()) + "; expected >= 2");
   if (ctx.has_input(1) && ctx.in(1).numel() != 1)
     ctx.fail("k (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
-  const int64_t k = ctx.has_input(1) ? ctx.in(1).int_at(0) : 0;
+  return ctx.has_input(1) ? ctx.in(1).int_at(0) : 0;
+}
+
+void cpu_trilu(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  const int64_t k = trilu_offset(ctx);
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   const int64_t mats = (rows != 0 && cols != 0) ? x.numel() / (rows * cols) : 0;
@@ -375,8 +367,7 @@ void cpu_trilu(OpContext& ctx) {
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           const int64_t o = (m * rows + i) * cols + j;
-          const bool keep = upper ? j - i >= k : j - i <= k;
-          dst[o] = keep ? src[o] : scalar_t(0);
+          dst[o] = math::trilu_keeps(i, j, k, upper) ? src[o] : scalar_t(0);
         }
   });
 }
@@ -390,12 +381,16 @@ void grad_trilu(GradContext& g) {
 
 // ---- CumSum(x, axis; exclusive, reverse) ----
 
+int64_t cumsum_axis(const OpContext& ctx) {
+  if (ctx.in(1).numel() != 1)
+    ctx.fail("axis input (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
+  return check_axis(ctx, ctx.in(1).int_at(0), ctx.in(0).rank(), "axis input (input 1)");
+}
+
 void cpu_cumsum(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.out(0);
-  if (ctx.in(1).numel() != 1)
-    ctx.fail("axis input (input 1) must hold one value, got shape " + shape_str(ctx.in(1).shape()));
-  const int64_t axis = check_axis(ctx, ctx.in(1).int_at(0), x.rank(), "axis input (input 1)");
+  const int64_t axis = cumsum_axis(ctx);
   const bool exclusive = ctx.node.attr_int("exclusive", 0) != 0;
   const bool reverse = ctx.node.attr_int("reverse", 0) != 0;
   const int64_t outer = dims_product(x.shape(), 0, axis), len = x.dim(axis);
@@ -406,14 +401,7 @@ void cpu_cumsum(OpContext& ctx) {
     parallel_for(0, outer * inner, 256, [&](int64_t b, int64_t e) {
       for (int64_t oi = b; oi < e; ++oi) {
         const int64_t base = (oi / inner) * len * inner + oi % inner;
-        scalar_t acc = 0;
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t o = base + (reverse ? len - 1 - t : t) * inner;
-          const scalar_t v = src[o];
-          if (!exclusive) acc += v;
-          dst[o] = acc;
-          if (exclusive) acc += v;
-        }
+        math::cumsum_line(src + base, dst + base, len, inner, exclusive, reverse);
       }
     });
   });

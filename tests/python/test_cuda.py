@@ -102,6 +102,19 @@ def test_window_and_channel_kernels_share_the_cpu_math(header: str) -> None:
         assert re.search(rf"\b{name}(<\w+>)?\(", cu), f"{name} ({header}) unused in {cuda_file}"
 
 
+def test_data_movement_kernels_share_the_cpu_index_math() -> None:
+    """The CUDA twins of the data-movement ops compute offsets, masks, scans and scatter
+    reductions with the kernels/math/index.h helpers that their CPU kernels call."""
+    cuda_dir = ROOT / "csrc/kernels/cuda"
+    cu = "".join((cuda_dir / f).read_text() for f in ("layout.cu", "slice_pad.cu", "gather.cu", "index.cu"))
+    cpu = "".join(path.read_text() for path in (ROOT / "csrc/ops").glob("*_ops.cpp"))
+    used = _math_calls(cu)
+    expected = {"box_offset", "tiled_offset", "padded_source_offset", "trilu_keeps", "cumsum_line",
+                "scatter_reduce", "index_in_range", "wrap_index"}
+    assert expected <= used, sorted(expected - used)
+    assert used <= _math_calls(cpu), sorted(used - _math_calls(cpu))
+
+
 # ---- on a GPU: models on a CUDA device against the CPU engine and eager PyTorch ----
 
 
