@@ -441,15 +441,20 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     hint = ((lambda e: _capture_dynamo._lowering_hint(e, False))
             if dynamo_when_untranslatable else (lambda e: ""))
     with trace(module, in_spec, tensors, verbose, hint=hint) as traced:
+        untranslatable = None
         try:
             model, regions = lower(traced.program, traced.wrapper, traced.session.calls)
             exporter = "fx"
         except ExportError as e:
             if not dynamo_when_untranslatable:
                 raise
+            untranslatable = str(e).split("; " + FALLBACK_HINT)[0]
+        if untranslatable is not None:
+            # Outside the handler: an error of torch.onnx's lowering is reported as its own,
+            # not as the fx lowering's it would otherwise chain to.
             logger.info("exporting %s: %s; lowering it with torch.onnx instead (exporter "
                         "\"dynamo\": the same graph, a slower first call)",
-                        type(module).__name__, str(e).split("; " + FALLBACK_HINT)[0])
+                        type(module).__name__, untranslatable)
             model, regions = _capture_dynamo._lower(traced.program, traced.args, verbose,
                                                     False)
             exporter = "dynamo"

@@ -150,7 +150,7 @@ def test_torchscript_exporter_remains_available() -> None:
 
 
 def test_exporter_option_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="exporter 'jit' is not one of dynamo, torchscript"):
+    with pytest.raises(ValueError, match="exporter 'jit' is not one of auto, dynamo, torchscript, fx"):
         DebugOptions(exporter="jit")
     monkeypatch.setenv("ORTMODULE_EXPORTER", "torchscript")
     assert DebugOptions.from_env().exporter == "torchscript"
