@@ -272,6 +272,7 @@ void launch_extreme_grad(OpContext& ctx, const AxesReduction& p) {
 // ---- ArgMax / ArgMin: x [outer, dim, inner] -> y [outer, inner] int64 ----
 
 // One thread per (outer, inner) column scanning the axis in order, as the CPU does.
+// (inner == 1 with long rows: arg_extreme_rows below.)
 template <typename T>
 __global__ void arg_extreme_kernel(int64_t outer, int64_t dim, int64_t inner, const T* x,
                                    int64_t* y, bool is_max, bool select_last) {
@@ -287,6 +288,71 @@ __global__ void arg_extreme_kernel(int64_t outer, int64_t dim, int64_t inner, co
   }
 }
 
+// The winner of two scan candidates (value, index; index < 0: none) under the scan's rule:
+// the later index wins when the scan would move to it (math::arg_extreme_takes). That rule
+// is a total order with index tie-breaks, so candidates combine in any grouping.
+template <typename V>
+__device__ void arg_merge(V& v, int64_t& i, V ov, int64_t oi, bool is_max, bool select_last) {
+  if (oi < 0 || oi == i) return;
+  if (i < 0) {
+    v = ov;
+    i = oi;
+    return;
+  }
+  const bool later = oi > i;
+  const V lo = later ? v : ov, hi = later ? ov : v;
+  const int64_t lo_i = later ? i : oi, hi_i = later ? oi : i;
+  const bool take = math::arg_extreme_takes(hi, lo, is_max, select_last);
+  v = take ? hi : lo;
+  i = take ? hi_i : lo_i;
+}
+
+// inner == 1 with long or few rows: one block per row. Each thread scans its indices in
+// increasing order, then the candidates merge by warp shuffles and across warps.
+template <typename T>
+__global__ void __launch_bounds__(cuda::kRowThreads)
+    arg_extreme_rows(int64_t rows, int64_t dim, const T* x, int64_t* y, bool is_max,
+                     bool select_last) {
+  using V = ExtremeAcc<T>;
+  __shared__ V s_val[cuda::kWarp];
+  __shared__ int64_t s_idx[cuda::kWarp];
+  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * dim;
+    V v = V();
+    int64_t i = -1;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      const V xj = static_cast<V>(xr[j]);
+      if (i < 0 || math::arg_extreme_takes(xj, v, is_max, select_last)) {
+        v = xj;
+        i = j;
+      }
+    }
+    for (int offset = cuda::kWarp / 2; offset > 0; offset /= 2) {
+      const V ov = __shfl_down_sync(0xffffffffu, v, offset);
+      const int64_t oi = __shfl_down_sync(0xffffffffu, i, offset);
+      arg_merge(v, i, ov, oi, is_max, select_last);
+    }
+    if (lane == 0) {
+      s_val[warp] = v;
+      s_idx[warp] = i;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const bool present = lane < static_cast<int>(blockDim.x / cuda::kWarp);
+      v = present ? s_val[lane] : V();
+      i = present ? s_idx[lane] : -1;
+      for (int offset = cuda::kWarp / 2; offset > 0; offset /= 2) {
+        const V ov = __shfl_down_sync(0xffffffffu, v, offset);
+        const int64_t oi = __shfl_down_sync(0xffffffffu, i, offset);
+        arg_merge(v, i, ov, oi, is_max, select_last);
+      }
+      if (lane == 0) y[row] = i;
+    }
+    __syncthreads();  // s_val / s_idx are rewritten for the next row
+  }
+}
+
 void run_arg_extreme(OpContext& ctx, bool is_max) {
   const Tensor& x = ctx.in(0);
   const size_t axis = static_cast<size_t>(
@@ -298,10 +364,17 @@ void run_arg_extreme(OpContext& ctx, bool is_max) {
   if (outer * inner == 0) return;
   int64_t* y = ctx.out(0).data<int64_t>();
   cudaStream_t stream = cuda::stream(x.device());
-  ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
-    arg_extreme_kernel<scalar_t><<<cuda::blocks_for(outer * inner), cuda::kThreads, 0, stream>>>(
-        outer, dim, inner, x.data<scalar_t>(), y, is_max, last);
-  });
+  if (inner == 1 && per_block(outer, dim)) {
+    ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
+      arg_extreme_rows<scalar_t><<<cuda::row_blocks(outer), cuda::kRowThreads, 0, stream>>>(
+          outer, dim, x.data<scalar_t>(), y, is_max, last);
+    });
+  } else {
+    ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
+      arg_extreme_kernel<scalar_t><<<cuda::blocks_for(outer * inner), cuda::kThreads, 0, stream>>>(
+          outer, dim, inner, x.data<scalar_t>(), y, is_max, last);
+    });
+  }
   cuda::check_launch(is_max ? "ArgMax" : "ArgMin");
 }
 

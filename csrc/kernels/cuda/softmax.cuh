@@ -16,6 +16,9 @@
 
 namespace ortmodule {
 namespace cuda {
+// Internal to each including file: every .cu gets its own copies of the kernels (no template
+// kernel shared across translation units and their separately registered device images).
+namespace {
 
 // float accumulates in float, double in double.
 template <typename T>
@@ -133,5 +136,6 @@ void launch_softmax_grad_layout(cudaStream_t stream, int64_t outer, int64_t dim,
   check_launch(log ? "LogSoftmaxGrad" : "SoftmaxGrad");
 }
 
+}  // namespace
 }  // namespace cuda
 }  // namespace ortmodule
