@@ -52,6 +52,33 @@ ORTM_CUDA_KERNEL(cuda_global_avgpool);
 ORTM_CUDA_KERNEL(cuda_global_avgpool_grad);
 // reduce.cu
 ORTM_CUDA_KERNEL(cuda_sum_to_shape);
+// reduce_axes.cu
+ORTM_CUDA_KERNEL(cuda_reduce_sum);
+ORTM_CUDA_KERNEL(cuda_reduce_mean);
+ORTM_CUDA_KERNEL(cuda_reduce_max);
+ORTM_CUDA_KERNEL(cuda_reduce_min);
+ORTM_CUDA_KERNEL(cuda_reduce_grad);
+ORTM_CUDA_KERNEL(cuda_reduce_extreme_grad);
+ORTM_CUDA_KERNEL(cuda_arg_max);
+ORTM_CUDA_KERNEL(cuda_arg_min);
+// fused_matmul.cu
+ORTM_CUDA_KERNEL(cuda_fused_matmul_bias);
+ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
+// layernorm.cu
+ORTM_CUDA_KERNEL(cuda_layernorm);
+ORTM_CUDA_KERNEL(cuda_layernorm_grad);
+// loss.cu
+ORTM_CUDA_KERNEL(cuda_nll_loss);
+ORTM_CUDA_KERNEL(cuda_nll_loss_grad);
+ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy);
+ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy_grad);
+// attention.cu
+ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
+ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);
+// dropout.cu
+ORTM_CUDA_KERNEL(cuda_dropout);
+ORTM_CUDA_KERNEL(cuda_dropout_legacy);
+ORTM_CUDA_KERNEL(cuda_dropout_grad);
 // softmax.cu
 ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);

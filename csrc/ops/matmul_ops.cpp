@@ -127,7 +127,6 @@ void cpu_fused_matmul(OpContext& ctx) {
 // runs on each block of rows while it is in cache. Output 1 (optional) is the value before
 // the activation, for the gradient rules that read it.
 
-namespace {
 MatMulActivation matmul_activation(const OpContext& ctx) {
   const std::string a = ctx.node.attr_string("activation", "");
   if (a.empty()) return MatMulActivation::kNone;
@@ -136,7 +135,6 @@ MatMulActivation matmul_activation(const OpContext& ctx) {
   if (a == "GeluTanh") return MatMulActivation::kGeluTanh;
   ctx.fail("activation=\"" + a + "\" is not one of \"\", \"Relu\", \"Gelu\", \"GeluTanh\"");
 }
-}  // namespace
 
 std::vector<OutputInfo> shape_fused_matmul_bias(const OpContext& ctx) {
   matmul_activation(ctx);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/math/random.h"
+#include "ops/loss_attrs.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -97,7 +98,6 @@ void grad_log_softmax_2d(GradContext& g) { grad_softmax_common(g, "LogSoftmaxGra
 // ---- LayerNormalization(X, Scale, B?; axis, epsilon) -> Y, Mean?, InvStdDev? ----
 // and com.microsoft LayerNormalizationGrad(dY, X, scale, mean, inv_std) -> dX, dScale, dBias
 
-namespace {
 // rows = prod(X[:axis]), cols = prod(X[axis:]); scale (and bias) must hold cols elements.
 void layernorm_dims(const OpContext& ctx, const Tensor& x, const Tensor& scale, int64_t* axis,
                     int64_t* rows, int64_t* cols) {
@@ -111,7 +111,6 @@ void layernorm_dims(const OpContext& ctx, const Tensor& x, const Tensor& scale, 
              " elements (broadcast scales are not supported)");
   }
 }
-}  // namespace
 
 std::vector<OutputInfo> shape_layernorm(const OpContext& ctx) {
   expect_same_dtype(ctx, 1);
@@ -183,7 +182,6 @@ void grad_layernorm(GradContext& g) {
 
 // ---- Dropout(data, ratio?, training_mode?) -> output, mask? ----
 
-namespace {
 double dropout_ratio(const OpContext& ctx, size_t index) {
   if (ctx.has_input(index) && ctx.in(index).numel() != 1)
     ctx.fail("ratio (input " + std::to_string(index) + ") must hold one value");
@@ -196,7 +194,9 @@ bool dropout_training(const OpContext& ctx, size_t index) {
     ctx.fail("training_mode (input " + std::to_string(index) + ") must hold one value");
   return ctx.has_input(index) && ctx.in(index).int_at(0) != 0;
 }
-}  // namespace
+uint64_t dropout_stream_seed(const OpContext& ctx) {
+  return math::dropout_seed(ctx.seed, static_cast<uint64_t>(ctx.node.random_stream()));
+}
 
 std::vector<OutputInfo> shape_dropout(const OpContext& ctx) {
   OutputInfo y, mask;
@@ -213,17 +213,14 @@ void cpu_dropout(OpContext& ctx) {
   bool active = dropout_training(ctx, 2) && ratio > 0.0;
   uint8_t* mask = ctx.has_output(1) ? ctx.out(1).data<uint8_t>() : nullptr;
   const int64_t n = x.numel();
-  // Mix the op's random stream into the per-run seed so two dropout nodes draw different
-  // masks, and the same node of the model draws the same mask in every graph built from it.
-  const uint64_t seed =
-      math::splitmix64(ctx.seed ^ (static_cast<uint64_t>(ctx.node.random_stream()) << 32));
+  const uint64_t seed = dropout_stream_seed(ctx);
   ORTM_DISPATCH_FLOAT(x.dtype(), ctx, {
     const scalar_t* xp = x.data<scalar_t>();
     scalar_t* yp = ctx.out(0).data<scalar_t>();
     const scalar_t scale = static_cast<scalar_t>(active ? 1.0 / (1.0 - ratio) : 1.0);
     parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        bool keep = !active || math::uniform01(seed, static_cast<uint64_t>(i)) >= ratio;
+        bool keep = !active || math::dropout_keeps(seed, static_cast<uint64_t>(i), ratio);
         if (mask) mask[i] = keep;
         yp[i] = keep ? xp[i] * scale : scalar_t(0);
       }
@@ -289,7 +286,6 @@ void grad_dropout(GradContext& g) {
 
 // ---- SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss ----
 
-namespace {
 Reduction reduction_of(const OpContext& ctx) {
   std::string r = ctx.node.attr_string("reduction", "mean");
   if (r == "mean") return Reduction::Mean;
@@ -312,6 +308,8 @@ void loss_dims(const OpContext& ctx, const Shape& scores, const Shape& labels, i
   *C = scores[1];
   *D = dims_product(scores, 2, scores.size());
 }
+
+namespace {
 
 // The optional class weights (input i) hold one value per class, of the scores' dtype.
 void expect_weights(const OpContext& ctx, size_t i, int64_t C, DType dtype) {

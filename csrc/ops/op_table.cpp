@@ -212,14 +212,23 @@ std::vector<OpDef> build_table() {
           .cuda(cpu_torch_call)
           .host_call(),
       // ---- reductions ----
-      Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum),
-      Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean),
+      Row("", "ReduceSum", 1, shape_reduce, cpu_reduce_sum, grad_reduce_sum)
+          .cuda(cuda_reduce_sum, {1}),
+      Row("", "ReduceMean", 1, shape_reduce, cpu_reduce_mean, grad_reduce_mean)
+          .cuda(cuda_reduce_mean, {1}),
       // ---- extreme-value reductions ----
-      Row("", "ReduceMax", 1, shape_reduce, cpu_reduce_max, grad_reduce_extreme),
-      Row("", "ReduceMin", 1, shape_reduce, cpu_reduce_min, grad_reduce_extreme),
-      Row("", "ArgMax", 1, shape_arg_extreme, cpu_arg_max, nullptr).not_differentiable(),
-      Row("", "ArgMin", 1, shape_arg_extreme, cpu_arg_min, nullptr).not_differentiable(),
+      Row("", "ReduceMax", 1, shape_reduce, cpu_reduce_max, grad_reduce_extreme)
+          .cuda(cuda_reduce_max, {1}),
+      Row("", "ReduceMin", 1, shape_reduce, cpu_reduce_min, grad_reduce_extreme)
+          .cuda(cuda_reduce_min, {1}),
+      Row("", "ArgMax", 1, shape_arg_extreme, cpu_arg_max, nullptr)
+          .cuda(cuda_arg_max)
+          .not_differentiable(),
+      Row("", "ArgMin", 1, shape_arg_extreme, cpu_arg_min, nullptr)
+          .cuda(cuda_arg_min)
+          .not_differentiable(),
       Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
+          .cuda(cuda_reduce_extreme_grad, {3})
           .internal(),
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
@@ -227,7 +236,8 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_log_softmax),
       // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h).
       Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
-          grad_scaled_masked_softmax),
+          grad_scaled_masked_softmax)
+          .cuda(cuda_scaled_masked_softmax),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
           .cuda(cuda_softmax)
@@ -259,24 +269,33 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1)
           .tolerance(1e-4, 1e-5),
       Row("", "LayerNormalization", 17, shape_layernorm, cpu_layernorm, grad_layernorm)
+          .cuda(cuda_layernorm)
           .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
-      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout).random().grad_outputs(1),
+      Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout)
+          .cuda(cuda_dropout, {1, 2})
+          .random()
+          .grad_outputs(1),
       // Before opset 12 (ratio an attribute) Dropout runs as inference: output = data.
       // Opsets 1-6 need is_test=1; the mask is of type T before opset 10, bool from 10.
       Row("", "Dropout", 1, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .cuda(cuda_dropout_legacy)
           .until(6)
           .grad_outputs(1),
       Row("", "Dropout", 7, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .cuda(cuda_dropout_legacy)
           .until(9)
           .grad_outputs(1),
       Row("", "Dropout", 10, shape_dropout_legacy, cpu_dropout_legacy, grad_identity)
+          .cuda(cuda_dropout_legacy)
           .until(11)
           .grad_outputs(1),
       Row("", "SoftmaxCrossEntropyLoss", 12, shape_softmax_cross_entropy, cpu_softmax_cross_entropy,
           grad_softmax_cross_entropy)
+          .cuda(cuda_softmax_cross_entropy)
           .grad_outputs(1),
-      Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss),
+      Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss)
+          .cuda(cuda_nll_loss),
       // ---- ops emitted by gradient rules ----
       Row(kMs, "ReluGrad", 1, shape_same_as_input0, cpu_relu_grad, nullptr)
           .cuda(cuda_relu_grad)
@@ -311,6 +330,7 @@ std::vector<OpDef> build_table() {
           .internal(),
       Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
           cpu_scaled_masked_softmax_grad, nullptr)
+          .cuda(cuda_scaled_masked_softmax_grad)
           .internal()
           .inplace(0),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
@@ -331,12 +351,15 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_batchnorm_inference_grad)
           .internal(),
       Row(kMs, "LayerNormalizationGrad", 1, shape_layernorm_grad, cpu_layernorm_grad, nullptr)
+          .cuda(cuda_layernorm_grad)
           .internal(),
       Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr)
+          .cuda(cuda_dropout_grad, {2, 3})
           .internal()
           .inplace(0),
       Row(kMs, "SoftmaxCrossEntropyLossGrad", 1, shape_softmax_cross_entropy_grad,
           cpu_softmax_cross_entropy_grad, nullptr)
+          .cuda(cuda_softmax_cross_entropy_grad)
           .internal(),
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr)
           .cuda(cuda_gather_grad, {0})
@@ -394,15 +417,19 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_sum_to_shape, {1})
           .internal(),
       Row(kOwn, "FusedMatMulSumToShape", 1, shape_fused_matmul_sum, cpu_fused_matmul_sum, nullptr)
+          .cuda(cuda_fused_matmul_sum, {2})
           .internal(),
       Row(kOwn, "FusedMatMulBias", 1, shape_fused_matmul_bias, cpu_fused_matmul_bias, nullptr)
+          .cuda(cuda_fused_matmul_bias)
           .internal(),
       Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr)
           .cuda(cuda_concat_grad)
           .cuda_host_inputs_from(1)
           .internal(),
-      Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr).internal(),
+      Row(kOwn, "ReduceGrad", 1, shape_reduce_grad, cpu_reduce_grad, nullptr)
+          .cuda(cuda_reduce_grad, {1, 2})
+          .internal(),
       // The pool gradients read the input's shape (their last input) on the host.
       Row(kOwn, "MaxPoolGrad", 1, shape_pool_grad, cpu_maxpool_grad, nullptr)
           .cuda(cuda_maxpool_grad, {2})
@@ -414,6 +441,7 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_global_avgpool_grad, {1})
           .internal(),
       Row(kOwn, "NegativeLogLikelihoodLossGrad", 1, shape_nll_loss_grad, cpu_nll_loss_grad, nullptr)
+          .cuda(cuda_nll_loss_grad, {1})
           .internal(),
   };
 }

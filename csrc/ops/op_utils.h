@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/math/matmul_epilogue.h"
 #include "ops/op_table.h"
 
 namespace ortmodule {
@@ -125,6 +126,22 @@ bool gelu_is_tanh(const OpContext& ctx);
 // the node's axis (coerced to 2-D at the axis for the rows before opset 13).
 void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
                     int64_t* inner);
+// ---- attribute readers shared by an op's CPU and CUDA kernels (defined in its *_ops.cpp) ----
+// ReduceSum/Mean/Max/Min and their gradients: the input shape with every reduced dim set to 1
+// (axes from input `axes_input` or the attribute; keepdims, noop_with_empty_axes), and the
+// number of elements reduced into each output.
+Shape reduce_keep_shape(const OpContext& ctx, const Shape& in, size_t axes_input, int64_t* count);
+// LayerNormalization(Grad): rows = prod(x[:axis]), cols = prod(x[axis:]) (scale must hold cols).
+void layernorm_dims(const OpContext& ctx, const Tensor& x, const Tensor& scale, int64_t* axis,
+                    int64_t* rows, int64_t* cols);
+// Dropout: the ratio (input `index`, else the attribute; in [0, 1)), training_mode (input
+// `index`), and the node's stream seed for kernels/math/random.h.
+double dropout_ratio(const OpContext& ctx, size_t index);
+bool dropout_training(const OpContext& ctx, size_t index);
+uint64_t dropout_stream_seed(const OpContext& ctx);
+// FusedMatMulBias: attribute activation.
+MatMulActivation matmul_activation(const OpContext& ctx);
+
 // Single output with the given dtype and shape.
 std::vector<OutputInfo> one_output(DType dtype, Shape shape);
 // Product of dims [begin, end).

@@ -52,6 +52,14 @@ std::vector<int64_t> reduce_axes(const OpContext& ctx, size_t input_index, bool*
 
 }  // namespace
 
+Shape reduce_keep_shape(const OpContext& ctx, const Shape& in, size_t axes_input, int64_t* count) {
+  bool given = false;
+  std::vector<int64_t> axes = reduce_axes(ctx, axes_input, &given);
+  ReducePlan p = plan_reduce(ctx, in, axes, given);
+  *count = p.count;
+  return p.keep_shape;
+}
+
 std::vector<OutputInfo> shape_reduce(const OpContext& ctx) {
   bool given = false;
   std::vector<int64_t> axes = reduce_axes(ctx, 1, &given);

@@ -177,8 +177,15 @@ def _cuda_cases() -> list:
 def test_forward_on_device_matches_cpu(row: dict, sample: Sample, device: str) -> None:
     program = _C.Program(build_model(row["op_type"], sample).SerializeToString(), [], [])
     inputs = [to_torch(v) for v in sample.inputs.values()]
-    expected = _C.run(program, inputs)
-    got = _C.run(program, [t.to(device) for t in inputs])
+
+    def run(feed: list[torch.Tensor]) -> list[torch.Tensor]:
+        if sample.random:
+            # The same seed for both runs: the device draws the CPU's mask (Dropout).
+            torch.manual_seed(1234)
+        return _C.run(program, feed)
+
+    expected = run(inputs)
+    got = run([t.to(device) for t in inputs])
     for g, e in zip(got, expected):
         assert g.device.type == device
         tight = e.dtype == torch.float64

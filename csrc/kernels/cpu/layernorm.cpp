@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/math/layernorm.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -39,13 +40,13 @@ void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const
       // for rows far from zero.
       double sum = 0;
       for (int64_t c = 0; c < cols; ++c) sum += xr[c];
-      const double m = sum / static_cast<double>(cols);
+      const double m = math::layernorm_mean<double>(sum, cols);
       double sq = 0;
       for (int64_t c = 0; c < cols; ++c) {
         const double d = xr[c] - m;
         sq += d * d;
       }
-      const double is = 1.0 / std::sqrt(sq / static_cast<double>(cols) + eps);
+      const double is = math::layernorm_inv_std<double>(sq, cols, eps);
       T* yr = y + r * cols;
       for (int64_t c = 0; c < cols; ++c) {
         const double v = (xr[c] - m) * is * scale[c] + (bias ? static_cast<double>(bias[c]) : 0.0);
@@ -81,13 +82,13 @@ void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, con
           sum_g += g;
           sum_gx += g * (xr[c] - m) * is;
         }
-        const double mg = sum_g / static_cast<double>(cols);
-        const double mgx = sum_gx / static_cast<double>(cols);
+        const double mg = math::layernorm_mean<double>(sum_g, cols);
+        const double mgx = math::layernorm_mean<double>(sum_gx, cols);
         T* dr = dx + r * cols;
         for (int64_t c = 0; c < cols; ++c) {
           const double g = static_cast<double>(gr[c]) * scale[c];
           const double xhat = (xr[c] - m) * is;
-          dr[c] = static_cast<T>(is * (g - mg - xhat * mgx));
+          dr[c] = static_cast<T>(math::layernorm_dx(g, xhat, is, mg, mgx));
         }
       }
     });

@@ -14,9 +14,9 @@
 
 #include <cstdint>
 
-namespace ortmodule {
+#include "kernels/math/loss.h"
 
-enum class Reduction { None = 0, Sum = 1, Mean = 2 };
+namespace ortmodule {
 
 // input: [N, C, D], target: [N, D], weight: [C]? -> loss: [N * D] (None) or [1]
 // l[n, d] = -input[n, target[n, d], d] * weight[target[n, d]]

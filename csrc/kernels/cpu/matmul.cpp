@@ -166,19 +166,7 @@ void activate(MatMulActivation act, int64_t n, const T* x, T* y) {
       return;
     }
   }
-  switch (act) {
-    case MatMulActivation::kRelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = math::relu(x[i]);
-      break;
-    case MatMulActivation::kGelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu(x[i]);
-      break;
-    case MatMulActivation::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = math::gelu_tanh(x[i]);
-      break;
-    case MatMulActivation::kNone:
-      break;
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = math::matmul_activate(act, x[i]);
 }
 
 }  // namespace

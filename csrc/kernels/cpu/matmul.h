@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/math/matmul_epilogue.h"
+
 namespace ortmodule {
 
 // a: [...a_batch, M, K] (or [..., K, M] when trans_a), b: [...b_batch, K, N] (or [..., N, K])
@@ -22,9 +24,6 @@ template <typename T>
 void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
                         const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
                         const std::vector<int64_t>& y_shape, T* y);
-
-// What a product's epilogue applies after adding the bias.
-enum class MatMulActivation { kNone, kRelu, kGelu, kGeluTanh };
 
 // pre[rows, N] = alpha * a[rows, K] @ op(b) + bias[N] and y = act(pre), for a weight b of
 // [K, N] (or [N, K] when trans_b): the GEMM, then one pass that adds the bias and activates

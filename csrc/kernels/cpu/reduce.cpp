@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "kernels/math/reduce.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -36,11 +37,6 @@ ReduceIndex index_reduction(const std::vector<int64_t>& x_shape,
   return idx;
 }
 
-template <typename T>
-bool is_nan(T v) {
-  return v != v;  // false for integers
-}
-
 }  // namespace
 
 template <typename T>
@@ -59,8 +55,8 @@ void reduce_extreme_forward(const std::vector<int64_t>& x_shape, const T* x,
       T best = empty;
       for (int64_t off : idx.members) {
         T v = base[off];
-        if (is_nan(best)) break;
-        if (is_nan(v) || (is_max ? v > best : v < best)) best = v;
+        if (math::is_nan(best)) break;
+        best = math::extreme_update(best, v, is_max);
       }
       y[o] = best;
     }
@@ -88,27 +84,19 @@ void reduce_extreme_backward(const std::vector<int64_t>& x_shape, const T* x,
 template <typename T>
 void arg_extreme_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, int64_t* y,
                          bool is_max, bool select_last) {
-  parallel_for(0, outer * inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, dim)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const T* row = x + (r / inner) * dim * inner + r % inner;
-                   int64_t best = 0;
-                   for (int64_t j = 1; j < dim; ++j) {
-                     T v = row[j * inner], b = row[best * inner];
-                     bool take;
-                     if (is_nan(b)) {
-                       take = select_last && is_nan(v);
-                     } else if (is_nan(v)) {
-                       take = true;
-                     } else {
-                       take = is_max ? v > b : v < b;
-                       take = take || (select_last && v == b);
-                     }
-                     if (take) best = j;
-                   }
-                   y[r] = best;
-                 }
-               });
+  parallel_for(
+      0, outer * inner, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, dim)),
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* row = x + (r / inner) * dim * inner + r % inner;
+          int64_t best = 0;
+          for (int64_t j = 1; j < dim; ++j) {
+            if (math::arg_extreme_takes(row[j * inner], row[best * inner], is_max, select_last))
+              best = j;
+          }
+          y[r] = best;
+        }
+      });
 }
 
 #define ORTM_INSTANTIATE_EXTREME(T)                                               \

@@ -164,9 +164,10 @@ template <typename T>
 void scale_and_mask_row(int64_t dim, T scale, const T* x, int64_t x_step, const T* mask,
                         int64_t mask_step, T* y) {
   if (x_step == 1 && mask && mask_step == 1) {
-    for (int64_t k = 0; k < dim; ++k) y[k] = x[k] * scale + mask[k];
+    for (int64_t k = 0; k < dim; ++k) y[k] = scaled_masked(x[k], scale, mask[k]);
   } else if (mask) {
-    for (int64_t k = 0; k < dim; ++k) y[k] = x[k * x_step] * scale + mask[k * mask_step];
+    for (int64_t k = 0; k < dim; ++k)
+      y[k] = scaled_masked(x[k * x_step], scale, mask[k * mask_step]);
   } else {
     for (int64_t k = 0; k < dim; ++k) y[k] = x[k * x_step] * scale;
   }

@@ -5,6 +5,7 @@
 // layernorm.cpp) defines its semantics; sums accumulate in double as theirs do.
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "kernels/math/layernorm.h"
 #include "kernels/math/vec_math.h"
 
 namespace ortmodule {
@@ -146,7 +147,7 @@ void layernorm_forward_row(int64_t cols, double eps, const float* x, const float
   for (int64_t c = 0; c < full; c += V::kWidth) V::dacc_add(acc, V::load(x + c));
   double sum = V::dacc_sum(acc);
   for (int64_t c = full; c < cols; ++c) sum += x[c];
-  const float m = static_cast<float>(sum / static_cast<double>(cols));
+  const float m = math::layernorm_mean<float>(sum, cols);
   const F vm = V::set1(m);
   acc = V::dacc_zero();
   for (int64_t c = 0; c < full; c += V::kWidth) {
@@ -158,7 +159,7 @@ void layernorm_forward_row(int64_t cols, double eps, const float* x, const float
     const float d = x[c] - m;
     sq += static_cast<double>(d) * d;
   }
-  const float is = static_cast<float>(1.0 / __builtin_sqrt(sq / static_cast<double>(cols) + eps));
+  const float is = math::layernorm_inv_std<float>(sq, cols, eps);
   const F vis = V::set1(is);
   for (int64_t c = 0; c < full; c += V::kWidth) {
     const F xhat = V::mul(V::sub(V::load(x + c), vm), vis);
@@ -190,8 +191,8 @@ void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const
     sum_g += g;
     sum_gx += static_cast<double>(g) * ((x[c] - mean) * inv_std);
   }
-  const float mg = static_cast<float>(sum_g / static_cast<double>(cols));
-  const float mgx = static_cast<float>(sum_gx / static_cast<double>(cols));
+  const float mg = math::layernorm_mean<float>(sum_g, cols);
+  const float mgx = math::layernorm_mean<float>(sum_gx, cols);
   const F vmg = V::set1(mg), vmgx = V::set1(mgx);
   for (int64_t c = 0; c < full; c += V::kWidth) {
     const F g = V::mul(V::load(dy + c), V::load(scale + c));
@@ -201,7 +202,7 @@ void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const
   for (int64_t c = full; c < cols; ++c) {
     const float g = dy[c] * scale[c];
     const float xhat = (x[c] - mean) * inv_std;
-    dx[c] = inv_std * (g - mg - xhat * mgx);
+    dx[c] = math::layernorm_dx(g, xhat, inv_std, mg, mgx);
   }
 }
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/channel_reduce.cuh"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/math/batchnorm.h"
 #include "ops/op_utils.h"

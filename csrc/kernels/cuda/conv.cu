@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/channel_reduce.cuh"
 #include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 #include "ops/window.h"

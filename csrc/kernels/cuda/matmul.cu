@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_ops_internal.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {
@@ -54,7 +55,7 @@ void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t ba
 }
 
 template <typename T>
-void run_fused_matmul(OpContext& ctx) {
+void run_fused_matmul(OpContext& ctx, Tensor& out) {
   Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
   const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   if (a.size() == 1) a = {1, a[0]};
@@ -83,8 +84,8 @@ void run_fused_matmul(OpContext& ctx) {
              "without batch dims)");
   }
   const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
-  strided_product<T>(ctx, ctx.out(0).device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(),
-                     sa, ctx.in(1).data<T>(), sb, T(0), ctx.out(0).data<T>());
+  strided_product<T>(ctx, out.device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(), sa,
+                     ctx.in(1).data<T>(), sb, T(0), out.data<T>());
 }
 
 // y[i, j] = beta * c[i or 0, j or 0]: Gemm's C broadcast to [M, N] ([], [N], [1, N], [M, 1]
@@ -124,10 +125,22 @@ void run_gemm(OpContext& ctx) {
 
 }  // namespace
 
-void cuda_fused_matmul(OpContext& ctx) {
+void cuda_fused_matmul_into(OpContext& ctx, Tensor& out) {
   expect_same_dtype(ctx, 1);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_fused_matmul<scalar_t>(ctx));
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_fused_matmul<scalar_t>(ctx, out));
 }
+
+void cuda_strided_gemm(OpContext& ctx, Tensor& y, bool ta, bool tb, int64_t batch, int64_t M,
+                       int64_t N, int64_t K, double alpha, const Tensor& a, int64_t sa,
+                       const Tensor& b, int64_t sb) {
+  ORTM_DISPATCH_FLOAT(
+      y.dtype(), ctx,
+      strided_product<scalar_t>(ctx, y.device(), ta, tb, batch, M, N, K,
+                                static_cast<scalar_t>(alpha), a.data<scalar_t>(), sa,
+                                b.data<scalar_t>(), sb, scalar_t(0), y.data<scalar_t>()));
+}
+
+void cuda_fused_matmul(OpContext& ctx) { cuda_fused_matmul_into(ctx, ctx.out(0)); }
 
 void cuda_gemm(OpContext& ctx) {
   expect_same_dtype(ctx, 1);

@@ -11,7 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/channel_reduce.cuh"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/math/pool.h"
 #include "ops/op_utils.h"

@@ -8,6 +8,8 @@
 
 namespace ortmodule {
 
+enum class Reduction { None = 0, Sum = 1, Mean = 2 };
+
 ORTM_HOST_DEVICE bool loss_entry_ignored(int64_t label, int64_t ignore_index,
                                          bool has_ignore_index) {
   return has_ignore_index && label == ignore_index;

@@ -22,4 +22,10 @@ ORTM_HOST_DEVICE T log_softmax_grad(T dy, T y, T s) {
   return dy - exp(y) * s;
 }
 
+// ScaledMaskedSoftmax's input to the softmax: scale * x + mask.
+template <typename T>
+ORTM_HOST_DEVICE T scaled_masked(T x, T scale, T mask) {
+  return x * scale + mask;
+}
+
 }  // namespace ortmodule

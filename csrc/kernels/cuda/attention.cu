@@ -1,0 +1,147 @@
+// CUDA twins of ScaledMaskedSoftmax(x, mask?; scale) = Softmax(scale * x + mask, axis=-1)
+// (x and mask broadcasting to the output) and ScaledMaskedSoftmaxGrad(dY, Y; scale) =
+// scale * Y * (dY - sum(dY * Y, axis=-1)), as csrc/ops/attention_ops.cpp defines them.
+//
+// One block per row of the output (the row-softmax pattern of softmax.cuh): the row's
+// scale * x + mask is written to y, its max and sum found by block_reduce, then y is
+// normalised in place. Each thread revisits only the elements it wrote. The per-element
+// formulas (scaled_masked, softmax_grad) are kernels/math/softmax.h's, shared with the CPU;
+// the row sum accumulates in double as the CPU row does.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/math/softmax.h"
+#include "ops/op_utils.h"
+
+namespace ortmodule {
+
+namespace {
+
+using cuda::Dims;
+using cuda::kRowThreads;
+using cuda::kWarp;
+
+// x_rows / mask_rows: the output's leading dims (all but the last) with each operand's
+// broadcast strides, so row r of x starts at dims_offset(x_rows, r); x_step / mask_step: the
+// operand's stride along the last dim (0 where it broadcasts there).
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    scaled_masked_softmax_rows(int64_t rows, int64_t dim, Dims x_rows, int64_t x_step,
+                               Dims mask_rows, int64_t mask_step, T scale, const T* x,
+                               const T* mask, T* y) {
+  __shared__ T shared_max[kWarp];
+  __shared__ double shared_sum[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + cuda::dims_offset(x_rows, row);
+    const T* mr = mask ? mask + cuda::dims_offset(mask_rows, row) : nullptr;
+    T* yr = y + row * dim;
+    T m = -INFINITY;
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
+      const T v =
+          mr ? scaled_masked(xr[k * x_step], scale, mr[k * mask_step]) : xr[k * x_step] * scale;
+      yr[k] = v;
+      m = cuda::MaxOp()(m, v);
+    }
+    m = cuda::block_reduce(m, cuda::MaxOp(), T(-INFINITY), shared_max);
+    double s = 0;
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) s += std::exp(yr[k] - m);
+    s = cuda::block_reduce(s, cuda::SumOp(), 0.0, shared_sum);
+    const T inv_sum = static_cast<T>(1.0 / s);
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) yr[k] = std::exp(yr[k] - m) * inv_sum;
+  }
+}
+
+// dx = scale * softmax_grad(dy, y, sum(dy * y)) per row; dx may alias dy.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    scaled_masked_softmax_grad_rows(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
+                                    T* dx) {
+  __shared__ T shared[kWarp];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t off = row * dim;
+    T s = 0;
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) s += dy[off + k] * y[off + k];
+    s = cuda::block_reduce(s, cuda::SumOp(), T(0), shared);
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
+      const T g = softmax_grad(dy[off + k], y[off + k], s);
+      dx[off + k] = scale == T(1) ? g : g * scale;
+    }
+  }
+}
+
+// The output's leading dims with the strides of `operand` broadcast to `out`, and the
+// operand's stride along the last dim.
+Dims row_dims(const Shape& operand, const Shape& out, int64_t* step) {
+  const size_t rank = out.size();
+  Dims d;
+  d.rank = static_cast<int>(rank) - 1;
+  int64_t k = 1;
+  for (size_t i = rank; i-- > 0;) {
+    const int64_t j = static_cast<int64_t>(i) - static_cast<int64_t>(rank - operand.size());
+    const int64_t n = j >= 0 ? operand[j] : 1;
+    const int64_t stride = n == 1 ? 0 : k;
+    if (i + 1 == rank) {
+      *step = stride;
+    } else {
+      d.size[i] = out[i];
+      d.stride[i] = stride;
+    }
+    k *= n;
+  }
+  return d;
+}
+
+template <typename T>
+void launch_scaled_masked_softmax(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor* mask = ctx.has_input(1) ? &ctx.in(1) : nullptr;
+  Tensor& y = ctx.out(0);
+  const Shape& out = y.shape();
+  if (out.size() - 1 > static_cast<size_t>(cuda::kMaxRank))
+    ctx.fail(cuda::rank_limit_message(out.size(), "ScaledMaskedSoftmax"));
+  const int64_t dim = out.back();
+  const int64_t rows = dim ? y.numel() / dim : 0;
+  if (rows == 0) return;
+  int64_t x_step = 0, mask_step = 0;
+  const Dims x_rows = row_dims(x.shape(), out, &x_step);
+  const Dims mask_rows = mask ? row_dims(mask->shape(), out, &mask_step) : Dims();
+  const T scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
+  scaled_masked_softmax_rows<T>
+      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(y.device())>>>(
+          rows, dim, x_rows, x_step, mask_rows, mask_step, scale, x.data<T>(),
+          mask ? mask->data<T>() : nullptr, y.data<T>());
+  cuda::check_launch("ScaledMaskedSoftmax");
+}
+
+template <typename T>
+void launch_scaled_masked_softmax_grad(OpContext& ctx) {
+  const Tensor& dy = ctx.in(0);
+  const Tensor& y = ctx.in(1);
+  const int64_t dim = y.shape().back();
+  const int64_t rows = dim ? y.numel() / dim : 0;
+  if (rows == 0) return;
+  const T scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
+  Tensor& dx = ctx.out(0);
+  scaled_masked_softmax_grad_rows<T>
+      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(dx.device())>>>(
+          rows, dim, scale, dy.data<T>(), y.data<T>(), dx.data<T>());
+  cuda::check_launch("ScaledMaskedSoftmaxGrad");
+}
+
+}  // namespace
+
+void cuda_scaled_masked_softmax(OpContext& ctx) {
+  if (ctx.has_input(1)) expect_same_dtype(ctx, 1);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_scaled_masked_softmax<scalar_t>(ctx));
+}
+
+void cuda_scaled_masked_softmax_grad(OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  if (ctx.in(0).shape() != ctx.in(1).shape() || ctx.in(1).rank() == 0)
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", input 1 (Y) has " +
+             shape_str(ctx.in(1).shape()) + "; they must match and have rank >= 1");
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_scaled_masked_softmax_grad<scalar_t>(ctx));
+}
+
+}  // namespace ortmodule

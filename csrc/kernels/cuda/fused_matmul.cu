@@ -1,0 +1,92 @@
+// CUDA twins of the fused products of passes/matmul_bias_fusion.h:
+//   FusedMatMulBias(a, b, bias; transA, transB, alpha, activation) -> y, pre?
+//     cuBLAS GEMM (matmul.cu) into pre (or y), then one kernel adding the bias and applying
+//     the activation (math::matmul_activate, the CPU epilogue's per-element math);
+//   FusedMatMulSumToShape(a, b, shape) -> the product summed down to `shape` (host input):
+//     the product directly when nothing is summed, one GEMM over the stacked batches when
+//     every batch sums into one matrix (a Linear's weight gradient), else the product into a
+//     temporary and SumToShape's kernel (reduce.cu).
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_ops_internal.h"
+#include "kernels/math/matmul_epilogue.h"
+#include "ops/op_utils.h"
+
+namespace ortmodule {
+
+namespace {
+
+// x, y, pre: [rows, N]: v = x + bias[col]; pre = v (when given), y = act(v). x may be pre or
+// y (each element is read before it is written, by the same thread).
+template <typename T>
+__global__ void bias_activation_kernel(int64_t n, int64_t N, const T* x, const T* bias,
+                                       MatMulActivation act, T* pre, T* y) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const T v = x[i] + bias[i % N];
+    if (pre) pre[i] = v;
+    y[i] = math::matmul_activate(act, v);
+  }
+}
+
+template <typename T>
+void launch_bias_activation(OpContext& ctx, const Tensor& acc, MatMulActivation act) {
+  Tensor& y = ctx.out(0);
+  const int64_t n = y.numel();
+  const int64_t N = y.shape().back();
+  if (n == 0) return;
+  T* pre = ctx.has_output(1) ? ctx.out(1).data<T>() : nullptr;
+  bias_activation_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(
+      n, N, acc.data<T>(), ctx.in(2).data<T>(), act, pre, y.data<T>());
+  cuda::check_launch("FusedMatMulBias (bias, activation)");
+}
+
+}  // namespace
+
+void cuda_fused_matmul_bias(OpContext& ctx) {
+  expect_same_dtype(ctx, 2);
+  const MatMulActivation act = matmul_activation(ctx);
+  // The product goes where the bias add reads it: the pre-activation output when there is
+  // one, else y (activated in place).
+  Tensor& acc = ctx.has_output(1) ? ctx.out(1) : ctx.out(0);
+  cuda_fused_matmul_into(ctx, acc);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_bias_activation<scalar_t>(ctx, acc, act));
+}
+
+void cuda_fused_matmul_sum(OpContext& ctx) {
+  expect_same_dtype(ctx, 1);
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  const Shape& ys = y.shape();
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  const double alpha = ctx.node.attr_float("alpha", 1.0);
+  const size_t ra = as.size(), rb = bs.size(), ry = ys.size();
+  const int64_t M = ys[ry - 2], N = ys[ry - 1];
+  const int64_t K = ta ? as[ra - 2] : as[ra - 1];
+  Shape full = matmul_batch_shape(as, bs);
+  const int64_t batches = dims_product(full, 0, full.size());
+  const int64_t kept = dims_product(ys, 0, ry - 2);
+  if (kept == batches) {  // nothing to sum: y has the product's layout
+    cuda_fused_matmul_into(ctx, y);
+    return;
+  }
+  // Every batch sums into one matrix: sum_i a_i^T b_i is one GEMM of the stacked
+  // [batches * K, M]^T and [batches * K, N] matrices.
+  if (kept == 1 && ta && !tb && ra == rb && std::equal(as.begin(), as.end() - 2, bs.begin())) {
+    cuda_strided_gemm(ctx, y, true, false, 1, M, N, batches * K, alpha, a, 0, b, 0);
+    return;
+  }
+  full.push_back(M);
+  full.push_back(N);
+  Tensor product = Tensor::empty(y.dtype(), full, y.device());
+  cuda_fused_matmul_into(ctx, product);
+  cuda_sum_to_shape_into(ctx, product, y);
+}
+
+}  // namespace ortmodule
