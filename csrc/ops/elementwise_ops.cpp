@@ -206,8 +206,8 @@ void pow_mixed(OpContext& ctx) {
               return;
             }
           }
-          const double r = std::pow(static_cast<double>(ap[o[0]]), e[o[1]]);
           if constexpr (std::is_integral_v<scalar_t>) {
+            const double r = std::pow(static_cast<double>(ap[o[0]]), e[o[1]]);
             // Out-of-range results (and NaN) have no integer value: saturate rather than
             // convert out of range, which C++ leaves undefined.
             using L = std::numeric_limits<scalar_t>;
@@ -216,7 +216,7 @@ void pow_mixed(OpContext& ctx) {
                     : r >= static_cast<double>(L::max())    ? L::max()
                                                             : static_cast<scalar_t>(r);
           } else {
-            yp[i] = static_cast<scalar_t>(r);
+            yp[i] = math::pow_promoted(ap[o[0]], e[o[1]]);
           }
         });
   });
@@ -228,12 +228,8 @@ void cpu_pow(OpContext& ctx) {
     return pow_mixed(ctx);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
   // Scalar exponents models use (x**2 in norms, and x**1 in its gradient) skip std::pow.
-  if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size()) {
-    const double e = ctx.in(1).float_at(0);
-    if (e == 1.0) return run_binary(ctx, [](auto p, auto) { return p; });
-    if (e == 2.0) return run_binary(ctx, [](auto p, auto) { return p * p; });
-    if (e == 0.5) return run_binary(ctx, [](auto p, auto) { return std::sqrt(p); });
-  }
+  if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size())
+    return run_binary(ctx, [](auto p, auto q) { return math::pow_fast(p, q); });
   run_binary(ctx, [](auto p, auto q) { return std::pow(p, q); });
 }
 

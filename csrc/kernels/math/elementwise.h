@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/math/host_device.h"
 
@@ -90,6 +91,75 @@ ORTM_HOST_DEVICE T gelu_tanh_grad(T dy, T x) {
 template <typename T>
 ORTM_HOST_DEVICE T softplus(T x) {
   return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+// Sign: -1, 0 or 1 in the input's type; NaN stays NaN.
+template <typename T>
+ORTM_HOST_DEVICE T sign(T v) {
+  if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(v > T(0) ? 1 : 0);
+  } else {
+    if (v != v) return v;  // NaN
+    return static_cast<T>(v > T(0) ? 1 : (v < T(0) ? -1 : 0));
+  }
+}
+
+// Clip: min(max(v, lo), hi); with lo > hi every element becomes hi (numpy.clip); NaN stays.
+template <typename T>
+ORTM_HOST_DEVICE T clip(T v, T lo, T hi) {
+  const T t = v < lo ? lo : v;
+  return t > hi ? hi : t;
+}
+
+// Max and Min of two values; NaN propagates, as in torch.maximum and the ONNX reference.
+template <typename T>
+ORTM_HOST_DEVICE T maximum(T p, T q) {
+  return (p != p || p > q) ? p : q;
+}
+template <typename T>
+ORTM_HOST_DEVICE T minimum(T p, T q) {
+  return (p != p || p < q) ? p : q;
+}
+
+// Mod(p, q; fmod). fmod=1: truncated quotient (C fmod, the dividend's sign); fmod=0:
+// floored quotient (Python %, the divisor's sign). Integer q must not be 0 (callers check).
+template <typename T>
+ORTM_HOST_DEVICE T mod(T p, T q, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(p, q);
+    if (fmod) return r;
+    // numpy.mod: the sign of the divisor, zero included.
+    if (r == 0) return std::copysign(T(0), q);
+    return (r < 0) != (q < 0) ? r + q : r;
+  } else if constexpr (std::is_signed_v<T>) {
+    if (q == T(-1)) return T(0);                                             // lowest % -1 traps
+    T r = static_cast<T>(p % q);                                             // the dividend's sign
+    if (!fmod && r != 0 && ((r < 0) != (q < 0))) r = static_cast<T>(r + q);  // the divisor's
+    return r;
+  } else {
+    return static_cast<T>(p % q);
+  }
+}
+
+// IsInf(v; detect_positive, detect_negative).
+template <typename T>
+ORTM_HOST_DEVICE bool is_inf(T v, bool positive, bool negative) {
+  return std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
+}
+
+// Pow of a float base: with an exponent of the base's dtype holding one value, the fast paths
+// models hit (x**2 in norms, x**1 in its gradient, x**0.5) skip std::pow; an exponent of
+// another dtype computes in double, as numpy promotes, and rounds once to T.
+template <typename T>
+ORTM_HOST_DEVICE T pow_fast(T p, T e) {
+  if (e == T(1)) return p;
+  if (e == T(2)) return p * p;
+  if (e == T(0.5)) return std::sqrt(p);
+  return std::pow(p, e);
+}
+template <typename T>
+ORTM_HOST_DEVICE T pow_promoted(T p, double e) {
+  return static_cast<T>(std::pow(static_cast<double>(p), e));
 }
 
 }  // namespace math
