@@ -168,18 +168,6 @@ void cpu_div(OpContext& ctx) {
 }
 
 namespace {
-// Integer power by squaring, wrapping around like numpy's integer power.
-template <typename T>
-T int_pow(T base, int64_t e) {
-  using W = wrap_t<T>;
-  W result = 1, b = static_cast<W>(base);
-  for (; e > 0; e >>= 1) {
-    if (e & 1) result = static_cast<W>(result * b);
-    b = static_cast<W>(b * b);
-  }
-  return static_cast<T>(result);
-}
-
 // Pow with an integer base or operands of different dtypes: numpy computes in the promoted
 // type (double as soon as a float is involved, else integer) and the result is cast to the
 // base's dtype (onnx.reference: np.power(x, y).astype(x.dtype)).
@@ -198,27 +186,16 @@ void pow_mixed(OpContext& ctx) {
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx, {
     const scalar_t* ap = a.data<scalar_t>();
     scalar_t* yp = y.data<scalar_t>();
-    for_each_broadcast<2>(
-        y.shape(), {a.shape(), b.shape()}, [&](int64_t i, const std::array<int64_t, 2>& o) {
-          if constexpr (std::is_integral_v<scalar_t>) {
-            if (int_pow_only) {
-              yp[i] = int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
-              return;
-            }
-          }
-          if constexpr (std::is_integral_v<scalar_t>) {
-            const double r = std::pow(static_cast<double>(ap[o[0]]), e[o[1]]);
-            // Out-of-range results (and NaN) have no integer value: saturate rather than
-            // convert out of range, which C++ leaves undefined.
-            using L = std::numeric_limits<scalar_t>;
-            yp[i] = std::isnan(r)                           ? scalar_t(0)
-                    : r <= static_cast<double>(L::lowest()) ? L::lowest()
-                    : r >= static_cast<double>(L::max())    ? L::max()
-                                                            : static_cast<scalar_t>(r);
-          } else {
-            yp[i] = math::pow_promoted(ap[o[0]], e[o[1]]);
-          }
-        });
+    for_each_broadcast<2>(y.shape(), {a.shape(), b.shape()},
+                          [&](int64_t i, const std::array<int64_t, 2>& o) {
+                            if constexpr (std::is_integral_v<scalar_t>) {
+                              if (int_pow_only) {
+                                yp[i] = math::int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
+                                return;
+                              }
+                            }
+                            yp[i] = math::pow_promoted(ap[o[0]], e[o[1]]);
+                          });
   });
 }
 }  // namespace

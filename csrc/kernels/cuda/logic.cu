@@ -112,6 +112,29 @@ struct PowOp {
     return std::pow(p, q);
   }
 };
+struct IntPowOp {
+  template <typename T, typename E>
+  __device__ T operator()(T p, E q) const {
+    // The exponent passes through double, as the CPU kernel reads it (Tensor::float_at).
+    return math::int_pow(p, static_cast<int64_t>(static_cast<double>(q)));
+  }
+};
+struct IsZeroOp {
+  template <typename T>
+  __device__ bool operator()(T v) const {
+    return v == T(0);
+  }
+};
+struct IsNegativeOp {
+  template <typename T>
+  __device__ bool operator()(T v) const {
+    if constexpr (std::is_signed_v<T>) {
+      return v < T(0);
+    } else {
+      return false;
+    }
+  }
+};
 struct PowPromotedOp {
   template <typename T, typename E>
   __device__ T operator()(T p, E q) const {
@@ -150,22 +173,69 @@ void run_variadic(OpContext& ctx, F f, const char* name) {
   });
 }
 
-// Pow with a float base and an exponent of another dtype (computed in double).
+template <typename T, typename P>
+__global__ void any_kernel(int64_t n, const T* x, P pred, int* flag) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    if (pred(x[i])) *flag = 1;  // every writer stores 1: the race is benign
+}
+
+// Whether any element of t (dtype T) satisfies pred. The flag is read back on the host, which
+// waits for the stream: only the integer forms of Mod and Pow call it, to refuse a zero
+// divisor or a negative exponent as the CPU kernel does (a GPU thread cannot raise an error).
+template <typename T, typename P>
+bool any_element(const Tensor& t, P pred, const char* name) {
+  const int64_t n = t.numel();
+  if (n == 0) return false;
+  cudaStream_t stream = cuda::stream(t.device());
+  Tensor flag = Tensor::empty(DType::Int32, {1}, t.device());
+  cuda::check(cudaMemsetAsync(flag.raw(), 0, sizeof(int), stream), name);
+  any_kernel<T>
+      <<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(n, t.data<T>(), pred, flag.data<int>());
+  cuda::check_launch(name);
+  int found = 0;
+  cuda::check(cudaMemcpyAsync(&found, flag.raw(), sizeof(int), cudaMemcpyDeviceToHost, stream),
+              name);
+  cuda::check(cudaStreamSynchronize(stream), name);
+  return found != 0;
+}
+
+// Pow with an exponent of another dtype than the base, or an integer base: computed in
+// double (numpy's promotion, saturating into an integer base's dtype) unless both are
+// integers, then by integer squaring (a negative exponent refused).
 template <typename T>
-void pow_promoted(OpContext& ctx) {
+void pow_mixed(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  if constexpr (std::is_integral_v<T>) {
+    if (!dtype_is_floating(b.dtype())) {
+      ORTM_CUDA_DISPATCH_NUMERIC(b.dtype(), ctx, {
+        if constexpr (std::is_integral_v<scalar_t>) {
+          if (any_element<scalar_t>(b, IsNegativeOp{}, "Pow"))
+            ctx.fail(
+                "integer base raised to a negative integer exponent (numpy and onnx.reference "
+                "refuse it too)");
+          cuda::launch_map<T, T, scalar_t>(ctx, y, IntPowOp{}, "Pow", a, b);
+        }
+      });
+      return;
+    }
+  }
   switch (b.dtype()) {
     case DType::Float32:
-      return cuda::launch_map<T, T, float>(ctx, ctx.out(0), PowPromotedOp{}, "Pow", ctx.in(0), b);
+      return cuda::launch_map<T, T, float>(ctx, y, PowPromotedOp{}, "Pow", a, b);
     case DType::Float64:
-      return cuda::launch_map<T, T, double>(ctx, ctx.out(0), PowPromotedOp{}, "Pow", ctx.in(0), b);
+      return cuda::launch_map<T, T, double>(ctx, y, PowPromotedOp{}, "Pow", a, b);
     case DType::Int64:
-      return cuda::launch_map<T, T, int64_t>(ctx, ctx.out(0), PowPromotedOp{}, "Pow", ctx.in(0), b);
+      return cuda::launch_map<T, T, int64_t>(ctx, y, PowPromotedOp{}, "Pow", a, b);
     case DType::Int32:
-      return cuda::launch_map<T, T, int32_t>(ctx, ctx.out(0), PowPromotedOp{}, "Pow", ctx.in(0), b);
+      return cuda::launch_map<T, T, int32_t>(ctx, y, PowPromotedOp{}, "Pow", a, b);
     default:
-      ctx.fail("exponent dtype " + dtype_name(b.dtype()) +
-               " is not supported by the CUDA kernel (float32, float64, int64, int32)");
+      ctx.fail("exponent dtype " + dtype_name(b.dtype()) + " with base dtype " +
+               dtype_name(a.dtype()) +
+               " is not supported by the CUDA kernel (exponents of float32, float64, int64 or "
+               "int32; any integer exponent of an integer base)");
   }
 }
 
@@ -212,34 +282,30 @@ void cuda_where(OpContext& ctx) {
 void cuda_max(OpContext& ctx) { run_variadic(ctx, MaxOp{}, "Max"); }
 void cuda_min(OpContext& ctx) { run_variadic(ctx, MinOp{}, "Min"); }
 
+// Mod(a, b; fmod). An integer divisor of zero is refused, as the CPU kernel refuses it.
 void cuda_mod(OpContext& ctx) {
-  // Integer modulo by zero fails on the CPU path's check of every divisor; the GPU cannot
-  // report it per element, so integer Mod stays on the CPU (as integer Div does).
-  if (!dtype_is_floating(ctx.in(0).dtype()))
-    ctx.fail("integer Mod (dtype " + dtype_name(ctx.in(0).dtype()) +
-             ") is not supported by the CUDA kernel, which cannot check the divisors for zero "
-             "(float32, float64); compute it on the CPU or in a float type");
   const bool fmod = ctx.node.attr_int("fmod", 0) != 0;
-  ORTM_CUDA_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                           cuda::launch_map<scalar_t, scalar_t, scalar_t>(
-                               ctx, ctx.out(0), ModOp{fmod}, "Mod", ctx.in(0), ctx.in(1)));
+  expect_same_dtype(ctx, 1);
+  ORTM_CUDA_DISPATCH_NUMERIC(ctx.in(0).dtype(), ctx, {
+    if constexpr (std::is_integral_v<scalar_t>) {
+      if (any_element<scalar_t>(ctx.in(1), IsZeroOp{}, "Mod")) ctx.fail("integer modulo by zero");
+    }
+    cuda::launch_map<scalar_t, scalar_t, scalar_t>(ctx, ctx.out(0), ModOp{fmod}, "Mod", ctx.in(0),
+                                                   ctx.in(1));
+  });
 }
 
-// Pow(X, Y) with a float base. An exponent of X's dtype holding one value (and no more dims
-// than X) takes the CPU kernel's fast paths, one of another dtype computes in double; an
-// integer base is refused (its negative exponents fail on the CPU path's host check).
+// Pow(X, Y), the CPU kernel's cases: an exponent of X's float dtype holding one value (and no
+// more dims than X) takes the fast paths; other dtype pairs go through pow_mixed.
 void cuda_pow(OpContext& ctx) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
-  if (!dtype_is_floating(a.dtype()))
-    ctx.fail("Pow with the integer base dtype " + dtype_name(a.dtype()) +
-             " is not supported by the CUDA kernel (float32, float64 bases); cast the base to "
-             "a float type or compute it on the CPU");
-  const bool scalar_exponent = b.numel() == 1 && b.rank() <= a.rank();
-  ORTM_CUDA_DISPATCH_FLOAT(a.dtype(), ctx, {
-    if (b.dtype() != a.dtype()) {
-      pow_promoted<scalar_t>(ctx);
-    } else if (scalar_exponent) {
+  ORTM_CUDA_DISPATCH_NUMERIC(a.dtype(), ctx, {
+    if constexpr (std::is_integral_v<scalar_t>) {
+      pow_mixed<scalar_t>(ctx);
+    } else if (b.dtype() != a.dtype()) {
+      pow_mixed<scalar_t>(ctx);
+    } else if (b.numel() == 1 && b.rank() <= a.rank()) {
       cuda::launch_map<scalar_t, scalar_t, scalar_t>(ctx, ctx.out(0), PowFastOp{}, "Pow", a, b);
     } else {
       cuda::launch_map<scalar_t, scalar_t, scalar_t>(ctx, ctx.out(0), PowOp{}, "Pow", a, b);

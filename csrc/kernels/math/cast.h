@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/math/bfloat16.h"
+#include "kernels/math/elementwise.h"
 #include "kernels/math/float16.h"
 #include "kernels/math/host_device.h"
 
@@ -41,22 +42,6 @@ struct StoreBool {
     return static_cast<uint8_t>(v != V(0));
   }
 };
-
-// The largest and lowest values of an integer type (host and device alike).
-template <typename I>
-ORTM_HOST_DEVICE I int_max() {
-  using U = std::make_unsigned_t<I>;
-  return static_cast<I>(std::is_signed_v<I> ? static_cast<U>(static_cast<U>(~U(0)) >> 1)
-                                            : static_cast<U>(~U(0)));
-}
-template <typename I>
-ORTM_HOST_DEVICE I int_lowest() {
-  if constexpr (std::is_signed_v<I>) {
-    return static_cast<I>(-int_max<I>() - 1);
-  } else {
-    return I(0);
-  }
-}
 
 // A floating value into an integer type where a low-bit type is involved: NaN gives 0, an
 // infinity the type's limit, a finite value is truncated toward zero and keeps the type's

@@ -157,9 +157,55 @@ ORTM_HOST_DEVICE T pow_fast(T p, T e) {
   if (e == T(0.5)) return std::sqrt(p);
   return std::pow(p, e);
 }
+// The largest and lowest values of an integer type (host and device alike).
+template <typename I>
+ORTM_HOST_DEVICE I int_max() {
+  using U = std::make_unsigned_t<I>;
+  return static_cast<I>(std::is_signed_v<I> ? static_cast<U>(static_cast<U>(~U(0)) >> 1)
+                                            : static_cast<U>(~U(0)));
+}
+template <typename I>
+ORTM_HOST_DEVICE I int_lowest() {
+  if constexpr (std::is_signed_v<I>) {
+    return static_cast<I>(-int_max<I>() - 1);
+  } else {
+    return I(0);
+  }
+}
+
+// A double into an integer type, saturating: out-of-range results (and NaN, which gives 0)
+// have no integer value, and C++ leaves converting them undefined.
+template <typename I>
+ORTM_HOST_DEVICE I saturate_to_int(double r) {
+  return r != r                                      ? I(0)
+         : r <= static_cast<double>(int_lowest<I>()) ? int_lowest<I>()
+         : r >= static_cast<double>(int_max<I>())    ? int_max<I>()
+                                                     : static_cast<I>(r);
+}
+
+// Pow with an integer base or operands of different dtypes: numpy computes in double as soon
+// as a float is involved, and the result is cast to the base's dtype (saturating for integers).
 template <typename T>
 ORTM_HOST_DEVICE T pow_promoted(T p, double e) {
-  return static_cast<T>(std::pow(static_cast<double>(p), e));
+  const double r = std::pow(static_cast<double>(p), e);
+  if constexpr (std::is_integral_v<T>) {
+    return saturate_to_int<T>(r);
+  } else {
+    return static_cast<T>(r);
+  }
+}
+
+// Integer power by squaring (e >= 0), wrapping around like numpy's integer power: it runs in
+// an unsigned type at least as wide as int, where overflow is defined.
+template <typename T>
+ORTM_HOST_DEVICE T int_pow(T base, int64_t e) {
+  using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+  W result = 1, b = static_cast<W>(base);
+  for (; e > 0; e >>= 1) {
+    if (e & 1) result = static_cast<W>(result * b);
+    b = static_cast<W>(b * b);
+  }
+  return static_cast<T>(result);
 }
 
 }  // namespace math
