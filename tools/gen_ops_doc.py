@@ -44,9 +44,10 @@ Columns:
   gradient has to flow through it: on inputs that do not require gradients, or when running
   under `torch.no_grad()`.
 - **CUDA**: whether the op has a CUDA kernel in a CUDA build of the extension (`make
-  cuda-check`); "host" for ops that read only shapes and run on the host whatever the device
-  of their inputs. A model on a CUDA device whose graph has an op without one is refused
-  with an error naming that op.
+  cuda-check`); "host" for ops that run on the host whatever the device of their inputs
+  (ops that read only shapes, Constant, and ops whose inputs are all shapes or scalars;
+  consumers on a device take their output there). A model on a CUDA device whose graph has
+  an op without one is refused with an error naming that op.
 - **in-place**: whether the memory planner may let the op write over an input's buffer
   ("in-place on input 0") or return a view of it ("view of input 0").
 - **gradient check**: relative and absolute tolerance of the finite-difference gradient test,

@@ -53,23 +53,11 @@ void cpu_ceil(OpContext& ctx) {
 }
 
 // Sign: -1, 0 or 1 in the input's dtype; NaN stays NaN.
-namespace {
-template <typename T>
-T sign_value(T v) {
-  if constexpr (std::is_unsigned_v<T>) {
-    return static_cast<T>(v > 0 ? 1 : 0);
-  } else {
-    if (v != v) return v;  // NaN
-    return static_cast<T>(v > 0 ? 1 : (v < 0 ? -1 : 0));
-  }
-}
-}  // namespace
-
 void cpu_sign(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   ORTM_DISPATCH_NUMERIC(x.dtype(), ctx,
                         unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                  [](scalar_t v) { return sign_value(v); }));
+                                  [](scalar_t v) { return math::sign(v); }));
 }
 
 void cpu_gelu(OpContext& ctx) {

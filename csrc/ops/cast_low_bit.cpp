@@ -11,20 +11,11 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
+#include "kernels/math/cast.h"
 #include "kernels/math/float8.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {
-namespace {
-
-enum class LowBitKind { NotLowBit, MiniFloat, E8M0, SmallInt };
-
-struct LowBitFormat {
-  LowBitKind kind = LowBitKind::NotLowBit;
-  math::MiniFloat mini{0, 0, 0, math::MiniSpecials::None};  // kind == MiniFloat
-  int bits = 8;                                             // kind == SmallInt
-  bool is_signed = false;                                   // kind == SmallInt
-};
 
 LowBitFormat low_bit_format(DType t) {
   LowBitFormat f;
@@ -80,14 +71,6 @@ LowBitFormat low_bit_format(DType t) {
   return f;
 }
 
-struct CastOptions {
-  bool saturate = true;
-  math::E8M0Rounding rounding = math::E8M0Rounding::Up;
-  // The source is a low-bit float: into a 4/2-bit integer through int64 (an infinity
-  // saturates there first), where the other floats go through int32 (see float8.h).
-  bool from_low_bit_float = false;
-};
-
 CastOptions cast_options(const OpContext& ctx) {
   CastOptions o;
   o.saturate = ctx.node.attr_int("saturate", 1) != 0;
@@ -104,17 +87,9 @@ CastOptions cast_options(const OpContext& ctx) {
   return o;
 }
 
-// A floating value into an integer type: NaN gives 0, an infinity the type's limit, a
-// finite value is truncated toward zero and keeps the type's low bits (as the onnx
-// reference's ml_dtypes converts the low-bit floats; ONNX leaves out-of-range undefined).
-template <typename I>
-I float_to_int(double v) {
-  if (std::isnan(v)) return 0;
-  if (std::isinf(v)) return v > 0 ? std::numeric_limits<I>::max() : std::numeric_limits<I>::min();
-  if (v >= 9223372036854775808.0) return static_cast<I>(std::numeric_limits<int64_t>::max());
-  if (v < -9223372036854775808.0) return static_cast<I>(std::numeric_limits<int64_t>::min());
-  return static_cast<I>(static_cast<uint64_t>(static_cast<int64_t>(v)));
-}
+namespace {
+
+using math::float_to_int;
 
 // Writes n elements read through `load` (which yields a double or an int64) as y's dtype.
 template <typename Src, typename Load>

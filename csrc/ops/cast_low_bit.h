@@ -2,9 +2,32 @@
 // float8 formats, float4/float6, e8m0 and the 4-bit and 2-bit integers.
 #pragma once
 
+#include "kernels/math/float8.h"
 #include "ops/op_table.h"
 
 namespace ortmodule {
+
+enum class LowBitKind { NotLowBit, MiniFloat, E8M0, SmallInt };
+
+struct LowBitFormat {
+  LowBitKind kind = LowBitKind::NotLowBit;
+  math::MiniFloat mini{0, 0, 0, math::MiniSpecials::None};  // kind == MiniFloat
+  int bits = 8;                                             // kind == SmallInt
+  bool is_signed = false;                                   // kind == SmallInt
+};
+
+struct CastOptions {
+  bool saturate = true;
+  math::E8M0Rounding rounding = math::E8M0Rounding::Up;
+  // The source is a low-bit float: into a 4/2-bit integer through int64 (an infinity
+  // saturates there first), where the other floats go through int32 (see float8.h).
+  bool from_low_bit_float = false;
+};
+
+// The format of a low-bit dtype (kind NotLowBit for the others).
+LowBitFormat low_bit_format(DType t);
+// The node's `saturate` and `round_mode` attributes (fails naming a bad round_mode).
+CastOptions cast_options(const OpContext& ctx);
 
 // Converts x into y's dtype, reading the node's `saturate` and `round_mode` attributes.
 void cast_low_bit(OpContext& ctx, const Tensor& x, Tensor& y);

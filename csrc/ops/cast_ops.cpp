@@ -8,6 +8,7 @@
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
+#include "kernels/math/cast.h"
 #include "kernels/math/float16.h"
 #include "ops/cast_low_bit.h"
 #include "ops/op_utils.h"
@@ -24,32 +25,10 @@ namespace ortmodule {
 
 namespace {
 
-// Stores a loaded value `v` in destination type D.
-template <typename D>
-struct StoreAs {
-  template <typename V>
-  D operator()(V v) const {
-    return static_cast<D>(v);
-  }
-};
-struct StoreFloat16 {
-  template <typename V>
-  uint16_t operator()(V v) const {
-    return math::double_to_half(static_cast<double>(v));
-  }
-};
-struct StoreBFloat16 {
-  template <typename V>
-  uint16_t operator()(V v) const {
-    return math::float_to_bf16(static_cast<float>(v));
-  }
-};
-struct StoreBool {
-  template <typename V>
-  uint8_t operator()(V v) const {
-    return static_cast<uint8_t>(v != V(0));
-  }
-};
+using math::StoreAs;
+using math::StoreBFloat16;
+using math::StoreBool;
+using math::StoreFloat16;
 
 template <typename Src, typename D, typename Load, typename Store>
 void cast_loop(int64_t n, const Src* x, D* y, Load load, Store store) {

@@ -1,10 +1,10 @@
 // Clip and its gradient (ai.ortmodule ClipGrad) side by side.
-#include <limits>
 #include <string>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/elementwise.h"
+#include "ops/clip_bounds.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -12,38 +12,14 @@ namespace ortmodule {
 
 // ---- Clip(x, min?, max?) and ClipGrad(dY, x, min?, max?) ----
 
-namespace {
-// A bound is read in the dtype of input 0 (x, or dY of ClipGrad), the type T binds:
-// exactly when the bound has that dtype (64-bit integers do not pass through double).
-// Before opset 11 the bounds are the float attributes min and max.
-template <typename T>
-T clip_bound(const OpContext& ctx, size_t k, const char* attr, T absent) {
-  if (!ctx.has_input(k))
-    return ctx.node.has_attr(attr) ? static_cast<T>(ctx.node.attr_float(attr, 0)) : absent;
-  const Tensor& b = ctx.in(k);
-  if (b.numel() != 1)
-    ctx.fail("input " + std::to_string(k) + " (a bound) has shape " + shape_str(b.shape()) +
-             "; expected a single value");
-  if (b.dtype() == ctx.in(0).dtype()) return b.data<T>()[0];
-  return static_cast<T>(b.float_at(0));
-}
-template <typename T>
-void clip_bounds(const OpContext& ctx, size_t first, T* lo, T* hi) {
-  *lo = clip_bound(ctx, first, "min", std::numeric_limits<T>::lowest());
-  *hi = clip_bound(ctx, first + 1, "max", std::numeric_limits<T>::max());
-}
-}  // namespace
-
 void cpu_clip(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   ORTM_DISPATCH_NUMERIC(x.dtype(), ctx, {
     scalar_t lo, hi;
     clip_bounds(ctx, 1, &lo, &hi);
     // min(max(x, lo), hi): with lo > hi every element becomes hi (numpy.clip); NaN stays.
-    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(), [lo, hi](scalar_t v) {
-      const scalar_t t = v < lo ? lo : v;
-      return t > hi ? hi : t;
-    });
+    unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
+              [lo, hi](scalar_t v) { return math::clip(v, lo, hi); });
   });
 }
 

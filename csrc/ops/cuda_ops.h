@@ -40,6 +40,44 @@ ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
 ORTM_CUDA_KERNEL(cuda_tanh_grad);
 ORTM_CUDA_KERNEL(cuda_erf_grad);
 ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// unary.cu
+ORTM_CUDA_KERNEL(cuda_sign);
+ORTM_CUDA_KERNEL(cuda_sin);
+ORTM_CUDA_KERNEL(cuda_cos);
+ORTM_CUDA_KERNEL(cuda_reciprocal);
+ORTM_CUDA_KERNEL(cuda_softplus);
+ORTM_CUDA_KERNEL(cuda_floor);
+ORTM_CUDA_KERNEL(cuda_ceil);
+ORTM_CUDA_KERNEL(cuda_leaky_relu);
+ORTM_CUDA_KERNEL(cuda_leaky_relu_grad);
+ORTM_CUDA_KERNEL(cuda_clip);
+ORTM_CUDA_KERNEL(cuda_clip_grad);
+ORTM_CUDA_KERNEL(cuda_scale);
+// logic.cu
+ORTM_CUDA_KERNEL(cuda_equal);
+ORTM_CUDA_KERNEL(cuda_less);
+ORTM_CUDA_KERNEL(cuda_greater);
+ORTM_CUDA_KERNEL(cuda_less_or_equal);
+ORTM_CUDA_KERNEL(cuda_greater_or_equal);
+ORTM_CUDA_KERNEL(cuda_not);
+ORTM_CUDA_KERNEL(cuda_and);
+ORTM_CUDA_KERNEL(cuda_or);
+ORTM_CUDA_KERNEL(cuda_xor);
+ORTM_CUDA_KERNEL(cuda_isnan);
+ORTM_CUDA_KERNEL(cuda_isinf);
+ORTM_CUDA_KERNEL(cuda_where);
+ORTM_CUDA_KERNEL(cuda_max);
+ORTM_CUDA_KERNEL(cuda_min);
+ORTM_CUDA_KERNEL(cuda_mod);
+ORTM_CUDA_KERNEL(cuda_pow);
+// cast.cu
+ORTM_CUDA_KERNEL(cuda_cast);
+// creation.cu
+ORTM_CUDA_KERNEL(cuda_zeros_like);
+ORTM_CUDA_KERNEL(cuda_scalar_like);
+ORTM_CUDA_KERNEL(cuda_inplace_accumulator);
+// fused_elementwise.cu
+ORTM_CUDA_KERNEL(cuda_fused_elementwise);
 // matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul);
 ORTM_CUDA_KERNEL(cuda_gemm);

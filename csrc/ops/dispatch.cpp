@@ -29,7 +29,8 @@ int first_cuda_input(const OpContext& ctx) {
 }  // namespace
 
 Device step_device(const OpContext& ctx) {
-  if (ctx.node.def && ctx.node.def->reads_shapes_only) return Device();
+  if (ctx.node.def && (ctx.node.def->reads_shapes_only || ctx.node.def->runs_on_host))
+    return Device();
   const int first = first_cuda_input(ctx);
   if (first < 0) return Device();
   const Device device = ctx.in(first).device();
@@ -54,7 +55,8 @@ void place_inputs(OpContext& ctx, Device device, std::vector<Tensor>& moved) {
     if (ctx.node.def && ctx.node.def->reads_shapes_only) return;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
       if (!ctx.has_input(i) || ctx.in(i).device().is_cpu()) continue;
-      // Only a host input of a CUDA-capable op can be on a device here (see step_device).
+      // Only a host input of a CUDA-capable op, or an input of an op that runs on the host,
+      // can be on a device here (see step_device).
       moved.resize(ctx.num_inputs());
       moved[i] = ctx.in(i).to(Device());
       ctx.inputs[i] = &moved[i];

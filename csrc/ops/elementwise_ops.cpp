@@ -126,15 +126,6 @@ T abs_value(T v) {
     return v;
   }
 }
-// Integer division truncates toward zero (ONNX Div); the one overflowing case,
-// lowest / -1, wraps to lowest as numpy's does instead of trapping.
-template <typename T>
-T div_trunc(T p, T q) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    if (q == T(-1)) return wrap_neg(p);
-  }
-  return static_cast<T>(p / q);
-}
 }  // namespace
 
 template <typename F>
@@ -164,22 +155,10 @@ void cpu_div(OpContext& ctx) {
     for (int64_t i = 0; i < ctx.in(1).numel(); ++i)
       if (ctx.in(1).int_at(i) == 0) ctx.fail("integer division by zero");
   }
-  run_binary(ctx, [](auto p, auto q) { return div_trunc(p, q); });
+  run_binary(ctx, [](auto p, auto q) { return math::div_trunc(p, q); });
 }
 
 namespace {
-// Integer power by squaring, wrapping around like numpy's integer power.
-template <typename T>
-T int_pow(T base, int64_t e) {
-  using W = wrap_t<T>;
-  W result = 1, b = static_cast<W>(base);
-  for (; e > 0; e >>= 1) {
-    if (e & 1) result = static_cast<W>(result * b);
-    b = static_cast<W>(b * b);
-  }
-  return static_cast<T>(result);
-}
-
 // Pow with an integer base or operands of different dtypes: numpy computes in the promoted
 // type (double as soon as a float is involved, else integer) and the result is cast to the
 // base's dtype (onnx.reference: np.power(x, y).astype(x.dtype)).
@@ -198,27 +177,16 @@ void pow_mixed(OpContext& ctx) {
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx, {
     const scalar_t* ap = a.data<scalar_t>();
     scalar_t* yp = y.data<scalar_t>();
-    for_each_broadcast<2>(
-        y.shape(), {a.shape(), b.shape()}, [&](int64_t i, const std::array<int64_t, 2>& o) {
-          if constexpr (std::is_integral_v<scalar_t>) {
-            if (int_pow_only) {
-              yp[i] = int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
-              return;
-            }
-          }
-          const double r = std::pow(static_cast<double>(ap[o[0]]), e[o[1]]);
-          if constexpr (std::is_integral_v<scalar_t>) {
-            // Out-of-range results (and NaN) have no integer value: saturate rather than
-            // convert out of range, which C++ leaves undefined.
-            using L = std::numeric_limits<scalar_t>;
-            yp[i] = std::isnan(r)                           ? scalar_t(0)
-                    : r <= static_cast<double>(L::lowest()) ? L::lowest()
-                    : r >= static_cast<double>(L::max())    ? L::max()
-                                                            : static_cast<scalar_t>(r);
-          } else {
-            yp[i] = static_cast<scalar_t>(r);
-          }
-        });
+    for_each_broadcast<2>(y.shape(), {a.shape(), b.shape()},
+                          [&](int64_t i, const std::array<int64_t, 2>& o) {
+                            if constexpr (std::is_integral_v<scalar_t>) {
+                              if (int_pow_only) {
+                                yp[i] = math::int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
+                                return;
+                              }
+                            }
+                            yp[i] = math::pow_promoted(ap[o[0]], e[o[1]]);
+                          });
   });
 }
 }  // namespace
@@ -228,12 +196,8 @@ void cpu_pow(OpContext& ctx) {
     return pow_mixed(ctx);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
   // Scalar exponents models use (x**2 in norms, and x**1 in its gradient) skip std::pow.
-  if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size()) {
-    const double e = ctx.in(1).float_at(0);
-    if (e == 1.0) return run_binary(ctx, [](auto p, auto) { return p; });
-    if (e == 2.0) return run_binary(ctx, [](auto p, auto) { return p * p; });
-    if (e == 0.5) return run_binary(ctx, [](auto p, auto) { return std::sqrt(p); });
-  }
+  if (ctx.in(1).numel() == 1 && ctx.in(1).shape().size() <= ctx.in(0).shape().size())
+    return run_binary(ctx, [](auto p, auto q) { return math::pow_fast(p, q); });
   run_binary(ctx, [](auto p, auto q) { return std::pow(p, q); });
 }
 

@@ -6,17 +6,14 @@
 #include <string>
 
 #include "kernels/cpu/fused_elementwise.h"
+#include "ops/fused_elementwise_program.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
 namespace ortmodule {
 
-namespace {
-
-// The node's program, checked against its input count; `conditions` marks inputs that
-// are Where conditions (bool), which no other instruction may read.
-std::vector<ElementwiseInstruction> decode_program(const OpContext& ctx,
-                                                   std::vector<bool>* conditions) {
+std::vector<ElementwiseInstruction> decode_fused_program(const OpContext& ctx,
+                                                         std::vector<bool>* conditions) {
   const std::vector<int64_t> code = ctx.node.attr_ints("program");
   const int64_t num_inputs = static_cast<int64_t>(ctx.num_inputs());
   if (code.empty() || code.size() % 4 != 0)
@@ -58,11 +55,9 @@ std::vector<ElementwiseInstruction> decode_program(const OpContext& ctx,
   return program;
 }
 
-}  // namespace
-
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext& ctx) {
   std::vector<bool> conditions;
-  decode_program(ctx, &conditions);
+  decode_fused_program(ctx, &conditions);
   DType dtype = DType::Undefined;
   Shape out;
   for (size_t k = 0; k < ctx.num_inputs(); ++k) {
@@ -86,7 +81,7 @@ std::vector<OutputInfo> shape_fused_elementwise(const OpContext& ctx) {
 
 void cpu_fused_elementwise(OpContext& ctx) {
   std::vector<bool> conditions;
-  const std::vector<ElementwiseInstruction> program = decode_program(ctx, &conditions);
+  const std::vector<ElementwiseInstruction> program = decode_fused_program(ctx, &conditions);
   std::vector<FusedElementwiseInput> inputs(ctx.num_inputs());
   for (size_t k = 0; k < inputs.size(); ++k) {
     inputs[k].data = ctx.in(k).raw();

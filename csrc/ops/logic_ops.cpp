@@ -8,6 +8,7 @@
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/math/elementwise.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -103,9 +104,8 @@ void cpu_isinf(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   ORTM_DISPATCH_FLOAT(
       x.dtype(), ctx,
-      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<uint8_t>(), [&](scalar_t v) {
-        return static_cast<uint8_t>(std::isinf(v) && ((v > 0 && pos) || (v < 0 && neg)));
-      }));
+      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<uint8_t>(),
+                [&](scalar_t v) { return static_cast<uint8_t>(math::is_inf(v, pos, neg)); }));
 }
 
 // ---- Where(condition, x, y) ----
@@ -168,10 +168,10 @@ void run_variadic(OpContext& ctx, F f) {
 
 void cpu_max(OpContext& ctx) {
   // NaN propagates, as in torch.maximum and the ONNX reference.
-  run_variadic(ctx, [](auto p, auto q) { return (p != p || p > q) ? p : q; });
+  run_variadic(ctx, [](auto p, auto q) { return math::maximum(p, q); });
 }
 void cpu_min(OpContext& ctx) {
-  run_variadic(ctx, [](auto p, auto q) { return (p != p || p < q) ? p : q; });
+  run_variadic(ctx, [](auto p, auto q) { return math::minimum(p, q); });
 }
 
 // The gradient goes to the inputs equal to the result, split evenly among ties
@@ -207,26 +207,10 @@ void cpu_mod(OpContext& ctx) {
     for (int64_t i = 0; i < b.numel(); ++i)
       if (b.int_at(i) == 0) ctx.fail("integer modulo by zero");
   }
-  ORTM_DISPATCH_NUMERIC(a.dtype(), ctx,
-                        binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
-                                   y.shape(), y.data<scalar_t>(), [fmod](auto p, auto q) {
-                                     using T = decltype(p);
-                                     if constexpr (std::is_floating_point_v<T>) {
-                                       T r = std::fmod(p, q);
-                                       if (fmod) return r;
-                                       // numpy.mod: the sign of the divisor, zero included.
-                                       if (r == 0) return std::copysign(T(0), q);
-                                       return (r < 0) != (q < 0) ? r + q : r;
-                                     } else if constexpr (std::is_signed_v<T>) {
-                                       if (q == T(-1)) return T(0);  // lowest % -1 traps
-                                       T r = static_cast<T>(p % q);  // the dividend's sign
-                                       if (!fmod && r != 0 && ((r < 0) != (q < 0)))
-                                         r = static_cast<T>(r + q);  // the divisor's sign
-                                       return r;
-                                     } else {
-                                       return static_cast<T>(p % q);
-                                     }
-                                   }));
+  ORTM_DISPATCH_NUMERIC(
+      a.dtype(), ctx,
+      binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(), y.shape(),
+                 y.data<scalar_t>(), [fmod](auto p, auto q) { return math::mod(p, q, fmod); }));
 }
 
 // y = a - b * trunc(a / b):  da = dy,  db = -dy * (a - y) / b

@@ -45,6 +45,10 @@ struct Row {
     def.reads_shapes_only = true;
     return *this;
   }
+  Row& runs_on_host() {
+    def.runs_on_host = true;
+    return *this;
+  }
   Row& inplace(int input) {
     def.inplace_input = input;
     return *this;
@@ -89,7 +93,7 @@ std::vector<OpDef> build_table() {
       Row("", "Sub", 7, shape_binary_broadcast, cpu_sub, grad_sub).cuda(cuda_sub).inplace(0),
       Row("", "Mul", 7, shape_binary_broadcast, cpu_mul, grad_mul).cuda(cuda_mul).inplace(0),
       Row("", "Div", 7, shape_binary_broadcast, cpu_div, grad_div).cuda(cuda_div).inplace(0),
-      Row("", "Pow", 7, shape_pow, cpu_pow, grad_pow).tolerance(1e-5, 1e-5),
+      Row("", "Pow", 7, shape_pow, cpu_pow, grad_pow).cuda(cuda_pow).tolerance(1e-5, 1e-5),
       // Before opset 7: broadcasting only with broadcast=1, B to A's shape (axis attribute).
       Row("", "Add", 1, shape_legacy_broadcast, cpu_add, grad_add)
           .cuda(cuda_add)
@@ -107,7 +111,12 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_div)
           .until(6)
           .inplace(0),
-      Row("", "Pow", 1, shape_legacy_broadcast, cpu_pow, grad_pow).until(6).tolerance(1e-5, 1e-5),
+      // The legacy shape rule only restricts broadcasting (B to A's shape, trailing dims):
+      // what it admits is numpy broadcasting, which the kernels above compute.
+      Row("", "Pow", 1, shape_legacy_broadcast, cpu_pow, grad_pow)
+          .cuda(cuda_pow)
+          .until(6)
+          .tolerance(1e-5, 1e-5),
       Row("", "Sum", 1, shape_variadic_broadcast, cpu_sum, grad_sum).cuda(cuda_sum).inplace(0),
       Row("", "Neg", 1, shape_same_as_input0, cpu_neg, grad_neg).cuda(cuda_neg).inplace(0),
       Row("", "Relu", 1, shape_same_as_input0, cpu_relu, grad_relu).cuda(cuda_relu).inplace(0),
@@ -121,44 +130,72 @@ std::vector<OpDef> build_table() {
       Row("", "Erf", 9, shape_same_as_input0, cpu_erf, grad_erf).cuda(cuda_erf).inplace(0),
       Row("", "Abs", 1, shape_same_as_input0, cpu_abs, grad_abs).cuda(cuda_abs).inplace(0),
       // Piecewise constant: no gradient flows through it.
-      Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr).inplace(0).not_differentiable(),
-      Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu).inplace(0),
-      Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip).inplace(0),
+      Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr)
+          .cuda(cuda_sign)
+          .inplace(0)
+          .not_differentiable(),
+      Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu)
+          .cuda(cuda_leaky_relu)
+          .inplace(0),
+      // The bounds are single values, read on the host as the CPU kernel reads them.
+      Row("", "Clip", 11, shape_same_as_input0, cpu_clip, grad_clip)
+          .cuda(cuda_clip, {1, 2})
+          .inplace(0),
       // Before opset 11 the bounds are the min/max attributes.
-      Row("", "Clip", 1, shape_same_as_input0, cpu_clip, grad_clip).until(10).inplace(0),
+      Row("", "Clip", 1, shape_same_as_input0, cpu_clip, grad_clip)
+          .cuda(cuda_clip)
+          .until(10)
+          .inplace(0),
       Row("", "Identity", 1, shape_view_of_input0, cpu_view, grad_identity).cuda(cpu_view),
       // Tensor.detach() and the outputs of torch.no_grad() regions: identity, no gradient.
       Row(kOwn, "StopGradient", 1, shape_view_of_input0, cpu_view, nullptr)
           .cuda(cpu_view)
           .not_differentiable(),
-      Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast),
-      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast),
+      Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast).cuda(cuda_cast),
+      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast).cuda(cuda_cast),
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand).cuda(cuda_expand, {1}),
-      Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).inplace(0),
-      Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).inplace(0),
-      Row("", "Reciprocal", 1, shape_same_as_input0, cpu_reciprocal, grad_reciprocal).inplace(0),
-      Row("", "Softplus", 1, shape_same_as_input0, cpu_softplus, grad_softplus).inplace(0),
+      Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).cuda(cuda_sin).inplace(0),
+      Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).cuda(cuda_cos).inplace(0),
+      Row("", "Reciprocal", 1, shape_same_as_input0, cpu_reciprocal, grad_reciprocal)
+          .cuda(cuda_reciprocal)
+          .inplace(0),
+      Row("", "Softplus", 1, shape_same_as_input0, cpu_softplus, grad_softplus)
+          .cuda(cuda_softplus)
+          .inplace(0),
       Row("", "Gelu", 20, shape_same_as_input0, cpu_gelu, grad_gelu).cuda(cuda_gelu).inplace(0),
       // Piecewise constant: the gradient is zero wherever it exists (as in PyTorch).
-      Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr).not_differentiable(),
-      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr).not_differentiable(),
-      Row("", "Min", 1, shape_variadic_broadcast, cpu_min, grad_min_max),
-      Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max),
-      Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod),
-      Row("", "Where", 9, shape_where, cpu_where, grad_where),
-      // ---- comparisons and logic (bool results, no gradients) ----
-      Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).not_differentiable(),
-      Row("", "Less", 7, shape_compare, cpu_less, nullptr).not_differentiable(),
-      Row("", "Greater", 7, shape_compare, cpu_greater, nullptr).not_differentiable(),
-      Row("", "LessOrEqual", 12, shape_compare, cpu_less_or_equal, nullptr).not_differentiable(),
-      Row("", "GreaterOrEqual", 12, shape_compare, cpu_greater_or_equal, nullptr)
+      Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr)
+          .cuda(cuda_floor)
           .not_differentiable(),
-      Row("", "Not", 1, shape_not, cpu_not, nullptr).not_differentiable(),
-      Row("", "And", 7, shape_logical_binary, cpu_and, nullptr).not_differentiable(),
-      Row("", "Or", 7, shape_logical_binary, cpu_or, nullptr).not_differentiable(),
-      Row("", "Xor", 7, shape_logical_binary, cpu_xor, nullptr).not_differentiable(),
-      Row("", "IsNaN", 9, shape_float_predicate, cpu_isnan, nullptr).not_differentiable(),
-      Row("", "IsInf", 10, shape_float_predicate, cpu_isinf, nullptr).not_differentiable(),
+      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr)
+          .cuda(cuda_ceil)
+          .not_differentiable(),
+      Row("", "Min", 1, shape_variadic_broadcast, cpu_min, grad_min_max).cuda(cuda_min),
+      Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max).cuda(cuda_max),
+      Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod).cuda(cuda_mod),
+      Row("", "Where", 9, shape_where, cpu_where, grad_where).cuda(cuda_where),
+      // ---- comparisons and logic (bool results, no gradients) ----
+      Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
+      Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),
+      Row("", "Greater", 7, shape_compare, cpu_greater, nullptr)
+          .cuda(cuda_greater)
+          .not_differentiable(),
+      Row("", "LessOrEqual", 12, shape_compare, cpu_less_or_equal, nullptr)
+          .cuda(cuda_less_or_equal)
+          .not_differentiable(),
+      Row("", "GreaterOrEqual", 12, shape_compare, cpu_greater_or_equal, nullptr)
+          .cuda(cuda_greater_or_equal)
+          .not_differentiable(),
+      Row("", "Not", 1, shape_not, cpu_not, nullptr).cuda(cuda_not).not_differentiable(),
+      Row("", "And", 7, shape_logical_binary, cpu_and, nullptr).cuda(cuda_and).not_differentiable(),
+      Row("", "Or", 7, shape_logical_binary, cpu_or, nullptr).cuda(cuda_or).not_differentiable(),
+      Row("", "Xor", 7, shape_logical_binary, cpu_xor, nullptr).cuda(cuda_xor).not_differentiable(),
+      Row("", "IsNaN", 9, shape_float_predicate, cpu_isnan, nullptr)
+          .cuda(cuda_isnan)
+          .not_differentiable(),
+      Row("", "IsInf", 10, shape_float_predicate, cpu_isinf, nullptr)
+          .cuda(cuda_isinf)
+          .not_differentiable(),
       // ---- matrix products ----
       Row("", "Gemm", 1, shape_gemm, cpu_gemm, grad_gemm).cuda(cuda_gemm),
       Row("", "MatMul", 1, shape_fused_matmul, cpu_fused_matmul, grad_matmul)
@@ -188,7 +225,10 @@ std::vector<OpDef> build_table() {
       Row("", "Pad", 1, shape_pad, cpu_pad, grad_pad).cuda(cuda_pad).until(10),
       Row("", "Trilu", 14, shape_same_as_input0, cpu_trilu, grad_trilu).cuda(cuda_trilu, {1}),
       Row("", "CumSum", 11, shape_same_as_input0, cpu_cumsum, grad_cumsum).cuda(cuda_cumsum, {1}),
-      Row("", "Range", 11, shape_range, cpu_range, nullptr).not_differentiable(),
+      // Range and ConstantOfShape read only scalars and shapes, and Constant reads nothing: a
+      // step with no input on a device has no device to run on, so they compute on the host
+      // and consumers on a device take their output there (as Shape's).
+      Row("", "Range", 11, shape_range, cpu_range, nullptr).runs_on_host().not_differentiable(),
       Row("", "GatherElements", 11, shape_gather_elements, cpu_gather_elements,
           grad_gather_elements)
           .cuda(cuda_gather_elements),
@@ -197,10 +237,13 @@ std::vector<OpDef> build_table() {
       Row("", "GatherND", 11, shape_gather_nd, cpu_gather_nd, grad_gather_nd).cuda(cuda_gather_nd),
       Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd)
           .cuda(cuda_scatter_nd),
-      Row("", "Constant", 1, shape_constant, cpu_constant, nullptr).not_differentiable(),
+      Row("", "Constant", 1, shape_constant, cpu_constant, nullptr)
+          .runs_on_host()
+          .not_differentiable(),
       Row("", "Shape", 1, shape_shape, cpu_shape, nullptr).not_differentiable().reads_shapes_only(),
       Row("", "Size", 1, shape_size, cpu_size, nullptr).not_differentiable().reads_shapes_only(),
       Row("", "ConstantOfShape", 9, shape_constant_of_shape, cpu_constant_of_shape, nullptr)
+          .runs_on_host()
           .not_differentiable(),
       // ---- bridge nodes: run on PyTorch, gradients from its autograd ----
       // On a CUDA step the bridge hands the engine's device tensors to torch as they are
@@ -310,13 +353,17 @@ std::vector<OpDef> build_table() {
           .internal()
           .inplace(0),
       Row(kMs, "LeakyReluGrad", 1, shape_same_as_input0, cpu_leaky_relu_grad, nullptr)
+          .cuda(cuda_leaky_relu_grad)
           .internal()
           .inplace(0),
       Row(kOwn, "ErfGrad", 1, shape_same_as_input0, cpu_erf_grad, nullptr)
           .cuda(cuda_erf_grad)
           .internal()
           .inplace(0),
-      Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr).internal().inplace(0),
+      Row(kOwn, "ClipGrad", 1, shape_same_as_input0, cpu_clip_grad, nullptr)
+          .cuda(cuda_clip_grad, {2, 3})
+          .internal()
+          .inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
           .cuda(cuda_softmax_grad)
           .internal(),
@@ -327,6 +374,7 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_log_softmax_grad)
           .internal(),
       Row(kOwn, "FusedElementwise", 1, shape_fused_elementwise, cpu_fused_elementwise, nullptr)
+          .cuda(cuda_fused_elementwise)
           .internal(),
       Row(kOwn, "ScaledMaskedSoftmaxGrad", 1, shape_scaled_masked_softmax_grad,
           cpu_scaled_masked_softmax_grad, nullptr)
@@ -376,7 +424,9 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_gelu_grad)
           .internal()
           .inplace(0),
-      Row(kOwn, "ZerosLike", 1, shape_zeros_like, cpu_zeros_like, nullptr).internal(),
+      Row(kOwn, "ZerosLike", 1, shape_zeros_like, cpu_zeros_like, nullptr)
+          .cuda(cuda_zeros_like)
+          .internal(),
       Row(kOwn, "SliceGrad", 1, shape_slice_grad, cpu_slice_grad, nullptr)
           .cuda(cuda_slice_grad, {1, 2, 3, 4, 5})
           .internal(),
@@ -406,13 +456,21 @@ std::vector<OpDef> build_table() {
           .internal()
           .host_call(),
       // ---- on-device training graphs (ONNX Runtime Training's ops) ----
+      // The overwrite flag (one bool) is read on the host, as ONNX Runtime reads it.
       Row(kMs, "InPlaceAccumulatorV2", 1, shape_inplace_accumulator, cpu_inplace_accumulator,
           nullptr)
+          .cuda(cuda_inplace_accumulator, {2})
           .not_differentiable(),
+      // Pure shape arithmetic on two int64 shape tensors, whose results (axes) feed host inputs
+      // (ReduceSum's axes, Reshape's shape): it computes on the host like Shape, bringing shape
+      // tensors that live on a device to the host. It reads values, not only shapes, so it is
+      // runs_on_host rather than reads_shapes_only.
       Row(kMs, "BroadcastGradientArgs", 1, shape_broadcast_gradient_args,
           cpu_broadcast_gradient_args, nullptr)
+          .runs_on_host()
           .not_differentiable(),
-      Row(kMs, "Scale", 1, shape_scale, cpu_scale, grad_scale),
+      // The scale (one value) is read on the host, as the CPU kernel reads it.
+      Row(kMs, "Scale", 1, shape_scale, cpu_scale, grad_scale).cuda(cuda_scale, {1}),
       Row(kOwn, "SumToShape", 1, shape_sum_to_shape, cpu_sum_to_shape, nullptr)
           .cuda(cuda_sum_to_shape, {1})
           .internal(),
@@ -422,7 +480,9 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "FusedMatMulBias", 1, shape_fused_matmul_bias, cpu_fused_matmul_bias, nullptr)
           .cuda(cuda_fused_matmul_bias)
           .internal(),
-      Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr).internal(),
+      Row(kOwn, "ScalarLike", 1, shape_scalar_like, cpu_scalar_like, nullptr)
+          .cuda(cuda_scalar_like)
+          .internal(),
       Row(kOwn, "ConcatGrad", 1, shape_concat_grad, cpu_concat_grad, nullptr)
           .cuda(cuda_concat_grad)
           .cuda_host_inputs_from(1)

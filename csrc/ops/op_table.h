@@ -60,6 +60,10 @@ struct OpDef {
   uint32_t cuda_host_inputs = 0;
   // Reads only its inputs' shapes (Shape, Size): runs on the host whatever their device.
   bool reads_shapes_only = false;
+  // Computes on the host whatever its inputs' device (Constant, and ops whose every input is
+  // a shape or a scalar: ConstantOfShape, Range, BroadcastGradientArgs): inputs on a device
+  // are brought to the host, and consumers on a device take the output there.
+  bool runs_on_host = false;
   GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
   int inplace_input = -1;      // output 0 may take over this input's buffer at its last use

@@ -43,7 +43,7 @@ py::list op_table_py() {
     r["inplace"] = inplace_label(d);
     r["grad_rtol"] = d.grad_rtol;
     r["grad_atol"] = d.grad_atol;
-    r["cuda"] = d.reads_shapes_only ? "host" : d.cuda_twin ? "yes" : "";
+    r["cuda"] = d.reads_shapes_only || d.runs_on_host ? "host" : d.cuda_twin ? "yes" : "";
     r["cuda_linked"] = d.cuda != nullptr;
     rows.append(r);
   }

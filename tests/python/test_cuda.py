@@ -61,7 +61,7 @@ def _math_calls(text: str) -> set[str]:
 
 
 def test_cuda_kernels_share_the_cpu_math() -> None:
-    cu = (ROOT / "csrc/kernels/cuda/elementwise.cu").read_text()
+    cu = "\n".join(p.read_text() for p in sorted((ROOT / "csrc/kernels/cuda").glob("*.cu")))
     functors = {m.group(1): _math_calls(m.group(2))
                 for m in re.finditer(r"struct (\w+Op) \{(.*?)\n\};", cu, re.DOTALL)}
     cpu = {}
@@ -69,7 +69,8 @@ def test_cuda_kernels_share_the_cpu_math() -> None:
         cpu.update(_bodies(path.read_text(), "cpu_"))
     checked = 0
     for name, body in _bodies(cu, "cuda_").items():
-        used = set().union(*(functors.get(f, set()) for f in re.findall(r"(\w+Op)\{", body)))
+        used = set().union(*(functors.get(f, set())
+                             for f in re.findall(r"(\w+Op)(?:<\w+>)?\{", body)))
         if not used:
             continue  # plain arithmetic (Add, Exp, ...) has no shared helper to compare
         assert name in cpu, f"cuda_{name} has no CPU kernel cpu_{name}"

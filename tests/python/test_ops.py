@@ -193,6 +193,65 @@ def test_forward_on_device_matches_cpu(row: dict, sample: Sample, device: str) -
                                    atol=1e-12 if tight else 1e-6)
 
 
+def _cuda_kernel_missing(graph: onnx.GraphProto, opset: int) -> list[str]:
+    """The ops of `graph` whose op-table row has neither a CUDA kernel nor runs on the host."""
+    missing = []
+    for node in graph.node:
+        rows = [r for r in _C.op_table() if r["op_type"] == node.op_type
+                and r["domain"] == node.domain
+                and (node.domain or r["since_version"] <= opset <= r["until_version"])]
+        if not rows or rows[0]["cuda"] not in ("yes", "host"):
+            missing.append(f"{node.domain or 'ai.onnx'}.{node.op_type}")
+    return missing
+
+
+def _forward_and_grads(program: object, sample: Sample, wrt: list[str], device: str,
+                       upstream: list[np.ndarray]) -> list[torch.Tensor]:
+    feed = {n: to_torch(v).to(device) for n, v in sample.inputs.items()}
+    diff = {n: feed[n].requires_grad_(True) for n in wrt}
+    outputs = _C.run(program, [feed[n] for n in sample.inputs])
+    flows = [y for y, d in zip(outputs, program.output_differentiable)
+             if d and y.is_floating_point()]
+    grads = torch.autograd.grad(flows, [diff[n] for n in wrt],
+                                [torch.from_numpy(w).to(y) for w, y in zip(upstream, flows)],
+                                allow_unused=True)
+    return [y.detach() for y in outputs] + [
+        torch.zeros_like(diff[n]) if g is None else g for n, g in zip(wrt, grads)]
+
+
+def _cuda_grad_cases() -> list:
+    return [case for case in _cases([r for r in GRAD_ROWS if r["cuda"] == "yes"],
+                                    differentiable_only=True)
+            if not case.values[1].random
+            and all(v.dtype in CUDA_DTYPES for v in case.values[1].inputs.values())]
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device visible (or a build without CUDA "
+                    "kernels): the CUDA kernels run only on a machine with a GPU")
+@pytest.mark.parametrize("device", ["cuda"])
+@pytest.mark.parametrize("row,sample", _cuda_grad_cases())
+def test_gradient_on_device_matches_cpu(row: dict, sample: Sample, device: str) -> None:
+    """The gradient program of the finite-difference check, on the device against the CPU,
+    for the rows whose forward and gradient ops all have CUDA kernels."""
+    wrt = grad_names(sample)
+    program = _C.Program(build_model(row["op_type"], sample).SerializeToString(), [], wrt)
+    missing = _cuda_kernel_missing(onnx.load_from_string(program.training_graph_onnx()).graph,
+                                   sample.opset)
+    if missing:
+        pytest.skip(f"the gradient program uses ops without a CUDA kernel: {sorted(set(missing))}")
+    gen = np.random.default_rng(3)
+    flows = [y for y, d in zip(_C.run(program, [to_torch(v) for v in sample.inputs.values()]),
+                               program.output_differentiable) if d and y.is_floating_point()]
+    upstream = [gen.uniform(-1, 1, size=tuple(y.shape)) for y in flows]
+    expected = _forward_and_grads(program, sample, wrt, "cpu", upstream)
+    got = _forward_and_grads(program, sample, wrt, device, upstream)
+    for g, e in zip(got, expected):
+        assert g.device.type == device
+        tight = e.dtype == torch.float64
+        torch.testing.assert_close(g.cpu(), e, rtol=1e-12 if tight else 1e-5,
+                                   atol=1e-12 if tight else 1e-6)
+
+
 # ---- float32 at sizes that cross the parallel grain (op_samples_large.py) ----
 
 def _row_covers(row: dict, sample: Sample) -> bool:

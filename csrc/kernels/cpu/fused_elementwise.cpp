@@ -6,28 +6,10 @@
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/math/elementwise.h"
+#include "kernels/math/fused_elementwise.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
-
-int elementwise_opcode_arity(ElementwiseOpcode op) {
-  switch (op) {
-    case ElementwiseOpcode::kAdd:
-    case ElementwiseOpcode::kSub:
-    case ElementwiseOpcode::kMul:
-    case ElementwiseOpcode::kDiv:
-    case ElementwiseOpcode::kPow:
-    case ElementwiseOpcode::kSigmoidGrad:
-    case ElementwiseOpcode::kTanhGrad:
-    case ElementwiseOpcode::kReluGrad:
-      return 2;
-    case ElementwiseOpcode::kWhere:
-      return 3;
-    default:
-      return 1;
-  }
-}
 
 namespace {
 
@@ -63,58 +45,67 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
                      const T* const* reg, T* d) {
   const T* a = reg[in.a];
   const T* b = in.b >= 0 ? reg[in.b] : nullptr;
+  // The opcode is a compile-time constant in each loop (fused_elementwise_apply folds to its
+  // one case).
+  auto unary = [&](auto op) {
+    map1(n, a, d, [](T p) {
+      return math::fused_elementwise_apply(decltype(op)::value, p, T(0), T(0), false);
+    });
+  };
+  auto binary = [&](auto op) {
+    map2(n, a, b, d, [b_is_scalar](T p, T q) {
+      return math::fused_elementwise_apply(decltype(op)::value, p, q, T(0), b_is_scalar);
+    });
+  };
+  using Op = ElementwiseOpcode;
   switch (in.op) {
-    case ElementwiseOpcode::kAdd:
-      return map2(n, a, b, d, [](T p, T q) { return p + q; });
-    case ElementwiseOpcode::kSub:
-      return map2(n, a, b, d, [](T p, T q) { return p - q; });
-    case ElementwiseOpcode::kMul:
-      return map2(n, a, b, d, [](T p, T q) { return p * q; });
-    case ElementwiseOpcode::kDiv:
-      return map2(n, a, b, d, [](T p, T q) { return p / q; });
-    case ElementwiseOpcode::kPow:
-      // The Pow kernel's fast paths for the exponents models use (x**2 in norms, x**1 in
-      // its gradient), so a fused tree rounds as the node did.
-      if (b_is_scalar && b[0] == T(1)) return map1(n, a, d, [](T p) { return p; });
-      if (b_is_scalar && b[0] == T(2)) return map1(n, a, d, [](T p) { return p * p; });
-      if (b_is_scalar && b[0] == T(0.5)) return map1(n, a, d, [](T p) { return std::sqrt(p); });
-      return map2(n, a, b, d, [](T p, T q) { return static_cast<T>(std::pow(p, q)); });
-    case ElementwiseOpcode::kCopy:
-      return map1(n, a, d, [](T p) { return p; });
-    case ElementwiseOpcode::kNeg:
-      return map1(n, a, d, [](T p) { return -p; });
-    case ElementwiseOpcode::kSqrt:
-      return map1(n, a, d, [](T p) { return std::sqrt(p); });
-    case ElementwiseOpcode::kReciprocal:
-      return map1(n, a, d, [](T p) { return T(1) / p; });
-    case ElementwiseOpcode::kExp:
+    case Op::kAdd:
+      return binary(std::integral_constant<Op, Op::kAdd>{});
+    case Op::kSub:
+      return binary(std::integral_constant<Op, Op::kSub>{});
+    case Op::kMul:
+      return binary(std::integral_constant<Op, Op::kMul>{});
+    case Op::kDiv:
+      return binary(std::integral_constant<Op, Op::kDiv>{});
+    case Op::kPow:
+      return binary(std::integral_constant<Op, Op::kPow>{});
+    case Op::kCopy:
+      return unary(std::integral_constant<Op, Op::kCopy>{});
+    case Op::kNeg:
+      return unary(std::integral_constant<Op, Op::kNeg>{});
+    case Op::kSqrt:
+      return unary(std::integral_constant<Op, Op::kSqrt>{});
+    case Op::kReciprocal:
+      return unary(std::integral_constant<Op, Op::kReciprocal>{});
+    case Op::kExp:
       if (!vector_activation(VecActivation::kExp, n, a, d))
-        map1(n, a, d, [](T p) { return std::exp(p); });
+        unary(std::integral_constant<Op, Op::kExp>{});
       return;
-    case ElementwiseOpcode::kTanh:
+    case Op::kTanh:
       if (!vector_activation(VecActivation::kTanh, n, a, d))
-        map1(n, a, d, [](T p) { return math::tanh_fwd(p); });
+        unary(std::integral_constant<Op, Op::kTanh>{});
       return;
-    case ElementwiseOpcode::kSigmoid:
+    case Op::kSigmoid:
       if (!vector_activation(VecActivation::kSigmoid, n, a, d))
-        map1(n, a, d, [](T p) { return math::sigmoid(p); });
+        unary(std::integral_constant<Op, Op::kSigmoid>{});
       return;
-    case ElementwiseOpcode::kErf:
-      return map1(n, a, d, [](T p) { return std::erf(p); });
-    case ElementwiseOpcode::kRelu:
-      return map1(n, a, d, [](T p) { return math::relu(p); });
-    case ElementwiseOpcode::kWhere: {
+    case Op::kErf:
+      return unary(std::integral_constant<Op, Op::kErf>{});
+    case Op::kRelu:
+      return unary(std::integral_constant<Op, Op::kRelu>{});
+    case Op::kWhere: {
       const T* c = reg[in.c];
-      for (int64_t i = 0; i < n; ++i) d[i] = a[i] != T(0) ? b[i] : c[i];
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = math::fused_elementwise_apply(Op::kWhere, a[i], b[i], c[i], false);
       return;
     }
-    case ElementwiseOpcode::kSigmoidGrad:
-      return map2(n, a, b, d, [](T g, T y) { return math::sigmoid_grad(g, y); });
-    case ElementwiseOpcode::kTanhGrad:
-      return map2(n, a, b, d, [](T g, T y) { return math::tanh_grad(g, y); });
-    case ElementwiseOpcode::kReluGrad:
-      return map2(n, a, b, d, [](T g, T y) { return math::relu_grad(g, y); });
-    case ElementwiseOpcode::kCount:
+    case Op::kSigmoidGrad:
+      return binary(std::integral_constant<Op, Op::kSigmoidGrad>{});
+    case Op::kTanhGrad:
+      return binary(std::integral_constant<Op, Op::kTanhGrad>{});
+    case Op::kReluGrad:
+      return binary(std::integral_constant<Op, Op::kReluGrad>{});
+    case Op::kCount:
       break;
   }
 }

@@ -12,38 +12,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/math/fused_elementwise.h"
+
 namespace ortmodule {
-
-enum class ElementwiseOpcode : int64_t {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,   // with the Pow kernel's fast paths for a one-element exponent of 1, 2 or 0.5
-  kCopy,  // Identity
-  kNeg,
-  kSqrt,
-  kReciprocal,
-  kExp,
-  kTanh,
-  kSigmoid,
-  kErf,
-  kRelu,
-  kWhere,        // a ? b : c, a a condition input
-  kSigmoidGrad,  // (dy, y)
-  kTanhGrad,     // (dy, y)
-  kReluGrad,     // (dy, y)
-  kCount,
-};
-
-// Operands a, b, c are register numbers (-1: unused); dst is always the next register.
-struct ElementwiseInstruction {
-  ElementwiseOpcode op = ElementwiseOpcode::kAdd;
-  int64_t a = -1, b = -1, c = -1;
-};
-
-// Number of operands each opcode reads (1, 2 or 3).
-int elementwise_opcode_arity(ElementwiseOpcode op);
 
 struct FusedElementwiseInput {
   const void* data = nullptr;

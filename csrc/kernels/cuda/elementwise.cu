@@ -61,12 +61,6 @@ struct FirstOp {
     return p;
   }
 };
-struct DivOp {
-  template <typename T>
-  __device__ T operator()(T p, T q) const {
-    return p / q;
-  }
-};
 
 template <typename T, typename F>
 __global__ void binary_same_shape(int64_t n, const T* a, const T* b, T* y, F f) {
@@ -276,15 +270,6 @@ struct GeluGradOp {
 void cuda_add(OpContext& ctx) { run_binary(ctx, AddOp{}, "Add"); }
 void cuda_sub(OpContext& ctx) { run_binary(ctx, SubOp{}, "Sub"); }
 void cuda_mul(OpContext& ctx) { run_binary(ctx, MulOp{}, "Mul"); }
-void cuda_div(OpContext& ctx) {
-  // Integer division by zero traps on the CPU path's check; the GPU cannot report it per
-  // element, so integer Div stays on the CPU.
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, (void)0);
-  expect_same_dtype(ctx, 1);
-  ORTM_DISPATCH_FLOAT(
-      ctx.in(0).dtype(), ctx,
-      launch_binary<scalar_t>(ctx, ctx.in(0), ctx.in(1), ctx.out(0), DivOp{}, "Div"));
-}
 // Sum(x0, x1, ...) with broadcasting: x0 + x1 into y, then y += xk. y has the broadcast
 // shape, so adding into it in place reads each of its elements before writing it.
 void cuda_sum(OpContext& ctx) {

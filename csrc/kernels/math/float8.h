@@ -14,7 +14,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+
+#include "kernels/math/host_device.h"
 
 namespace ortmodule {
 namespace math {
@@ -33,10 +34,10 @@ struct MiniFloat {
   int bias;
   MiniSpecials specials;
 
-  int width() const { return 1 + exp_bits + man_bits; }
-  uint32_t sign_bit() const { return 1u << (exp_bits + man_bits); }
+  ORTM_HOST_DEVICE int width() const { return 1 + exp_bits + man_bits; }
+  ORTM_HOST_DEVICE uint32_t sign_bit() const { return 1u << (exp_bits + man_bits); }
   // Largest finite magnitude's bit pattern.
-  uint32_t max_finite() const {
+  ORTM_HOST_DEVICE uint32_t max_finite() const {
     const uint32_t all = sign_bit() - 1;
     switch (specials) {
       case MiniSpecials::Ieee:
@@ -49,7 +50,7 @@ struct MiniFloat {
     }
     return all;
   }
-  uint32_t nan(bool negative) const {
+  ORTM_HOST_DEVICE uint32_t nan(bool negative) const {
     switch (specials) {
       case MiniSpecials::Ieee:  // quiet NaN: exponent all ones, top mantissa bit
         return (negative ? sign_bit() : 0) | (((1u << exp_bits) - 1) << man_bits) |
@@ -74,8 +75,19 @@ constexpr MiniFloat kFloat6E2M3{2, 3, 1, MiniSpecials::None};
 constexpr MiniFloat kFloat6E3M2{3, 2, 3, MiniSpecials::None};
 constexpr MiniFloat kFloat16{5, 10, 15, MiniSpecials::Ieee};
 
+// A float from its bit pattern (NaN and infinities without <limits>, in device code too).
+ORTM_HOST_DEVICE float float_from_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+// 2^k as a float, for k in the normal range [-126, 127].
+ORTM_HOST_DEVICE float exp2_float(int k) {
+  return float_from_bits(static_cast<uint32_t>(k + 127) << 23);
+}
+
 // The value of bit pattern `code` (exact: every format here fits in a float).
-inline float minifloat_to_float(uint32_t code, const MiniFloat& f) {
+ORTM_HOST_DEVICE float minifloat_to_float(uint32_t code, const MiniFloat& f) {
   const bool negative = (code & f.sign_bit()) != 0;
   const uint32_t mag = code & (f.sign_bit() - 1);
   const uint32_t exp = mag >> f.man_bits;
@@ -85,31 +97,31 @@ inline float minifloat_to_float(uint32_t code, const MiniFloat& f) {
   switch (f.specials) {
     case MiniSpecials::Ieee:
       if (exp == exp_ones) {
-        v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+        v = float_from_bits(man ? 0x7fc00000u : 0x7f800000u);  // quiet NaN, infinity
         return negative ? -v : v;
       }
       break;
     case MiniSpecials::Fn:
-      if (mag == f.sign_bit() - 1) return negative ? -std::nanf("") : std::nanf("");
+      if (mag == f.sign_bit() - 1) return float_from_bits(negative ? 0xffc00000u : 0x7fc00000u);
       break;
     case MiniSpecials::Fnuz:
-      if (code == f.sign_bit()) return -std::nanf("");  // its sign bit is set
+      if (code == f.sign_bit()) return float_from_bits(0xffc00000u);  // its sign bit is set
       break;
     case MiniSpecials::None:
       break;
   }
   if (exp == 0) {
-    v = std::ldexp(static_cast<float>(man), 1 - f.bias - f.man_bits);
+    v = static_cast<float>(man) * exp2_float(1 - f.bias - f.man_bits);  // exact
   } else {
-    v = std::ldexp(static_cast<float>(man | (1u << f.man_bits)),
-                   static_cast<int>(exp) - f.bias - f.man_bits);
+    v = static_cast<float>(man | (1u << f.man_bits)) *
+        exp2_float(static_cast<int>(exp) - f.bias - f.man_bits);
   }
   return negative ? -v : v;
 }
 
 // Rounds x to the nearest value of format f (ties to even) and returns its bit pattern.
 // `saturate`: see the top of the file; formats without infinities and NaN always saturate.
-inline uint32_t double_to_minifloat(double x, const MiniFloat& f, bool saturate) {
+ORTM_HOST_DEVICE uint32_t double_to_minifloat(double x, const MiniFloat& f, bool saturate) {
   uint64_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
   const bool negative = (bits >> 63) != 0;
@@ -149,16 +161,19 @@ inline uint32_t double_to_minifloat(double x, const MiniFloat& f, bool saturate)
   return sign | static_cast<uint32_t>(mag);
 }
 
-inline uint16_t float_to_half_bits(float x) {
-  return static_cast<uint16_t>(double_to_minifloat(x, kFloat16, false));
+ORTM_HOST_DEVICE uint16_t float_to_half_bits(float x) {
+  return static_cast<uint16_t>(
+      double_to_minifloat(x, MiniFloat{5, 10, 15, MiniSpecials::Ieee}, false));  // kFloat16
 }
-inline float half_bits_to_float(uint16_t h) { return minifloat_to_float(h, kFloat16); }
+ORTM_HOST_DEVICE float half_bits_to_float(uint16_t h) {
+  return minifloat_to_float(h, MiniFloat{5, 10, 15, MiniSpecials::Ieee});  // kFloat16
+}
 
 // float8 e8m0: eight exponent bits, no sign, no mantissa: 2^(code - 127); 0xff is NaN.
 enum class E8M0Rounding { Up, Down, Nearest };
 
-inline float e8m0_to_float(uint8_t code) {
-  if (code == 0xff) return std::numeric_limits<float>::quiet_NaN();
+ORTM_HOST_DEVICE float e8m0_to_float(uint8_t code) {
+  if (code == 0xff) return float_from_bits(0x7fc00000u);
   uint32_t bits = code == 0 ? 0x00400000u : static_cast<uint32_t>(code) << 23;  // 2^-127
   float v;
   std::memcpy(&v, &bits, sizeof(v));
@@ -168,7 +183,7 @@ inline float e8m0_to_float(uint8_t code) {
 // The exponent of x (as a float32; its sign is ignored), rounded per `mode`. NaN and
 // infinities give 0xff. `saturate` keeps a value rounding past 2^127 at 2^127 instead of
 // turning it into NaN. This is the onnx reference's to_float8e8m0 step by step.
-inline uint8_t float_to_e8m0(float x, bool saturate, E8M0Rounding mode) {
+ORTM_HOST_DEVICE uint8_t float_to_e8m0(float x, bool saturate, E8M0Rounding mode) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof(bits));
   uint32_t exp = (bits >> 23) & 0xff;
@@ -194,20 +209,20 @@ inline uint8_t float_to_e8m0(float x, bool saturate, E8M0Rounding mode) {
 
 // The 4-bit and 2-bit integers: `bits` wide, two's complement when `is_signed`; stored
 // as the low bits of a byte.
-inline int64_t small_int_value(uint8_t code, int bits, bool is_signed) {
+ORTM_HOST_DEVICE int64_t small_int_value(uint8_t code, int bits, bool is_signed) {
   const int64_t v = code & ((1 << bits) - 1);
   return is_signed && v >= (int64_t{1} << (bits - 1)) ? v - (int64_t{1} << bits) : v;
 }
 
 // An integer keeps its low bits (ONNX's rule for a fixed-point type out of range).
-inline uint8_t int_to_small_int(int64_t v, int bits) {
+ORTM_HOST_DEVICE uint8_t int_to_small_int(int64_t v, int bits) {
   return static_cast<uint8_t>(static_cast<uint64_t>(v) & ((1u << bits) - 1));
 }
 
 // A float is truncated toward zero (through int32) and then keeps its low bits, as
 // ml_dtypes (the onnx reference) converts; NaN, infinities and values beyond int32
 // (undefined for ONNX) give 0.
-inline uint8_t double_to_small_int(double x, int bits) {
+ORTM_HOST_DEVICE uint8_t double_to_small_int(double x, int bits) {
   if (!(std::fabs(x) < 2147483648.0)) return 0;
   return int_to_small_int(static_cast<int32_t>(x), bits);
 }
