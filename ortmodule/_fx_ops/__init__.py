@@ -1,0 +1,74 @@
+"""Translations of ATen ops (as torch.export records them, before decomposition) into the
+ONNX ops the engine runs (docs/supported_ops.md), for the fx lowering (``_fx_lower``).
+
+One entry per op overload. A translation receives the lowering, the FX node and the op's
+arguments bound to its schema (FX nodes, Python numbers, lists), and returns the value of
+the node: an ONNX value name, a list of them, or a Python number (integer arithmetic on
+sizes that folds). In-place ops rebind the value of the tensor they modify.
+
+This module holds the registry (``TABLE``, ``register``, ``lookup``, ``bind``); the
+translations live in one module per op family (``elementwise``, ``inplace``, ``shapes``, ...,
+helpers they share in ``common``), all imported below so that importing the package
+registers every translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Fn = Callable[..., Any]
+TABLE: dict[Any, Fn] = {}
+
+
+def bind(target: Any, node: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The node's arguments in schema order (defaults filled in) for an ATen overload;
+    its raw arguments for other targets."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return list(node.args), dict(node.kwargs)
+    values = []
+    for k, arg in enumerate(target._schema.arguments):
+        if k < len(node.args):
+            values.append(node.args[k])
+        elif arg.name in node.kwargs:
+            values.append(node.kwargs[arg.name])
+        elif arg.has_default_value():
+            values.append(arg.default_value)
+        else:
+            values.append(None)
+    return values, {}
+
+
+def lookup(target: Any) -> Fn | None:
+    return TABLE.get(target)
+
+
+def register(*targets: Any) -> Callable[[Fn], Fn]:
+    def add(fn: Fn) -> Fn:
+        for t in targets:
+            TABLE[t] = fn
+        return fn
+    return add
+
+
+def covered_ops() -> list[str]:
+    """The names of the ops the fx lowering translates (for documentation and tests)."""
+    return sorted(str(t) for t in TABLE)
+
+
+# The families register into TABLE on import, so they come after the registry.
+from ortmodule._fx_ops import (  # noqa: F401
+    attention,
+    bridge,
+    casts,
+    conv,
+    elementwise,
+    factories,
+    indexing,
+    inplace,
+    matmul,
+    normalization,
+    shapes,
+)

@@ -1,0 +1,38 @@
+"""Higher-order ops (``torch.no_grad()`` regions) and bridge nodes (``TorchCall``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ortmodule import _bridge
+from ortmodule._capture import ExportError
+from ortmodule._fx_lower import OWN_DOMAIN, Lowering
+from ortmodule._fx_ops import TABLE
+
+
+def _wrap_with_set_grad_enabled(lw: Lowering, node: Any, enabled: bool, submodule: Any,
+                                *args: Any) -> Any:
+    """The body of a ``torch.no_grad()`` (or enable_grad) region, inlined; the region's
+    outputs were detached by ``_lowering.mark_no_grad_regions``."""
+    from ortmodule._fx_lower import _translate
+
+    graph_module = getattr(lw.program.graph_module, submodule.target)
+    out = _translate(lw, graph_module.graph, [lw.value(a) for a in args])
+    return list(out) if isinstance(out, (list, tuple)) else out
+
+
+TABLE[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
+
+
+def _torch_call(lw: Lowering, node: Any, callable_id: int, inputs: Any) -> Any:
+    call = lw.calls.get(callable_id)
+    if call is None:
+        raise ExportError(f"internal: bridged call #{callable_id} is not registered")
+    outs = lw.op("TorchCall", [lw.tensor(i) for i in inputs], outputs=len(call.out_positions),
+                 domain=OWN_DOMAIN, callable_id=int(callable_id), callable=call.name)
+    return outs if isinstance(outs, list) else [outs]
+
+
+TABLE[_bridge.torch_call_op()] = _torch_call

@@ -1,0 +1,36 @@
+"""No-ops, identities and casts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ortmodule._fx_lower import OWN_DOMAIN, Lowering, onnx_dtype
+from ortmodule._fx_ops import register
+from ortmodule._fx_ops.common import _out, aten
+
+
+@register(aten._assert_tensor_metadata.default, aten._assert_scalar.default,
+          aten.sym_constrain_range_for_size.default, aten.sym_constrain_range.default)
+def _noop(lw: Lowering, node: Any, *args: Any) -> Any:
+    return None
+
+
+@register(aten.clone.default, aten.contiguous.default, aten.alias.default,
+          aten.lift_fresh_copy.default)
+def _identity(lw: Lowering, node: Any, x: Any, *rest: Any) -> Any:
+    return lw.op("Identity", [lw.tensor(x)])
+
+
+@register(aten.detach.default, aten.detach_.default)
+def _detach(lw: Lowering, node: Any, x: Any) -> Any:
+    return lw.op("StopGradient", [lw.tensor(x)], domain=OWN_DOMAIN)
+
+
+@register(aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten._to_copy.default,
+          aten.to.other, aten.type_as.default)
+def _to(lw: Lowering, node: Any, x: Any, *rest: Any) -> Any:
+    want = _out(node).dtype
+    value = lw.tensor(x)
+    if lw.dtype_of(x) == want:
+        return lw.op("Identity", [value])
+    return lw.op("Cast", [value], to=onnx_dtype(want))

@@ -1,0 +1,138 @@
+"""Convolution, pooling, batch norm, embedding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ortmodule._capture import ExportError
+from ortmodule._fx_lower import FALLBACK_HINT, OWN_DOMAIN, Lowering
+from ortmodule._fx_ops import register
+from ortmodule._fx_ops.common import _scalar_tensor, aten
+from ortmodule._fx_ops.inplace import _rebind
+
+
+@register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
+          aten.convolution.default)
+def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 1,
+          padding: Any = 0, dilation: Any = 1, *rest: Any) -> Any:
+    groups = 1
+    if node.target is aten.convolution.default:
+        transposed, _output_padding, groups = rest
+        if transposed:
+            raise ExportError(f"transposed convolution has no fx translation; "
+                              f"{FALLBACK_HINT}")
+    else:
+        groups = rest[0] if rest else 1
+    spatial = lw.rank(w) - 2
+
+    def per_dim(v: Any) -> list[int]:
+        return [int(v)] * spatial if isinstance(v, int) else [int(a) for a in v]
+
+    pads = per_dim(padding)
+    inputs = [lw.tensor(x), lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
+    kernel = [int(s) for s in lw.meta(w).shape[2:]]
+    return lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
+                 pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+
+
+def _pool_args(kernel: Any, stride: Any, padding: Any, spatial: int
+               ) -> tuple[list[int], list[int], list[int]]:
+    def per_dim(v: Any) -> list[int]:
+        if isinstance(v, int):
+            return [v] * spatial
+        v = [int(a) for a in v]
+        return v * spatial if len(v) == 1 else v
+
+    k = per_dim(kernel)
+    s = per_dim(stride) if stride else k
+    p = per_dim(padding)
+    return k, s, p + p
+
+
+@register(aten.max_pool2d.default, aten.max_pool1d.default)
+def _max_pool(lw: Lowering, node: Any, x: Any, kernel: Any, stride: Any = (),
+              padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    spatial = lw.rank(x) - 2
+    k, s, p = _pool_args(kernel, stride, padding, spatial)
+    d = _pool_args(dilation, dilation, 0, spatial)[0]
+    return lw.op("MaxPool", [lw.tensor(x)], kernel_shape=k, strides=s, pads=p, dilations=d,
+                 ceil_mode=int(ceil_mode))
+
+
+@register(aten.avg_pool2d.default, aten.avg_pool1d.default)
+def _avg_pool(lw: Lowering, node: Any, x: Any, kernel: Any, stride: Any = (),
+              padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+              divisor_override: Any = None) -> Any:
+    if divisor_override is not None:
+        raise ExportError(f"avg_pool with divisor_override has no fx translation; "
+                          f"{FALLBACK_HINT}")
+    spatial = lw.rank(x) - 2
+    k, s, p = _pool_args(kernel, stride, padding, spatial)
+    return lw.op("AveragePool", [lw.tensor(x)], kernel_shape=k, strides=s, pads=p,
+                 ceil_mode=int(ceil_mode), count_include_pad=int(count_include_pad))
+
+
+@register(aten.adaptive_avg_pool2d.default, aten.adaptive_avg_pool1d.default)
+def _adaptive_avg_pool(lw: Lowering, node: Any, x: Any, output_size: Any) -> Any:
+    sizes = [int(s) for s in output_size]
+    if all(s == 1 for s in sizes):
+        return lw.op("GlobalAveragePool", [lw.tensor(x)])
+    spatial = lw.meta(x).shape[2:]
+    if any(isinstance(s, torch.SymInt) and s.node.expr.free_symbols for s in spatial):
+        raise ExportError(f"adaptive_avg_pool to {sizes} over symbolic sizes has no fx "
+                          f"translation; {FALLBACK_HINT}")
+    ins = [int(s) for s in spatial]
+    if any(i % o for i, o in zip(ins, sizes)):
+        raise ExportError(f"adaptive_avg_pool from {ins} to {sizes} (not a divisor) has no "
+                          f"fx translation; {FALLBACK_HINT}")
+    k = [i // o for i, o in zip(ins, sizes)]
+    return lw.op("AveragePool", [lw.tensor(x)], kernel_shape=k, strides=k)
+
+
+def _channel_fill(lw: Lowering, x: Any, value: float) -> str:
+    channels = lw.op("Shape", [lw.tensor(x)], start=1, end=2)
+    return lw.op("ConstantOfShape", [channels],
+                 value=_scalar_tensor(value, lw.dtype_of(x)))
+
+
+@register(aten.batch_norm.default)
+def _batch_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any, var: Any,
+                training: bool, momentum: float, eps: float, cudnn: bool = True) -> Any:
+    value = lw.tensor(x)
+    scale = lw.tensor(w) if w is not None else _channel_fill(lw, x, 1.0)
+    bias = lw.tensor(b) if b is not None else _channel_fill(lw, x, 0.0)
+    if mean is None or var is None:
+        if not training:
+            raise ExportError("batch norm in eval mode without running statistics")
+        y, _, _ = lw.op("BatchNormalization",
+                        [value, scale, bias, _channel_fill(lw, x, 0.0),
+                         _channel_fill(lw, x, 1.0)],
+                        outputs=3, epsilon=float(eps), momentum=1.0 - float(momentum),
+                        training_mode=1)
+        return y
+    if not training:
+        return lw.op("BatchNormalization", [value, scale, bias, lw.tensor(mean),
+                                            lw.tensor(var)], epsilon=float(eps))
+    # PyTorch's running_var tracks the unbiased batch variance: the engine's BatchNormTorch.
+    y, new_mean, new_var = lw.op("BatchNormTorch", [value, scale, bias, lw.tensor(mean),
+                                                    lw.tensor(var)],
+                                 outputs=3, domain=OWN_DOMAIN, epsilon=float(eps),
+                                 momentum=1.0 - float(momentum), training_mode=1)
+    _rebind(lw, mean, new_mean)
+    _rebind(lw, var, new_var)
+    return y
+
+
+@register(aten.embedding.default)
+def _embedding(lw: Lowering, node: Any, weight: Any, indices: Any, padding_idx: int = -1,
+               scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
+    if scale_grad_by_freq:
+        raise NotImplementedError(
+            "torch.nn.Embedding(scale_grad_by_freq=True) is not supported; "
+            "construct the embedding with scale_grad_by_freq=False")
+    w, i = lw.tensor(weight), lw.tensor(indices)
+    if padding_idx is None or padding_idx < 0:
+        return lw.op("Gather", [w, i], axis=0)
+    return lw.op("Embedding", [w, i], domain=OWN_DOMAIN, padding_idx=int(padding_idx))

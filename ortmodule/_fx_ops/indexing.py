@@ -1,0 +1,84 @@
+"""Indexing: slices, selects, gathers, advanced indexing."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from ortmodule._capture import ExportError
+from ortmodule._fx_lower import FALLBACK_HINT, Lowering
+from ortmodule._fx_ops import register
+from ortmodule._fx_ops.common import _axis, aten
+
+
+def _index_value(lw: Lowering, v: Any) -> Any:
+    return v if isinstance(v, str) else lw.const(int(v), torch.int64)
+
+
+@register(aten.slice.Tensor)
+def _slice(lw: Lowering, node: Any, x: Any, dim: int = 0, start: Any = None, end: Any = None,
+           step: int = 1) -> Any:
+    rank = lw.rank(x)
+    axis = _axis(dim, rank)
+    start_v = 0 if start is None else lw.value(start)
+    end_v = 2**63 - 1 if end is None else lw.value(end)
+    if start_v == 0 and end_v == 2**63 - 1 and step == 1:
+        return lw.op("Identity", [lw.tensor(x)])
+    starts, ends = lw.shape([start_v]), lw.shape([end_v])
+    return lw.op("Slice", [lw.tensor(x), starts, ends, lw.ints([axis]), lw.ints([step])])
+
+
+@register(aten.select.int)
+def _select(lw: Lowering, node: Any, x: Any, dim: int, index: Any) -> Any:
+    axis = _axis(dim, lw.rank(x))
+    index = lw.value(index)
+    if isinstance(index, int) and index < 0:
+        index = lw.scalar_op("Add", lw.dim(x, axis), index, operator.add)
+    return lw.op("Gather", [lw.tensor(x), _index_value(lw, index)], axis=axis)
+
+
+@register(aten.index_select.default)
+def _index_select(lw: Lowering, node: Any, x: Any, dim: int, index: Any) -> Any:
+    return lw.op("Gather", [lw.tensor(x), lw.tensor(index)], axis=_axis(dim, lw.rank(x)))
+
+
+@register(aten.gather.default)
+def _gather(lw: Lowering, node: Any, x: Any, dim: int, index: Any,
+            sparse_grad: bool = False) -> Any:
+    return lw.op("GatherElements", [lw.tensor(x), lw.tensor(index)],
+                 axis=_axis(dim, lw.rank(x)))
+
+
+@register(aten.index.Tensor)
+def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
+    """Advanced indexing: one index tensor is a Gather along its dimension; index tensors
+    on the leading dimensions are one GatherND over their broadcast shape."""
+    positions = [k for k, i in enumerate(indices) if i is not None]
+    if any(lw.dtype_of(indices[k]) == torch.bool for k in positions):
+        raise ExportError(f"indexing with a boolean mask has a data-dependent shape; "
+                          f"{FALLBACK_HINT}")
+    value = lw.tensor(x)
+    if len(positions) == 1:
+        return lw.op("Gather", [value, lw.tensor(indices[positions[0]], torch.int64)],
+                     axis=positions[0])
+    if positions != list(range(len(positions))):
+        raise ExportError(f"indexing with tensors on non-leading dimensions "
+                          f"({len(positions)} index tensors at {positions}) has no fx "
+                          f"translation; {FALLBACK_HINT}")
+    index_values = []
+    for k in positions:
+        v = lw.tensor(indices[k], torch.int64)
+        size = lw.dim(x, k)
+        # Negative indices count from the end, as in PyTorch.
+        negative = lw.op("Less", [v, lw.const(0, torch.int64)])
+        wrapped = lw.op("Add", [v, _index_value(lw, size)])
+        index_values.append(lw.op("Where", [negative, wrapped, v]))
+    total = index_values[0]
+    for v in index_values[1:]:
+        total = lw.op("Add", [total, v])
+    shape = lw.op("Shape", [total])
+    stacked = [lw.op("Unsqueeze", [lw.op("Expand", [v, shape]), lw.ints([-1])])
+               for v in index_values]
+    return lw.op("GatherND", [value, lw.op("Concat", stacked, axis=-1)])

@@ -1,0 +1,117 @@
+"""Normalization, activations with axes, dropout, losses, reductions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ortmodule._capture import ExportError
+from ortmodule._fx_lower import FALLBACK_HINT, Lowering
+from ortmodule._fx_ops import TABLE, Fn, register
+from ortmodule._fx_ops.common import _out, _scalar_tensor, aten
+
+
+@register(aten.layer_norm.default)
+def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: Any = None,
+                eps: float = 1e-5, cudnn: bool = True) -> Any:
+    dtype = lw.dtype_of(x)
+    if w is None:
+        w_value = lw.op("ConstantOfShape", [lw.shape(shape)],
+                        value=_scalar_tensor(1.0, dtype))
+    else:
+        w_value = lw.tensor(w)
+    inputs = [lw.tensor(x), w_value] + ([lw.tensor(b)] if b is not None else [])
+    return lw.op("LayerNormalization", inputs, axis=-len(shape), epsilon=float(eps))
+
+
+@register(aten.native_layer_norm.default)
+def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: Any,
+                       eps: float) -> Any:
+    """Only the normalized output: the saved mean and inverse deviation feed ATen's own
+    backward, which an exported forward never holds (reading them is refused)."""
+    return [_layer_norm(lw, node, x, shape, w, b, eps), None, None]
+
+
+@register(aten.softmax.int, aten._softmax.default, aten.log_softmax.int,
+          aten._log_softmax.default)
+def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> Any:
+    want = _out(node).dtype
+    value = lw.tensor(x, want)
+    op_type = "LogSoftmax" if "log_softmax" in str(node.target) else "Softmax"
+    return lw.op(op_type, [value], axis=dim)
+
+
+@register(aten.dropout.default, aten.feature_dropout.default)
+def _dropout(lw: Lowering, node: Any, x: Any, p: float, train: bool) -> Any:
+    if node.target is aten.feature_dropout.default and train and p > 0:
+        raise ExportError(f"channel dropout (Dropout2d) has no engine op; {FALLBACK_HINT}")
+    if not train or p == 0:
+        return lw.op("Identity", [lw.tensor(x)])
+    return lw.op("Dropout", [lw.tensor(x), lw.const(float(p), torch.float32),
+                             lw.const(True, torch.bool)])
+
+
+@register(aten.cross_entropy_loss.default)
+def _cross_entropy(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = None,
+                   reduction: int = 1, ignore_index: int = -100,
+                   label_smoothing: float = 0.0) -> Any:
+    if label_smoothing:
+        raise ExportError(f"cross_entropy with label_smoothing has no fx translation; "
+                          f"{FALLBACK_HINT}")
+    if lw.dtype_of(target) != torch.int64:
+        raise ExportError(f"cross_entropy with probability targets has no fx translation; "
+                          f"{FALLBACK_HINT}")
+    inputs = [lw.tensor(x), lw.tensor(target)]
+    if weight is not None:
+        inputs.append(lw.tensor(weight))
+    if lw.rank(x) == 1:  # an unbatched sample: [C] and a 0-d target
+        inputs[0] = lw.op("Unsqueeze", [inputs[0], lw.ints([0])])
+        inputs[1] = lw.op("Unsqueeze", [inputs[1], lw.ints([0])])
+    out = lw.op("SoftmaxCrossEntropyLoss", inputs, ignore_index=int(ignore_index),
+                reduction=("none", "mean", "sum")[reduction])
+    if lw.rank(x) == 1 and reduction == 0:
+        out = lw.op("Squeeze", [out, lw.ints([0])])
+    return out
+
+
+@register(aten.nll_loss.default, aten.nll_loss_nd.default, aten.nll_loss2d.default)
+def _nll_loss(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = None,
+              reduction: int = 1, ignore_index: int = -100) -> Any:
+    inputs = [lw.tensor(x), lw.tensor(target)]
+    if weight is not None:
+        inputs.append(lw.tensor(weight))
+    if lw.rank(x) == 1:
+        raise ExportError(f"nll_loss of an unbatched sample has no fx translation; "
+                          f"{FALLBACK_HINT}")
+    return lw.op("NegativeLogLikelihoodLoss", inputs, ignore_index=int(ignore_index),
+                 reduction=("none", "mean", "sum")[reduction])
+
+
+def _reduce(op_type: str) -> Fn:
+    def translate(lw: Lowering, node: Any, x: Any, dims: Any = None, keepdim: bool = False,
+                  dtype: Any = None) -> Any:
+        if isinstance(dims, torch.dtype):  # the .default overloads: (x, dtype)
+            dims = None
+        want = _out(node).dtype
+        value = lw.tensor(x, want)
+        if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+            return lw.op(op_type, [value], keepdims=int(bool(keepdim)))
+        if isinstance(dims, int):
+            dims = [dims]
+        return lw.op(op_type, [value, lw.ints(dims)], keepdims=int(bool(keepdim)))
+    return translate
+
+
+TABLE[aten.mean.dim] = _reduce("ReduceMean")
+TABLE[aten.mean.default] = _reduce("ReduceMean")
+TABLE[aten.sum.dim_IntList] = _reduce("ReduceSum")
+TABLE[aten.sum.default] = _reduce("ReduceSum")
+TABLE[aten.amax.default] = _reduce("ReduceMax")
+TABLE[aten.amin.default] = _reduce("ReduceMin")
+
+
+@register(aten.cumsum.default)
+def _cumsum(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    want = _out(node).dtype
+    return lw.op("CumSum", [lw.tensor(x, want), lw.const(int(dim), torch.int64)])
