@@ -79,15 +79,21 @@ std::vector<OutputInfo> shape_fused_elementwise(const OpContext& ctx) {
   return one_output(dtype, out);
 }
 
-void cpu_fused_elementwise(OpContext& ctx) {
-  std::vector<bool> conditions;
-  const std::vector<ElementwiseInstruction> program = decode_fused_program(ctx, &conditions);
+std::vector<FusedElementwiseInput> fused_elementwise_inputs(const OpContext& ctx,
+                                                            const std::vector<bool>& conditions) {
   std::vector<FusedElementwiseInput> inputs(ctx.num_inputs());
   for (size_t k = 0; k < inputs.size(); ++k) {
     inputs[k].data = ctx.in(k).raw();
     inputs[k].is_bool = conditions[k];
     inputs[k].shape = ctx.in(k).shape();
   }
+  return inputs;
+}
+
+void cpu_fused_elementwise(OpContext& ctx) {
+  std::vector<bool> conditions;
+  const std::vector<ElementwiseInstruction> program = decode_fused_program(ctx, &conditions);
+  const std::vector<FusedElementwiseInput> inputs = fused_elementwise_inputs(ctx, conditions);
   Tensor& y = ctx.out(0);
   ORTM_DISPATCH_FLOAT(
       y.dtype(), ctx,

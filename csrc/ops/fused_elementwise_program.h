@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "kernels/cpu/fused_elementwise.h"
 #include "kernels/math/fused_elementwise.h"
 #include "ops/op_table.h"
 
@@ -12,5 +13,10 @@ namespace ortmodule {
 // Where conditions (bool), which no other instruction may read.
 std::vector<ElementwiseInstruction> decode_fused_program(const OpContext& ctx,
                                                          std::vector<bool>* conditions);
+
+// The node's inputs as the kernels read them: data, shape and whether each is a Where
+// condition (`conditions`, from decode_fused_program).
+std::vector<FusedElementwiseInput> fused_elementwise_inputs(const OpContext& ctx,
+                                                            const std::vector<bool>& conditions);
 
 }  // namespace ortmodule

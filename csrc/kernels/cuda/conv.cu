@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/cuda/channel_reduce.cuh"
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 #include "ops/window.h"
@@ -157,21 +158,6 @@ __global__ void __launch_bounds__(cuda::kReduceThreads)
   }
 }
 
-cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
-                            int m, int k, const float* alpha, const float* b, int ldb, long long sb,
-                            const float* a, int lda, long long sa, const float* beta, float* c,
-                            int ldc, long long sc, int batch) {
-  return cublasSgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
-                                   sc, batch);
-}
-cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
-                            int m, int k, const double* alpha, const double* b, int ldb,
-                            long long sb, const double* a, int lda, long long sa,
-                            const double* beta, double* c, int ldc, long long sc, int batch) {
-  return cublasDgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
-                                   sc, batch);
-}
-
 // cuBLAS takes int dims: larger ones are refused rather than truncated.
 int as_int(const OpContext& ctx, int64_t v, const char* what) {
   if (v > INT32_MAX) {
@@ -193,9 +179,9 @@ void gemm_batched(OpContext& ctx, Device device, bool ta, bool tb, int64_t batch
   const int m = as_int(ctx, M, "M"), n = as_int(ctx, N, "N"), k = as_int(ctx, K, "K");
   const int lda = std::max(1, ta ? m : k), ldb = std::max(1, tb ? k : n), ldc = std::max(1, n);
   const T alpha = 1;
-  cuda::check_blas(gemm_strided(cuda::blas_handle(device), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ldb, sb, A, lda,
-                                sa, &beta, C, ldc, sc, as_int(ctx, batch, "groups")),
+  cuda::check_blas(cuda::gemm_strided(cuda::blas_handle(device), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ldb, sb,
+                                      A, lda, sa, &beta, C, ldc, sc, as_int(ctx, batch, "groups")),
                    "Conv (cublas<t>gemmStridedBatched)");
 }
 

@@ -158,12 +158,7 @@ DeviceProgram device_program(OpContext& ctx, const std::vector<FusedElementwiseI
 void cuda_fused_elementwise(OpContext& ctx) {
   std::vector<bool> conditions;
   const std::vector<ElementwiseInstruction> program = decode_fused_program(ctx, &conditions);
-  std::vector<FusedElementwiseInput> inputs(ctx.num_inputs());
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    inputs[k].data = ctx.in(k).raw();
-    inputs[k].is_bool = conditions[k];
-    inputs[k].shape = ctx.in(k).shape();
-  }
+  const std::vector<FusedElementwiseInput> inputs = fused_elementwise_inputs(ctx, conditions);
   Tensor& y = ctx.out(0);
   const int64_t n = y.numel();
   const DeviceProgram p = device_program(ctx, inputs, program, y.shape());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_ops_internal.h"
 #include "ops/op_utils.h"
@@ -13,21 +14,6 @@
 namespace ortmodule {
 
 namespace {
-
-cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
-                            int m, int k, const float* alpha, const float* b, int ldb, long long sb,
-                            const float* a, int lda, long long sa, const float* beta, float* c,
-                            int ldc, long long sc, int batch) {
-  return cublasSgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
-                                   sc, batch);
-}
-cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
-                            int m, int k, const double* alpha, const double* b, int ldb,
-                            long long sb, const double* a, int lda, long long sa,
-                            const double* beta, double* c, int ldc, long long sc, int batch) {
-  return cublasDgemmStridedBatched(h, ob, oa, n, m, k, alpha, b, ldb, sb, a, lda, sa, beta, c, ldc,
-                                   sc, batch);
-}
 
 // cuBLAS takes int dims: larger ones are refused rather than truncated.
 int as_int(const OpContext& ctx, int64_t v, const char* what) {
@@ -48,10 +34,11 @@ void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t ba
   // Leading dims are at least 1 even for an empty K (cuBLAS then computes C = beta * C).
   const int lda = std::max(1, ta ? m : k), ldb = std::max(1, tb ? k : n), ldc = std::max(1, n);
   cublasHandle_t handle = cuda::blas_handle(device);
-  cuda::check_blas(gemm_strided(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, B, ldb, sb, A, lda,
-                                sa, &beta, C, ldc, M * N, as_int(ctx, batch, "batch")),
-                   "MatMul (cublas<t>gemmStridedBatched)");
+  cuda::check_blas(
+      cuda::gemm_strided(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                         m, k, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, M * N,
+                         as_int(ctx, batch, "batch")),
+      "MatMul (cublas<t>gemmStridedBatched)");
 }
 
 template <typename T>
