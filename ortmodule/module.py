@@ -290,6 +290,18 @@ class ORTModule(torch.nn.Module):
                 f"ORTModule supports torch.autocast on CPU with dtype=torch.bfloat16; got "
                 f"{autocast[1]}. Use torch.autocast('cpu', dtype=torch.bfloat16) or run the "
                 "module outside autocast")
+        if autocast and autocast[0] == "cuda" and (
+                any(t.is_cuda for t in tensors)
+                or any(m._parameters[n] is not None and m._parameters[n].is_cuda
+                       for m, n in self._param_slots)):
+            # The CUDA kernels compute in float32 and float64 only: a graph traced under CUDA
+            # autocast would hold float16/bfloat16 ops they cannot run, and one traced outside
+            # it would silently compute in float32.
+            raise NotImplementedError(
+                f"ORTModule does not support torch.autocast on CUDA yet (dtype {autocast[1]}): "
+                "its CUDA kernels compute in float32 and float64. Run the module outside "
+                "torch.autocast('cuda'), or on the CPU with torch.autocast('cpu', "
+                "dtype=torch.bfloat16)")
         key = (
             in_spec,
             _schema.signature(tensors),

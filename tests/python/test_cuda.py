@@ -295,3 +295,12 @@ def test_torch_call_runs_on_the_device_tensors() -> None:
     for step in range(2):
         for got, in_eager in zip(gpu[step], eager[step]):
             torch.testing.assert_close(got, in_eager, rtol=1e-5, atol=1e-6)
+
+
+@needs_gpu
+def test_cuda_autocast_is_refused_with_the_reason() -> None:
+    model = ORTModule(Pointwise().cuda())
+    with torch.autocast("cuda", dtype=torch.float16), \
+            pytest.raises(NotImplementedError, match="torch.autocast on CUDA"):
+        model(torch.randn(4, 8, device="cuda"))
+
