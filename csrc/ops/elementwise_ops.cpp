@@ -168,11 +168,25 @@ void pow_mixed(OpContext& ctx) {
   Tensor& y = ctx.out(0);
   const bool int_pow_only = !dtype_is_floating(a.dtype()) && !dtype_is_floating(b.dtype());
   std::vector<double> e(static_cast<size_t>(b.numel()));
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    e[i] = b.float_at(i);
-    if (int_pow_only && e[i] < 0)
-      ctx.fail("integer base raised to the negative integer exponent " +
-               std::to_string(b.int_at(i)) + " (numpy and onnx.reference refuse it too)");
+  // Integer exponents of an integer base, exactly (a double holds integers up to 2^53 only).
+  std::vector<uint64_t> exact;
+  if (int_pow_only) {
+    exact.resize(e.size());
+    ORTM_DISPATCH_NUMERIC(b.dtype(), ctx, {
+      if constexpr (std::is_integral_v<scalar_t>) {
+        const scalar_t* bp = b.data<scalar_t>();
+        for (int64_t i = 0; i < b.numel(); ++i) {
+          // (as int64 after the signedness test: no unsigned comparison with 0 to warn about)
+          if (std::is_signed_v<scalar_t> && static_cast<int64_t>(bp[i]) < 0)
+            ctx.fail("integer base raised to the negative integer exponent " +
+                     std::to_string(static_cast<int64_t>(bp[i])) +
+                     " (numpy and onnx.reference refuse it too)");
+          exact[i] = static_cast<uint64_t>(bp[i]);
+        }
+      }
+    });
+  } else {
+    for (int64_t i = 0; i < b.numel(); ++i) e[i] = b.float_at(i);
   }
   ORTM_DISPATCH_NUMERIC(a.dtype(), ctx, {
     const scalar_t* ap = a.data<scalar_t>();
@@ -181,7 +195,7 @@ void pow_mixed(OpContext& ctx) {
                           [&](int64_t i, const std::array<int64_t, 2>& o) {
                             if constexpr (std::is_integral_v<scalar_t>) {
                               if (int_pow_only) {
-                                yp[i] = math::int_pow(ap[o[0]], static_cast<int64_t>(e[o[1]]));
+                                yp[i] = math::int_pow(ap[o[0]], exact[o[1]]);
                                 return;
                               }
                             }

@@ -121,8 +121,8 @@ struct PowOp {
 struct IntPowOp {
   template <typename T, typename E>
   __device__ T operator()(T p, E q) const {
-    // The exponent passes through double, as the CPU kernel reads it (Tensor::float_at).
-    return math::int_pow(p, static_cast<int64_t>(static_cast<double>(q)));
+    // The exponent is exact, as the CPU kernel reads it (negative ones were refused).
+    return math::int_pow(p, static_cast<uint64_t>(q));
   }
 };
 struct IsZeroOp {

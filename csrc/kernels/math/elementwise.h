@@ -206,10 +206,11 @@ ORTM_HOST_DEVICE T pow_promoted(T p, double e) {
   }
 }
 
-// Integer power by squaring (e >= 0), wrapping around like numpy's integer power: it runs in
-// an unsigned type at least as wide as int, where overflow is defined.
+// Integer power by squaring, wrapping around like numpy's integer power: it runs in an
+// unsigned type at least as wide as int, where overflow is defined. The exponent is exact
+// (callers refuse negative ones), so uint64 exponents above INT64_MAX work too.
 template <typename T>
-ORTM_HOST_DEVICE T int_pow(T base, int64_t e) {
+ORTM_HOST_DEVICE T int_pow(T base, uint64_t e) {
   using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
   W result = 1, b = static_cast<W>(base);
   for (; e > 0; e >>= 1) {
