@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+# The checkout these scripts belong to is imported, not another editable install of it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from digits_cnn import DigitsCNN
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import transformers
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
 from ortmodule import _C, DebugOptions, ORTModule
 
 BATCH, SEQ, VOCAB = 8, 128, 1000

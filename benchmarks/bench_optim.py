@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
 from ortmodule.optim import FusedAdamW, FusedSGD
 
 OptimizerFactory = Callable[[list[torch.Tensor]], torch.optim.Optimizer]

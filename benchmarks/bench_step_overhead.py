@@ -41,14 +41,17 @@ import argparse
 import copy
 import ctypes
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
 import ortmodule
 from ortmodule import _C, ORTModule
 
