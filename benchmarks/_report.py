@@ -90,7 +90,9 @@ def _runner_row(model: ModelResult, runner: str, row: Row, ceiling: float | None
         memory = f"failed: {_cell(row['memory_error'])}"
     elif "peak_rss_growth_mib" in row:
         first = row.get("first_call_rss_growth_mib")
-        memory = f"{row['peak_rss_growth_mib']:.0f}" + (f" ({first:.0f})" if first else "")
+        libraries = row.get("libraries_rss_mib")
+        memory = (f"{row['peak_rss_growth_mib']:.0f}" + (f" ({first:.0f})" if first else "")
+                  + (f" +{libraries:.0f}" if libraries is not None else ""))
     else:
         memory = "-"
     engine = f"{row['engine_peak_mib']:.0f}" if "engine_peak_mib" in row else "-"
@@ -199,7 +201,7 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         *([f"- partial: the run has not measured {', '.join(pending)} yet"] if pending else []),
         "",
         ("| model | runner | ms/step | vs eager | vs compile | GFLOP/s | % of SGEMM | "
-        "peak RSS growth MiB, steady (first calls) | engine peak MiB | "
+        "peak RSS growth MiB, steady (first calls) +libraries once | engine peak MiB | "
         "first call s (trace / lowering / build) |"),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]

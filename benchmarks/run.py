@@ -15,11 +15,14 @@ Reported per model and runner:
 - peak memory: each runner runs again in a child process of its own (one process's resident
   set mixes all runners: PyTorch's and glibc's caches keep memory of one runner resident for
   the next), which reports its peak resident set over --memory-steps steady-state steps
-  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step
-  (taken after the runner's libraries are imported and torch's thread pool has run a step):
-  gradients, optimizer state, activations, caches and what export or compilation left; in parentheses the peak over the first
-  steps (export or compilation included). For ORTModule also the engine allocator's peak
-  over the timed steps of the main run;
+  (VmHWM, reset after --memory-warmup steps) minus its resident set before the first step,
+  taken after the runner has trained a tiny model for two steps (which loads the runner's
+  libraries, most of which export and Inductor import on first use, and runs torch's
+  thread pool): gradients, optimizer state, activations, caches and what export or
+  compilation of this model left; in parentheses the peak over the first steps (export or
+  compilation included); after "+", what the libraries took once (the tiny model's run,
+  the same for every model). For ORTModule also the engine allocator's peak over the timed
+  steps of the main run;
 - first-call latency: the first step; for ORTModule split into trace (torch.export), ONNX
   lowering and engine build; torch.compile's uses Inductor's on-disk cache as it finds it
   (an earlier run of the same model makes it shorter);
@@ -43,7 +46,6 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
-import importlib
 import json
 import shlex
 import statistics
@@ -269,16 +271,18 @@ def reset_peak_rss() -> None:
 
 def settle_process(runner: str) -> None:
     """Pays the one-time costs of the process that do not depend on the model before the
-    baseline: the runner's libraries (export, ONNX, Inductor), torch's thread pool, autograd
-    and optimizer code."""
-    libraries = {"ortmodule": ["torch.export", "ortmodule._capture_dynamo"],
-                 "compile": ["torch._dynamo", "torch._inductor.compile_fx"]}
-    for name in libraries.get(runner, []):
-        importlib.import_module(name)
-    layer = torch.nn.Linear(256, 256)
-    optimizer = torch.optim.AdamW(layer.parameters())
-    layer(torch.randn(256, 256)).sum().backward()
-    optimizer.step()
+    baseline: the runner's libraries, loaded by training a tiny model through the runner
+    (ORTModule's export and engine, Inductor's compiler: both import much of what they use
+    on first use), torch's thread pool, autograd and optimizer code."""
+    tiny = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.LayerNorm(64),
+                               torch.nn.Dropout(0.1), torch.nn.Linear(64, 8))
+    model = wrap(tiny, runner)
+    optimizer = torch.optim.AdamW(model.parameters())
+    for _ in range(2):
+        torch.nn.functional.cross_entropy(model(torch.randn(16, 64)),
+                                          torch.randint(0, 8, (16,))).backward()
+        optimizer.step()
+        optimizer.zero_grad()
 
 
 def memory_child(args: argparse.Namespace) -> dict[str, Any]:
@@ -290,6 +294,8 @@ def memory_child(args: argparse.Namespace) -> dict[str, Any]:
     batch = {k: v.to(device) for k, v in workload.batch().items()}
     if device.type == "cuda":
         return cuda_memory_child(args, runner_name, base, batch, device)
+    gc.collect()
+    rss_unsettled_kib = proc_status_kib("VmRSS")
     settle_process(runner_name)
     gc.collect()
     rss_before_kib = proc_status_kib("VmRSS")
@@ -303,7 +309,8 @@ def memory_child(args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.memory_steps):
         train_step(runner, batch, device)
     return {"peak_rss_growth_mib": (proc_status_kib("VmHWM") - rss_before_kib) / 1024,
-            "first_call_rss_growth_mib": (first_calls_kib - rss_before_kib) / 1024}
+            "first_call_rss_growth_mib": (first_calls_kib - rss_before_kib) / 1024,
+            "libraries_rss_mib": (rss_before_kib - rss_unsettled_kib) / 1024}
 
 
 def cuda_memory_child(args: argparse.Namespace, runner_name: str, base: torch.nn.Module,

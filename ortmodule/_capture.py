@@ -12,12 +12,14 @@ ATen translation table (``_fx_lower``), torch.export lowered by torch.onnx
 from __future__ import annotations
 
 import contextlib
+import linecache
 import logging
 import os
 import sys
 import sysconfig
 import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,6 +273,24 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
     )
 
 
+@contextlib.contextmanager
+def _forget_source_files_read() -> Iterator[None]:
+    """Drops the source files that tracing read into ``linecache`` (torch.export formats a
+    stack trace per node: several MiB of library sources kept for the process's lifetime).
+    Only entries read from files during the block go; the ones already there, and those that
+    no file backs (interactive cells, lazily registered modules), stay."""
+    before = set(linecache.cache)
+    try:
+        yield
+    finally:
+        for name in list(linecache.cache):
+            entry = linecache.cache.get(name)
+            # A file-backed entry is (size, mtime, lines, fullname) with an mtime; the others
+            # cannot be read back.
+            if name not in before and entry is not None and len(entry) == 4 and entry[1]:
+                linecache.cache.pop(name, None)
+
+
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, exporter: str, static_shapes: bool = False,
            autocast: torch.dtype | None = None,
@@ -278,6 +298,14 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
     """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under CPU
     autocast to ``autocast`` when given. With ``fallback_unsupported_ops``, ops the engine
     lacks become bridge nodes (dynamo lowering only)."""
+    with _forget_source_files_read():
+        return _export(module, in_spec, tensors, verbose, exporter, static_shapes, autocast,
+                       fallback_unsupported_ops)
+
+
+def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
+            verbose: bool, exporter: str, static_shapes: bool,
+            autocast: torch.dtype | None, fallback_unsupported_ops: bool) -> Captured:
     if exporter == "auto":
         # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
         need = ("torch.autocast" if autocast is not None else

@@ -154,3 +154,24 @@ def test_exporter_option_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
         DebugOptions(exporter="jit")
     monkeypatch.setenv("ORTMODULE_EXPORTER", "torchscript")
     assert DebugOptions.from_env().exporter == "torchscript"
+
+
+def test_export_drops_the_source_files_it_read_into_linecache() -> None:
+    """torch.export reads library sources into linecache for its stack traces; the capture
+    drops those (several MiB held for the process's lifetime) and keeps every entry that was
+    there before and every entry no file backs."""
+    import linecache
+
+    linecache.clearcache()
+    linecache.getline(__file__, 1)  # file-backed, there before the export
+    cell = "<interactive cell>"
+    linecache.cache[cell] = (12, None, ["y = x + 1\n"], cell)  # no file backs it
+    model = ORTModule(nn.Sequential(nn.Linear(4, 3), nn.GELU()))
+    try:
+        model(torch.randn(2, 4)).sum().backward()
+        added = [name for name, entry in linecache.cache.items()
+                 if name not in (__file__, cell) and len(entry) == 4 and entry[1]]
+        assert added == []
+        assert __file__ in linecache.cache and linecache.cache[cell][2] == ["y = x + 1\n"]
+    finally:
+        linecache.cache.pop(cell, None)
