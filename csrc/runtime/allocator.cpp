@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,30 +32,65 @@ std::atomic<size_t>& limit_bytes() {
   return limit;
 }
 
-// Round to a bucket: 64-byte granularity below 1 MiB, then to 1/8 of the next power of two.
+// Requests up to kSmallLimit are served from per-size free lists (64-byte granularity);
+// larger ones are carved out of segments by best fit, with splitting and coalescing, so
+// that a freed 4 MiB block can serve four 1 MiB requests later in the step: the cached
+// memory then stays close to the step's peak of live bytes instead of the sum of the peaks
+// of each size.
+constexpr size_t kSmallLimit = size_t(1) << 16;
+constexpr size_t kLargeGranularity = 4096;
+
 // `bytes` is at most the allocation limit, far below SIZE_MAX / 2, so this cannot overflow.
 size_t round_size(size_t bytes) {
   if (bytes == 0) bytes = 1;
-  if (bytes <= (1u << 20)) return (bytes + 63) & ~size_t(63);
-  size_t p = 1;
-  while (p < bytes) p <<= 1;
-  size_t step = p / 8;
-  return (bytes + step - 1) / step * step;
+  if (bytes <= kSmallLimit) return (bytes + kAlignment - 1) & ~(kAlignment - 1);
+  return (bytes + kLargeGranularity - 1) & ~(kLargeGranularity - 1);
 }
+
+// A piece of a segment; neighbours in address order are linked so that free pieces merge.
+struct Block {
+  char* ptr;
+  size_t size;
+  bool free;
+  bool segment_start;  // the first block of a segment: its ptr is what the OS returned
+  Block* prev;         // the block just below in the same segment, or nullptr
+  Block* next;         // the block just above in the same segment, or nullptr
+};
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
 
 struct Cache {
   std::mutex mu;
-  std::map<size_t, std::vector<void*>> free_blocks;
+  std::map<size_t, std::vector<void*>> small_free;
+  std::set<Block*, BySizeThenAddress> large_free;
   AllocatorStats stats{0, 0, 0, 0};
 
-  void* get(size_t size) {
+  // Memory from the OS for a request already counted as allocated (uncounted on failure).
+  void* os_alloc(size_t size) {
+    void* p = std::aligned_alloc(kAlignment, size);
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.allocated_bytes -= size;
+      throw std::bad_alloc();
+    }
+    return p;
+  }
+
+  void count_allocation(size_t size) {
+    stats.allocated_bytes += size;
+    stats.peak_allocated_bytes = std::max(stats.peak_allocated_bytes, stats.allocated_bytes);
+  }
+
+  void* get_small(size_t size) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      auto it = free_blocks.find(size);
-      stats.allocated_bytes += size;
-      if (stats.allocated_bytes > stats.peak_allocated_bytes)
-        stats.peak_allocated_bytes = stats.allocated_bytes;
-      if (it != free_blocks.end() && !it->second.empty()) {
+      count_allocation(size);
+      auto it = small_free.find(size);
+      if (it != small_free.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
         stats.cached_bytes -= size;
@@ -62,21 +98,106 @@ struct Cache {
       }
       ++stats.os_allocations;
     }
-    void* p = std::aligned_alloc(kAlignment, size);
-    if (!p) throw std::bad_alloc();
-    return p;
+    return os_alloc(size);
   }
 
-  void put(void* p, size_t size) {
+  void put_small(void* p, size_t size) {
     std::lock_guard<std::mutex> lock(mu);
     stats.allocated_bytes -= size;
-#ifdef ORTMODULE_NO_ALLOCATOR_CACHE
-    // Sanitizer builds: a cached block would hide a use after free from ASan.
-    std::free(p);
-    return;
-#endif
     stats.cached_bytes += size;
-    free_blocks[size].push_back(p);
+    small_free[size].push_back(p);
+  }
+
+  void* get_uncached(size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      count_allocation(size);
+      ++stats.os_allocations;
+    }
+    return os_alloc(size);
+  }
+
+  void put_uncached(void* p, size_t size) {
+    std::free(p);
+    std::lock_guard<std::mutex> lock(mu);
+    stats.allocated_bytes -= size;
+  }
+
+  // Takes the front `size` bytes of a free block (removed from large_free by the caller);
+  // the rest, if any, stays free.
+  Block* split(Block* b, size_t size) {
+    if (b->size > size) {
+      Block* rest = new Block{b->ptr + size, b->size - size, true, false, b, b->next};
+      if (b->next) b->next->prev = rest;
+      b->next = rest;
+      b->size = size;
+      large_free.insert(rest);
+    }
+    b->free = false;
+    return b;
+  }
+
+  Block* get_large(size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      count_allocation(size);
+      Block key{nullptr, size, true, false, nullptr, nullptr};
+      auto it = large_free.lower_bound(&key);
+      if (it != large_free.end()) {
+        Block* b = *it;
+        large_free.erase(it);
+        stats.cached_bytes -= size;
+        return split(b, size);
+      }
+      ++stats.os_allocations;
+    }
+    return new Block{static_cast<char*>(os_alloc(size)), size, false, true, nullptr, nullptr};
+  }
+
+  void put_large(Block* b) {
+    std::lock_guard<std::mutex> lock(mu);
+    stats.allocated_bytes -= b->size;
+    stats.cached_bytes += b->size;
+    b->free = true;
+    // Merge with the free neighbours of the same segment.
+    if (Block* up = b->next; up && up->free) {
+      large_free.erase(up);
+      b->size += up->size;
+      b->next = up->next;
+      if (up->next) up->next->prev = b;
+      delete up;
+    }
+    if (Block* down = b->prev; down && down->free) {
+      large_free.erase(down);
+      down->size += b->size;
+      down->next = b->next;
+      if (b->next) b->next->prev = down;
+      delete b;
+      b = down;
+    }
+    large_free.insert(b);
+  }
+
+  // Returns whole free segments and the small free lists to the OS.
+  void release_free() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& kv : small_free)
+      for (void* p : kv.second) {
+        std::free(p);
+        stats.cached_bytes -= kv.first;
+      }
+    small_free.clear();
+    for (auto it = large_free.begin(); it != large_free.end();) {
+      Block* b = *it;
+      if (b->segment_start && !b->next) {
+        stats.cached_bytes -= b->size;
+        std::free(b->ptr);
+        delete b;
+        it = large_free.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 };
 
@@ -99,9 +220,19 @@ std::shared_ptr<Storage> allocate_storage(size_t bytes) {
         " bytes (the machine's memory unless set otherwise); the model asks for an absurd size "
         "(a shape or size overflowed, or a crafted model)");
   }
-  size_t size = round_size(bytes);
-  void* p = cache().get(size);
-  return std::make_shared<Storage>(p, bytes, [size](void* q) { cache().put(q, size); });
+  const size_t size = round_size(bytes);
+#ifdef ORTMODULE_NO_ALLOCATOR_CACHE
+  // Sanitizer builds: a cached block would hide a use after free from ASan.
+  void* raw = cache().get_uncached(size);
+  return std::make_shared<Storage>(raw, bytes, [size](void* q) { cache().put_uncached(q, size); });
+#else
+  if (size <= kSmallLimit) {
+    void* p = cache().get_small(size);
+    return std::make_shared<Storage>(p, bytes, [size](void* q) { cache().put_small(q, size); });
+  }
+  Block* b = cache().get_large(size);
+  return std::make_shared<Storage>(b->ptr, bytes, [b](void*) { cache().put_large(b); });
+#endif
 }
 
 size_t allocator_limit() { return limit_bytes().load(); }
@@ -120,12 +251,6 @@ void allocator_reset_peak() {
   cache().stats.peak_allocated_bytes = cache().stats.allocated_bytes;
 }
 
-void allocator_empty_cache() {
-  std::lock_guard<std::mutex> lock(cache().mu);
-  for (auto& kv : cache().free_blocks)
-    for (void* p : kv.second) std::free(p);
-  cache().free_blocks.clear();
-  cache().stats.cached_bytes = 0;
-}
+void allocator_empty_cache() { cache().release_free(); }
 
 }  // namespace ortmodule
