@@ -16,7 +16,7 @@ DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make
                    dpkg-dev
 
 .PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
-        fuzz-build test-cpp-asan wheel wheel-test cuda-check
+        fuzz-build test-cpp-asan wheel wheel-test cuda-check torch-range-check
 
 example: build
 	$(PY) examples/train_digits_cnn.py
@@ -152,23 +152,62 @@ CUDA_VENV := .venv-cuda
 CUDA_PY := $(abspath $(CUDA_VENV))/bin/python
 CUDA_STAMP := $(CUDA_VENV)/.requirements-stamp
 CUDA_TREE := build/cuda-tree
-CUDA_CHECK_TESTS ?= tests/python/test_cuda.py tests/python/test_ops.py tests/python/test_autograd_boundary.py \
+CUDA_CHECK_TESTS ?= tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py tests/python/test_ops.py tests/python/test_autograd_boundary.py \
                     tests/python/test_models_api.py tests/python/test_docs.py
+# $(call torch_venv,VENV,SED): a venv with requirements.txt, its pins rewritten by sed's SED.
+define torch_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
+	sed $(2) requirements.txt > $(1)/requirements.txt
+	$(1)/bin/python -m pip install -q -r $(1)/requirements.txt
+	touch $(1)/.requirements-stamp
+endef
+# $(call build_tree,PYTHON,TREE,ORTMODULE_CUDA): the working tree (tracked and untracked,
+# ignored files aside) copied into TREE, and _C built there in place with PYTHON's torch.
+define build_tree
+	mkdir -p $(2)
+	git ls-files -co --exclude-standard -z | xargs -0 tar -c --ignore-failed-read -f - | \
+	  tar -x -f - -C $(2)
+	cd $(2) && PATH="$(dir $(NVCC)):$$PATH" ORTMODULE_CUDA=$(3) $(1) setup.py -q build_ext --inplace
+endef
+# $(call check_cuda_build,PYTHON,TREE): TREE's _C imports and has its CUDA kernels compiled in.
+define check_cuda_build
+	@[ -n "$(NVCC)" ] || { echo "$@ needs nvcc (the CUDA toolkit) on the PATH"; exit 1; }
+	$(call build_tree,$(1),$(2),1)
+	cd $(2) && $(1) -c "import torch, ortmodule._C as C; i = C.cuda_info(); \
+	  print('CUDA build:', torch.__version__, len(i['kernels']), 'CUDA kernels,', \
+	  i['device_count'], 'devices'); assert i['compiled'] and i['kernels'], i; \
+	  assert C._fused_optimizers_have_cuda_kernels()"
+endef
+
 $(CUDA_STAMP): requirements.txt
-	$(PYTHON) -m venv $(CUDA_VENV)
-	$(CUDA_VENV)/bin/python -m pip install -q --upgrade pip
-	sed 's/^torch==.*/torch==$(CUDA_TORCH)/' requirements.txt > $(CUDA_VENV)/requirements.txt
-	$(CUDA_VENV)/bin/python -m pip install -q -r $(CUDA_VENV)/requirements.txt
-	touch $(CUDA_STAMP)
+	$(call torch_venv,$(CUDA_VENV),'s/^torch==.*/torch==$(CUDA_TORCH)/')
 
 cuda-check: system-deps $(CUDA_STAMP)
-	@[ -n "$(NVCC)" ] || { echo "cuda-check needs nvcc (the CUDA toolkit) on the PATH"; exit 1; }
-	mkdir -p $(CUDA_TREE)
-	git ls-files -co --exclude-standard -z | xargs -0 tar -c --ignore-failed-read -f - | \
-	  tar -x -f - -C $(CUDA_TREE)
-	cd $(CUDA_TREE) && PATH="$(dir $(NVCC)):$$PATH" ORTMODULE_CUDA=1 \
-	  $(CUDA_PY) setup.py -q build_ext --inplace
-	cd $(CUDA_TREE) && $(CUDA_PY) -c "import torch, ortmodule._C as C; i = C.cuda_info(); \
-	  print('CUDA build:', torch.__version__, len(i['kernels']), 'CUDA kernels,', \
-	  i['device_count'], 'devices'); assert i['compiled'] and i['kernels'], i"
+	$(call check_cuda_build,$(CUDA_PY),$(CUDA_TREE))
 	cd $(CUDA_TREE) && PYTHONPATH=. ORTMODULE_EXPECT_CUDA_BUILD=1 $(CUDA_PY) -m pytest $(CUDA_CHECK_TESTS) -q -ra
+
+# ---- the oldest torch the build supports, checked: the same steps against torch 2.11 ----
+# (docs/install.md). Its own venv (torch $(TORCH_RANGE_TORCH) from the package index, its
+# CUDA 13 build, about 5 GB; setuptools below 82, which that torch requires) and its own
+# trees: the CPU-only build (ORTMODULE_CUDA=0) runs TORCH_RANGE_TESTS, the CUDA build (where
+# nvcc exists) imports and runs the CUDA tests. Not part of `make test`: a 5 GB download.
+TORCH_RANGE_TORCH := 2.11.0
+TORCH_RANGE_VENV := .venv-torch-range
+TORCH_RANGE_PY := $(abspath $(TORCH_RANGE_VENV))/bin/python
+TORCH_RANGE_STAMP := $(TORCH_RANGE_VENV)/.requirements-stamp
+TORCH_RANGE_TREE := build/torch-range-tree
+TORCH_RANGE_TESTS ?= tests/python/test_ops.py tests/python/test_fused_optim.py \
+                     tests/python/test_models_training.py tests/python/test_transformers.py
+TORCH_RANGE_CUDA_TESTS ?= tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py
+$(TORCH_RANGE_STAMP): requirements.txt
+	$(call torch_venv,$(TORCH_RANGE_VENV),-e 's/^torch==.*/torch==$(TORCH_RANGE_TORCH)/' \
+	  -e 's/^setuptools==.*/setuptools==81.0.0/')
+
+torch-range-check: system-deps $(TORCH_RANGE_STAMP)
+	$(call build_tree,$(TORCH_RANGE_PY),$(TORCH_RANGE_TREE)/cpu,0)
+	cd $(TORCH_RANGE_TREE)/cpu && PYTHONPATH=. $(TORCH_RANGE_PY) -m pytest $(TORCH_RANGE_TESTS) \
+	  -q -ra -m "not slow"
+	$(if $(NVCC),$(call check_cuda_build,$(TORCH_RANGE_PY),$(TORCH_RANGE_TREE)/cuda))
+	$(if $(NVCC),cd $(TORCH_RANGE_TREE)/cuda && PYTHONPATH=. ORTMODULE_EXPECT_CUDA_BUILD=1 \
+	  $(TORCH_RANGE_PY) -m pytest $(TORCH_RANGE_CUDA_TESTS) -q -ra)

@@ -1,12 +1,15 @@
-"""Fused multi-tensor optimizers: drop-in torch.optim.AdamW and torch.optim.SGD for CPU tensors.
+"""Fused multi-tensor optimizers: drop-in torch.optim.AdamW and torch.optim.SGD.
 
     from ortmodule.optim import FusedAdamW
     opt = FusedAdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
 
-One C++ call per parameter group updates every parameter on the engine's thread pool,
-reading and writing each element once. The arithmetic reproduces torch.optim.AdamW /
-torch.optim.SGD with foreach=True on this machine bit for bit (see csrc/optim/multi_tensor.h),
-and the state uses torch's keys, so state dicts move between them in both directions.
+One C++ call per parameter group updates every parameter, reading and writing each element
+once: on the engine's thread pool for CPU parameters, and with one CUDA kernel launch per dtype
+on torch's current stream for CUDA parameters (in a CUDA build of the extension). On the CPU
+the arithmetic reproduces torch.optim.AdamW / torch.optim.SGD with foreach=True bit for bit
+(see csrc/optim/multi_tensor.h); on CUDA it is the same per-element math (kernels/math/optim.h)
+with fused multiply-adds and the IEEE square root. The state uses torch's keys, so state dicts
+move between them in both directions.
 """
 
 from __future__ import annotations
@@ -51,6 +54,38 @@ def _check_number(optimizer: str, name: str, value: Any) -> float:
     return float(value)
 
 
+def _group_device(
+    optimizer: str,
+    index: int,
+    group: dict[str, Any],
+    params: list[torch.Tensor],
+    positions: list[int],
+) -> torch.device:
+    """The one device of a group's parameters that have gradients; refuses a group spanning
+    devices, and CUDA parameters where the extension has no CUDA kernels."""
+    names = group.get("param_names")
+
+    def label(i: int) -> str:
+        where = f"param_groups[{index}]['params'][{positions[i]}]"
+        return where + (f" ('{names[positions[i]]}')" if names is not None else "")
+
+    device = params[0].device
+    others = [i for i, p in enumerate(params) if p.device != device]
+    if others:
+        raise ValueError(
+            f"{optimizer}: {label(0)} is on {device} but {label(others[0])} is on "
+            f"{params[others[0]].device}; one step updates one device's parameters: give each "
+            "device's parameters a parameter group of their own"
+        )
+    if device.type == "cuda" and not _C._fused_optimizers_have_cuda_kernels():
+        raise ValueError(
+            f"{optimizer}: {label(0)} is on {device} but this build of ortmodule has no CUDA "
+            "kernels (a CPU build): build it against a CUDA build of torch with nvcc "
+            "(docs/install.md), or use torch.optim"
+        )
+    return device
+
+
 def _scalar_dtype() -> torch.dtype:
     # torch.optim keeps state['step'] in float32 unless float64 is the default dtype.
     return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
@@ -61,7 +96,9 @@ class FusedAdamW(torch.optim.Optimizer):
 
     State per parameter: 'step' (a float tensor), 'exp_avg', 'exp_avg_sq' and, with amsgrad,
     'max_exp_avg_sq'. Parameters without a gradient are skipped. Only dense float32/float64
-    CPU parameters are accepted; the error names the parameter otherwise.
+    parameters on the CPU or (CUDA build) one CUDA device per group are accepted; the error
+    names the parameter otherwise. state['step'] stays a CPU tensor, as torch.optim.AdamW's
+    without capturable/fused, so no step reads the device.
 
     match_torch_sqrt=True (the default) takes the square roots from torch.sqrt, so results
     equal torch.optim.AdamW(foreach=True)'s bitwise; torch.sqrt is MKL's vector square root,
@@ -138,9 +175,11 @@ class FusedAdamW(torch.optim.Optimizer):
                     "from torch.optim.Adam, whose weight decay is an L2 term in the gradient); "
                     "FusedAdamW applies decoupled (AdamW) decay: use torch.optim.Adam for it"
                 )
-            for position, p in enumerate(group["params"]):
-                if p.grad is None:
-                    continue
+            with_grad = [(pos, p) for pos, p in enumerate(group["params"]) if p.grad is not None]
+            if not with_grad:
+                continue
+            _group_device(name, index, group, [p for _, p in with_grad], [i for i, _ in with_grad])
+            for position, p in with_grad:
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = torch.tensor(0.0, dtype=_scalar_dtype())
@@ -240,9 +279,11 @@ class FusedSGD(torch.optim.Optimizer):
             momentum = _check_number(name, "momentum", group["momentum"])
             params, grads, buffers, first_steps, positions = [], [], [], [], []
             new_buffers: list[tuple[dict[str, Any], torch.Tensor]] = []
-            for position, p in enumerate(group["params"]):
-                if p.grad is None:
-                    continue
+            with_grad = [(pos, p) for pos, p in enumerate(group["params"]) if p.grad is not None]
+            if not with_grad:
+                continue
+            _group_device(name, index, group, [p for _, p in with_grad], [i for i, _ in with_grad])
+            for position, p in with_grad:
                 params.append(p)
                 grads.append(p.grad)
                 positions.append(position)

@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/math/optim.h"
 #include "kernels/parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,28 +30,6 @@ namespace {
 constexpr int64_t kChunkElements = 16384;
 // Below this many elements in a group, one thread finishes before others would start.
 constexpr int64_t kSerialBelow = 65536;
-
-struct SeparateMulAdd {
-  template <typename T>
-  static ORTMODULE_ALWAYS_INLINE T apply(T a, T b, T c) {
-    return a * b + c;  // two roundings: the file is compiled with -ffp-contract=off
-  }
-};
-
-struct FusedMulAdd {
-  static ORTMODULE_ALWAYS_INLINE float apply(float a, float b, float c) {
-    return __builtin_fmaf(a, b, c);
-  }
-  static ORTMODULE_ALWAYS_INLINE double apply(double a, double b, double c) {
-    return __builtin_fma(a, b, c);
-  }
-};
-
-// torch.maximum: NaN when either operand is NaN.
-template <typename T>
-ORTMODULE_ALWAYS_INLINE T nan_propagating_max(T a, T b) {
-  return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : (a < b ? b : a);
-}
 
 struct Chunk {
   size_t tensor;
@@ -94,39 +72,24 @@ void check_buffer(const char* op, size_t index, const char* what, const void* da
 
 // ---- AdamW ----
 
-// Group-wide scalars, rounded once from double to T as torch rounds a Python number.
-template <typename T>
-struct AdamWScalars {
-  T decay;            // 1 - lr*wd
-  T grad_sign;        // -1 with maximize
-  T lerp_coeff;       // w = 1 - beta1 when |w| < 0.5, else w - 1
-  bool lerp_small;    // torch's lerp: m + w*(g - m) for |w| < 0.5, else g + (w - 1)*(g - m)
-  T beta2;            //
-  T one_minus_beta2;  //
-  T eps;
-};
-
 // Moments of one piece: m, v (and vmax) in place. With kIeeeSqrt the parameters too, in the
 // same pass, from the IEEE square root.
 template <typename T, typename MulAdd, bool kAmsgrad, bool kIeeeSqrt>
-ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& s, T step_size, T bc2_sqrt,
+ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& scalars, T step_size, T bc2_sqrt,
                                            T* __restrict p, const T* __restrict g, T* __restrict m,
                                            T* __restrict v, T* __restrict vmax, int64_t n) {
-  const T sign = s.grad_sign, coeff = s.lerp_coeff, beta2 = s.beta2;
-  const T one_minus_beta2 = s.one_minus_beta2, decay = s.decay, eps = s.eps;
-  const bool small = s.lerp_small;
+  const AdamWScalars<T> s = scalars;  // a local copy: the stores below cannot alias it
   for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i] * sign;
-    const T mi = MulAdd::apply(coeff, gi - m[i], small ? m[i] : gi);
-    const T vi = MulAdd::apply(one_minus_beta2 * gi, gi, v[i] * beta2);
+    const T gi = adamw_grad(s, g[i]);
+    const T mi = adamw_exp_avg<MulAdd>(s, gi, m[i]);
+    const T vi = adamw_exp_avg_sq<MulAdd>(s, gi, v[i]);
     T second = vi;
     if constexpr (kAmsgrad) {
       second = nan_propagating_max(vmax[i], vi);
       vmax[i] = second;
     }
     if constexpr (kIeeeSqrt) {
-      const T denom = std::sqrt(second) / bc2_sqrt + eps;
-      p[i] = p[i] * decay + (step_size * mi) / denom;
+      p[i] = adamw_param(s, step_size, bc2_sqrt, p[i], mi, ieee_sqrt(second));
     }
     m[i] = mi;
     v[i] = vi;
@@ -135,13 +98,10 @@ ORTMODULE_ALWAYS_INLINE void adamw_moments(const AdamWScalars<T>& s, T step_size
 
 // Parameter update of one piece from the square roots of its second moments.
 template <typename T>
-void adamw_params(const AdamWScalars<T>& s, T step_size, T bc2_sqrt, T* __restrict p,
+void adamw_params(const AdamWScalars<T>& scalars, T step_size, T bc2_sqrt, T* __restrict p,
                   const T* __restrict m, const T* __restrict root, int64_t n) {
-  const T decay = s.decay, eps = s.eps;
-  for (int64_t i = 0; i < n; ++i) {
-    const T denom = root[i] / bc2_sqrt + eps;
-    p[i] = p[i] * decay + (step_size * m[i]) / denom;
-  }
+  const AdamWScalars<T> s = scalars;
+  for (int64_t i = 0; i < n; ++i) p[i] = adamw_param(s, step_size, bc2_sqrt, p[i], m[i], root[i]);
 }
 
 #define ORTMODULE_ADAMW_MOMENTS_ARGS \
@@ -180,32 +140,19 @@ void check_mode(const char* op, MultiplyAdd mode) {
 
 // ---- SGD ----
 
-template <typename T>
-struct SGDScalars {
-  T grad_sign;
-  T weight_decay;
-  bool has_weight_decay;
-  T momentum;
-  T one_minus_dampening;
-  bool nesterov;
-  T neg_lr;
-};
-
 template <typename T, typename MulAdd, bool kMomentum>
-ORTMODULE_ALWAYS_INLINE void sgd_elements(const SGDScalars<T>& s, bool first_step, T* __restrict p,
-                                          const T* __restrict g, T* __restrict buf, int64_t n) {
-  const T sign = s.grad_sign, wd = s.weight_decay, mom = s.momentum;
-  const T damp = s.one_minus_dampening, neg_lr = s.neg_lr;
-  const bool has_wd = s.has_weight_decay, nesterov = s.nesterov;
+ORTMODULE_ALWAYS_INLINE void sgd_elements(const SGDScalars<T>& scalars, bool first_step,
+                                          T* __restrict p, const T* __restrict g, T* __restrict buf,
+                                          int64_t n) {
+  const SGDScalars<T> s = scalars;
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] * sign;
-    gi = has_wd ? MulAdd::apply(p[i], wd, gi) : gi;
+    T d = sgd_grad<MulAdd>(s, g[i], p[i]);
     if constexpr (kMomentum) {
-      const T b = first_step ? gi : MulAdd::apply(gi, damp, buf[i] * mom);
+      const T b = sgd_momentum_buffer<MulAdd>(s, first_step, d, buf[i]);
       buf[i] = b;
-      gi = nesterov ? MulAdd::apply(b, mom, gi) : b;
+      d = sgd_direction<MulAdd>(s, d, b);
     }
-    p[i] = MulAdd::apply(gi, neg_lr, p[i]);
+    p[i] = sgd_param<MulAdd>(s, p[i], d);
   }
 }
 
@@ -245,10 +192,8 @@ bool cpu_has_fused_multiply_add() {
 }
 
 template <typename T>
-void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<T> vector_sqrt,
-                        const std::vector<AdamWTensor<T>>& tensors) {
-  const char* op = "multi_tensor_adamw";
-  check_mode(op, mode);
+void check_adamw_tensors(const char* op, const AdamWHyperParams& h,
+                         const std::vector<AdamWTensor<T>>& tensors) {
   for (size_t t = 0; t < tensors.size(); ++t) {
     const AdamWTensor<T>& x = tensors[t];
     if (!(x.step >= 1)) {
@@ -262,23 +207,35 @@ void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<
     check_buffer(op, t, "exp_avg_sq", x.exp_avg_sq, x.numel);
     if (h.amsgrad) check_buffer(op, t, "max_exp_avg_sq", x.max_exp_avg_sq, x.numel);
   }
-  AdamWScalars<T> s;
-  s.decay = static_cast<T>(1 - h.lr * h.weight_decay);
-  s.grad_sign = h.maximize ? T(-1) : T(1);
-  const T lerp_weight = static_cast<T>(1 - h.beta1);
-  s.lerp_small = std::abs(lerp_weight) < T(0.5);
-  s.lerp_coeff = s.lerp_small ? lerp_weight : lerp_weight - T(1);
-  s.beta2 = static_cast<T>(h.beta2);
-  s.one_minus_beta2 = static_cast<T>(1 - h.beta2);
-  s.eps = static_cast<T>(h.eps);
+}
 
+template <typename T>
+void check_sgd_tensors(const char* op, const SGDHyperParams& h,
+                       const std::vector<SGDTensor<T>>& tensors) {
+  const bool momentum = h.momentum != 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const SGDTensor<T>& x = tensors[t];
+    check_buffer(op, t, "parameter", x.param, x.numel);
+    check_buffer(op, t, "gradient", x.grad, x.numel);
+    if (momentum) check_buffer(op, t, "momentum", x.momentum_buffer, x.numel);
+  }
+}
+
+template <typename T>
+void multi_tensor_adamw(const AdamWHyperParams& h, MultiplyAdd mode, VectorSqrt<T> vector_sqrt,
+                        const std::vector<AdamWTensor<T>>& tensors) {
+  const char* op = "multi_tensor_adamw";
+  check_mode(op, mode);
+  check_adamw_tensors(op, h, tensors);
+  const AdamWScalars<T> s =
+      adamw_scalars<T>(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.maximize);
   // Per-tensor bias corrections, formed as torch.optim's Python code forms them.
   std::vector<T> step_size(tensors.size()), bc2_sqrt(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
-    const double bc1 = 1 - std::pow(h.beta1, tensors[t].step);
-    const double bc2 = 1 - std::pow(h.beta2, tensors[t].step);
-    step_size[t] = static_cast<T>((h.lr / bc1) * -1);
-    bc2_sqrt[t] = static_cast<T>(std::pow(bc2, 0.5));
+    const AdamWBiasCorrection<T> c =
+        adamw_bias_correction<T>(h.lr, h.beta1, h.beta2, tensors[t].step);
+    step_size[t] = c.step_size;
+    bc2_sqrt[t] = c.bc2_sqrt;
   }
 
   std::vector<Chunk> chunks;
@@ -317,21 +274,9 @@ void multi_tensor_sgd(const SGDHyperParams& h, MultiplyAdd mode,
   const char* op = "multi_tensor_sgd";
   check_mode(op, mode);
   const bool momentum = h.momentum != 0;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const SGDTensor<T>& x = tensors[t];
-    check_buffer(op, t, "parameter", x.param, x.numel);
-    check_buffer(op, t, "gradient", x.grad, x.numel);
-    if (momentum) check_buffer(op, t, "momentum", x.momentum_buffer, x.numel);
-  }
-  SGDScalars<T> s;
-  s.grad_sign = h.maximize ? T(-1) : T(1);
-  s.weight_decay = static_cast<T>(h.weight_decay);
-  s.has_weight_decay = h.weight_decay != 0;
-  s.momentum = static_cast<T>(h.momentum);
-  s.one_minus_dampening = static_cast<T>(1 - h.dampening);
-  s.nesterov = h.nesterov;
-  s.neg_lr = static_cast<T>(-h.lr);
-
+  check_sgd_tensors(op, h, tensors);
+  const SGDScalars<T> s =
+      sgd_scalars<T>(h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.maximize);
   const SGDChunkFn<T> chunk_fn = sgd_chunk_fn<T>(mode, momentum);
   std::vector<Chunk> chunks;
   const int64_t total = split_into_chunks(tensors, &chunks);
@@ -346,6 +291,14 @@ template void multi_tensor_adamw<float>(const AdamWHyperParams&, MultiplyAdd, Ve
                                         const std::vector<AdamWTensor<float>>&);
 template void multi_tensor_adamw<double>(const AdamWHyperParams&, MultiplyAdd, VectorSqrt<double>,
                                          const std::vector<AdamWTensor<double>>&);
+template void check_adamw_tensors<float>(const char*, const AdamWHyperParams&,
+                                         const std::vector<AdamWTensor<float>>&);
+template void check_adamw_tensors<double>(const char*, const AdamWHyperParams&,
+                                          const std::vector<AdamWTensor<double>>&);
+template void check_sgd_tensors<float>(const char*, const SGDHyperParams&,
+                                       const std::vector<SGDTensor<float>>&);
+template void check_sgd_tensors<double>(const char*, const SGDHyperParams&,
+                                        const std::vector<SGDTensor<double>>&);
 template void multi_tensor_sgd<float>(const SGDHyperParams&, MultiplyAdd,
                                       const std::vector<SGDTensor<float>>&);
 template void multi_tensor_sgd<double>(const SGDHyperParams&, MultiplyAdd,

@@ -101,4 +101,14 @@ template <typename T>
 void multi_tensor_sgd(const SGDHyperParams& h, MultiplyAdd mode,
                       const std::vector<SGDTensor<T>>& tensors);
 
+// What multi_tensor_adamw / multi_tensor_sgd (and their CUDA twins) check before touching
+// memory: a step below 1, a negative size or a missing buffer throw std::invalid_argument
+// naming `op` and the tensor's index.
+template <typename T>
+void check_adamw_tensors(const char* op, const AdamWHyperParams& h,
+                         const std::vector<AdamWTensor<T>>& tensors);
+template <typename T>
+void check_sgd_tensors(const char* op, const SGDHyperParams& h,
+                       const std::vector<SGDTensor<T>>& tensors);
+
 }  // namespace ortmodule

@@ -2,6 +2,7 @@
 // numpy float32 arrays (used by the tests that compare them with PyTorch and with the
 // reference runtime), and the multi-tensor AdamW/SGD steps of ortmodule.optim on lists of
 // torch tensors.
+#include <c10/core/DeviceGuard.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "optim/multi_tensor.h"
+#include "optim/multi_tensor_cuda.h"
 #include "optim/optimizers.h"
 
 namespace py = pybind11;
@@ -79,10 +81,13 @@ struct ParamLabels {
   const std::vector<int64_t>& positions;
   const py::object& names;
 
-  std::string operator()(size_t i) const {
+  std::string operator()(size_t i) const { return std::string(optimizer) + ": " + where(i); }
+
+  // param_groups[g]['params'][i], and ('name') where the group has names.
+  std::string where(size_t i) const {
     const int64_t pos = positions.at(i);
-    std::string label = std::string(optimizer) + ": param_groups[" + std::to_string(group) +
-                        "]['params'][" + std::to_string(pos) + "]";
+    std::string label =
+        "param_groups[" + std::to_string(group) + "]['params'][" + std::to_string(pos) + "]";
     if (!names.is_none()) {
       py::gil_scoped_acquire gil;
       label += " ('" + py::cast<std::string>(py::str(names[py::int_(pos)])) + "')";
@@ -97,16 +102,39 @@ std::string shape_string(const at::Tensor& t) {
   return s + "]";
 }
 
-void check_param(const ParamLabels& label, size_t i, const at::Tensor& p) {
+// The device the group's tensors live on (its first parameter's), checked to be one the
+// fused optimizers run on in this build.
+at::Device group_device(const ParamLabels& label, const std::vector<at::Tensor>& params) {
+  if (params.empty()) return at::Device(at::kCPU);
+  const at::Tensor& p = params.front();
+  if (!p.defined()) throw std::invalid_argument(label(0) + " is an undefined tensor");
+  const at::Device device = p.device();
+  if (device.is_cuda() && !ortmodule::cuda_multi_tensor_optimizers_linked()) {
+    throw std::invalid_argument(
+        label(0) + " is on " + device.str() +
+        " but this build of ortmodule has no CUDA kernels (a CPU build): build it against a "
+        "CUDA build of torch with nvcc (docs/install.md), or use torch.optim");
+  }
+  if (!device.is_cpu() && !device.is_cuda()) {
+    throw std::invalid_argument(label(0) + " is on " + device.str() +
+                                "; the fused optimizers run on CPU tensors only, and on CUDA "
+                                "tensors in a CUDA build of ortmodule");
+  }
+  return device;
+}
+
+void check_param(const ParamLabels& label, size_t i, const at::Tensor& p, at::Device device) {
   if (p.is_sparse()) throw std::invalid_argument(label(i) + " is sparse; use a dense parameter");
   if (p.is_complex()) {
     throw std::invalid_argument(label(i) + " is complex (" +
                                 std::string(c10::toString(p.scalar_type())) +
                                 "); complex parameters are not supported, use torch.optim");
   }
-  if (!p.device().is_cpu()) {
-    throw std::invalid_argument(label(i) + " is on " + p.device().str() +
-                                "; the fused optimizers run on CPU tensors only");
+  if (p.device() != device) {
+    throw std::invalid_argument(label(i) + " is on " + p.device().str() + ", " + label.where(0) +
+                                " on " + device.str() +
+                                "; one step updates one device's tensors: give each device's "
+                                "parameters a parameter group of their own");
   }
   if (p.scalar_type() != at::kFloat && p.scalar_type() != at::kDouble) {
     throw std::invalid_argument(label(i) + " has dtype " +
@@ -129,13 +157,14 @@ void check_companion(const ParamLabels& label, size_t i, const char* what, const
                                 " is sparse; the fused optimizers need dense gradients (use "
                                 "torch.optim.SparseAdam for sparse ones)");
   }
-  if (!t.device().is_cpu() || t.scalar_type() != p.scalar_type() || !t.sizes().equals(p.sizes()) ||
-      !t.is_contiguous()) {
+  if (t.device() != p.device() || t.scalar_type() != p.scalar_type() ||
+      !t.sizes().equals(p.sizes()) || !t.is_contiguous()) {
     throw std::invalid_argument(
-        label(i) + ": " + what + " must be a contiguous CPU tensor of the parameter's dtype " +
-        std::string(c10::toString(p.scalar_type())) + " and shape " + shape_string(p) + ", got " +
-        std::string(c10::toString(t.scalar_type())) + " " + shape_string(t) + " on " +
-        t.device().str() + (t.is_contiguous() ? "" : " (not contiguous)"));
+        label(i) + ": " + what + " must be a contiguous " + p.device().str() +
+        " tensor of the parameter's dtype " + std::string(c10::toString(p.scalar_type())) +
+        " and shape " + shape_string(p) + ", got " + std::string(c10::toString(t.scalar_type())) +
+        " " + shape_string(t) + " on " + t.device().str() +
+        (t.is_contiguous() ? "" : " (not contiguous)"));
   }
 }
 
@@ -201,11 +230,12 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
       label.optimizer, n,
       {grads.size(), exp_avgs.size(), exp_avg_sqs.size(), steps.size(), positions.size()});
   if (h.amsgrad) check_lengths(label.optimizer, n, {max_exp_avg_sqs.size()});
+  const at::Device device = group_device(label, params);
   std::vector<ortmodule::AdamWTensor<float>> f32;
   std::vector<ortmodule::AdamWTensor<double>> f64;
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor& p = params[i];
-    check_param(label, i, p);
+    check_param(label, i, p, device);
     check_companion(label, i, "grad", grads[i], p);
     check_companion(label, i, "state['exp_avg']", exp_avgs[i], p);
     check_companion(label, i, "state['exp_avg_sq']", exp_avg_sqs[i], p);
@@ -225,6 +255,11 @@ void fused_adamw_step(const std::vector<at::Tensor>& params, const std::vector<a
     }
   }
   py::gil_scoped_release release;
+  if (device.is_cuda()) {
+    const c10::DeviceGuard guard(device);  // the kernels' stream is torch's current one there
+    ortmodule::cuda_multi_tensor_adamw(h, device.index(), f32, f64);
+    return;
+  }
   const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
   if (!f32.empty()) {
     ortmodule::multi_tensor_adamw(h, mode, match_torch_sqrt ? &torch_sqrt<float> : nullptr, f32);
@@ -244,11 +279,12 @@ void fused_sgd_step(const std::vector<at::Tensor>& params, const std::vector<at:
   const bool momentum = h.momentum != 0;
   check_lengths(label.optimizer, n, {grads.size(), positions.size()});
   if (momentum) check_lengths(label.optimizer, n, {momentum_buffers.size(), first_steps.size()});
+  const at::Device device = group_device(label, params);
   std::vector<ortmodule::SGDTensor<float>> f32;
   std::vector<ortmodule::SGDTensor<double>> f64;
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor& p = params[i];
-    check_param(label, i, p);
+    check_param(label, i, p, device);
     check_companion(label, i, "grad", grads[i], p);
     if (momentum) check_companion(label, i, "state['momentum_buffer']", momentum_buffers[i], p);
   }
@@ -264,6 +300,11 @@ void fused_sgd_step(const std::vector<at::Tensor>& params, const std::vector<at:
     }
   }
   py::gil_scoped_release release;
+  if (device.is_cuda()) {
+    const c10::DeviceGuard guard(device);
+    ortmodule::cuda_multi_tensor_sgd(h, device.index(), f32, f64);
+    return;
+  }
   const ortmodule::MultiplyAdd mode = multiply_add_mode(fused_multiply_add);
   if (!f32.empty()) ortmodule::multi_tensor_sgd(h, mode, f32);
   if (!f64.empty()) ortmodule::multi_tensor_sgd(h, mode, f64);
@@ -376,6 +417,8 @@ void bind_optim(py::module_& m) {
       "One SGD step (torch.optim.SGD foreach arithmetic) over a parameter group's tensors, in "
       "place. momentum_buffers/first_steps are used only with momentum != 0; a first step "
       "writes the buffer as the gradient.");
+  m.def("_fused_optimizers_have_cuda_kernels", &ortmodule::cuda_multi_tensor_optimizers_linked,
+        "Whether FusedAdamW/FusedSGD can update CUDA tensors (a CUDA build of the extension).");
   m.def("_cpu_has_fused_multiply_add", &ortmodule::cpu_has_fused_multiply_add,
         "Whether this CPU has AVX2 and FMA (needed to reproduce torch's vectorized kernels).");
 }

@@ -224,6 +224,27 @@ bool has_hooks(const torch::autograd::Edge& edge) {
          !f->retains_grad_hooks().empty() || f->tensor_post_acc_grad_hooks() != nullptr;
 }
 
+// torch's handle to an autograd node, read from its Edge: std::shared_ptr in torch 2.11,
+// c10::intrusive_ptr in later releases. NodeHandle<T> is that handle to a T, and make_node
+// creates one, so the same code builds against the whole supported range.
+template <typename Handle, typename T>
+struct RebindHandle;
+template <template <typename...> class Ptr, typename Node, typename... Rest, typename T>
+struct RebindHandle<Ptr<Node, Rest...>, T> {
+  using type = Ptr<T>;
+};
+template <typename T>
+using NodeHandle = typename RebindHandle<decltype(torch::autograd::Edge::function), T>::type;
+
+template <typename T>
+std::shared_ptr<T> make_node(std::shared_ptr<T>*) {
+  return std::make_shared<T>();
+}
+template <typename T>
+c10::intrusive_ptr<T> make_node(c10::intrusive_ptr<T>*) {
+  return c10::make_intrusive<T>();
+}
+
 // Builds the chain of backward nodes for one forward call and attaches the outputs.
 void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<RunState> state,
                      const std::vector<at::Tensor>& inputs, const std::vector<Tensor>& outs,
@@ -265,9 +286,9 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
     first = k + 1;
     bytes = 0;
   }
-  std::vector<c10::intrusive_ptr<ProgramBackward>> nodes(groups.size());
+  std::vector<NodeHandle<ProgramBackward>> nodes(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    nodes[g] = c10::make_intrusive<ProgramBackward>();
+    nodes[g] = make_node<ProgramBackward>(static_cast<NodeHandle<ProgramBackward>*>(nullptr));
     nodes[g]->run = run;
     nodes[g]->first_stage = groups[g].first;
     nodes[g]->end_stage = groups[g].second;
