@@ -154,25 +154,28 @@ struct Cache {
     return new Block{static_cast<char*>(os_alloc(size)), size, false, true, nullptr, nullptr};
   }
 
+  // Joins b's upper neighbour (out of large_free) to b.
+  static void absorb_next(Block* b) {
+    Block* up = b->next;
+    b->size += up->size;
+    b->next = up->next;
+    if (up->next) up->next->prev = b;
+    delete up;
+  }
+
   void put_large(Block* b) {
     std::lock_guard<std::mutex> lock(mu);
     stats.allocated_bytes -= b->size;
     stats.cached_bytes += b->size;
     b->free = true;
     // Merge with the free neighbours of the same segment.
-    if (Block* up = b->next; up && up->free) {
-      large_free.erase(up);
-      b->size += up->size;
-      b->next = up->next;
-      if (up->next) up->next->prev = b;
-      delete up;
+    if (b->next && b->next->free) {
+      large_free.erase(b->next);
+      absorb_next(b);
     }
     if (Block* down = b->prev; down && down->free) {
       large_free.erase(down);
-      down->size += b->size;
-      down->next = b->next;
-      if (b->next) b->next->prev = down;
-      delete b;
+      absorb_next(down);
       b = down;
     }
     large_free.insert(b);
