@@ -2,9 +2,9 @@
 
 One process times every runner of a model round-robin, one step each in turn (the order
 rotating every round), so that load from elsewhere on the machine hits all runners alike. A
-step is the model's forward with its loss, backward, a torch.optim.AdamW step (lr 1e-4) and
-zero_grad on one fixed batch; after the warm-up rounds the median of --steps steps is
-reported. Models are listed in benchmarks/_models.py.
+step is the model's forward with its loss, backward, an AdamW step (lr 1e-4; the same
+torch.optim.AdamW for every runner unless --adamw best) and zero_grad on one fixed batch;
+after the warm-up rounds the median of --steps steps is reported. Models are listed in benchmarks/_models.py.
 
 Reported per model and runner:
 - ms/step, and ORTModule's speed relative to eager and to torch.compile;
@@ -109,9 +109,17 @@ def wrap(model: torch.nn.Module, runner: str) -> torch.nn.Module:
     return model
 
 
-def make_optimizer(model: torch.nn.Module, adamw: str) -> torch.optim.Optimizer:
-    options = {"foreach": True} if adamw == "foreach" else {"fused": True} if adamw == "fused" \
-        else {}
+def make_optimizer(model: torch.nn.Module, adamw: str, runner: str = "eager"
+                   ) -> torch.optim.Optimizer:
+    """--adamw best: each runner's fastest AdamW with torch's arithmetic: torch's fused=True
+    for eager and torch.compile, ortmodule.optim.FusedAdamW for ORTModule (equal to torch's
+    foreach=True bit for bit)."""
+    if adamw == "best" and runner == "ortmodule":
+        from ortmodule.optim import FusedAdamW
+
+        return FusedAdamW(model.parameters(), lr=1e-4)
+    options = {"foreach": True} if adamw == "foreach" else {"fused": True} \
+        if adamw in ("fused", "best") else {}
     return torch.optim.AdamW(model.parameters(), lr=1e-4, **options)
 
 
@@ -146,7 +154,7 @@ def start_runner(name: str, base: torch.nn.Module, batch: dict[str, torch.Tensor
     try:
         check_device(device)
         runner.model = wrap(copy.deepcopy(base).to(device), name)
-        runner.optimizer = make_optimizer(runner.model, adamw)
+        runner.optimizer = make_optimizer(runner.model, adamw, name)
         runner.first_call_s = train_step(runner, batch, device)
         if name == "ortmodule":
             entries = [e for es in runner.model._cache.values() for e in es]
@@ -404,8 +412,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="skip the peak-memory child processes")
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--adamw", default="default", choices=["default", "foreach", "fused"],
-                        help="torch.optim.AdamW implementation for every runner")
+    parser.add_argument("--adamw", default="default",
+                        choices=["default", "foreach", "fused", "best"],
+                        help="torch.optim.AdamW implementation for every runner; best: "
+                        "fused=True for eager and compile, ortmodule.optim.FusedAdamW for "
+                        "ORTModule")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
