@@ -285,11 +285,6 @@ class ORTModule(torch.nn.Module):
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
         autocast = _autocast_state()
-        if autocast and autocast[0] == "cpu" and autocast[1] != torch.bfloat16:
-            raise NotImplementedError(
-                f"ORTModule supports torch.autocast on CPU with dtype=torch.bfloat16; got "
-                f"{autocast[1]}. Use torch.autocast('cpu', dtype=torch.bfloat16) or run the "
-                "module outside autocast")
         if autocast and autocast[0] == "cuda" and (
                 any(t.is_cuda for t in tensors)
                 or any(m._parameters[n] is not None and m._parameters[n].is_cuda

@@ -1,6 +1,7 @@
-"""torch.autocast("cpu", dtype=torch.bfloat16) around ORTModule: the casts autocast makes are
-captured into the graph and the engine rounds every bfloat16 value where eager does, so
-outputs and gradients match eager autocast to bfloat16 precision."""
+"""torch.autocast("cpu", dtype=torch.bfloat16 or torch.float16) around ORTModule: the casts
+autocast makes are captured into the graph and the engine rounds every 16-bit value where
+eager does, so outputs and gradients match eager autocast to 16-bit precision; float16 with
+torch.amp.GradScaler scales, unscales and skips steps as eager does."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from torch import nn
 
 from ortmodule import ORTModule
 
-# bfloat16 has an 8-bit mantissa: one rounding step is 2**-8 relative. Summation orders
-# differ between the engine and eager, so a few steps are allowed.
+# bfloat16 has an 8-bit mantissa: one rounding step is 2**-8 relative (float16: 2**-11).
+# Summation orders differ between the engine and eager, so a few steps are allowed.
 RTOL, ATOL = 3e-2, 2e-2
+DTYPES = [torch.bfloat16, torch.float16]
 
 
-def autocast() -> torch.autocast:
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+def autocast(dtype: torch.dtype = torch.bfloat16) -> torch.autocast:
+    return torch.autocast("cpu", dtype=dtype)
 
 
 class Block(nn.Module):
@@ -41,7 +43,8 @@ class Block(nn.Module):
         return self.out(h).mean(1)
 
 
-def test_outputs_gradients_and_steps_match_eager_autocast() -> None:
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_outputs_gradients_and_steps_match_eager_autocast(dtype: torch.dtype) -> None:
     torch.manual_seed(0)
     eager = Block()
     ort = ORTModule(copy.deepcopy(eager))
@@ -53,10 +56,10 @@ def test_outputs_gradients_and_steps_match_eager_autocast() -> None:
         losses = []
         for model, opt in ((eager, opt_e), (ort, opt_o)):
             opt.zero_grad()
-            with autocast():
+            with autocast(dtype):
                 out = model(x)
                 loss = F.cross_entropy(out, target)
-            assert out.dtype == torch.bfloat16
+            assert out.dtype == dtype
             loss.backward()
             opt.step()
             losses.append((out, loss))
@@ -82,42 +85,76 @@ def test_autocast_state_is_part_of_the_cache_key() -> None:
         with autocast():
             low = ort(x)
             low_eager = eager(x)
+        with autocast(torch.float16):
+            half = ort(x)
+            half_eager = eager(x)
         again = ort(x)
     assert plain.dtype == again.dtype == torch.float32 and low.dtype == torch.bfloat16
+    assert half.dtype == torch.float16
     torch.testing.assert_close(plain, eager(x), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(again, plain, rtol=0, atol=0)
     torch.testing.assert_close(low, low_eager, rtol=RTOL, atol=ATOL)
-    assert sum(len(v) for v in ort._cache.values()) == 2
+    torch.testing.assert_close(half, half_eager, rtol=RTOL, atol=ATOL)
+    assert sum(len(v) for v in ort._cache.values()) == 3
     # autocast(enabled=False) inside the region is respected as in eager.
     with torch.no_grad(), autocast(), torch.autocast("cpu", enabled=False):
         torch.testing.assert_close(ort(x), plain, rtol=0, atol=0)
 
 
-def test_float16_autocast_on_cpu_is_refused() -> None:
-    ort = ORTModule(nn.Linear(4, 4))
-    with torch.autocast("cpu", dtype=torch.float16), \
-            pytest.raises(NotImplementedError, match="dtype=torch.bfloat16"):
-        ort(torch.randn(2, 4))
-
-
-def test_bfloat16_inputs_and_parameters_without_autocast() -> None:
+def test_float16_autocast_with_grad_scaler_scales_unscales_and_skips_like_eager() -> None:
+    """The mixed-precision recipe of float16: GradScaler scales the loss, unscales the
+    gradients, skips the step whose gradients overflowed float16 and lowers its scale, as
+    with eager autocast. The first scale (2**24) makes the float16 gradients overflow in
+    both runs; the scale then halves until the steps go through."""
     torch.manual_seed(0)
-    eager = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(torch.bfloat16)
+    eager = Block()
     ort = ORTModule(copy.deepcopy(eager))
-    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    runs = []
+    for model in (eager, ort):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24, growth_interval=2)
+        torch.manual_seed(1)
+        scales, losses = [], []
+        for _ in range(12):
+            x = torch.randn(4, 5, 8)
+            target = torch.randint(0, 3, (4,))
+            opt.zero_grad()
+            with autocast(torch.float16):
+                loss = F.cross_entropy(model(x), target)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+            losses.append(loss.detach())
+        runs.append((scales, torch.stack(losses)))
+    (scales_e, losses_e), (scales_o, losses_o) = runs
+    assert scales_o == scales_e
+    assert scales_e[0] < 2.0**24, "the first step should overflow and be skipped"
+    torch.testing.assert_close(losses_o, losses_e, rtol=RTOL, atol=ATOL)
+    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
+        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_16_bit_inputs_and_parameters_without_autocast(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(dtype)
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(3, 4, dtype=dtype)
     out_o, out_e = ort(x), eager(x)
-    assert out_o.dtype == torch.bfloat16
+    assert out_o.dtype == dtype
     torch.testing.assert_close(out_o, out_e, rtol=RTOL, atol=ATOL)
     out_o.float().sum().backward()
     out_e.float().sum().backward()
     for p, q in zip(eager.parameters(), ort.parameters()):
-        assert q.grad.dtype == torch.bfloat16
+        assert q.grad.dtype == dtype
         torch.testing.assert_close(q.grad, p.grad, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_transformers_train_under_autocast_like_eager(name: str) -> None:
+def test_transformers_train_under_autocast_like_eager(name: str, dtype: torch.dtype) -> None:
     from tests.python.test_transformers import FAMILIES
 
     family = FAMILIES[name]
@@ -127,7 +164,7 @@ def test_transformers_train_under_autocast_like_eager(name: str) -> None:
     batch = family.batch(2, 8, 11)
     losses = []
     for model in (eager, ort):
-        with autocast():
+        with autocast(dtype):
             out = model(**batch)
         out.loss.backward()
         losses.append(out.loss)
