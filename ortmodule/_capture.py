@@ -63,12 +63,13 @@ class _FlatWrapper(torch.nn.Module):
     """Calls the module from a flat tuple of tensors and returns a flat tuple."""
 
     def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec,
-                 return_buffers: bool = False, autocast: torch.dtype | None = None) -> None:
+                 return_buffers: bool = False,
+                 autocast: tuple[str, torch.dtype] | None = None) -> None:
         super().__init__()
         self.module = module
         self.in_spec = in_spec
         self.return_buffers = return_buffers
-        self.autocast = autocast  # the CPU autocast dtype forward runs under, if any
+        self.autocast = autocast  # (device type, dtype) of the autocast forward runs under
         # torch.export restores attributes and containers it sees changed after tracing;
         # a plain object's fields survive.
         self._recorded = _Recorded()
@@ -81,7 +82,7 @@ class _FlatWrapper(torch.nn.Module):
         args, kwargs = _schema.unflatten(self.in_spec, list(tensors))
         if self.autocast is not None:
             # Traced inside the region, the casts autocast makes become part of the graph.
-            with torch.autocast("cpu", dtype=self.autocast):
+            with torch.autocast(self.autocast[0], dtype=self.autocast[1]):
                 out = self.module(*args, **kwargs)
         else:
             out = self.module(*args, **kwargs)
@@ -274,6 +275,17 @@ def needs_static_shapes(module: torch.nn.Module) -> bool:
 
 
 @contextlib.contextmanager
+def _outside_autocast() -> Iterator[None]:
+    """The caller's autocast regions switched off: they apply inside the traced forward only
+    (_FlatWrapper), not to the exporter's own computations."""
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda"):
+            if torch.is_autocast_enabled(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
+        yield
+
+
+@contextlib.contextmanager
 def _forget_source_files_read() -> Iterator[None]:
     """Drops the source files that tracing read into ``linecache`` (torch.export formats a
     stack trace per node: several MiB of library sources kept for the process's lifetime).
@@ -293,10 +305,10 @@ def _forget_source_files_read() -> Iterator[None]:
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, exporter: str, static_shapes: bool = False,
-           autocast: torch.dtype | None = None,
+           autocast: tuple[str, torch.dtype] | None = None,
            fallback_unsupported_ops: bool = False) -> Captured:
-    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under CPU
-    autocast to ``autocast`` when given. With ``fallback_unsupported_ops``, ops the engine
+    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under
+    ``torch.autocast(*autocast)`` (device type, dtype) when given. With ``fallback_unsupported_ops``, ops the engine
     lacks become bridge nodes (dynamo lowering only)."""
     with _forget_source_files_read():
         return _export(module, in_spec, tensors, verbose, exporter, static_shapes, autocast,
@@ -305,7 +317,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
 
 def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
             verbose: bool, exporter: str, static_shapes: bool,
-            autocast: torch.dtype | None, fallback_unsupported_ops: bool) -> Captured:
+            autocast: tuple[str, torch.dtype] | None, fallback_unsupported_ops: bool) -> Captured:
     if exporter == "auto":
         # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
         need = ("torch.autocast" if autocast is not None else
@@ -313,7 +325,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
         if need is None:
             from ortmodule import _fx_lower
 
-            with torch.autocast("cpu", enabled=False):
+            with _outside_autocast():
                 return _fx_lower.export(module, in_spec, tensors, verbose,
                                         dynamo_when_untranslatable=True)
         logger.info("exporting %s: %s needs torch.onnx's lowering (exporter \"dynamo\")",
@@ -323,7 +335,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
         from ortmodule import _capture_dynamo
 
         # The caller's autocast region applies inside the traced forward only.
-        with torch.autocast("cpu", enabled=False):
+        with _outside_autocast():
             return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast,
                                           fallback_unsupported_ops)
     if autocast is not None:
@@ -339,7 +351,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                 "FallbackPolicy.UNSUPPORTED_OP needs torch.onnx's lowering; the fx exporter "
                 "has no bridge for ops it cannot translate: use the default exporter "
                 "(DebugOptions(exporter=\"auto\"))")
-        with torch.autocast("cpu", enabled=False):
+        with _outside_autocast():
             return _fx_lower.export(module, in_spec, tensors, verbose)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript

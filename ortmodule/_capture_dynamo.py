@@ -117,7 +117,7 @@ class Trace:
 
 @contextlib.contextmanager
 def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-          verbose: bool, autocast: torch.dtype | None = None,
+          verbose: bool, autocast: tuple[str, torch.dtype] | None = None,
           hint: Callable[[BaseException], str] = lambda e: "") -> Iterator[Trace]:
     """Traces the flattened module with torch.export; the caller lowers the program inside
     the block (the bridge session stays open). A failure of either is an ExportError, its
@@ -190,7 +190,7 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, autocast: torch.dtype | None = None,
+           verbose: bool, autocast: tuple[str, torch.dtype] | None = None,
            fallback_unsupported_ops: bool = False) -> Captured:
     with trace(module, in_spec, tensors, verbose, autocast,
                lambda e: _lowering_hint(e, fallback_unsupported_ops)) as traced:

@@ -95,6 +95,17 @@ def _autocast_state() -> tuple:
     return ()
 
 
+def _device_type(tensors: list[torch.Tensor], param_slots: list) -> str:
+    """The device type the graph runs on: its inputs' and parameters' ("cpu" without any)."""
+    for t in tensors:
+        return t.device.type
+    for m, n in param_slots:
+        p = m._parameters[n]
+        if p is not None:
+            return p.device.type
+    return "cpu"
+
+
 class ORTModule(torch.nn.Module):
     """Wraps ``module`` so that its forward and backward run on the ortmodule engine.
 
@@ -285,18 +296,11 @@ class ORTModule(torch.nn.Module):
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
         autocast = _autocast_state()
-        if autocast and autocast[0] == "cuda" and (
-                any(t.is_cuda for t in tensors)
-                or any(m._parameters[n] is not None and m._parameters[n].is_cuda
-                       for m, n in self._param_slots)):
-            # The CUDA kernels compute in float32 and float64 only: a graph traced under CUDA
-            # autocast would hold float16/bfloat16 ops they cannot run, and one traced outside
-            # it would silently compute in float32.
-            raise NotImplementedError(
-                f"ORTModule does not support torch.autocast on CUDA yet (dtype {autocast[1]}): "
-                "its CUDA kernels compute in float32 and float64. Run the module outside "
-                "torch.autocast('cuda'), or on the CPU with torch.autocast('cpu', "
-                "dtype=torch.bfloat16)")
+        # The region applies where eager applies it: to ops on its device. The graph of a
+        # model on another device is traced without it (autocast stays in the key).
+        traced_autocast = None
+        if autocast and autocast[0] == _device_type(tensors, self._param_slots):
+            traced_autocast = (autocast[0], autocast[1])
         key = (
             in_spec,
             _schema.signature(tensors),
@@ -323,8 +327,7 @@ class ORTModule(torch.nn.Module):
                     logger.info("attributes read by forward changed (%s): building a new graph",
                                 "; ".join(changed[:5]))
         if entry is None:
-            entry = self._compile(in_spec, tensors, args, kwargs,
-                                  autocast[1] if autocast and autocast[0] == "cpu" else None)
+            entry = self._compile(in_spec, tensors, args, kwargs, traced_autocast)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.
@@ -371,7 +374,7 @@ class ORTModule(torch.nn.Module):
                     MAX_GRAPHS, type(self.module).__name__, self._evictions)
 
     def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], args: tuple,
-                 kwargs: dict, autocast: torch.dtype | None = None) -> _Entry:
+                 kwargs: dict, autocast: tuple[str, torch.dtype] | None = None) -> _Entry:
         module = self.module
         if _called_from_data_parallel():
             raise _data_parallel_error("DataParallel wraps this ORTModule")
