@@ -91,3 +91,39 @@ def test_maxpool_grad_refuses_an_index_outside_its_plane() -> None:
     idx[1, 5, 3, 4] = 0  # a cell of plane 0, named by plane 37
     with pytest.raises(RuntimeError, match=r"entry 0 at position 2396 is out of range"):
         _C.run(prog, [dy, idx, torch.tensor(shape)])
+
+
+# (x shape, weight shape, stride, padding, dilation, group, bias).
+CONVS = [
+    ((16, 128, 2, 2), (128, 128, 3, 3), 1, 1, 1, 1, False),  # 4-pixel outputs: one chunk
+    ((15, 64, 4, 4), (96, 64, 3, 3), 1, 1, 1, 1, True),      # uneven chunks of 16 pixels
+    ((8, 32, 14, 14), (64, 32, 3, 3), 1, 1, 1, 1, True),     # the CNN's second conv
+    ((8, 1, 28, 28), (32, 1, 3, 3), 1, 1, 1, 1, True),       # C = 1: dw taken transposed
+    ((6, 3, 32, 32), (16, 3, 7, 7), 2, 3, 1, 1, False),      # a stem: strided, padded
+    ((8, 32, 9, 9), (48, 32, 1, 1), 1, 0, 1, 1, True),       # pointwise: no im2col
+    ((8, 32, 9, 9), (48, 32, 1, 1), 2, 0, 1, 1, False),      # strided 1x1 downsample
+    ((4, 32, 12, 12), (32, 8, 3, 3), 1, 2, 2, 4, True),      # groups, dilation
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,pad,dilation,group,bias", CONVS)
+def test_conv_matches_torch(xs: tuple[int, ...], ws: tuple[int, ...], stride: int, pad: int,
+                            dilation: int, group: int, bias: bool) -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(xs, generator=gen)
+    w = torch.randn(ws, generator=gen) / float(np.sqrt(np.prod(ws[1:])))
+    b = torch.randn(ws[0], generator=gen) if bias else None
+    inputs = {"x": xs, "w": ws, **({"b": (ws[0],)} if bias else {})}
+    prog = _program("Conv", inputs, 1, list(inputs), strides=[stride] * 2, pads=[pad] * 4,
+                    dilations=[dilation] * 2, group=group)
+    ours = [t.clone().requires_grad_(True) for t in (x, w, b) if t is not None]
+    ref = [t.clone().requires_grad_(True) for t in (x, w, b) if t is not None]
+    (y,) = _C.run(prog, ours)
+    y_ref = F.conv2d(ref[0], ref[1], ref[2] if bias else None, stride, pad, dilation, group)
+    torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
+    dy = torch.randn(y_ref.shape, generator=gen)
+    grads = torch.autograd.grad(y, ours, dy)
+    grads_ref = torch.autograd.grad(y_ref, ref, dy)
+    for name, g, g_ref in zip("xwb", grads, grads_ref):
+        scale = float(g_ref.abs().max())
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-5 * scale, msg=f"d{name}")

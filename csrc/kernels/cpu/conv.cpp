@@ -35,6 +35,17 @@ namespace {
 // gemm call overhead, small enough to stay in L2.
 constexpr int64_t kChunkColElems = 1 << 18;
 
+// Columns (images * output pixels) a chunk's gemm gets at least, whatever its column buffer:
+// MKL runs a [512, 4608] x [4608, 8] product ~10x slower per flop than one 32 columns wide.
+constexpr int64_t kMinChunkCols = 64;
+
+// Images per chunk for a range of n images: at most `chunk`, spread evenly over the range's
+// chunks, so that no range ends with a sliver of a chunk (a thin, slow gemm).
+int64_t balanced_chunk(int64_t chunk, int64_t n) {
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  return std::max<int64_t>(1, (n + chunks - 1) / std::max<int64_t>(1, chunks));
+}
+
 // Elements of column-buffer work per parallel chunk of a single-image im2col; below this
 // threads cost more than they save.
 constexpr int64_t kColGrainElems = 1 << 15;
@@ -74,7 +85,9 @@ ConvDims conv_dims(const Conv2dParams& p) {
   d.Hp = std::max(p.H + p.pad_top, rows);
   d.Wp = std::max(p.W + p.pad_left, cols);
   d.padded = d.Hp != p.H || d.Wp != p.W;
-  d.chunk = std::max<int64_t>(1, std::min(p.N, kChunkColElems / std::max<int64_t>(1, d.K * d.P)));
+  const int64_t by_buffer = kChunkColElems / std::max<int64_t>(1, d.K * d.P);
+  const int64_t by_width = (kMinChunkCols + d.P - 1) / std::max<int64_t>(1, d.P);
+  d.chunk = std::max<int64_t>(1, std::min(p.N, std::max(by_buffer, by_width)));
   d.pointwise = is_pointwise(p);
   return d;
 }
@@ -228,7 +241,7 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P;
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
-    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    const int64_t max_b = balanced_chunk(d.chunk, n_end - n_begin);
     ConvScratch<T> s = make_scratch<T>(d, max_b, true);
     // gemm result [Mg, B * P] of a multi-image chunk, before it is spread over images.
     Scratch<T> out(max_b > 1 ? d.Mg * max_b * P : 0);
@@ -275,17 +288,17 @@ void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy,
   // range, keyed by its first image.
   struct Partial {
     int64_t n_begin;
-    std::vector<T> dw;
+    Scratch<T> dw;              // written by the range's first chunk (beta 0)
     std::vector<double> dbias;  // double: float images with many pixels keep PyTorch accuracy
   };
   std::vector<Partial> partials;
   std::mutex partials_mutex;
 
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
-    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    const int64_t max_b = balanced_chunk(d.chunk, n_end - n_begin);
     ConvScratch<T> s = make_scratch<T>(d, max_b, dw != nullptr || dx != nullptr);
     Scratch<T> dy_chunk(max_b > 1 ? d.Mg * max_b * P : 0);
-    Partial part{n_begin, std::vector<T>(dw != nullptr ? wsize : 0),
+    Partial part{n_begin, Scratch<T>(dw != nullptr ? wsize : 0),
                  std::vector<double>(dbias != nullptr ? p.M : 0, 0.0)};
     bool first_chunk = true;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
@@ -333,18 +346,23 @@ void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy,
   std::sort(partials.begin(), partials.end(),
             [](const Partial& a, const Partial& b) { return a.n_begin < b.n_begin; });
   if (dw != nullptr) {
-    std::fill(dw, dw + wsize, T(0));
-    for (const Partial& part : partials) {
-      for (int64_t g = 0; g < p.group; ++g) {
-        const T* src = part.dw.data() + g * d.Mg * d.K;
-        T* dst = dw + g * d.Mg * d.K;
-        for (int64_t m = 0; m < d.Mg; ++m) {
-          for (int64_t k = 0; k < d.K; ++k) {
-            dst[m * d.K + k] += dw_transposed ? src[k * d.Mg + m] : src[m * d.K + k];
-          }
-        }
-      }
-    }
+    // Sum the ranges' partials in range order, in parallel over the rows of dw.
+    parallel_for(0, p.M, std::max<int64_t>(1, kColGrainElems / std::max<int64_t>(1, d.K)),
+                 [&](int64_t m0, int64_t m1) {
+                   for (int64_t row = m0; row < m1; ++row) {
+                     const int64_t g = row / d.Mg, m = row % d.Mg;
+                     T* dst = dw + row * d.K;
+                     std::fill(dst, dst + d.K, T(0));
+                     for (Partial& part : partials) {
+                       const T* src = part.dw.data() + g * d.Mg * d.K;
+                       if (dw_transposed) {
+                         for (int64_t k = 0; k < d.K; ++k) dst[k] += src[k * d.Mg + m];
+                       } else {
+                         for (int64_t k = 0; k < d.K; ++k) dst[k] += src[m * d.K + k];
+                       }
+                     }
+                   }
+                 });
   }
   if (dbias != nullptr) {
     for (int64_t m = 0; m < p.M; ++m) {
