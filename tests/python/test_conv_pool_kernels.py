@@ -93,11 +93,17 @@ def test_maxpool_grad_refuses_an_index_outside_its_plane() -> None:
         _C.run(prog, [dy, idx, torch.tensor(shape)])
 
 
-# (x shape, weight shape, stride, padding, dilation, group, bias).
+# (x shape, weight shape, stride, padding, dilation, group, bias); a padding list is ONNX's
+# [top, left, bottom, right].
 CONVS = [
     ((16, 128, 2, 2), (128, 128, 3, 3), 1, 1, 1, 1, False),  # 4-pixel outputs: one chunk
     ((15, 64, 4, 4), (96, 64, 3, 3), 1, 1, 1, 1, True),      # uneven chunks of 16 pixels
+    # Winograd F(2x2, 3x3): 3x3, stride 1, outputs of at least 8x8, 16+ channels.
     ((8, 32, 14, 14), (64, 32, 3, 3), 1, 1, 1, 1, True),     # the CNN's second conv
+    ((5, 24, 15, 13), (16, 24, 3, 3), 1, 1, 1, 1, True),     # odd sizes: clipped edge tiles
+    ((4, 16, 12, 11), (20, 16, 3, 3), 1, [0, 1, 2, 0], 1, 1, False),  # asymmetric pads
+    ((4, 16, 10, 10), (16, 16, 3, 3), 1, 2, 1, 1, True),     # pad 2: a larger output
+    ((4, 16, 12, 12), (16, 16, 3, 3), 1, 0, 1, 1, True),     # no padding
     ((8, 1, 28, 28), (32, 1, 3, 3), 1, 1, 1, 1, True),       # C = 1: dw taken transposed
     ((6, 3, 32, 32), (16, 3, 7, 7), 2, 3, 1, 1, False),      # a stem: strided, padded
     ((8, 32, 9, 9), (48, 32, 1, 1), 1, 0, 1, 1, True),       # pointwise: no im2col
@@ -107,19 +113,22 @@ CONVS = [
 
 
 @pytest.mark.parametrize("xs,ws,stride,pad,dilation,group,bias", CONVS)
-def test_conv_matches_torch(xs: tuple[int, ...], ws: tuple[int, ...], stride: int, pad: int,
-                            dilation: int, group: int, bias: bool) -> None:
+def test_conv_matches_torch(xs: tuple[int, ...], ws: tuple[int, ...], stride: int,
+                            pad: int | list[int], dilation: int, group: int, bias: bool) -> None:
+    pads = pad if isinstance(pad, list) else [pad] * 4
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(xs, generator=gen)
     w = torch.randn(ws, generator=gen) / float(np.sqrt(np.prod(ws[1:])))
     b = torch.randn(ws[0], generator=gen) if bias else None
     inputs = {"x": xs, "w": ws, **({"b": (ws[0],)} if bias else {})}
-    prog = _program("Conv", inputs, 1, list(inputs), strides=[stride] * 2, pads=[pad] * 4,
+    prog = _program("Conv", inputs, 1, list(inputs), strides=[stride] * 2, pads=pads,
                     dilations=[dilation] * 2, group=group)
     ours = [t.clone().requires_grad_(True) for t in (x, w, b) if t is not None]
     ref = [t.clone().requires_grad_(True) for t in (x, w, b) if t is not None]
     (y,) = _C.run(prog, ours)
-    y_ref = F.conv2d(ref[0], ref[1], ref[2] if bias else None, stride, pad, dilation, group)
+    # torch pads symmetrically: pad the input by hand ([left, right, top, bottom]).
+    x_ref = F.pad(ref[0], [pads[1], pads[3], pads[0], pads[2]])
+    y_ref = F.conv2d(x_ref, ref[1], ref[2] if bias else None, stride, 0, dilation, group)
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
     dy = torch.randn(y_ref.shape, generator=gen)
     grads = torch.autograd.grad(y, ours, dy)

@@ -22,12 +22,15 @@
 #include <vector>
 
 #include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/conv_winograd.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
 
 using conv_detail::add_bias;
+using conv_detail::balanced_chunk;
+using conv_detail::Scratch;
 using conv_detail::sum_row;
 namespace {
 
@@ -38,13 +41,6 @@ constexpr int64_t kChunkColElems = 1 << 18;
 // Columns (images * output pixels) a chunk's gemm gets at least, whatever its column buffer:
 // MKL runs a [512, 4608] x [4608, 8] product ~10x slower per flop than one 32 columns wide.
 constexpr int64_t kMinChunkCols = 64;
-
-// Images per chunk for a range of n images: at most `chunk`, spread evenly over the range's
-// chunks, so that no range ends with a sliver of a chunk (a thin, slow gemm).
-int64_t balanced_chunk(int64_t chunk, int64_t n) {
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  return std::max<int64_t>(1, (n + chunks - 1) / std::max<int64_t>(1, chunks));
-}
 
 // Elements of column-buffer work per parallel chunk of a single-image im2col; below this
 // threads cost more than they save.
@@ -167,18 +163,6 @@ void col2im_add(const Conv2dParams& p, const ConvDims& d, const T* col, int64_t 
                [&](int64_t c0, int64_t c1) { for_each_tap_row(p, d, c0, c1, add_row); });
 }
 
-// Uninitialised scratch memory: every use writes before it reads, and zero-filling megabytes
-// of column buffer per call (as std::vector would) costs a measurable share of a small conv.
-template <typename T>
-class Scratch {
- public:
-  explicit Scratch(int64_t n = 0) : data_(n > 0 ? new T[n] : nullptr) {}
-  T* data() { return data_.get(); }
-
- private:
-  std::unique_ptr<T[]> data_;
-};
-
 // Per-thread scratch: the column buffer and, when the input needs padding, one padded image.
 template <typename T>
 struct ConvScratch {
@@ -238,6 +222,10 @@ void col2im(const Conv2dParams& p, const ConvDims& d, const T* dcol, int64_t ld,
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
 template <typename T>
 void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
+  if (conv2d_winograd_applies(p)) {
+    conv2d_winograd_forward<T>(p, x, w, bias, y);
+    return;
+  }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P;
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
@@ -281,6 +269,10 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 template <typename T>
 void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
+  if (dx != nullptr && conv2d_winograd_applies(p)) {
+    conv2d_winograd_backward_input<T>(p, w, dy, dx);
+    dx = nullptr;  // the rest below: dw and dbias only
+  }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P, wsize = p.M * d.K;
   const bool dw_transposed = d.K < d.Mg;
