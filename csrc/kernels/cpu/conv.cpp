@@ -3,9 +3,12 @@
 // Every gemm goes through ortmodule::gemm (at::mm on from_blob views), which costs ~10 us per
 // call whatever its size, so images are batched: a chunk of B images becomes one column buffer
 // [Cg * kH * kW, B * outH * outW] and one gemm per group. B grows until the column buffer reaches
-// kChunkColElems, so small images (8x8, 4x4) take a few large gemms instead of one tiny gemm
-// per image, while large images stay at one image per gemm and keep their column buffer in
-// cache between im2col and gemm.
+// kChunkColElems (or the gemm is kMinChunkCols wide), so small images (8x8, 4x4) take a few
+// large gemms instead of one tiny gemm per image, while large images stay at one image per gemm
+// and keep their column buffer in cache between im2col and gemm.
+//
+// 3x3 stride-1 convolutions large enough to pay (conv2d_winograd_applies) take the Winograd
+// kernels of conv_winograd.cpp instead, for the forward and the input gradient.
 //
 // Images are split into one contiguous range per thread; each range runs its chunks serially
 // with single-threaded gemms (nested parallelism is serial), so no two threads share output
