@@ -1,10 +1,11 @@
 """The fast paths of the MaxPool and Conv CPU kernels against PyTorch, in float32, at sizes
 where parallel_for splits the work over two threads.
 
-MaxPool: the unrolled row loops (2x2 and 3x3 windows with dilation 1, strides 1 and 2), the
+MaxPool: the unrolled row loops (2x2 and 3x3 windows, dilation 1, stride 2), the
 tap-by-tap row loop (other windows) and the clipped border windows, with indices; MaxPoolGrad's
 scatter, and its refusal of an index outside its plane. Conv: the chunked im2col + GEMM paths
-(small outputs batch many images per GEMM), pointwise 1x1 convolutions, groups and strides.
+(small outputs batch many images per GEMM), the backward's whole-batch path, Winograd
+F(2x2, 3x3), pointwise 1x1 convolutions, groups and strides.
 """
 
 from __future__ import annotations
@@ -96,8 +97,11 @@ def test_maxpool_grad_refuses_an_index_outside_its_plane() -> None:
 # (x shape, weight shape, stride, padding, dilation, group, bias); a padding list is ONNX's
 # [top, left, bottom, right].
 CONVS = [
-    ((16, 128, 2, 2), (128, 128, 3, 3), 1, 1, 1, 1, False),  # 4-pixel outputs: one chunk
-    ((15, 64, 4, 4), (96, 64, 3, 3), 1, 1, 1, 1, True),      # uneven chunks of 16 pixels
+    # Small batches of columns: the backward takes the batch as one chunk.
+    ((16, 128, 2, 2), (128, 128, 3, 3), 1, 1, 1, 1, False),  # 4-pixel outputs
+    ((15, 64, 4, 4), (96, 64, 3, 3), 1, 1, 1, 1, True),      # 16-pixel outputs, odd batch
+    # Larger: chunks of images per thread, per-thread partial dw sums.
+    ((8, 32, 48, 48), (48, 32, 3, 3), 2, 1, 1, 1, True),
     # Winograd F(2x2, 3x3): 3x3, stride 1, outputs of at least 8x8, 16+ channels.
     ((8, 32, 14, 14), (64, 32, 3, 3), 1, 1, 1, 1, True),     # the CNN's second conv
     ((5, 24, 15, 13), (16, 24, 3, 3), 1, 1, 1, 1, True),     # odd sizes: clipped edge tiles

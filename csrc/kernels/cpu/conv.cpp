@@ -220,6 +220,69 @@ void col2im(const Conv2dParams& p, const ConvDims& d, const T* dcol, int64_t ld,
   }
 }
 
+// Column-buffer elements of a whole batch up to which conv2d_backward takes the batch as one
+// chunk (conv2d_backward_batch): 4 MiB of float.
+constexpr int64_t kBatchColElems = 1 << 20;
+
+// Rows of a gemm's output per parallel chunk when threads split the rows of one gemm.
+constexpr int64_t kGemmRowGrain = 16;
+
+// conv2d_backward with the whole batch as one chunk, for small outputs (ResNet's 4x4 and 2x2
+// layers): threads split the rows of each gemm rather than the images, so dw is written
+// directly, with no per-thread partial [M, K] sums to allocate and reduce (which cost more
+// than the gemms for such layers), and every gemm is as wide as the batch.
+template <typename T>
+void conv2d_backward_batch(const Conv2dParams& p, const ConvDims& d, const T* x, const T* w,
+                           const T* dy, T* dx, T* dw, T* dbias) {
+  const int64_t P = d.P, L = p.N * P;
+  Scratch<T> col(dw != nullptr || dx != nullptr ? d.K * L : 0), dy_all(d.Mg * L);
+  for (int64_t g = 0; g < p.group; ++g) {
+    // dy_g gathered into [Mg, N * P], summed for dbias on the way.
+    parallel_for(0, d.Mg, std::max<int64_t>(1, kColGrainElems / L), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        double sum = 0;
+        for (int64_t n = 0; n < p.N; ++n) {
+          const T* src = dy + (n * p.M + g * d.Mg + m) * P;
+          sum += sum_row(src, P);
+          std::copy(src, src + P, dy_all.data() + m * L + n * P);
+        }
+        if (dbias != nullptr) dbias[g * d.Mg + m] = static_cast<T>(sum);
+      }
+    });
+    const T* wg = w + g * d.Mg * d.K;
+    if (dw != nullptr) {
+      parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
+        ConvScratch<T> s = make_scratch<T>(d, 1, true);
+        for (int64_t n = n0; n < n1; ++n) {
+          const T* image = x + (n * p.C + g * d.Cg) * d.HW;
+          if (d.padded) {
+            pad_planes(p, d, image, s.plane.data());
+            image = s.plane.data();
+          }
+          im2col(p, d, image, col.data() + n * P, L);
+        }
+      });
+      // dw_g [Mg, K] = dy_g [Mg, L] * col^T [L, K]
+      parallel_for(0, d.Mg, kGemmRowGrain, [&](int64_t m0, int64_t m1) {
+        gemm<T>(false, true, m1 - m0, d.K, L, T(1), dy_all.data() + m0 * L, L, col.data(), L, T(0),
+                dw + (g * d.Mg + m0) * d.K, d.K);
+      });
+    }
+    if (dx == nullptr) continue;
+    // dcol [K, L] = w_g^T [K, Mg] * dy_g [Mg, L] (into col, whose columns dw is done with)
+    parallel_for(0, d.K, kGemmRowGrain, [&](int64_t k0, int64_t k1) {
+      gemm<T>(true, false, k1 - k0, L, d.Mg, T(1), wg + k0, d.K, dy_all.data(), L, T(0),
+              col.data() + k0 * L, L);
+    });
+    parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
+      ConvScratch<T> s = make_scratch<T>(d, 1, true);
+      for (int64_t n = n0; n < n1; ++n) {
+        col2im(p, d, col.data() + n * P, L, dx + (n * p.C + g * d.Cg) * d.HW, &s);
+      }
+    });
+  }
+}
+
 }  // namespace
 
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
@@ -279,6 +342,10 @@ void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy,
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P, wsize = p.M * d.K;
   const bool dw_transposed = d.K < d.Mg;
+  if (!dw_transposed && d.K * p.N * P <= kBatchColElems) {
+    conv2d_backward_batch(p, d, x, w, dy, dx, dw, dbias);
+    return;
+  }
   // Partial dw (per group [Mg, K], or [K, Mg] when dw_transposed) and dbias of each image
   // range, keyed by its first image.
   struct Partial {
