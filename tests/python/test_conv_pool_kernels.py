@@ -140,3 +140,23 @@ def test_conv_matches_torch(xs: tuple[int, ...], ws: tuple[int, ...], stride: in
     for name, g, g_ref in zip("xwb", grads, grads_ref):
         scale = float(g_ref.abs().max())
         torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-5 * scale, msg=f"d{name}")
+
+
+@pytest.mark.parametrize("wrt", [["x"], ["w"], ["b"]])
+def test_conv_gradient_of_one_input(wrt: list[str]) -> None:
+    """ConvGrad with only one of its outputs wanted (the others' work skipped), on the
+    whole-batch path (4-pixel outputs) and the Winograd one (14x14)."""
+    gen = torch.Generator().manual_seed(2)
+    for xs, ws in [((16, 64, 2, 2), (96, 64, 3, 3)), ((8, 32, 14, 14), (48, 32, 3, 3))]:
+        feed = {"x": torch.randn(xs, generator=gen), "w": torch.randn(ws, generator=gen) / 20,
+                "b": torch.randn(ws[0], generator=gen)}
+        prog = _program("Conv", {n: tuple(t.shape) for n, t in feed.items()}, 1, wrt,
+                        pads=[1, 1, 1, 1])
+        ours = {n: t.clone().requires_grad_(n in wrt) for n, t in feed.items()}
+        ref = {n: t.clone().requires_grad_(n in wrt) for n, t in feed.items()}
+        (y,) = _C.run(prog, list(ours.values()))
+        y_ref = F.conv2d(ref["x"], ref["w"], ref["b"], 1, 1)
+        dy = torch.randn(y_ref.shape, generator=gen)
+        (g,) = torch.autograd.grad(y, [ours[wrt[0]]], dy)
+        (g_ref,) = torch.autograd.grad(y_ref, [ref[wrt[0]]], dy)
+        torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-5 * float(g_ref.abs().max()))
