@@ -101,28 +101,25 @@ void cpu_maxpool_grad(OpContext& ctx) {
     convert_storage_order(x, row_major.data(), static_cast<int64_t>(row_major.size()), false);
     indices = row_major.data();
   }
-  // Every index points into its own plane (or is -1 for an empty window).
   if (x.size() < 3) ctx.fail("input_shape (input 2) " + shape_str(x) + " has no spatial dims");
-  const int64_t planes = x[0] * x[1], spatial = shape_numel(Shape(x.begin() + 2, x.end()));
-  const int64_t per_plane = planes > 0 ? ctx.in(1).numel() / planes : 1;
-  for (int64_t o = 0; o < ctx.in(1).numel(); ++o) {
-    const int64_t plane = o / std::max<int64_t>(per_plane, 1);
-    if (indices[o] != -1 && (indices[o] < plane * spatial || indices[o] >= (plane + 1) * spatial))
-      ctx.fail("indices (input 1) entry " + std::to_string(indices[o]) + " at position " +
-               std::to_string(o) + " is out of range for its plane");
-  }
+  // The kernels check that every index points into its own plane (or is -1 for an empty
+  // window) while they scatter, and return the position of the first that does not.
+  int64_t bad = -1;
   if (is_pool3d(x)) {
     const Pool3dParams p = make_pool3d(ctx, x, false);
     ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                        maxpool3d_backward<scalar_t>(p, ctx.in(0).data<scalar_t>(), indices,
-                                                     ctx.out(0).data<scalar_t>()));
-    return;
+                        bad = maxpool3d_backward<scalar_t>(p, ctx.in(0).data<scalar_t>(), indices,
+                                                           ctx.out(0).data<scalar_t>()));
+  } else {
+    Window w = make_pool_window(ctx, x);
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(0).dtype(), ctx,
+        bad = maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(),
+                                           indices, ctx.out(0).data<scalar_t>()));
   }
-  Window w = make_pool_window(ctx, x);
-  ORTM_DISPATCH_FLOAT(
-      ctx.in(0).dtype(), ctx,
-      maxpool2d_backward<scalar_t>(pool_params(w, false), ctx.in(0).data<scalar_t>(), indices,
-                                   ctx.out(0).data<scalar_t>()));
+  if (bad >= 0)
+    ctx.fail("indices (input 1) entry " + std::to_string(ctx.in(1).data<int64_t>()[bad]) +
+             " at position " + std::to_string(bad) + " is out of range for its plane");
 }
 
 void grad_maxpool(GradContext& g) {

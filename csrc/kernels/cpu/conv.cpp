@@ -3,9 +3,12 @@
 // Every gemm goes through ortmodule::gemm (at::mm on from_blob views), which costs ~10 us per
 // call whatever its size, so images are batched: a chunk of B images becomes one column buffer
 // [Cg * kH * kW, B * outH * outW] and one gemm per group. B grows until the column buffer reaches
-// kChunkColElems, so small images (8x8, 4x4) take a few large gemms instead of one tiny gemm
-// per image, while large images stay at one image per gemm and keep their column buffer in
-// cache between im2col and gemm.
+// kChunkColElems (or the gemm is kMinChunkCols wide), so small images (8x8, 4x4) take a few
+// large gemms instead of one tiny gemm per image, while large images stay at one image per gemm
+// and keep their column buffer in cache between im2col and gemm.
+//
+// 3x3 stride-1 convolutions large enough to pay (conv2d_winograd_applies) take the Winograd
+// kernels of conv_winograd.cpp instead, for the forward and the input gradient.
 //
 // Images are split into one contiguous range per thread; each range runs its chunks serially
 // with single-threaded gemms (nested parallelism is serial), so no two threads share output
@@ -22,18 +25,25 @@
 #include <vector>
 
 #include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/conv_winograd.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
 
 using conv_detail::add_bias;
+using conv_detail::balanced_chunk;
+using conv_detail::Scratch;
 using conv_detail::sum_row;
 namespace {
 
 // Column-buffer elements per chunk of images (1 MiB of float): large enough to amortise the
 // gemm call overhead, small enough to stay in L2.
 constexpr int64_t kChunkColElems = 1 << 18;
+
+// Columns (images * output pixels) a chunk's gemm gets at least, whatever its column buffer:
+// MKL runs a [512, 4608] x [4608, 8] product ~10x slower per flop than one 32 columns wide.
+constexpr int64_t kMinChunkCols = 64;
 
 // Elements of column-buffer work per parallel chunk of a single-image im2col; below this
 // threads cost more than they save.
@@ -74,7 +84,9 @@ ConvDims conv_dims(const Conv2dParams& p) {
   d.Hp = std::max(p.H + p.pad_top, rows);
   d.Wp = std::max(p.W + p.pad_left, cols);
   d.padded = d.Hp != p.H || d.Wp != p.W;
-  d.chunk = std::max<int64_t>(1, std::min(p.N, kChunkColElems / std::max<int64_t>(1, d.K * d.P)));
+  const int64_t by_buffer = kChunkColElems / std::max<int64_t>(1, d.K * d.P);
+  const int64_t by_width = (kMinChunkCols + d.P - 1) / std::max<int64_t>(1, d.P);
+  d.chunk = std::max<int64_t>(1, std::min(p.N, std::max(by_buffer, by_width)));
   d.pointwise = is_pointwise(p);
   return d;
 }
@@ -154,18 +166,6 @@ void col2im_add(const Conv2dParams& p, const ConvDims& d, const T* col, int64_t 
                [&](int64_t c0, int64_t c1) { for_each_tap_row(p, d, c0, c1, add_row); });
 }
 
-// Uninitialised scratch memory: every use writes before it reads, and zero-filling megabytes
-// of column buffer per call (as std::vector would) costs a measurable share of a small conv.
-template <typename T>
-class Scratch {
- public:
-  explicit Scratch(int64_t n = 0) : data_(n > 0 ? new T[n] : nullptr) {}
-  T* data() { return data_.get(); }
-
- private:
-  std::unique_ptr<T[]> data_;
-};
-
 // Per-thread scratch: the column buffer and, when the input needs padding, one padded image.
 template <typename T>
 struct ConvScratch {
@@ -220,15 +220,99 @@ void col2im(const Conv2dParams& p, const ConvDims& d, const T* dcol, int64_t ld,
   }
 }
 
+// Column-buffer elements of a whole batch up to which conv2d_backward takes the batch as one
+// chunk (conv2d_backward_batch): 2 MiB of float. Beyond it the chunks of images, whose column
+// buffers stay in L2 from im2col to col2im, measured faster (ResNet's 4x4 layer: 590K
+// elements, ~10% slower as one chunk; its 2x2 one: 295K, 2x faster on one thread).
+constexpr int64_t kBatchColElems = 1 << 19;
+
+// Row blocks each gemm is split into when threads split the rows of gemms: enough for a few
+// threads, few enough that every block stays a large gemm.
+constexpr int64_t kGemmRowBlocks = 4;
+
+// conv2d_backward with the whole batch as one chunk, for small outputs (ResNet's 4x4 and 2x2
+// layers): threads split the rows of each gemm rather than the images, so dw is written
+// directly, with no per-thread partial [M, K] sums to allocate and reduce (which cost more
+// than the gemms for such layers), and every gemm is as wide as the batch. Three parallel
+// regions per group: per image (gather dy, im2col), per gemm row block (dw, dcol), per image
+// (col2im).
+template <typename T>
+void conv2d_backward_batch(const Conv2dParams& p, const ConvDims& d, const T* x, const T* w,
+                           const T* dy, T* dx, T* dw, T* dbias) {
+  const int64_t P = d.P, L = p.N * P;
+  Scratch<T> col(dw != nullptr ? d.K * L : 0), dcol(dx != nullptr ? d.K * L : 0);
+  Scratch<T> dy_all(d.Mg * L);
+  // The second region runs kGemmRowBlocks blocks of dw's Mg rows, then as many of dcol's K
+  // rows (the two gemms have the same flops): two threads take one gemm each.
+  const int64_t dw_block = (d.Mg + kGemmRowBlocks - 1) / kGemmRowBlocks;
+  const int64_t dx_block = (d.K + kGemmRowBlocks - 1) / kGemmRowBlocks;
+  const int64_t blocks_dw = dw != nullptr ? kGemmRowBlocks : 0;
+  const int64_t blocks = blocks_dw + (dx != nullptr ? kGemmRowBlocks : 0);
+  for (int64_t g = 0; g < p.group; ++g) {
+    const T* wg = w + g * d.Mg * d.K;
+    parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
+      ConvScratch<T> s = make_scratch<T>(d, 1, dw != nullptr);
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t m = 0; m < d.Mg; ++m) {  // dy_g gathered into [Mg, N * P]
+          const T* src = dy + (n * p.M + g * d.Mg + m) * P;
+          std::copy(src, src + P, dy_all.data() + m * L + n * P);
+        }
+        if (dw == nullptr) continue;
+        const T* image = x + (n * p.C + g * d.Cg) * d.HW;
+        if (d.padded) {
+          pad_planes(p, d, image, s.plane.data());
+          image = s.plane.data();
+        }
+        im2col(p, d, image, col.data() + n * P, L);
+      }
+    });
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        if (blk < blocks_dw) {
+          // dw_g rows [m0, m1) = dy_g [m0:m1, L] * col^T [L, K]
+          const int64_t m0 = std::min(d.Mg, blk * dw_block), m1 = std::min(d.Mg, m0 + dw_block);
+          if (m0 < m1) {
+            gemm<T>(false, true, m1 - m0, d.K, L, T(1), dy_all.data() + m0 * L, L, col.data(), L,
+                    T(0), dw + (g * d.Mg + m0) * d.K, d.K);
+          }
+          continue;
+        }
+        // dcol rows [k0, k1) = w_g^T [k0:k1, Mg] * dy_g [Mg, L]
+        const int64_t k0 = std::min(d.K, (blk - blocks_dw) * dx_block);
+        const int64_t k1 = std::min(d.K, k0 + dx_block);
+        if (k0 < k1) {
+          gemm<T>(true, false, k1 - k0, L, d.Mg, T(1), wg + k0, d.K, dy_all.data(), L, T(0),
+                  dcol.data() + k0 * L, L);
+        }
+      }
+    });
+    if (dbias != nullptr) {
+      for (int64_t m = 0; m < d.Mg; ++m)
+        dbias[g * d.Mg + m] = static_cast<T>(sum_row(dy_all.data() + m * L, L));
+    }
+    if (dx == nullptr) continue;
+    parallel_for(0, p.N, 1, [&](int64_t n0, int64_t n1) {
+      ConvScratch<T> s = make_scratch<T>(d, 1, true);
+      for (int64_t n = n0; n < n1; ++n) {
+        col2im(p, d, dcol.data() + n * P, L, dx + (n * p.C + g * d.Cg) * d.HW, &s);
+      }
+    });
+  }
+}
+
 }  // namespace
 
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
 template <typename T>
 void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
+  if (conv2d_winograd_applies(p)) {
+    conv2d_winograd_forward<T>(p, x, w, bias, y);
+    return;
+  }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P;
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
-    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    const int64_t max_b = balanced_chunk(d.chunk, n_end - n_begin);
     ConvScratch<T> s = make_scratch<T>(d, max_b, true);
     // gemm result [Mg, B * P] of a multi-image chunk, before it is spread over images.
     Scratch<T> out(max_b > 1 ? d.Mg * max_b * P : 0);
@@ -268,24 +352,32 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 template <typename T>
 void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
+  if (dx != nullptr && conv2d_winograd_applies(p)) {
+    conv2d_winograd_backward_input<T>(p, w, dy, dx);
+    dx = nullptr;  // the rest below: dw and dbias only
+  }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P, wsize = p.M * d.K;
   const bool dw_transposed = d.K < d.Mg;
+  if (!dw_transposed && d.K * p.N * P <= kBatchColElems) {
+    conv2d_backward_batch(p, d, x, w, dy, dx, dw, dbias);
+    return;
+  }
   // Partial dw (per group [Mg, K], or [K, Mg] when dw_transposed) and dbias of each image
   // range, keyed by its first image.
   struct Partial {
     int64_t n_begin;
-    std::vector<T> dw;
+    Scratch<T> dw;              // written by the range's first chunk (beta 0)
     std::vector<double> dbias;  // double: float images with many pixels keep PyTorch accuracy
   };
   std::vector<Partial> partials;
   std::mutex partials_mutex;
 
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
-    const int64_t max_b = std::min(d.chunk, n_end - n_begin);
+    const int64_t max_b = balanced_chunk(d.chunk, n_end - n_begin);
     ConvScratch<T> s = make_scratch<T>(d, max_b, dw != nullptr || dx != nullptr);
     Scratch<T> dy_chunk(max_b > 1 ? d.Mg * max_b * P : 0);
-    Partial part{n_begin, std::vector<T>(dw != nullptr ? wsize : 0),
+    Partial part{n_begin, Scratch<T>(dw != nullptr ? wsize : 0),
                  std::vector<double>(dbias != nullptr ? p.M : 0, 0.0)};
     bool first_chunk = true;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
@@ -333,18 +425,23 @@ void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy,
   std::sort(partials.begin(), partials.end(),
             [](const Partial& a, const Partial& b) { return a.n_begin < b.n_begin; });
   if (dw != nullptr) {
-    std::fill(dw, dw + wsize, T(0));
-    for (const Partial& part : partials) {
-      for (int64_t g = 0; g < p.group; ++g) {
-        const T* src = part.dw.data() + g * d.Mg * d.K;
-        T* dst = dw + g * d.Mg * d.K;
-        for (int64_t m = 0; m < d.Mg; ++m) {
-          for (int64_t k = 0; k < d.K; ++k) {
-            dst[m * d.K + k] += dw_transposed ? src[k * d.Mg + m] : src[m * d.K + k];
-          }
-        }
-      }
-    }
+    // Sum the ranges' partials in range order, in parallel over the rows of dw.
+    parallel_for(0, p.M, std::max<int64_t>(1, kColGrainElems / std::max<int64_t>(1, d.K)),
+                 [&](int64_t m0, int64_t m1) {
+                   for (int64_t row = m0; row < m1; ++row) {
+                     const int64_t g = row / d.Mg, m = row % d.Mg;
+                     T* dst = dw + row * d.K;
+                     std::fill(dst, dst + d.K, T(0));
+                     for (Partial& part : partials) {
+                       const T* src = part.dw.data() + g * d.Mg * d.K;
+                       if (dw_transposed) {
+                         for (int64_t k = 0; k < d.K; ++k) dst[k] += src[k * d.Mg + m];
+                       } else {
+                         for (int64_t k = 0; k < d.K; ++k) dst[k] += src[m * d.K + k];
+                       }
+                     }
+                   }
+                 });
   }
   if (dbias != nullptr) {
     for (int64_t m = 0; m < p.M; ++m) {

@@ -3,7 +3,9 @@
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <vector>
 
 #include "kernels/math/pool.h"
 #include "kernels/parallel.h"
@@ -24,6 +26,38 @@ constexpr int64_t kGrainElems = 1 << 14;
 
 int64_t plane_grain(int64_t elems_per_plane) {
   return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, elems_per_plane));
+}
+
+// The least position of an index outside its plane, shared by the threads of one call.
+class FirstBadIndex {
+ public:
+  void note(int64_t position) {
+    int64_t seen = first_.load(std::memory_order_relaxed);
+    while ((seen < 0 || position < seen) &&
+           !first_.compare_exchange_weak(seen, position, std::memory_order_relaxed)) {
+    }
+  }
+  int64_t get() const { return first_.load(); }
+
+ private:
+  std::atomic<int64_t> first_{-1};
+};
+
+// dx[indices[o]] += dy[o] for the outputs o of one plane (P outputs, X inputs), which must
+// name cells of that plane: -1 (an empty window) passes nothing, any other index outside the
+// plane is noted in *bad and skipped. dx's plane must be initialised.
+template <typename T>
+void scatter_plane(int64_t plane, int64_t P, int64_t X, const T* dy, const int64_t* indices, T* dx,
+                   FirstBadIndex* bad) {
+  const int64_t lo = plane * X, hi = lo + X;
+  for (int64_t o = plane * P; o < (plane + 1) * P; ++o) {
+    const int64_t at = indices[o];
+    if (at >= lo && at < hi) {
+      dx[at] += dy[o];
+    } else if (at != -1) {
+      bad->note(o);
+    }
+  }
 }
 
 // The window of output (oh, ow) restricted to input cells: taps [kh0, kh1) x [kw0, kw1), first
@@ -63,48 +97,89 @@ int64_t avg_divisor(const Pool2dParams& p, const Window& win) {
   return (win.kh1 - win.kh0) * (win.kw1 - win.kw0);
 }
 
-// Outputs [lo, hi) of one output row of a 2x2, dilation-1 max pool whose windows lie inside the
-// input: output ow reads r0[ow * stride + {0, 1}] and the same two cells of the next row,
-// r0 + W. first_at is the flat input index of r0[0]; y and idx (nullable) point at the output
-// row. Tap offsets are int32 and every select is branch-free, which lets the compiler vectorise
-// the loop when the stride is a compile-time constant (kStride 2, MaxPool(2)'s; 0 means the
-// runtime stride).
-template <int kStride, bool kIndices, typename T>
-void maxpool_row_2x2_loop(const T* r0, int64_t W, int64_t runtime_stride, int64_t lo, int64_t hi,
-                          int64_t first_at, T* y, int64_t* idx) {
-  const int64_t stride = kStride > 0 ? kStride : runtime_stride;
-  const int32_t w = static_cast<int32_t>(W);
-  const T* r1 = r0 + W;
+// Outputs [lo, hi) of one output row whose windows lie inside the input. r0 is the cell of
+// tap (0, 0) of output 0, so output ow reads r0[ow * stride + offset(kh, kw)]. The taps are
+// visited in row-major order, each over the whole row segment: per output a strided load, a
+// compare and two selects, which the compiler vectorises when the stride is a compile-time
+// constant (kStride 1 or 2; 0 means the runtime stride). best receives the maxima, off each
+// maximum's tap offset (int32: the caller checks that offsets fit).
+template <int kStride, typename T>
+void maxpool_row_inside_loop(const Pool2dParams& p, const T* r0, int64_t lo, int64_t hi, T* best,
+                             int32_t* off) {
+  const int64_t stride = kStride > 0 ? kStride : p.stride_w;
   for (int64_t ow = lo; ow < hi; ++ow) {
-    const T a = r0[ow * stride], b = r0[ow * stride + 1];
-    const T c = r1[ow * stride], d = r1[ow * stride + 1];
-    T best = a;
-    int32_t off = 0;
-    bool r = pool_max_replaces(b, best);
-    best = r ? b : best;
-    off = r ? 1 : off;
-    r = pool_max_replaces(c, best);
-    best = r ? c : best;
-    off = r ? w : off;
-    r = pool_max_replaces(d, best);
-    best = r ? d : best;
-    off = r ? w + 1 : off;
-    y[ow] = best;
-    if (kIndices) idx[ow] = first_at + ow * stride + off;
+    best[ow] = r0[ow * stride];
+    off[ow] = 0;
+  }
+  for (int64_t kh = 0; kh < p.kH; ++kh) {
+    for (int64_t kw = kh == 0 ? 1 : 0; kw < p.kW; ++kw) {
+      const int32_t tap = static_cast<int32_t>(kh * p.dil_h * p.W + kw * p.dil_w);
+      const T* r = r0 + tap;
+      for (int64_t ow = lo; ow < hi; ++ow) {
+        const T v = r[ow * stride];
+        const bool replaces = pool_max_replaces(v, best[ow]);
+        best[ow] = replaces ? v : best[ow];
+        off[ow] = replaces ? tap : off[ow];
+      }
+    }
   }
 }
 
+// The same for a kKH x kKW window with dilation 1 and stride kStride, all compile-time, so
+// each output's taps unroll into registers: faster than the tap-by-tap passes when rows are
+// short (a 14-wide output row is a few vectors). y and idx (when kIndices) point at the output
+// row; first_at is the flat input index of r0[0].
+template <int kKH, int kKW, int kStride, bool kIndices, typename T>
+void maxpool_row_fixed(const T* __restrict r0, int64_t W, int64_t lo, int64_t hi, int64_t first_at,
+                       T* __restrict y, int64_t* __restrict idx) {
+  const int32_t w = static_cast<int32_t>(W);
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const T* c = r0 + ow * kStride;
+    T best = c[0];
+    int32_t off = 0;
+    for (int t = 1; t < kKH * kKW; ++t) {
+      const int32_t tap = (t / kKW) * w + t % kKW;
+      const T v = c[tap];
+      const bool replaces = pool_max_replaces(v, best);
+      best = replaces ? v : best;
+      off = replaces ? tap : off;
+    }
+    y[ow] = best;
+    if (kIndices) idx[ow] = first_at + ow * kStride + off;
+  }
+}
+
+// Outputs [lo, hi) of output row oh whose windows lie inside the input: maxima into y, flat
+// input indices into idx (nullable). row0 is the position in the plane of tap (0, 0) of
+// output 0, first_at its flat input index.
 template <typename T>
-void maxpool_row_2x2(const T* r0, int64_t W, int64_t stride, int64_t lo, int64_t hi,
-                     int64_t first_at, T* y, int64_t* idx) {
-  if (stride == 2 && idx != nullptr) {
-    maxpool_row_2x2_loop<2, true>(r0, W, stride, lo, hi, first_at, y, idx);
-  } else if (stride == 2) {
-    maxpool_row_2x2_loop<2, false>(r0, W, stride, lo, hi, first_at, y, idx);
-  } else if (idx != nullptr) {
-    maxpool_row_2x2_loop<0, true>(r0, W, stride, lo, hi, first_at, y, idx);
+void maxpool_row_inside(const Pool2dParams& p, const T* xp, int64_t row0, int64_t first_at,
+                        int64_t lo, int64_t hi, T* y, int64_t* idx, int32_t* off) {
+  const T* r0 = xp + row0;
+  const bool dense = p.dil_h == 1 && p.dil_w == 1;
+  if (dense && p.kH == 2 && p.kW == 2 && p.stride_w == 2) {
+    if (idx != nullptr) {
+      maxpool_row_fixed<2, 2, 2, true>(r0, p.W, lo, hi, first_at, y, idx);
+    } else {
+      maxpool_row_fixed<2, 2, 2, false>(r0, p.W, lo, hi, first_at, y, idx);
+    }
+  } else if (dense && p.kH == 3 && p.kW == 3 && p.stride_w == 2) {
+    if (idx != nullptr) {
+      maxpool_row_fixed<3, 3, 2, true>(r0, p.W, lo, hi, first_at, y, idx);
+    } else {
+      maxpool_row_fixed<3, 3, 2, false>(r0, p.W, lo, hi, first_at, y, idx);
+    }
   } else {
-    maxpool_row_2x2_loop<0, false>(r0, W, stride, lo, hi, first_at, y, idx);
+    if (p.stride_w == 2) {
+      maxpool_row_inside_loop<2>(p, r0, lo, hi, y, off);
+    } else if (p.stride_w == 1) {
+      maxpool_row_inside_loop<1>(p, r0, lo, hi, y, off);
+    } else {
+      maxpool_row_inside_loop<0>(p, r0, lo, hi, y, off);
+    }
+    if (idx != nullptr) {
+      for (int64_t ow = lo; ow < hi; ++ow) idx[ow] = first_at + ow * p.stride_w + off[ow];
+    }
   }
 }
 
@@ -112,27 +187,23 @@ void maxpool_row_2x2(const T* r0, int64_t W, int64_t stride, int64_t lo, int64_t
 
 // x: [N, C, H, W] -> y, indices: [N, C, outH, outW]
 //
-// Windows that lie wholly inside the input (all of them without padding or ceil_mode) take a
-// loop with no bounds arithmetic, and 2x2 windows with dilation 1 (the common MaxPool(2)) an
-// unrolled one; only the border windows pay for window_at's clipping.
+// Windows that lie wholly inside the input (all of them without padding or ceil_mode) take
+// maxpool_row_inside, a row at a time with no bounds arithmetic; only the border windows pay
+// for window_at's clipping.
 template <typename T>
 void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices) {
   const int64_t HW = p.H * p.W, P = p.outH * p.outW;
-  const OutRange rows = inside_windows(p.outH, p.stride_h, p.pad_top, p.dil_h, p.kH, p.H);
+  OutRange rows = inside_windows(p.outH, p.stride_h, p.pad_top, p.dil_h, p.kH, p.H);
   const OutRange cols = inside_windows(p.outW, p.stride_w, p.pad_left, p.dil_w, p.kW, p.W);
-  // The 2x2 row loop keeps tap offsets in int32.
-  const bool two_by_two =
-      p.kH == 2 && p.kW == 2 && p.dil_h == 1 && p.dil_w == 1 && p.W < (int64_t{1} << 30);
+  // The row loop keeps tap offsets, all below H * W, in int32; larger planes take the
+  // clipped loop throughout.
+  if (HW >= (int64_t{1} << 31)) rows = {p.outH, p.outH};
   parallel_for(0, p.N * p.C, plane_grain(P * p.kH * p.kW), [&](int64_t b0, int64_t b1) {
+    std::vector<int32_t> off(static_cast<size_t>(p.outW));
     for (int64_t plane = b0; plane < b1; ++plane) {
       const T* xp = x + plane * HW;
       T* yp = y + plane * P;
       int64_t* ip = indices != nullptr ? indices + plane * P : nullptr;
-      // Positions within the plane; made absolute (plane * HW) on store.
-      auto store = [&](int64_t o, T best, int64_t best_at) {
-        yp[o] = best;
-        if (ip != nullptr) ip[o] = best_at < 0 ? -1 : plane * HW + best_at;
-      };
       auto clipped = [&](int64_t oh, int64_t ow) {
         const Window win = window_at(p, oh, ow);
         T best = lowest_value<T>();
@@ -147,31 +218,18 @@ void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices
             }
           }
         }
-        store(oh * p.outW + ow, best, best_at);
+        yp[oh * p.outW + ow] = best;
+        if (ip != nullptr) ip[oh * p.outW + ow] = best_at < 0 ? -1 : plane * HW + best_at;
       };
       for (int64_t oh = 0; oh < p.outH; ++oh) {
         const bool row_inside = oh >= rows.lo && oh < rows.hi;
         const int64_t lo = row_inside ? cols.lo : p.outW, hi = row_inside ? cols.hi : p.outW;
         for (int64_t ow = 0; ow < lo; ++ow) clipped(oh, ow);
-        const int64_t row0 = (oh * p.stride_h - p.pad_top) * p.W - p.pad_left;
-        if (two_by_two) {
-          maxpool_row_2x2(xp + row0, p.W, p.stride_w, lo, hi, plane * HW + row0, yp + oh * p.outW,
-                          ip != nullptr ? ip + oh * p.outW : nullptr);
-        } else {
-          for (int64_t ow = lo; ow < hi; ++ow) {
-            const int64_t at0 = row0 + ow * p.stride_w;
-            T best = xp[at0];
-            int64_t best_at = at0;
-            for (int64_t kh = 0; kh < p.kH; ++kh) {
-              for (int64_t kw = 0; kw < p.kW; ++kw) {
-                const int64_t at = at0 + kh * p.dil_h * p.W + kw * p.dil_w;
-                const bool r = pool_max_replaces(xp[at], best);
-                best = r ? xp[at] : best;
-                best_at = r ? at : best_at;
-              }
-            }
-            store(oh * p.outW + ow, best, best_at);
-          }
+        if (lo < hi) {
+          // Position (within the plane) of tap (0, 0) of output (oh, 0).
+          const int64_t row0 = (oh * p.stride_h - p.pad_top) * p.W - p.pad_left;
+          maxpool_row_inside(p, xp, row0, plane * HW + row0, lo, hi, yp + oh * p.outW,
+                             ip != nullptr ? ip + oh * p.outW : nullptr, off.data());
         }
         for (int64_t ow = hi; ow < p.outW; ++ow) clipped(oh, ow);
       }
@@ -181,18 +239,16 @@ void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices
 
 // dy, indices: [N, C, outH, outW] -> dx: [N, C, H, W]
 template <typename T>
-void maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx) {
+int64_t maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx) {
   const int64_t HW = p.H * p.W, P = p.outH * p.outW;
+  FirstBadIndex bad;
   parallel_for(0, p.N * p.C, plane_grain(P + HW), [&](int64_t b0, int64_t b1) {
-    // Indices of plane b point into plane b, so zeroing and scattering per plane is race-free;
-    // doing both per plane keeps the plane in cache between them.
     for (int64_t plane = b0; plane < b1; ++plane) {
       std::fill(dx + plane * HW, dx + (plane + 1) * HW, T(0));
-      for (int64_t o = plane * P; o < (plane + 1) * P; ++o) {
-        if (indices[o] >= 0) dx[indices[o]] += dy[o];
-      }
+      scatter_plane(plane, P, HW, dy, indices, dx, &bad);
     }
   });
+  return bad.get();
 }
 
 // x: [N, C, H, W] -> y: [N, C, outH, outW]
@@ -320,15 +376,16 @@ void maxpool3d_forward(const Pool3dParams& p, const T* x, T* y, int64_t* indices
 }
 
 template <typename T>
-void maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx) {
+int64_t maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx) {
   const int64_t X = plane_size(p.in), P = plane_size(p.out);
+  FirstBadIndex bad;
   parallel_for(0, p.N * p.C, plane_grain(P + X), [&](int64_t b0, int64_t b1) {
     for (int64_t plane = b0; plane < b1; ++plane) {
       std::fill(dx + plane * X, dx + (plane + 1) * X, T(0));
-      for (int64_t o = plane * P; o < (plane + 1) * P; ++o)
-        if (indices[o] >= 0) dx[indices[o]] += dy[o];
+      scatter_plane(plane, P, X, dy, indices, dx, &bad);
     }
   });
+  return bad.get();
 }
 
 template <typename T>
@@ -390,16 +447,16 @@ void global_avgpool_backward(int64_t N, int64_t C, int64_t S, const T* dy, T* dx
   });
 }
 
-#define ORTM_INSTANTIATE_POOL(T)                                                          \
-  template void maxpool2d_forward<T>(const Pool2dParams&, const T*, T*, int64_t*);        \
-  template void maxpool2d_backward<T>(const Pool2dParams&, const T*, const int64_t*, T*); \
-  template void avgpool2d_forward<T>(const Pool2dParams&, const T*, T*);                  \
-  template void avgpool2d_backward<T>(const Pool2dParams&, const T*, T*);                 \
-  template void maxpool3d_forward<T>(const Pool3dParams&, const T*, T*, int64_t*);        \
-  template void maxpool3d_backward<T>(const Pool3dParams&, const T*, const int64_t*, T*); \
-  template void avgpool3d_forward<T>(const Pool3dParams&, const T*, T*);                  \
-  template void avgpool3d_backward<T>(const Pool3dParams&, const T*, T*);                 \
-  template void global_avgpool_forward<T>(int64_t, int64_t, int64_t, const T*, T*);       \
+#define ORTM_INSTANTIATE_POOL(T)                                                             \
+  template void maxpool2d_forward<T>(const Pool2dParams&, const T*, T*, int64_t*);           \
+  template int64_t maxpool2d_backward<T>(const Pool2dParams&, const T*, const int64_t*, T*); \
+  template void avgpool2d_forward<T>(const Pool2dParams&, const T*, T*);                     \
+  template void avgpool2d_backward<T>(const Pool2dParams&, const T*, T*);                    \
+  template void maxpool3d_forward<T>(const Pool3dParams&, const T*, T*, int64_t*);           \
+  template int64_t maxpool3d_backward<T>(const Pool3dParams&, const T*, const int64_t*, T*); \
+  template void avgpool3d_forward<T>(const Pool3dParams&, const T*, T*);                     \
+  template void avgpool3d_backward<T>(const Pool3dParams&, const T*, T*);                    \
+  template void global_avgpool_forward<T>(int64_t, int64_t, int64_t, const T*, T*);          \
   template void global_avgpool_backward<T>(int64_t, int64_t, int64_t, const T*, T*);
 
 ORTM_INSTANTIATE_POOL(float)

@@ -18,9 +18,11 @@ template <typename T>
 void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices);
 
 // dy, indices: [N, C, outH, outW] -> dx: [N, C, H, W]. dx is overwritten; overlapping windows
-// accumulate. Negative indices (empty windows) contribute nothing.
+// accumulate. Index -1 (an empty window) contributes nothing. Every other index must name a
+// cell of its own (n, c) plane: returns -1 when all do, otherwise the position in indices of
+// the first that does not (its gradient is dropped; the caller reports the error).
 template <typename T>
-void maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx);
+int64_t maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx);
 
 // x: [N, C, H, W] -> y: [N, C, outH, outW]. ONNX AveragePool: the divisor is kH*kW when
 // count_include_pad, otherwise the number of input cells in the window.
@@ -44,8 +46,9 @@ template <typename T>
 void maxpool3d_forward(const Pool3dParams& p, const T* x, T* y, int64_t* indices);
 
 // dy, indices: [N, C, out...] -> dx: [N, C, in...] (overwritten; overlapping windows add up).
+// Indices and the return value as maxpool2d_backward's.
 template <typename T>
-void maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx);
+int64_t maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* indices, T* dx);
 
 // ONNX AveragePool: with count_include_pad the divisor counts the window's taps inside the
 // padded input (input plus the pads; taps past the end padding, from ceil_mode, do not count),
