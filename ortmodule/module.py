@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from ortmodule import _C, _capture, _fallback, _guards, _schema
-from ortmodule._entry import _Entry, _LastCall
+from ortmodule._entry import _Entry
 from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
@@ -40,9 +41,9 @@ def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> An
         d = self.__dict__
         last = d["_last_call"]
         if last is not None and not kwargs and _guards._version[0] == d["_seen_version"]:
-            out = last.call(args)
-            if out is not None:
-                return last.finish(out)
+            out = last(args)
+            if out is not _MISS:
+                return out
         return self._run(args, kwargs)
 
     if signature is not None:
@@ -50,6 +51,10 @@ def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> An
         forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_param, *signature.parameters.values()])
     return types.MethodType(forward, wrapper)
+
+
+# What _C.StepCall returns for a call that may not take the previous call's graph.
+_MISS = object()
 
 
 def _signature_of(module: torch.nn.Module) -> inspect.Signature | None:
@@ -249,6 +254,17 @@ class ORTModule(torch.nn.Module):
 
     # ---- the per-call path ----
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # A call like the previous one, with no hook or registration since, runs its graph
+        # from here (_C.StepCall.step); any other goes through nn.Module.__call__.
+        d = self.__dict__
+        last = d["_last_call"]
+        if last is not None and not kwargs:
+            out = last.step(d, args)
+            if out is not _MISS:
+                return out
+        return super().__call__(*args, **kwargs)
+
     def _refresh_structure(self) -> None:
         """Re-reads the module tree after a registration anywhere; a changed tree (a new
         submodule, a parameter of another shape or dtype, untied weights) drops every
@@ -278,9 +294,9 @@ class ORTModule(torch.nn.Module):
             self._refresh_structure()
         last = d["_last_call"]
         if last is not None and not kwargs:
-            out = last.call(args)
-            if out is not None:
-                return last.finish(out)
+            out = last(args)
+            if out is not _MISS:
+                return out
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
@@ -336,16 +352,18 @@ class ORTModule(torch.nn.Module):
         d["_last_call"] = self._last_call_for(entry, args, kwargs)
         return self._launch(entry, tensors, args, kwargs)
 
-    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> _LastCall | None:
+    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> Any:
         """What a later call must match to take `entry` without building the cache key
-        (calls of positional tensors only)."""
+        (calls of positional tensors only): a _C.StepCall, or None."""
         if kwargs or entry.program is None or not all(isinstance(a, torch.Tensor) for a in args):
             return None
         spec = entry.output_spec
-        call = _C.StepCall(entry.runner, args, self._all_modules, self._param_slots,
+        single = spec[0] == "T" and spec[1] == 0
+        finish = None if single else functools.partial(_schema.unflatten, spec)
+        return _C.StepCall(entry.runner, entry, args, self._all_modules, self._param_slots,
                            self._static_shapes, entry.attributes if entry.attributes else None,
-                           entry.accepts if entry.guard is not None else None, spec[0] == "T")
-        return _LastCall(entry, call)
+                           entry.accepts if entry.guard is not None else None, finish, _MISS,
+                           _guards._version)
 
     def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,
                 kwargs: dict) -> Any:

@@ -3,6 +3,7 @@
 // call takes the same graph as the previous one (StepCall).
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/extension.h>
 
 #include <memory>
@@ -124,13 +125,18 @@ class EntryRunner {
 // check is finer than the key, never coarser) and runs the same graph.
 class StepCall {
  public:
-  StepCall(std::shared_ptr<EntryRunner> runner, const py::tuple& args, const py::list& modules,
-           const py::list& param_slots, bool static_shapes, const py::object& attributes,
-           py::object accepts, bool single)
+  StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::tuple& args,
+           const py::list& modules, const py::list& param_slots, bool static_shapes,
+           const py::object& attributes, py::object accepts, py::object finish, py::object miss,
+           py::list structure_version)
       : runner_(std::move(runner)),
+        entry_(std::move(entry)),
         static_shapes_(static_shapes),
-        single_(single),
-        accepts_(std::move(accepts)) {
+        accepts_(std::move(accepts)),
+        finish_(std::move(finish)),
+        miss_(std::move(miss)),
+        structure_version_(std::move(structure_version)),
+        module_globals_(py::module_::import("torch.nn.modules.module").attr("__dict__")) {
     grad_ = torch::autograd::GradMode::is_enabled();
     autocast_ = autocast_state();
     for (const py::handle& a : args) {
@@ -163,20 +169,33 @@ class StepCall {
     }
   }
 
-  // The outputs (one tensor, or the list for the caller to unflatten) when `args` take
-  // the same graph as the call this was made from; None when they may not.
+  // The call's result when `args` take the same graph as the call this was made from;
+  // `miss` when they may not.
   py::object call(const py::tuple& args) {
-    if (!matches(args) || !attributes_hold()) return py::none();
+    if (!matches(args) || !attributes_hold()) return miss_;
     if (!accepts_.is_none() && !sizes_accepted(args)) {
       // Other sizes: the entry's shape guard decides, and these sizes pass from now on.
-      if (!accepts_(py::list(args)).cast<bool>()) return py::none();
+      if (!accepts_(py::list(args)).cast<bool>()) return miss_;
       for (size_t i = 0; i < accepted_sizes_.size(); ++i)
         accepted_sizes_[i] = THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes().vec();
     }
     std::vector<at::Tensor> outputs = runner_->launch(args.ptr());
-    if (single_) return py::cast(std::move(outputs.front()));
-    return py::cast(std::move(outputs));
+    if (finish_.is_none()) return py::cast(std::move(outputs.front()));
+    return finish_(py::cast(std::move(outputs)));
   }
+
+  // call(args) for the whole nn.Module call of the ORTModule whose __dict__ is `wrapper`,
+  // when nothing stands between nn.Module.__call__ and forward (no module hooks, global or
+  // the wrapper's, no torch.compile of the wrapper, no TorchScript tracing) and no module
+  // anywhere registered a parameter, buffer or submodule since the wrapper last looked;
+  // otherwise `miss`, and the caller goes through nn.Module.__call__.
+  py::object step(const py::dict& wrapper, const py::tuple& args) {
+    if (!structure_unchanged(wrapper) || hooked(wrapper) || torch::jit::tracer::isTracing())
+      return miss_;
+    return call(args);
+  }
+
+  const py::object& entry() const { return entry_; }
 
  private:
   struct TensorKey {
@@ -220,6 +239,53 @@ class StepCall {
     TensorKey k{t.scalar_type(), t.dim(), t.requires_grad(), t.device(), {}};
     if (static_shapes_) k.sizes = t.sizes().vec();
     return k;
+  }
+
+  // _guards._version[0] == wrapper["_seen_version"].
+  bool structure_unchanged(const py::dict& wrapper) const {
+    static PyObject* const seen = interned("_seen_version");
+    PyObject* current = PyList_GetItem(structure_version_.ptr(), 0);
+    PyObject* known = PyDict_GetItemWithError(wrapper.ptr(), seen);
+    if (current == nullptr || known == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return false;
+    }
+    const int equal = PyObject_RichCompareBool(current, known, Py_EQ);
+    if (equal < 0) throw py::error_already_set();
+    return equal == 1;
+  }
+
+  // Whether nn.Module._wrapped_call_impl would do more than call forward (the test of
+  // nn.Module._call_impl, plus the wrapper's own torch.compile, which nn.Module.compile
+  // sets on the instance over the class's None). Hook tables it cannot find count as
+  // hooked: nn.Module.__call__ then decides.
+  bool hooked(const py::dict& wrapper) const {
+    static PyObject* const compiled = interned("_compiled_call_impl");
+    static PyObject* const own[] = {interned("_backward_hooks"), interned("_backward_pre_hooks"),
+                                    interned("_forward_hooks"), interned("_forward_pre_hooks")};
+    static PyObject* const global[] = {
+        interned("_global_backward_pre_hooks"), interned("_global_backward_hooks"),
+        interned("_global_forward_hooks"), interned("_global_forward_pre_hooks")};
+    PyObject* impl = PyDict_GetItemWithError(wrapper.ptr(), compiled);
+    if (impl == nullptr && PyErr_Occurred()) throw py::error_already_set();
+    if (impl != nullptr && impl != Py_None) return true;
+    for (PyObject* name : own)
+      if (non_empty(wrapper.ptr(), name)) return true;
+    for (PyObject* name : global)
+      if (non_empty(module_globals_.ptr(), name)) return true;
+    return false;
+  }
+
+  // Whether d[name] is missing or true.
+  static bool non_empty(PyObject* d, PyObject* name) {
+    PyObject* value = PyDict_GetItemWithError(d, name);
+    if (value == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return true;
+    }
+    const int truth = PyObject_IsTrue(value);
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
   }
 
   static PyObject* module_training(const py::object& d) {
@@ -282,9 +348,13 @@ class StepCall {
   }
 
   std::shared_ptr<EntryRunner> runner_;
+  py::object entry_;  // the ortmodule._entry._Entry the runner feeds
   bool static_shapes_;
-  bool single_;
-  py::object accepts_;  // the entry's accepts() when it has a shape guard, or None
+  py::object accepts_;          // the entry's accepts() when it has a shape guard, or None
+  py::object finish_;           // makes the result from the list of outputs; None: the one output
+  py::object miss_;             // returned when the call may not take this graph
+  py::list structure_version_;  // ortmodule._guards._version
+  py::object module_globals_;   // torch.nn.modules.module's globals (the global hooks)
   struct AttributeValue {
     py::object dict, name, value;
   };
@@ -317,16 +387,23 @@ void bind_step_runner(py::module_& m) {
           [](const EntryRunner& r, const py::sequence& tensors) { return r.launch(tensors.ptr()); },
           py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
   py::class_<StepCall>(m, "StepCall")
-      .def(py::init<std::shared_ptr<EntryRunner>, const py::tuple&, const py::list&,
-                    const py::list&, bool, const py::object&, py::object, bool>(),
-           py::arg("runner"), py::arg("args"), py::arg("modules"), py::arg("param_slots"),
-           py::arg("static_shapes"), py::arg("attributes"), py::arg("accepts"),
-           py::arg("single_output"),
-           "A call of positional tensors `args` that took the runner's entry; attributes: its "
-           "AttributeGuard or None; accepts: its accepts() when it has a shape guard, else "
-           "None.")
+      .def(py::init<std::shared_ptr<EntryRunner>, py::object, const py::tuple&, const py::list&,
+                    const py::list&, bool, const py::object&, py::object, py::object, py::object,
+                    py::list>(),
+           py::arg("runner"), py::arg("entry"), py::arg("args"), py::arg("modules"),
+           py::arg("param_slots"), py::arg("static_shapes"), py::arg("attributes"),
+           py::arg("accepts"), py::arg("finish"), py::arg("miss"), py::arg("structure_version"),
+           "A call of positional tensors `args` that took `entry` (whose runner is `runner`); "
+           "attributes: its AttributeGuard or None; accepts: its accepts() when it has a shape "
+           "guard, else None; finish: makes the result from the list of outputs, None when the "
+           "result is the one output; miss: what a call that may not take the graph returns; "
+           "structure_version: ortmodule._guards._version.")
       .def("__call__", &StepCall::call, py::arg("args"),
-           "The outputs when the call takes the same graph as the one this describes, else None.");
+           "The result when the call takes the same graph as the one this describes, else miss.")
+      .def("step", &StepCall::step, py::arg("wrapper"), py::arg("args"),
+           "__call__(args) for a whole call of the ORTModule whose __dict__ is `wrapper`, when no "
+           "hook, torch.compile, tracing or registration since stands in between; else miss.")
+      .def_property_readonly("entry", &StepCall::entry, "The entry this call takes.");
 }
 
 }  // namespace ortmodule

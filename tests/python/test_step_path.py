@@ -278,3 +278,52 @@ def test_large_gradients_end_a_backward_node() -> None:
             (model(x) * torch.linspace(-1, 1, 6).reshape(3, 2)).sum().backward()
     for (name, p), q in zip(ort.module.named_parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_hooks_added_after_repeated_calls_run_on_every_later_call() -> None:
+    """Repeated calls skip nn.Module.__call__ only while it would call forward directly: a
+    hook on the wrapper or a global module hook, added at any time, runs on every call."""
+    eager = mlp()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(4, 12)
+    for _ in range(2):
+        assert_same_step(ort, eager, x)
+    seen: list[str] = []
+    pre = ort.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    post = ort.register_forward_hook(lambda m, args, out: seen.append("post") or out + 1)
+    for _ in range(2):
+        torch.testing.assert_close(ort(x), eager(x * 2) + 1, rtol=1e-5, atol=1e-6)
+    assert seen == ["post", "post"]
+    pre.remove()
+    post.remove()
+    assert_same_step(ort, eager, x)
+    global_hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, args, out: seen.append(type(m).__name__))
+    try:
+        ort(x)
+        ort(x)
+    finally:
+        global_hook.remove()
+    assert seen.count("ORTModule") == 2
+    assert_same_step(ort, eager, x)
+    assert graphs(ort) == 1
+
+
+def test_structured_output_of_repeated_calls() -> None:
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            y = self.linear(x)
+            return y.relu(), {"sum": y.sum(1), "x": x}
+
+    torch.manual_seed(0)
+    eager = Pair()
+    ort = ORTModule(copy.deepcopy(eager))
+    for _ in range(3):
+        x = torch.randn(5, 3)
+        got, want = ort(x), eager(x)
+        assert isinstance(got, tuple) and isinstance(got[1], dict)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
