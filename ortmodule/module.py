@@ -40,8 +40,8 @@ def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> An
         # A call like the previous one, with no registration since: no further frame.
         d = self.__dict__
         last = d["_last_call"]
-        if last is not None and not kwargs and _guards._version[0] == d["_seen_version"]:
-            out = last(args)
+        if last is not None and _guards._version[0] == d["_seen_version"]:
+            out = last(args, kwargs)
             if out is not _MISS:
                 return out
         return self._run(args, kwargs)
@@ -259,8 +259,8 @@ class ORTModule(torch.nn.Module):
         # from here (_C.StepCall.step); any other goes through nn.Module.__call__.
         d = self.__dict__
         last = d["_last_call"]
-        if last is not None and not kwargs:
-            out = last.step(d, args)
+        if last is not None:
+            out = last.step(d, args, kwargs)
             if out is not _MISS:
                 return out
         return super().__call__(*args, **kwargs)
@@ -293,8 +293,8 @@ class ORTModule(torch.nn.Module):
         if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
         last = d["_last_call"]
-        if last is not None and not kwargs:
-            out = last(args)
+        if last is not None:
+            out = last(args, kwargs)
             if out is not _MISS:
                 return out
         tensors = []
@@ -354,13 +354,14 @@ class ORTModule(torch.nn.Module):
 
     def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> Any:
         """What a later call must match to take `entry` without building the cache key
-        (calls of positional tensors only): a _C.StepCall, or None."""
-        if kwargs or entry.program is None or not all(isinstance(a, torch.Tensor) for a in args):
+        (calls whose arguments are all tensors): a _C.StepCall, or None."""
+        if entry.program is None or not all(isinstance(a, torch.Tensor)
+                                            for a in (*args, *kwargs.values())):
             return None
         spec = entry.output_spec
         single = spec[0] == "T" and spec[1] == 0
         finish = None if single else functools.partial(_schema.unflatten, spec)
-        return _C.StepCall(entry.runner, entry, args, self._all_modules, self._param_slots,
+        return _C.StepCall(entry.runner, entry, args, kwargs, self._all_modules, self._param_slots,
                            self._static_shapes, entry.attributes if entry.attributes else None,
                            entry.accepts if entry.guard is not None else None, finish, _MISS,
                            _guards._version)

@@ -327,3 +327,46 @@ def test_structured_output_of_repeated_calls() -> None:
         got, want = ort(x), eager(x)
         assert isinstance(got, tuple) and isinstance(got[1], dict)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_keyword_tensor_calls_reuse_the_graph_and_see_every_change() -> None:
+    class WithLoss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = mlp()
+
+        def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            return nn.functional.cross_entropy(self.model(inputs), labels)
+
+    eager = WithLoss()
+    ort = ORTModule(copy.deepcopy(eager))
+    x, labels = torch.randn(6, 12), torch.randint(0, 3, (6,))
+
+    def same(**kwargs: torch.Tensor) -> None:
+        for model in (ort, eager):
+            model.zero_grad(set_to_none=True)
+        got, want = ort(**kwargs), eager(**kwargs)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for g, r in zip(ort.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(g.grad, r.grad, rtol=1e-5, atol=1e-6)
+
+    for _ in range(2):
+        same(inputs=x, labels=labels)
+    step_call = ort._last_call
+    assert step_call is not None
+    same(inputs=torch.randn(6, 12), labels=labels)
+    assert ort._last_call is step_call  # taken without building the key
+    # Keywords in another order: another schema, another graph.
+    same(labels=labels, inputs=x)
+    assert graphs(ort) == 2
+    for model in (ort.module, eager):
+        with torch.no_grad():
+            model.model[0].weight.mul_(0.5)
+    same(inputs=x, labels=labels)
+    # Another batch size: the same graph; an input that requires grad: another graph.
+    same(inputs=torch.randn(4, 12), labels=torch.randint(0, 3, (4,)))
+    assert graphs(ort) == 2
+    same(inputs=x.clone().requires_grad_(), labels=labels)
+    assert graphs(ort) == 3
