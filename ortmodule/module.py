@@ -29,12 +29,14 @@ MAX_GRAPHS = 32
 _OWN = frozenset({
     "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
-    "_last_call",
+    "_last_call", "_own_forward",
 })
 
 
-def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> Any:
-    """A bound ``forward`` for this instance that reports the wrapped module's signature."""
+def _install_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> None:
+    """Sets a bound ``forward`` for this instance that reports the wrapped module's
+    signature, and its function as ``_own_forward`` (ORTModule.__call__ calls forward
+    itself only while ``forward`` is still this one)."""
 
     def forward(self: ORTModule, *args: Any, **kwargs: Any) -> Any:
         # A call like the previous one, with no registration since: no further frame.
@@ -50,7 +52,8 @@ def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> An
         self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_param, *signature.parameters.values()])
-    return types.MethodType(forward, wrapper)
+    wrapper.__dict__["_own_forward"] = forward
+    wrapper.__dict__["forward"] = types.MethodType(forward, wrapper)
 
 
 # What _C.StepCall returns for a call that may not take the previous call's graph.
@@ -139,7 +142,7 @@ class ORTModule(torch.nn.Module):
         d["_saved_names"] = set()
         d["_evictions"] = 0
         d["_last_call"] = None
-        d["forward"] = _make_forward(self, _signature_of(module))
+        _install_forward(self, _signature_of(module))
         _guards.install_hooks()
         self._refresh_structure()
         logger.setLevel(opts.log_level.to_logging())
@@ -242,21 +245,23 @@ class ORTModule(torch.nn.Module):
         state["_cache"] = OrderedDict()
         state["_last_call"] = None
         state["_saved_names"] = set()
-        for transient in ("forward", "_all_modules", "_param_slots", "_structure"):
+        for transient in ("forward", "_own_forward", "_all_modules", "_param_slots",
+                          "_structure"):
             state.pop(transient, None)
         state["_seen_version"] = -1
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__["forward"] = _make_forward(self, _signature_of(self.module))
+        _install_forward(self, _signature_of(self.module))
         self._refresh_structure()
 
     # ---- the per-call path ----
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # A call like the previous one, with no hook or registration since, runs its graph
-        # from here (_C.StepCall.step); any other goes through nn.Module.__call__.
+        # A call like the previous one, with no hook, registration or replaced forward
+        # since, runs its graph from here (_C.StepCall.step); any other goes through
+        # nn.Module.__call__.
         d = self.__dict__
         last = d["_last_call"]
         if last is not None:

@@ -200,12 +200,14 @@ class StepCall {
   }
 
   // call(args) for the whole nn.Module call of the ORTModule whose __dict__ is `wrapper`,
-  // when nothing stands between nn.Module.__call__ and forward (no module hooks, global or
-  // the wrapper's, no torch.compile of the wrapper, no TorchScript tracing) and no module
-  // anywhere registered a parameter, buffer or submodule since the wrapper last looked;
-  // otherwise `miss`, and the caller goes through nn.Module.__call__.
+  // when nothing stands between nn.Module.__call__ and the wrapper's own forward (no module
+  // hooks, global or the wrapper's, no torch.compile of the wrapper, no TorchScript
+  // tracing, forward not replaced) and no module anywhere registered a parameter, buffer or
+  // submodule since the wrapper last looked; otherwise `miss`, and the caller goes through
+  // nn.Module.__call__.
   py::object step(const py::dict& wrapper, const py::tuple& args, const py::dict& kwargs) {
-    if (!structure_unchanged(wrapper) || hooked(wrapper) || torch::jit::tracer::isTracing())
+    if (!structure_unchanged(wrapper) || hooked(wrapper) || !own_forward(wrapper) ||
+        torch::jit::tracer::isTracing())
       return miss_;
     return call(args, kwargs);
   }
@@ -307,6 +309,20 @@ class StepCall {
     for (PyObject* name : global)
       if (non_empty(module_globals_.ptr(), name)) return true;
     return false;
+  }
+
+  // Whether wrapper["forward"] is still the method made of wrapper["_own_forward"] (a
+  // library that wraps forward, as accelerate's hooks do, replaces it).
+  static bool own_forward(const py::dict& wrapper) {
+    static PyObject* const forward = interned("forward");
+    static PyObject* const own = interned("_own_forward");
+    PyObject* method = PyDict_GetItemWithError(wrapper.ptr(), forward);
+    PyObject* function = method != nullptr ? PyDict_GetItemWithError(wrapper.ptr(), own) : nullptr;
+    if (function == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return false;
+    }
+    return PyMethod_Check(method) && PyMethod_GET_FUNCTION(method) == function;
   }
 
   // Whether d[name] is missing or true.

@@ -306,6 +306,14 @@ def test_hooks_added_after_repeated_calls_run_on_every_later_call() -> None:
         global_hook.remove()
     assert seen.count("ORTModule") == 2
     assert_same_step(ort, eager, x)
+    # A library that wraps forward on the instance (accelerate's hooks do) is called too.
+    original = ort.forward
+    ort.forward = lambda *args: seen.append("wrapped") or original(*args)
+    ort(x)
+    ort(x)
+    assert seen.count("wrapped") == 2
+    ort.forward = original
+    assert_same_step(ort, eager, x)
     assert graphs(ort) == 1
 
 
