@@ -12,20 +12,6 @@ from ortmodule import _C, _guards, _schema
 
 
 @dataclass
-class _LastCall:
-    """The graph the previous call used and what its cache key depended on (_C.StepCall):
-    a call of positional tensors that matches takes this graph without building the key."""
-
-    entry: _Entry
-    call: Any  # _C.StepCall
-
-    def finish(self, outputs: Any) -> Any:
-        """The call's result from what `call` returned (one tensor, or the flat list)."""
-        spec = self.entry.output_spec
-        return outputs if spec[0] == "T" else _schema.unflatten(spec, outputs)
-
-
-@dataclass
 class _Entry:
     """One compiled graph: a program plus how to feed it from a call."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from ortmodule import _C, _capture, _fallback, _guards, _schema
-from ortmodule._entry import _Entry, _LastCall
+from ortmodule._entry import _Entry
 from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
@@ -28,28 +29,35 @@ MAX_GRAPHS = 32
 _OWN = frozenset({
     "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
-    "_last_call",
+    "_last_call", "_own_forward",
 })
 
 
-def _make_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> Any:
-    """A bound ``forward`` for this instance that reports the wrapped module's signature."""
+def _install_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> None:
+    """Sets a bound ``forward`` for this instance that reports the wrapped module's
+    signature, and its function as ``_own_forward`` (ORTModule.__call__ calls forward
+    itself only while ``forward`` is still this one)."""
 
     def forward(self: ORTModule, *args: Any, **kwargs: Any) -> Any:
         # A call like the previous one, with no registration since: no further frame.
         d = self.__dict__
         last = d["_last_call"]
-        if last is not None and not kwargs and _guards._version[0] == d["_seen_version"]:
-            out = last.call(args)
-            if out is not None:
-                return last.finish(out)
+        if last is not None and _guards._version[0] == d["_seen_version"]:
+            out = last(args, kwargs)
+            if out is not _MISS:
+                return out
         return self._run(args, kwargs)
 
     if signature is not None:
         self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_param, *signature.parameters.values()])
-    return types.MethodType(forward, wrapper)
+    wrapper.__dict__["_own_forward"] = forward
+    wrapper.__dict__["forward"] = types.MethodType(forward, wrapper)
+
+
+# What _C.StepCall returns for a call that may not take the previous call's graph.
+_MISS = object()
 
 
 def _signature_of(module: torch.nn.Module) -> inspect.Signature | None:
@@ -145,7 +153,7 @@ class ORTModule(torch.nn.Module):
         d["_saved_names"] = set()
         d["_evictions"] = 0
         d["_last_call"] = None
-        d["forward"] = _make_forward(self, _signature_of(module))
+        _install_forward(self, _signature_of(module))
         _guards.install_hooks()
         self._refresh_structure()
         logger.setLevel(opts.log_level.to_logging())
@@ -248,17 +256,30 @@ class ORTModule(torch.nn.Module):
         state["_cache"] = OrderedDict()
         state["_last_call"] = None
         state["_saved_names"] = set()
-        for transient in ("forward", "_all_modules", "_param_slots", "_structure"):
+        for transient in ("forward", "_own_forward", "_all_modules", "_param_slots",
+                          "_structure"):
             state.pop(transient, None)
         state["_seen_version"] = -1
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__["forward"] = _make_forward(self, _signature_of(self.module))
+        _install_forward(self, _signature_of(self.module))
         self._refresh_structure()
 
     # ---- the per-call path ----
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # A call like the previous one, with no hook, registration or replaced forward
+        # since, runs its graph from here (_C.StepCall.step); any other goes through
+        # nn.Module.__call__.
+        d = self.__dict__
+        last = d["_last_call"]
+        if last is not None:
+            out = last.step(d, args, kwargs)
+            if out is not _MISS:
+                return out
+        return super().__call__(*args, **kwargs)
 
     def _refresh_structure(self) -> None:
         """Re-reads the module tree after a registration anywhere; a changed tree (a new
@@ -288,10 +309,10 @@ class ORTModule(torch.nn.Module):
         if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
         last = d["_last_call"]
-        if last is not None and not kwargs:
-            out = last.call(args)
-            if out is not None:
-                return last.finish(out)
+        if last is not None:
+            out = last(args, kwargs)
+            if out is not _MISS:
+                return out
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
@@ -334,16 +355,19 @@ class ORTModule(torch.nn.Module):
         d["_last_call"] = self._last_call_for(entry, args, kwargs)
         return self._launch(entry, tensors, args, kwargs)
 
-    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> _LastCall | None:
+    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> Any:
         """What a later call must match to take `entry` without building the cache key
-        (calls of positional tensors only)."""
-        if kwargs or entry.program is None or not all(isinstance(a, torch.Tensor) for a in args):
+        (calls whose arguments are all tensors): a _C.StepCall, or None."""
+        if entry.program is None or not all(isinstance(a, torch.Tensor)
+                                            for a in (*args, *kwargs.values())):
             return None
         spec = entry.output_spec
-        call = _C.StepCall(entry.runner, args, self._all_modules, self._param_slots,
+        single = spec[0] == "T" and spec[1] == 0
+        finish = None if single else functools.partial(_schema.unflatten, spec)
+        return _C.StepCall(entry.runner, entry, args, kwargs, self._all_modules, self._param_slots,
                            self._static_shapes, entry.attributes if entry.attributes else None,
-                           entry.accepts if entry.guard is not None else None, spec[0] == "T")
-        return _LastCall(entry, call)
+                           entry.accepts if entry.guard is not None else None, finish, _MISS,
+                           _guards._version)
 
     def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,
                 kwargs: dict) -> Any:

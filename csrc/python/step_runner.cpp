@@ -2,7 +2,9 @@
 // graph from a call (EntryRunner) and telling, without building the cache key, whether a
 // call takes the same graph as the previous one (StepCall).
 #include <ATen/autocast_mode.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/extension.h>
 
 #include <memory>
@@ -21,6 +23,9 @@ namespace {
 const at::Tensor* as_tensor(PyObject* obj) {
   return THPVariable_Check(obj) ? &THPVariable_Unpack(obj) : nullptr;
 }
+
+// A call's flattened tensors (positional, then keyword values in call order); borrowed.
+using FlatTensors = c10::SmallVector<PyObject*, 8>;
 
 // A value of `d` (a dict), or null; borrowed.
 PyObject* dict_item(const py::object& d, const py::object& key) {
@@ -64,8 +69,8 @@ class EntryRunner {
       bn_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
   }
 
-  // The program's outputs for a call whose flattened tensors are `tensors` (a sequence).
-  std::vector<at::Tensor> launch(PyObject* tensors) const {
+  // The program's outputs for a call whose flattened tensors are `tensors`.
+  std::vector<at::Tensor> launch(const FlatTensors& tensors) const {
     std::vector<at::Tensor> inputs;
     inputs.reserve(sources_.size());
     for (const Source& s : sources_) inputs.push_back(read(s, tensors));
@@ -85,12 +90,14 @@ class EntryRunner {
   }
 
  private:
-  static at::Tensor read(const Source& s, PyObject* tensors) {
+  static at::Tensor read(const Source& s, const FlatTensors& tensors) {
     if (s.index >= 0) {
-      PyObject* item = PySequence_GetItem(tensors, s.index);
-      if (item == nullptr) throw py::error_already_set();
-      py::object held = py::reinterpret_steal<py::object>(item);
-      return checked(item, s);
+      if (static_cast<size_t>(s.index) >= tensors.size()) {
+        throw py::index_error("ORTModule: the compiled graph reads input " +
+                              std::to_string(s.index) + " of a call that has " +
+                              std::to_string(tensors.size()));
+      }
+      return checked(tensors[s.index], s);
     }
     if (s.table.is_none()) return checked(s.owner.attr(s.attr).ptr(), s);
     PyObject* table = dict_item(s.owner_dict, s.table);
@@ -117,25 +124,35 @@ class EntryRunner {
   std::vector<py::object> bn_dicts_;  // __dict__ of each BatchNorm module to count
 };
 
-// What the cache key of a call with positional tensors only depends on (grad mode,
+// What the cache key of a call with tensor arguments only depends on (grad mode,
 // autocast, per tensor dtype, rank, requires_grad and device, every module's training
 // flag, per parameter dtype, device and requires_grad, and the sizes when the graph has static
 // shapes), taken from one call: a later call with equal values has the same key (the
 // check is finer than the key, never coarser) and runs the same graph.
 class StepCall {
  public:
-  StepCall(std::shared_ptr<EntryRunner> runner, const py::tuple& args, const py::list& modules,
-           const py::list& param_slots, bool static_shapes, const py::object& attributes,
-           py::object accepts, bool single)
+  StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::tuple& args,
+           const py::dict& kwargs, const py::list& modules, const py::list& param_slots,
+           bool static_shapes, const py::object& attributes, py::object accepts, py::object finish,
+           py::object miss, py::list structure_version)
       : runner_(std::move(runner)),
+        entry_(std::move(entry)),
         static_shapes_(static_shapes),
-        single_(single),
-        accepts_(std::move(accepts)) {
+        accepts_(std::move(accepts)),
+        finish_(std::move(finish)),
+        miss_(std::move(miss)),
+        structure_version_(std::move(structure_version)),
+        module_globals_(py::module_::import("torch.nn.modules.module").attr("__dict__")) {
     grad_ = torch::autograd::GradMode::is_enabled();
     autocast_ = autocast_state();
-    for (const py::handle& a : args) {
-      const at::Tensor* t = as_tensor(a.ptr());
-      if (t == nullptr) throw py::type_error("StepCall takes positional tensors only");
+    num_args_ = args.size();
+    for (const auto& item : kwargs)
+      kwarg_names_.push_back(py::reinterpret_borrow<py::object>(item.first));
+    FlatTensors flat;
+    if (!flatten(args, kwargs, flat)) throw py::type_error("StepCall takes tensor arguments only");
+    for (PyObject* a : flat) {
+      const at::Tensor* t = as_tensor(a);
+      if (t == nullptr) throw py::type_error("StepCall takes tensor arguments only");
       args_.push_back(describe(*t));
       accepted_sizes_.push_back(t->sizes().vec());
     }
@@ -163,20 +180,39 @@ class StepCall {
     }
   }
 
-  // The outputs (one tensor, or the list for the caller to unflatten) when `args` take
-  // the same graph as the call this was made from; None when they may not.
-  py::object call(const py::tuple& args) {
-    if (!matches(args) || !attributes_hold()) return py::none();
-    if (!accepts_.is_none() && !sizes_accepted(args)) {
+  // The call's result when `args` and `kwargs` take the same graph as the call this was
+  // made from; `miss` when they may not.
+  py::object call(const py::tuple& args, const py::dict& kwargs) {
+    FlatTensors flat;
+    if (!flatten(args, kwargs, flat) || !matches(flat) || !attributes_hold()) return miss_;
+    if (!accepts_.is_none() && !sizes_accepted(flat)) {
       // Other sizes: the entry's shape guard decides, and these sizes pass from now on.
-      if (!accepts_(py::list(args)).cast<bool>()) return py::none();
+      py::list tensors(flat.size());
+      for (size_t i = 0; i < flat.size(); ++i)
+        tensors[i] = py::reinterpret_borrow<py::object>(flat[i]);
+      if (!accepts_(tensors).cast<bool>()) return miss_;
       for (size_t i = 0; i < accepted_sizes_.size(); ++i)
-        accepted_sizes_[i] = THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes().vec();
+        accepted_sizes_[i] = THPVariable_Unpack(flat[i]).sizes().vec();
     }
-    std::vector<at::Tensor> outputs = runner_->launch(args.ptr());
-    if (single_) return py::cast(std::move(outputs.front()));
-    return py::cast(std::move(outputs));
+    std::vector<at::Tensor> outputs = runner_->launch(flat);
+    if (finish_.is_none()) return py::cast(std::move(outputs.front()));
+    return finish_(py::cast(std::move(outputs)));
   }
+
+  // call(args) for the whole nn.Module call of the ORTModule whose __dict__ is `wrapper`,
+  // when nothing stands between nn.Module.__call__ and the wrapper's own forward (no module
+  // hooks, global or the wrapper's, no torch.compile of the wrapper, no TorchScript
+  // tracing, forward not replaced) and no module anywhere registered a parameter, buffer or
+  // submodule since the wrapper last looked; otherwise `miss`, and the caller goes through
+  // nn.Module.__call__.
+  py::object step(const py::dict& wrapper, const py::tuple& args, const py::dict& kwargs) {
+    if (!structure_unchanged(wrapper) || hooked(wrapper) || !own_forward(wrapper) ||
+        torch::jit::tracer::isTracing())
+      return miss_;
+    return call(args, kwargs);
+  }
+
+  const py::object& entry() const { return entry_; }
 
  private:
   struct TensorKey {
@@ -222,16 +258,95 @@ class StepCall {
     return k;
   }
 
+  // The call's arguments in the order ortmodule._schema.flatten((args, kwargs)) gives
+  // their tensors, when the call has this one's structure: as many positional arguments
+  // and the same keywords in the same order (their values are checked by matches()).
+  bool flatten(const py::tuple& args, const py::dict& kwargs, FlatTensors& flat) const {
+    if (args.size() != num_args_ || kwargs.size() != kwarg_names_.size()) return false;
+    for (size_t i = 0; i < num_args_; ++i) flat.push_back(PyTuple_GET_ITEM(args.ptr(), i));
+    Py_ssize_t pos = 0;
+    PyObject *key = nullptr, *value = nullptr;
+    for (size_t k = 0; PyDict_Next(kwargs.ptr(), &pos, &key, &value); ++k) {
+      if (k >= kwarg_names_.size()) return false;
+      const int equal = PyObject_RichCompareBool(key, kwarg_names_[k].ptr(), Py_EQ);
+      if (equal < 0) throw py::error_already_set();
+      if (equal == 0) return false;
+      flat.push_back(value);
+    }
+    return true;
+  }
+
+  // _guards._version[0] == wrapper["_seen_version"].
+  bool structure_unchanged(const py::dict& wrapper) const {
+    static PyObject* const seen = interned("_seen_version");
+    PyObject* current = PyList_GetItem(structure_version_.ptr(), 0);
+    PyObject* known = PyDict_GetItemWithError(wrapper.ptr(), seen);
+    if (current == nullptr || known == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return false;
+    }
+    const int equal = PyObject_RichCompareBool(current, known, Py_EQ);
+    if (equal < 0) throw py::error_already_set();
+    return equal == 1;
+  }
+
+  // Whether nn.Module._wrapped_call_impl would do more than call forward (the test of
+  // nn.Module._call_impl, plus the wrapper's own torch.compile, which nn.Module.compile
+  // sets on the instance over the class's None). Hook tables it cannot find count as
+  // hooked: nn.Module.__call__ then decides.
+  bool hooked(const py::dict& wrapper) const {
+    static PyObject* const compiled = interned("_compiled_call_impl");
+    static PyObject* const own[] = {interned("_backward_hooks"), interned("_backward_pre_hooks"),
+                                    interned("_forward_hooks"), interned("_forward_pre_hooks")};
+    static PyObject* const global[] = {
+        interned("_global_backward_pre_hooks"), interned("_global_backward_hooks"),
+        interned("_global_forward_hooks"), interned("_global_forward_pre_hooks")};
+    PyObject* impl = PyDict_GetItemWithError(wrapper.ptr(), compiled);
+    if (impl == nullptr && PyErr_Occurred()) throw py::error_already_set();
+    if (impl != nullptr && impl != Py_None) return true;
+    for (PyObject* name : own)
+      if (non_empty(wrapper.ptr(), name)) return true;
+    for (PyObject* name : global)
+      if (non_empty(module_globals_.ptr(), name)) return true;
+    return false;
+  }
+
+  // Whether wrapper["forward"] is still the method made of wrapper["_own_forward"] (a
+  // library that wraps forward, as accelerate's hooks do, replaces it).
+  static bool own_forward(const py::dict& wrapper) {
+    static PyObject* const forward = interned("forward");
+    static PyObject* const own = interned("_own_forward");
+    PyObject* method = PyDict_GetItemWithError(wrapper.ptr(), forward);
+    PyObject* function = method != nullptr ? PyDict_GetItemWithError(wrapper.ptr(), own) : nullptr;
+    if (function == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return false;
+    }
+    return PyMethod_Check(method) && PyMethod_GET_FUNCTION(method) == function;
+  }
+
+  // Whether d[name] is missing or true.
+  static bool non_empty(PyObject* d, PyObject* name) {
+    PyObject* value = PyDict_GetItemWithError(d, name);
+    if (value == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return true;
+    }
+    const int truth = PyObject_IsTrue(value);
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
+  }
+
   static PyObject* module_training(const py::object& d) {
     static PyObject* const training = interned("training");
     return PyDict_GetItemWithError(d.ptr(), training);
   }
 
-  bool matches(const py::tuple& args) const {
-    if (args.size() != args_.size()) return false;
+  bool matches(const FlatTensors& flat) const {
+    if (flat.size() != args_.size()) return false;
     if (torch::autograd::GradMode::is_enabled() != grad_) return false;
     for (size_t i = 0; i < args_.size(); ++i) {
-      const at::Tensor* t = as_tensor(PyTuple_GET_ITEM(args.ptr(), i));
+      const at::Tensor* t = as_tensor(flat[i]);
       if (t == nullptr || !(describe(*t) == args_[i])) return false;
     }
     for (size_t i = 0; i < module_dicts_.size(); ++i)
@@ -270,10 +385,9 @@ class StepCall {
     return true;
   }
 
-  bool sizes_accepted(const py::tuple& args) const {
+  bool sizes_accepted(const FlatTensors& flat) const {
     for (size_t i = 0; i < accepted_sizes_.size(); ++i)
-      if (THPVariable_Unpack(PyTuple_GET_ITEM(args.ptr(), i)).sizes() != accepted_sizes_[i])
-        return false;
+      if (THPVariable_Unpack(flat[i]).sizes() != accepted_sizes_[i]) return false;
     return true;
   }
 
@@ -282,9 +396,13 @@ class StepCall {
   }
 
   std::shared_ptr<EntryRunner> runner_;
+  py::object entry_;  // the ortmodule._entry._Entry the runner feeds
   bool static_shapes_;
-  bool single_;
-  py::object accepts_;  // the entry's accepts() when it has a shape guard, or None
+  py::object accepts_;          // the entry's accepts() when it has a shape guard, or None
+  py::object finish_;           // makes the result from the list of outputs; None: the one output
+  py::object miss_;             // returned when the call may not take this graph
+  py::list structure_version_;  // ortmodule._guards._version
+  py::object module_globals_;   // torch.nn.modules.module's globals (the global hooks)
   struct AttributeValue {
     py::object dict, name, value;
   };
@@ -297,7 +415,9 @@ class StepCall {
   std::vector<std::vector<int64_t>> accepted_sizes_;  // sizes the shape guard accepted
   bool grad_ = true;
   Autocast autocast_;
-  std::vector<TensorKey> args_;
+  size_t num_args_ = 0;                  // positional arguments
+  std::vector<py::object> kwarg_names_;  // keyword arguments, in call order
+  std::vector<TensorKey> args_;          // per flattened tensor
   std::vector<py::object> module_dicts_;
   std::vector<bool> training_;
   std::vector<ParamKey> params_;
@@ -314,19 +434,32 @@ void bind_step_runner(py::module_& m) {
            "modules whose num_batches_tracked each run advances.")
       .def(
           "launch",
-          [](const EntryRunner& r, const py::sequence& tensors) { return r.launch(tensors.ptr()); },
+          [](const EntryRunner& r, const py::sequence& tensors) {
+            FlatTensors flat;
+            for (const py::handle& t : tensors) flat.push_back(t.ptr());
+            return r.launch(flat);
+          },
           py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
   py::class_<StepCall>(m, "StepCall")
-      .def(py::init<std::shared_ptr<EntryRunner>, const py::tuple&, const py::list&,
-                    const py::list&, bool, const py::object&, py::object, bool>(),
-           py::arg("runner"), py::arg("args"), py::arg("modules"), py::arg("param_slots"),
-           py::arg("static_shapes"), py::arg("attributes"), py::arg("accepts"),
-           py::arg("single_output"),
-           "A call of positional tensors `args` that took the runner's entry; attributes: its "
-           "AttributeGuard or None; accepts: its accepts() when it has a shape guard, else "
-           "None.")
-      .def("__call__", &StepCall::call, py::arg("args"),
-           "The outputs when the call takes the same graph as the one this describes, else None.");
+      .def(py::init<std::shared_ptr<EntryRunner>, py::object, const py::tuple&, const py::dict&,
+                    const py::list&, const py::list&, bool, const py::object&, py::object,
+                    py::object, py::object, py::list>(),
+           py::arg("runner"), py::arg("entry"), py::arg("args"), py::arg("kwargs"),
+           py::arg("modules"), py::arg("param_slots"), py::arg("static_shapes"),
+           py::arg("attributes"), py::arg("accepts"), py::arg("finish"), py::arg("miss"),
+           py::arg("structure_version"),
+           "A call of tensors `args` and `kwargs` that took `entry` (whose runner is `runner`); "
+           "attributes: its AttributeGuard or None; accepts: its accepts() when it has a shape "
+           "guard, else None; finish: makes the result from the list of outputs, None when the "
+           "result is the one output; miss: what a call that may not take the graph returns; "
+           "structure_version: ortmodule._guards._version.")
+      .def("__call__", &StepCall::call, py::arg("args"), py::arg("kwargs"),
+           "The result when the call takes the same graph as the one this describes, else miss.")
+      .def("step", &StepCall::step, py::arg("wrapper"), py::arg("args"), py::arg("kwargs"),
+           "__call__(args, kwargs) for a whole call of the ORTModule whose __dict__ is `wrapper`, "
+           "when no "
+           "hook, torch.compile, tracing or registration since stands in between; else miss.")
+      .def_property_readonly("entry", &StepCall::entry, "The entry this call takes.");
 }
 
 }  // namespace ortmodule

@@ -339,30 +339,38 @@ Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& n
   }
   at::Tensor t = t_in.contiguous();
   DType dt = dtype_from_torch(t.scalar_type(), kind, name);
-  // The deleter holds the torch tensor: its memory lives as long as the engine uses it.
-  auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), [t](void*) {});
+  Shape shape(t.sizes().begin(), t.sizes().end());
+  auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), nullptr);
   storage->writable = false;
   storage->device = device;
-  return Tensor(storage, dt, Shape(t.sizes().begin(), t.sizes().end()));
+  // The deleter holds a reference to the torch tensor: its memory lives as long as the
+  // engine uses it. (A raw pointer keeps the std::function free of a heap allocation.)
+  c10::TensorImpl* impl = t.unsafeReleaseTensorImpl();
+  storage->deleter = [impl](void*) { c10::intrusive_ptr<c10::TensorImpl>::reclaim(impl); };
+  return Tensor(std::move(storage), dt, std::move(shape));
 }
 
 at::Tensor to_torch(const Tensor& t) {
-  std::shared_ptr<Storage> storage = t.storage();
-  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   at::TensorOptions options = at::TensorOptions().dtype(dtype_to_torch(t.dtype()));
   if (t.device().is_cuda())
     options =
         options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(t.device().index)));
-  return at::from_blob(
-      t.raw(), shape, [storage](void*) {}, options);
+  // The torch tensor's context holds the engine storage (one allocation, no std::function).
+  auto* holder = new std::shared_ptr<Storage>(t.storage());
+  return at::for_blob(t.raw(), t.shape())
+      .context(holder, [](void* h) { delete static_cast<std::shared_ptr<Storage>*>(h); })
+      .options(options)
+      .make_tensor();
 }
 
 namespace {
 
 // The caller passes every input, or only those without a default (graph inputs that the
-// model also lists as initializers take the initializer's value when left out).
-std::vector<at::Tensor> complete_inputs(const Program& program,
-                                        const std::vector<at::Tensor>& given) {
+// model also lists as initializers take the initializer's value when left out): `given`
+// itself, or `full` filled with every input.
+const std::vector<at::Tensor>& complete_inputs(const Program& program,
+                                               const std::vector<at::Tensor>& given,
+                                               std::vector<at::Tensor>& full) {
   const std::vector<std::string>& names = program.input_names();
   const std::vector<Tensor>& defaults = program.input_defaults();
   if (given.size() == names.size()) return given;
@@ -376,7 +384,7 @@ std::vector<at::Tensor> complete_inputs(const Program& program,
     }
     throw std::invalid_argument(message + ", got " + std::to_string(given.size()));
   }
-  std::vector<at::Tensor> full;
+  full.clear();
   full.reserve(names.size());
   size_t next = 0;
   for (const Tensor& d : defaults) full.push_back(d.defined() ? to_torch(d) : given[next++]);
@@ -389,7 +397,8 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
                                     const std::vector<at::Tensor>& given) {
   PhaseTimer timer("boundary.forward");
   const std::vector<std::string>& names = program->input_names();
-  const std::vector<at::Tensor> inputs = complete_inputs(*program, given);
+  std::vector<at::Tensor> full;
+  const std::vector<at::Tensor>& inputs = complete_inputs(*program, given, full);
   std::vector<Tensor> engine_inputs;
   engine_inputs.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -278,3 +278,103 @@ def test_large_gradients_end_a_backward_node() -> None:
             (model(x) * torch.linspace(-1, 1, 6).reshape(3, 2)).sum().backward()
     for (name, p), q in zip(ort.module.named_parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_hooks_added_after_repeated_calls_run_on_every_later_call() -> None:
+    """Repeated calls skip nn.Module.__call__ only while it would call forward directly: a
+    hook on the wrapper or a global module hook, added at any time, runs on every call."""
+    eager = mlp()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(4, 12)
+    for _ in range(2):
+        assert_same_step(ort, eager, x)
+    seen: list[str] = []
+    pre = ort.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    post = ort.register_forward_hook(lambda m, args, out: seen.append("post") or out + 1)
+    for _ in range(2):
+        torch.testing.assert_close(ort(x), eager(x * 2) + 1, rtol=1e-5, atol=1e-6)
+    assert seen == ["post", "post"]
+    pre.remove()
+    post.remove()
+    assert_same_step(ort, eager, x)
+    global_hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, args, out: seen.append(type(m).__name__))
+    try:
+        ort(x)
+        ort(x)
+    finally:
+        global_hook.remove()
+    assert seen.count("ORTModule") == 2
+    assert_same_step(ort, eager, x)
+    # A library that wraps forward on the instance (accelerate's hooks do) is called too.
+    original = ort.forward
+    ort.forward = lambda *args: seen.append("wrapped") or original(*args)
+    ort(x)
+    ort(x)
+    assert seen.count("wrapped") == 2
+    ort.forward = original
+    assert_same_step(ort, eager, x)
+    assert graphs(ort) == 1
+
+
+def test_structured_output_of_repeated_calls() -> None:
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            y = self.linear(x)
+            return y.relu(), {"sum": y.sum(1), "x": x}
+
+    torch.manual_seed(0)
+    eager = Pair()
+    ort = ORTModule(copy.deepcopy(eager))
+    for _ in range(3):
+        x = torch.randn(5, 3)
+        got, want = ort(x), eager(x)
+        assert isinstance(got, tuple) and isinstance(got[1], dict)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_keyword_tensor_calls_reuse_the_graph_and_see_every_change() -> None:
+    class WithLoss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = mlp()
+
+        def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            return nn.functional.cross_entropy(self.model(inputs), labels)
+
+    eager = WithLoss()
+    ort = ORTModule(copy.deepcopy(eager))
+    x, labels = torch.randn(6, 12), torch.randint(0, 3, (6,))
+
+    def same(**kwargs: torch.Tensor) -> None:
+        for model in (ort, eager):
+            model.zero_grad(set_to_none=True)
+        got, want = ort(**kwargs), eager(**kwargs)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        for g, r in zip(ort.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(g.grad, r.grad, rtol=1e-5, atol=1e-6)
+
+    for _ in range(2):
+        same(inputs=x, labels=labels)
+    step_call = ort._last_call
+    assert step_call is not None
+    same(inputs=torch.randn(6, 12), labels=labels)
+    assert ort._last_call is step_call  # taken without building the key
+    # Keywords in another order: another schema, another graph.
+    same(labels=labels, inputs=x)
+    assert graphs(ort) == 2
+    for model in (ort.module, eager):
+        with torch.no_grad():
+            model.model[0].weight.mul_(0.5)
+    same(inputs=x, labels=labels)
+    # Another batch size: the same graph; an input that requires grad: another graph.
+    same(inputs=torch.randn(4, 12), labels=torch.randint(0, 3, (4,)))
+    assert graphs(ort) == 2
+    same(inputs=x.clone().requires_grad_(), labels=labels)
+    assert graphs(ort) == 3
