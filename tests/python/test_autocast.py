@@ -101,26 +101,29 @@ def test_autocast_state_is_part_of_the_cache_key() -> None:
         torch.testing.assert_close(ort(x), plain, rtol=0, atol=0)
 
 
-def test_float16_autocast_with_grad_scaler_scales_unscales_and_skips_like_eager() -> None:
-    """The mixed-precision recipe of float16: GradScaler scales the loss, unscales the
-    gradients, skips the step whose gradients overflowed float16 and lowers its scale, as
-    with eager autocast. The first scale (2**24) makes the float16 gradients overflow in
-    both runs; the scale then halves until the steps go through."""
+def train_like_eager_with_scaler(device: str, dtype: torch.dtype, steps: int) -> None:
+    """Trains Block on `device` under torch.autocast(device, dtype), with GradScaler for
+    float16, eagerly and through ORTModule, and checks that the scales (the skipped steps),
+    the losses and the parameters agree. The first scale (2**24) makes float16 gradients
+    overflow in both runs; the scale then halves until the steps go through."""
     torch.manual_seed(0)
-    eager = Block()
+    eager = Block().to(device)
     ort = ORTModule(copy.deepcopy(eager))
     runs = []
     for model in (eager, ort):
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24, growth_interval=2)
+        scaler = torch.amp.GradScaler(device, init_scale=2.0**24, growth_interval=2,
+                                      enabled=dtype == torch.float16)
         torch.manual_seed(1)
         scales, losses = [], []
-        for _ in range(12):
-            x = torch.randn(4, 5, 8)
-            target = torch.randint(0, 3, (4,))
+        for _ in range(steps):
+            x = torch.randn(4, 5, 8, device=device)
+            target = torch.randint(0, 3, (4,), device=device)
             opt.zero_grad()
-            with autocast(torch.float16):
-                loss = F.cross_entropy(model(x), target)
+            with torch.autocast(device, dtype=dtype):
+                out = model(x)
+                loss = F.cross_entropy(out, target)
+            assert out.dtype == dtype
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
@@ -129,10 +132,18 @@ def test_float16_autocast_with_grad_scaler_scales_unscales_and_skips_like_eager(
         runs.append((scales, torch.stack(losses)))
     (scales_e, losses_e), (scales_o, losses_o) = runs
     assert scales_o == scales_e
-    assert scales_e[0] < 2.0**24, "the first step should overflow and be skipped"
+    if dtype == torch.float16:
+        assert scales_e[0] < 2.0**24, "the first step should overflow and be skipped"
     torch.testing.assert_close(losses_o, losses_e, rtol=RTOL, atol=ATOL)
     for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
         torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+
+
+def test_float16_autocast_with_grad_scaler_scales_unscales_and_skips_like_eager() -> None:
+    """The mixed-precision recipe of float16: GradScaler scales the loss, unscales the
+    gradients, skips the step whose gradients overflowed float16 and lowers its scale, as
+    with eager autocast."""
+    train_like_eager_with_scaler("cpu", torch.float16, steps=12)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

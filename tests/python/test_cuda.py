@@ -303,38 +303,8 @@ def test_cuda_autocast_trains_like_eager(dtype: torch.dtype) -> None:
     """torch.autocast('cuda') around a CUDA model: the autocast casts are traced into the
     graph and the engine rounds each 16-bit value where eager does; with float16,
     GradScaler's scales and skipped steps follow eager's."""
-    import torch.nn.functional as F
+    from tests.python.test_autocast import train_like_eager_with_scaler
 
-    from tests.python.test_autocast import ATOL, RTOL, Block
-
-    torch.manual_seed(0)
-    eager = Block().cuda()
-    ort = ORTModule(copy.deepcopy(eager))
-    runs = []
-    for model in (eager, ort):
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        scaler = torch.amp.GradScaler("cuda", init_scale=2.0**24, growth_interval=2,
-                                      enabled=dtype == torch.float16)
-        torch.manual_seed(1)
-        scales, losses = [], []
-        for _ in range(8):
-            x = torch.randn(4, 5, 8, device="cuda")
-            target = torch.randint(0, 3, (4,), device="cuda")
-            opt.zero_grad()
-            with torch.autocast("cuda", dtype=dtype):
-                out = model(x)
-                loss = F.cross_entropy(out, target)
-            assert out.dtype == dtype
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            scales.append(scaler.get_scale())
-            losses.append(loss.detach())
-        runs.append((scales, torch.stack(losses)))
-    (scales_e, losses_e), (scales_o, losses_o) = runs
-    assert scales_o == scales_e
-    torch.testing.assert_close(losses_o, losses_e, rtol=RTOL, atol=ATOL)
-    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+    train_like_eager_with_scaler("cuda", dtype, steps=8)
 
 
