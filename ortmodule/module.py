@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _capture, _fallback, _guards, _schema
+from ortmodule import _C, _autocast, _capture, _fallback, _guards, _schema
 from ortmodule._entry import _Entry
 from ortmodule.options import DebugOptions, FallbackPolicy
 
@@ -93,25 +93,6 @@ def _called_from_data_parallel() -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def _autocast_state() -> tuple:
-    if torch.is_autocast_enabled("cpu"):
-        return ("cpu", torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled())
-    if torch.is_autocast_enabled("cuda"):
-        return ("cuda", torch.get_autocast_dtype("cuda"), torch.is_autocast_cache_enabled())
-    return ()
-
-
-def _device_type(tensors: list[torch.Tensor], param_slots: list) -> str:
-    """The device type the graph runs on: its inputs' and parameters' ("cpu" without any)."""
-    for t in tensors:
-        return t.device.type
-    for m, n in param_slots:
-        p = m._parameters[n]
-        if p is not None:
-            return p.device.type
-    return "cpu"
 
 
 class ORTModule(torch.nn.Module):
@@ -316,12 +297,7 @@ class ORTModule(torch.nn.Module):
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
         grad = torch.is_grad_enabled()
-        autocast = _autocast_state()
-        # The region applies where eager applies it: to ops on its device. The graph of a
-        # model on another device is traced without it (autocast stays in the key).
-        traced_autocast = None
-        if autocast and autocast[0] == _device_type(tensors, self._param_slots):
-            traced_autocast = (autocast[0], autocast[1])
+        autocast = _autocast.state()
         key = (
             in_spec,
             _schema.signature(tensors),
@@ -348,7 +324,8 @@ class ORTModule(torch.nn.Module):
                     logger.info("attributes read by forward changed (%s): building a new graph",
                                 "; ".join(changed[:5]))
         if entry is None:
-            entry = self._compile(in_spec, tensors, args, kwargs, traced_autocast)
+            entry = self._compile(in_spec, tensors, args, kwargs,
+                                  _autocast.traced_region(autocast, tensors, self._param_slots))
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.
