@@ -2,6 +2,9 @@
 
     python benchmarks/profile_ops.py --model cnn28 --steps 20
     python benchmarks/profile_ops.py --model bert --steps 5    # any model of run.py
+
+After the per-op table, the GEMM calls by shape (``<op(A)><op(B)> [batch x ]MxNxK``, N: as
+stored, T: transposed) with their achieved GFLOP/s: which products run below the BLAS's best.
 """
 
 from __future__ import annotations
@@ -45,18 +48,37 @@ def main() -> None:
         step()
     _C.set_profiling(True)
     _C.profile_snapshot(reset=True)
+    _C.gemm_profile_snapshot(reset=True)
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
     total = (time.perf_counter() - start) / args.steps
     _C.set_profiling(False)
     rows = sorted(_C.profile_snapshot().items(), key=lambda kv: -kv[1][1])
+    gemms = sorted(_C.gemm_profile_snapshot().items(), key=lambda kv: -kv[1][1])
     engine = sum(s for _, (_, s) in rows) / args.steps
     print(f"step {total * 1e3:.3f} ms, of which engine ops {engine * 1e3:.3f} ms")
     print(f"{'op':32s} {'calls/step':>10s} {'ms/step':>9s} {'share':>6s}")
     for op, (calls, seconds) in rows:
         per_step = seconds / args.steps
         print(f"{op:32s} {calls / args.steps:10.1f} {per_step * 1e3:9.3f} {per_step / total:6.1%}")
+    print_gemms(gemms, args.steps, total)
+
+
+def print_gemms(gemms: list[tuple[str, tuple[int, float, float]]], steps: int,
+                total: float) -> None:
+    """The GEMM calls by shape: calls and ms per step, share of the step, GFLOP/s."""
+    if not gemms:
+        return
+    seconds = sum(s for _, (_, s, _) in gemms) / steps
+    flops = sum(f for _, (_, _, f) in gemms) / steps
+    print(f"\nGEMM calls: {seconds * 1e3:.3f} ms/step ({seconds / total:.1%} of the step), "
+          f"{flops / seconds / 1e9:.0f} GFLOP/s overall")
+    print(f"{'shape':32s} {'calls/step':>10s} {'ms/step':>9s} {'share':>6s} {'GFLOP/s':>8s}")
+    for shape, (calls, secs, flop) in gemms:
+        per_step = secs / steps
+        print(f"{shape:32s} {calls / steps:10.1f} {per_step * 1e3:9.3f} {per_step / total:6.1%} "
+              f"{flop / secs / 1e9:8.0f}")
 
 
 if __name__ == "__main__":

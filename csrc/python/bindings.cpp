@@ -176,6 +176,18 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("reset") = true, "{op_type: (calls, kernel seconds)} since the last reset.");
   m.def(
+      "gemm_profile_snapshot",
+      [](bool reset) {
+        py::dict d;
+        for (const auto& kv : gemm_snapshot(reset))
+          d[py::str(kv.first)] =
+              py::make_tuple(kv.second.calls, kv.second.seconds, kv.second.flops);
+        return d;
+      },
+      py::arg("reset") = true,
+      "{'<op(A)><op(B)> [batch x ]MxNxK': (calls, seconds, flops)} of the CPU GEMM calls since "
+      "the last reset (N: as stored, T: transposed).");
+  m.def(
       "phase_snapshot",
       [](bool reset) {
         py::dict d;

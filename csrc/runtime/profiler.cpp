@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 
 namespace ortmodule {
 namespace {
@@ -9,6 +10,10 @@ std::atomic<bool> g_enabled{false};
 std::mutex g_mu;
 std::map<std::string, OpTiming>& op_timings() {
   static auto* t = new std::map<std::string, OpTiming>();
+  return *t;
+}
+std::map<std::string, GemmTiming>& gemm_timings() {
+  static auto* t = new std::map<std::string, GemmTiming>();
   return *t;
 }
 std::map<std::string, OpTiming>& phase_timings() {
@@ -46,6 +51,26 @@ void record_phase_time(const char* phase, double seconds) {
 
 std::map<std::string, OpTiming> phase_snapshot(bool reset) {
   return snapshot(phase_timings(), reset);
+}
+
+void record_gemm_time(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                      double seconds) {
+  std::string key = std::string(trans_a ? "T" : "N") + (trans_b ? "T " : "N ");
+  if (batch != 1) key += std::to_string(batch) + " x ";
+  key += std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  std::lock_guard<std::mutex> lock(g_mu);
+  GemmTiming& t = gemm_timings()[key];
+  ++t.calls;
+  t.seconds += seconds;
+  t.flops += 2.0 * static_cast<double>(batch) * static_cast<double>(M) * static_cast<double>(N) *
+             static_cast<double>(K);
+}
+
+std::map<std::string, GemmTiming> gemm_snapshot(bool reset) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::map<std::string, GemmTiming> out = gemm_timings();
+  if (reset) gemm_timings().clear();
+  return out;
 }
 
 }  // namespace ortmodule

@@ -26,6 +26,18 @@ void record_phase_time(const char* phase, double seconds);
 // Accumulated timings per phase since the last reset.
 std::map<std::string, OpTiming> phase_snapshot(bool reset);
 
+// GEMM calls by shape: "<op(A)><op(B)> [batch x ]MxNxK" (N: as stored, T: transposed), so a
+// profile can show which products run below the BLAS's best (benchmarks/profile_ops.py).
+// Seconds count the whole call; flops = 2*batch*M*N*K per call.
+struct GemmTiming {
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;
+};
+void record_gemm_time(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                      double seconds);
+std::map<std::string, GemmTiming> gemm_snapshot(bool reset);
+
 // Records the time from construction to destruction as `phase` while profiling is on.
 class PhaseTimer {
  public:

@@ -3,8 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <chrono>
+
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "runtime/profiler.h"
 
 namespace ortmodule {
 
@@ -19,6 +22,27 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 }
 
 namespace {
+// Times one GEMM call into the profiler's shape table while profiling is on.
+class GemmTimer {
+ public:
+  GemmTimer(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K)
+      : on_(profiling_enabled()), ta_(trans_a), tb_(trans_b), batch_(batch), m_(M), n_(N), k_(K) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  ~GemmTimer() {
+    if (!on_) return;
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+    record_gemm_time(ta_, tb_, batch_, m_, n_, k_, elapsed.count());
+  }
+  GemmTimer(const GemmTimer&) = delete;
+  GemmTimer& operator=(const GemmTimer&) = delete;
+
+ private:
+  bool on_, ta_, tb_;
+  int64_t batch_, m_, n_, k_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 template <typename T>
 constexpr at::ScalarType scalar_type();
 template <>
@@ -35,6 +59,7 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  GemmTimer timer(trans_a, trans_b, 1, M, N, K);
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, opts);
   if (K == 0) {
@@ -69,6 +94,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
               C + i * stride_c, ldc);
     return;
   }
+  GemmTimer timer(trans_a, trans_b, batch, M, N, K);
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   // Strided views over the caller's memory (a stride of 0 repeats one matrix); ATen's bmm
   // hands the whole batch to the BLAS's batched GEMM.

@@ -139,3 +139,31 @@ def test_matmul_gradients_match_autograd(shapes: tuple) -> None:
     training = onnx.load_from_string(program.training_graph_onnx())
     ops = [n.op_type for n in training.graph.node]
     assert "FusedMatMulSumToShape" in ops and "SumToShape" not in ops, ops
+
+
+def test_gemm_profile_records_every_product_by_shape() -> None:
+    """With profiling on, each GEMM of a training step is recorded under its shape: a
+    bias-free Linear's forward, input gradient and weight gradient are three products of
+    2*M*N*K flops each, whatever transposes the optimized graph chose."""
+    from ortmodule import ORTModule
+
+    batch, n_in, n_out = 8, 32, 16
+    model = ORTModule(torch.nn.Linear(n_in, n_out, bias=False))
+    x = torch.randn(batch, n_in, requires_grad=True)
+    model(x).sum().backward()  # builds the graphs outside the profile
+    _C.set_profiling(True)
+    try:
+        _C.gemm_profile_snapshot(reset=True)
+        model(x).sum().backward()
+        rows = _C.gemm_profile_snapshot(reset=True)
+    finally:
+        _C.set_profiling(False)
+    assert sum(calls for calls, _, _ in rows.values()) == 3, rows
+    assert sum(flops for _, _, flops in rows.values()) == 3 * 2 * batch * n_in * n_out, rows
+    for shape, (_, seconds, _) in rows.items():
+        trans, dims = shape.split(" ", 1)
+        assert set(trans) <= {"N", "T"} and len(trans) == 2, shape
+        assert sorted(int(d) for d in dims.split("x")) == sorted([batch, n_in, n_out]), shape
+        assert seconds > 0, shape
+    model(x).sum().backward()
+    assert not _C.gemm_profile_snapshot(reset=True)  # profiling off: nothing recorded
