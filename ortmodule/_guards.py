@@ -240,18 +240,15 @@ def module_hooks_error(module: torch.nn.Module,
     called, so its hooks would run once, while the graph is captured (forward hooks), or never
     (backward hooks), instead of on every call as in eager. Hooks the graph fully computes
     (_is_traced_hook) are allowed."""
-    if not any(m.__dict__.get(table) for m in modules for table, _ in _HOOK_TABLES):
+    refused = [(m, kind, hook) for m in modules for table, kind in _HOOK_TABLES
+               for hook in m.__dict__.get(table, {}).values()
+               if not (table.startswith("_forward") and _is_traced_hook(hook))]
+    if not refused:
         return None
-    found = []
-    for name, m in module.named_modules():
-        for table, kind in _HOOK_TABLES:
-            for hook in m.__dict__.get(table, {}).values():
-                if table.startswith("_forward") and _is_traced_hook(hook):
-                    continue
-                where = f"submodule {name!r}" if name else "the wrapped module"
-                found.append(f"{kind} {_describe(hook)} on {where} ({type(m).__name__})")
-    if not found:
-        return None
+    names = {id(m): name for name, m in module.named_modules()}
+    found = [f"{kind} {_describe(hook)} on "
+             f"{f'submodule {names[id(m)]!r}' if names[id(m)] else 'the wrapped module'} "
+             f"({type(m).__name__})" for m, kind, hook in refused]
     more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
     return RuntimeError(
         f"ORTModule cannot run the {'; '.join(found[:3])}{more}: the engine runs the wrapped "

@@ -128,6 +128,30 @@ def test_backward_hooks_added_after_repeated_calls_fire_and_removed_ones_stop() 
     assert len(calls) == 4
 
 
+def test_global_module_hooks_run_for_the_ortmodule_as_for_the_eager_module() -> None:
+    ort, eager = models()
+    records: dict[int, list] = {id(ort): [], id(eager): []}
+
+    def record(m: nn.Module, name: str, tensors: Any) -> None:
+        if id(m) in records:  # eager calls them for fc1 and fc2 too
+            records[id(m)].append((name, [None if t is None else t.detach().clone()
+                                          for t in tensors]))
+
+    from torch.nn.modules import module as nn_module
+    handles = [
+        nn_module.register_module_forward_hook(lambda m, args, out: record(m, "out", [out])),
+        nn_module.register_module_full_backward_hook(
+            lambda m, gi, go: record(m, "grad_in", gi) or record(m, "grad_out", go)),
+    ]
+    try:
+        assert_same(ort, eager)
+    finally:
+        for h in handles:
+            h.remove()
+    assert [name for name, _ in records[id(ort)]] == ["out", "grad_in", "grad_out"] * 3
+    assert_same_records(records[id(ort)], records[id(eager)])
+
+
 # ---- forward hooks on the ORTModule ----
 
 
