@@ -72,6 +72,17 @@ def recorder() -> tuple[list[tuple[str, list[torch.Tensor | None]]], Callable[..
     return seen, record
 
 
+def hook_both(ort: ORTModule, eager: nn.Module,
+              register: Callable[[nn.Module, Callable[..., Any]], None]) -> list[list]:
+    """Calls register(model, record) for both models; returns the two records."""
+    records = []
+    for model in (ort, eager):
+        seen, record = recorder()
+        register(model, record)
+        records.append(seen)
+    return records
+
+
 def assert_same_records(got: list, expected: list) -> None:
     assert [name for name, _ in got] == [name for name, _ in expected]
     for (name, a), (_, b) in zip(got, expected, strict=True):
@@ -86,14 +97,12 @@ def assert_same_records(got: list, expected: list) -> None:
 
 
 def test_full_backward_hooks_see_the_gradients_eager_sees() -> None:
+    def register(model: nn.Module, record: Callable[..., Any]) -> None:
+        model.register_full_backward_pre_hook(lambda m, go: record("pre", go))
+        model.register_full_backward_hook(lambda m, gi, go: record("in", gi) or record("out", go))
+
     ort, eager = models()
-    records = []
-    for model in (ort, eager):
-        seen, record = recorder()
-        model.register_full_backward_pre_hook(lambda m, go, record=record: record("pre", go))
-        model.register_full_backward_hook(
-            lambda m, gi, go, record=record: record("in", gi) or record("out", go))
-        records.append(seen)
+    records = hook_both(ort, eager, register)
     assert_same(ort, eager)
     assert [name for name, _ in records[0]] == ["pre", "in", "out"] * 3
     assert_same_records(records[0], records[1])
@@ -156,38 +165,33 @@ def test_global_module_hooks_run_for_the_ortmodule_as_for_the_eager_module() -> 
 
 
 def test_forward_hooks_run_on_every_call_and_may_replace_inputs_and_output() -> None:
-    ort, eager = models()
-    records = []
-    for model in (ort, eager):
-        seen, record = recorder()
-        model.register_forward_pre_hook(lambda m, args, record=record: record("pre", args))
+    def register(model: nn.Module, record: Callable[..., Any]) -> None:
+        model.register_forward_pre_hook(lambda m, args: record("pre", args))
         model.register_forward_pre_hook(lambda m, args: (args[0] * 2, args[1]))
-        model.register_forward_hook(
-            lambda m, args, out, record=record: record("post", [*args, out]))
+        model.register_forward_hook(lambda m, args, out: record("post", [*args, out]))
         model.register_forward_hook(lambda m, args, out: out.relu() + 1)
-        records.append(seen)
+
+    ort, eager = models()
+    records = hook_both(ort, eager, register)
     assert_same(ort, eager)
     assert [name for name, _ in records[0]] == ["pre", "post"] * 3
     assert_same_records(records[0], records[1])
 
 
 def test_forward_hooks_with_kwargs_see_and_replace_keyword_arguments() -> None:
-    ort, eager = models()
-    records = []
-    for model in (ort, eager):
-        seen, record = recorder()
-
+    def register(model: nn.Module, record: Callable[..., Any]) -> None:
         def pre(m: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             return args, {"y": kwargs["y"] * 0.5}
 
-        def post(m: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor,
-                 record: Callable[..., Any] = record) -> torch.Tensor:
+        def post(m: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor) -> torch.Tensor:
             record("post", [*args, kwargs["y"], out])
             return out * kwargs["y"][:, :3]
 
         model.register_forward_pre_hook(pre, with_kwargs=True)
         model.register_forward_hook(post, with_kwargs=True)
-        records.append(seen)
+
+    ort, eager = models()
+    records = hook_both(ort, eager, register)
     for _ in range(3):
         x, y = inputs()
         outs = [model(x, y=y) for model in (ort, eager)]
@@ -207,7 +211,7 @@ def test_forward_hooks_with_kwargs_see_and_replace_keyword_arguments() -> None:
     ("forward hook", lambda m: m.register_forward_hook(lambda mod, args, out: out * 2)),
     ("backward hook", lambda m: m.register_full_backward_hook(lambda mod, gi, go: None)),
     ("backward pre-hook", lambda m: m.register_full_backward_pre_hook(lambda mod, go: None)),
-])
+], ids=["forward_pre", "forward", "backward", "backward_pre"])
 def test_hooks_inside_the_wrapped_module_raise_naming_module_and_kind(
         kind: str, register: Callable[[nn.Module], Any]) -> None:
     ort, eager = models()
