@@ -194,3 +194,69 @@ def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
         guard.tensors = [(d, name, d.get(name, t), d.get(name, t)._version, owner)
                          if isinstance(d.get(name, t), torch.Tensor) else (d, name, t, v, owner)
                          for d, name, t, v, owner in guard.tensors]
+
+
+# ---- module hooks inside the wrapped module ----
+
+# Tables of nn.Module hooks that run around a module's forward or backward, and how the
+# error names them.
+_HOOK_TABLES = (("_forward_pre_hooks", "forward pre-hook (register_forward_pre_hook)"),
+                ("_forward_hooks", "forward hook (register_forward_hook)"),
+                ("_backward_pre_hooks", "backward pre-hook (register_full_backward_pre_hook)"),
+                ("_backward_hooks", "backward hook (register_full_backward_hook)"))
+
+
+def hooks_version() -> int:
+    """Changes whenever any hook anywhere is registered (module, tensor or autograd hooks
+    all take a torch.utils.hooks.RemovableHandle, whose ids count up); removing one does not
+    change it."""
+    return torch.utils.hooks.RemovableHandle.next_id
+
+
+def _is_traced_hook(hook: Any) -> bool:
+    """Forward hooks whose whole effect the captured graph computes on every call: the
+    pre-hooks of torch.nn.utils.weight_norm and spectral_norm (they recompute a parameter from
+    others) and the hooks by which Hugging Face transformers collect hidden states and
+    attentions into forward's result."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    return (isinstance(hook, (WeightNorm, SpectralNorm))
+            or getattr(hook, "__module__", None) == "transformers.utils.output_capturing")
+
+
+def _describe(hook: Any) -> str:
+    name = getattr(hook, "__qualname__", None) or type(hook).__qualname__
+    module = getattr(hook, "__module__", None)
+    return f"{module}.{name}" if module and module != "__main__" else name
+
+
+def module_hooks_error(module: torch.nn.Module,
+                       modules: list[torch.nn.Module]) -> RuntimeError | None:
+    """The error for hooks registered on ``module`` or a module inside it (``modules``, all
+    of them), or None.
+
+    The engine runs the whole forward and backward as one graph: a module inside it is never
+    called, so its hooks would run once, while the graph is captured (forward hooks), or never
+    (backward hooks), instead of on every call as in eager. Hooks the graph fully computes
+    (_is_traced_hook) are allowed."""
+    refused = [(m, kind, hook) for m in modules for table, kind in _HOOK_TABLES
+               for hook in m.__dict__.get(table, {}).values()
+               if not (table.startswith("_forward") and _is_traced_hook(hook))]
+    if not refused:
+        return None
+    names = {id(m): name for name, m in module.named_modules()}
+    found = [f"{kind} {_describe(hook)} on "
+             f"{f'submodule {names[id(m)]!r}' if names[id(m)] else 'the wrapped module'} "
+             f"({type(m).__name__})" for m, kind, hook in refused]
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    return RuntimeError(
+        f"ORTModule cannot run the {'; '.join(found[:3])}{more}: the engine runs the wrapped "
+        "module's forward and backward as one captured graph in which no module is called, so "
+        "such a hook would run only while the graph is captured (forward hooks) or never "
+        "(backward hooks). Register it on the ORTModule itself instead (its hooks run on every "
+        "call, with the whole model's inputs, outputs and gradients: register_forward_hook, "
+        "register_full_backward_hook, ...), use a tensor hook (Tensor.register_hook) on a "
+        "parameter for its gradient, compute in forward what a hook would return, or wrap in "
+        "ORTModule only the parts of the model without hooks. Remove the hook (handle.remove()) "
+        "before the next call.")

@@ -29,7 +29,9 @@ MAX_GRAPHS = 32
 _OWN = frozenset({
     "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
-    "_last_call", "_own_forward",
+    "_last_call", "_own_forward", "_seen_hooks",
+    # Set by register_full_backward_hook: nn.Module.__call__ reads it from the wrapper.
+    "_is_full_backward_hook",
 })
 
 
@@ -42,7 +44,8 @@ def _install_forward(wrapper: ORTModule, signature: inspect.Signature | None) ->
         # A call like the previous one, with no registration since: no further frame.
         d = self.__dict__
         last = d["_last_call"]
-        if last is not None and _guards._version[0] == d["_seen_version"]:
+        if (last is not None and _guards._version[0] == d["_seen_version"]
+                and _guards.hooks_version() == d["_seen_hooks"]):
             out = last(args, kwargs)
             if out is not _MISS:
                 return out
@@ -134,6 +137,7 @@ class ORTModule(torch.nn.Module):
         d["_saved_names"] = set()
         d["_evictions"] = 0
         d["_last_call"] = None
+        d["_seen_hooks"] = -1  # hooks inside the module are checked on the first call
         _install_forward(self, _signature_of(module))
         _guards.install_hooks()
         self._refresh_structure()
@@ -241,6 +245,7 @@ class ORTModule(torch.nn.Module):
                           "_structure"):
             state.pop(transient, None)
         state["_seen_version"] = -1
+        state["_seen_hooks"] = -1
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -251,8 +256,8 @@ class ORTModule(torch.nn.Module):
     # ---- the per-call path ----
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # A call like the previous one, with no hook, registration or replaced forward
-        # since, runs its graph from here (_C.StepCall.step); any other goes through
+        # A call like the previous one, with no hook (on the wrapper, global, or registered
+        # anywhere since), registration or replaced forward since, runs its graph from here (_C.StepCall.step); any other goes through
         # nn.Module.__call__.
         d = self.__dict__
         last = d["_last_call"]
@@ -282,6 +287,15 @@ class ORTModule(torch.nn.Module):
         d["_param_slots"] = [(m, name) for m in modules
                              for name, p in m._parameters.items() if p is not None]
 
+    def _check_module_hooks(self) -> None:
+        """Raises while a module inside the wrapped one has hooks the graph cannot run;
+        checked on the first call and after any hook registration anywhere."""
+        version = _guards.hooks_version()
+        error = _guards.module_hooks_error(self.module, self._all_modules)
+        if error is not None:
+            raise error
+        self.__dict__["_seen_hooks"] = version
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
         return self._run(args, kwargs)
 
@@ -289,6 +303,8 @@ class ORTModule(torch.nn.Module):
         d = self.__dict__
         if _guards._version[0] != d["_seen_version"]:
             self._refresh_structure()
+        if _guards.hooks_version() != d["_seen_hooks"]:
+            self._check_module_hooks()
         last = d["_last_call"]
         if last is not None:
             out = last(args, kwargs)
@@ -379,7 +395,6 @@ class ORTModule(torch.nn.Module):
         module = self.module
         if _called_from_data_parallel():
             raise _data_parallel_error("DataParallel wraps this ORTModule")
-        _warn_submodule_hooks(module)
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
         try:
@@ -464,15 +479,3 @@ class ORTModule(torch.nn.Module):
             f.write(program.training_graph_onnx())
         logger.info("saved %s_forward.onnx and %s_training.onnx", base, base)
 
-
-def _warn_submodule_hooks(module: torch.nn.Module) -> None:
-    """Forward hooks of submodules run once, while the graph is captured: what they compute
-    is in the graph, but their Python side effects do not happen on later calls."""
-    hooked = [name or type(m).__name__ for name, m in module.named_modules()
-              if m._forward_hooks or m._forward_pre_hooks]
-    if hooked:
-        logger.warning(
-            "ORTModule: forward hooks on %s run only while the graph is captured; the tensors "
-            "they return are part of the graph, but their Python side effects (logging, "
-            "collecting activations) will not happen on later calls. Register such hooks on "
-            "the ORTModule itself, which runs them on every call.", ", ".join(hooked[:5]))

@@ -142,7 +142,8 @@ class StepCall {
         finish_(std::move(finish)),
         miss_(std::move(miss)),
         structure_version_(std::move(structure_version)),
-        module_globals_(py::module_::import("torch.nn.modules.module").attr("__dict__")) {
+        module_globals_(py::module_::import("torch.nn.modules.module").attr("__dict__")),
+        handle_class_(py::module_::import("torch.utils.hooks").attr("RemovableHandle")) {
     grad_ = torch::autograd::GradMode::is_enabled();
     autocast_ = autocast_state();
     num_args_ = args.size();
@@ -206,8 +207,8 @@ class StepCall {
   // submodule since the wrapper last looked; otherwise `miss`, and the caller goes through
   // nn.Module.__call__.
   py::object step(const py::dict& wrapper, const py::tuple& args, const py::dict& kwargs) {
-    if (!structure_unchanged(wrapper) || hooked(wrapper) || !own_forward(wrapper) ||
-        torch::jit::tracer::isTracing())
+    if (!structure_unchanged(wrapper) || !hooks_unchanged(wrapper) || hooked(wrapper) ||
+        !own_forward(wrapper) || torch::jit::tracer::isTracing())
       return miss_;
     return call(args, kwargs);
   }
@@ -279,7 +280,22 @@ class StepCall {
   // _guards._version[0] == wrapper["_seen_version"].
   bool structure_unchanged(const py::dict& wrapper) const {
     static PyObject* const seen = interned("_seen_version");
-    PyObject* current = PyList_GetItem(structure_version_.ptr(), 0);
+    return equals_seen(PyList_GetItem(structure_version_.ptr(), 0), wrapper, seen);
+  }
+
+  // RemovableHandle.next_id == wrapper["_seen_hooks"]: no hook registered anywhere since the
+  // wrapper checked the modules inside it for hooks the graph cannot run.
+  bool hooks_unchanged(const py::dict& wrapper) const {
+    static PyObject* const seen = interned("_seen_hooks");
+    static PyObject* const next_id = interned("next_id");
+    const py::object current =
+        py::reinterpret_steal<py::object>(PyObject_GetAttr(handle_class_.ptr(), next_id));
+    if (!current) throw py::error_already_set();
+    return equals_seen(current.ptr(), wrapper, seen);
+  }
+
+  // current == wrapper[seen] (a missing one differs).
+  static bool equals_seen(PyObject* current, const py::dict& wrapper, PyObject* seen) {
     PyObject* known = PyDict_GetItemWithError(wrapper.ptr(), seen);
     if (current == nullptr || known == nullptr) {
       if (PyErr_Occurred()) throw py::error_already_set();
@@ -403,6 +419,7 @@ class StepCall {
   py::object miss_;             // returned when the call may not take this graph
   py::list structure_version_;  // ortmodule._guards._version
   py::object module_globals_;   // torch.nn.modules.module's globals (the global hooks)
+  py::object handle_class_;     // torch.utils.hooks.RemovableHandle (its next_id counts hooks)
   struct AttributeValue {
     py::object dict, name, value;
   };
