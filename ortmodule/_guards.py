@@ -217,12 +217,21 @@ def _is_traced_hook(hook: Any) -> bool:
     """Forward hooks whose whole effect the captured graph computes on every call: the
     pre-hooks of torch.nn.utils.weight_norm and spectral_norm (they recompute a parameter from
     others) and the hooks by which Hugging Face transformers collect hidden states and
-    attentions into forward's result."""
+    attentions into forward's result, and the one of enable_input_require_grads."""
     from torch.nn.utils.spectral_norm import SpectralNorm
     from torch.nn.utils.weight_norm import WeightNorm
 
+    module = getattr(hook, "__module__", None)
     return (isinstance(hook, (WeightNorm, SpectralNorm))
-            or getattr(hook, "__module__", None) == "transformers.utils.output_capturing")
+            or module == "transformers.utils.output_capturing"
+            or (module == "transformers.modeling_utils"
+                and getattr(hook, "__qualname__", "").endswith(_INPUT_REQUIRES_GRAD_HOOK)))
+
+
+# PreTrainedModel.enable_input_require_grads (adapter fine-tuning of a frozen model) marks the
+# input embeddings' output as requiring grad so that autograd reaches the adapters; in the
+# captured graph every value on the path to a trainable parameter gets its gradient anyway.
+_INPUT_REQUIRES_GRAD_HOOK = "enable_input_require_grads.<locals>.make_inputs_require_grads"
 
 
 def _describe(hook: Any) -> str:

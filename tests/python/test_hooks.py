@@ -254,3 +254,29 @@ def test_weight_norm_pre_hooks_are_part_of_the_graph() -> None:
     options = DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP)
     ort, eager = ORTModule(weight_normed(), options), weight_normed()
     assert_same(ort, eager)
+
+
+def test_transformers_input_require_grads_hook_trains_frozen_model_like_eager() -> None:
+    """transformers' enable_input_require_grads (adapter fine-tuning with frozen embeddings)
+    registers a forward hook on the input embeddings; the captured graph computes its effect,
+    so it is allowed and the trainable parameters get eager's gradients."""
+    from tests.python.hf_zoo import _bert, _bert_batch
+
+    torch.manual_seed(0)
+    eager = _bert(0.0)
+    for name, param in eager.named_parameters():
+        param.requires_grad_(name.startswith("classifier") or "layer.1." in name)
+    ort_model = copy.deepcopy(eager)
+    eager.enable_input_require_grads()
+    ort_model.enable_input_require_grads()
+    ort = ORTModule(ort_model)
+    batch = _bert_batch(2, 8, seed=3)
+    for model in (eager, ort):
+        model(**batch).loss.backward()
+    got = dict(ort.named_parameters())
+    for name, param in eager.named_parameters():
+        if param.requires_grad:
+            torch.testing.assert_close(got[name].grad, param.grad, rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, n=name: f"{n}: {m}")
+        else:
+            assert got[name].grad is None, name
