@@ -28,9 +28,13 @@ std::unordered_set<const Node*> backward_nodes(const std::vector<Node*>& nodes,
 }
 
 // A copy of forward node `p` reading `inputs`, run in backward right before its first reader.
-Node* add_recompute_copy(Graph& graph, const Node* p, const std::vector<Value*>& inputs) {
+// With `first_output_only`, the copy computes output 0 alone (the optional outputs after it,
+// e.g. a normalization's statistics, are left off).
+Node* add_recompute_copy(Graph& graph, const Node* p, const std::vector<Value*>& inputs,
+                         bool first_output_only = false) {
   std::vector<Value*> outputs;
   for (Value* out : p->outputs) {
+    if (first_output_only && !outputs.empty()) break;
     Value* o = out ? graph.new_value(out->name + "/recompute") : nullptr;
     if (o) {
       o->dtype = out->dtype;
@@ -60,6 +64,22 @@ bool is_cheap_activation(const Node* n) {
   return n->domain.empty() && kDefaultDomain.count(n->op_type) != 0;
 }
 
+// Normalizations over the last axes whose other inputs are parameters (always at hand):
+// backward keeps their input for the gradient, and the product after them reads their output
+// for its weight gradient; repeating one costs a pass over a row per row. Only output 0 is
+// repeated (the gradient reads forward's own mean and inverse deviation).
+bool is_cheap_normalization(const Node* n, const std::unordered_set<const Value*>& parameters) {
+  static const std::unordered_set<std::string> kDefaultDomain = {"LayerNormalization"};
+  if (!n->def || n->def->random || n->def->host_call || !n->def->state_writeback.empty())
+    return false;
+  if (!n->domain.empty() || kDefaultDomain.count(n->op_type) == 0) return false;
+  if (n->num_inputs() < 1 || !n->input(0) || n->outputs.empty() || !n->output(0)) return false;
+  if (n->output(0)->dtype != n->input(0)->dtype) return false;
+  for (size_t i = 1; i < n->num_inputs(); ++i)
+    if (n->input(i) && !parameters.count(n->input(i))) return false;
+  return true;
+}
+
 // Ops whose output is a view of input 0 (the other inputs, if any, give its shape).
 bool is_view(const Node* n) {
   static const std::unordered_set<std::string> kViews = {"Reshape", "Flatten", "Squeeze",
@@ -86,9 +106,15 @@ int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Nod
     return forward_nodes.count(n) && !backward.count(n) && !n->run_in_backward &&
            n->checkpoint_region < 0;
   };
+  // Graph inputs (the parameters are inputs of the training graph) and constants.
+  std::unordered_set<const Value*> parameters(graph.inputs().begin(), graph.inputs().end());
+  for (size_t i = 0; i < graph.num_values(); ++i)
+    if (graph.value_by_id(static_cast<int>(i))->initializer.defined())
+      parameters.insert(graph.value_by_id(static_cast<int>(i)));
   int copies = 0;
   for (Node* p : nodes) {
-    if (!repeatable(p) || !is_cheap_activation(p)) continue;
+    if (!repeatable(p) || !(is_cheap_activation(p) || is_cheap_normalization(p, parameters)))
+      continue;
     Value* x = p->input(0);
     Value* y = p->output(0);
     if (!read_by_backward.count(x) || graph_outputs.count(y)) continue;
@@ -119,7 +145,7 @@ int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Nod
       const Node* original = v->producer;
       std::vector<Value*> inputs = original->inputs;
       inputs[0] = v == y ? x : copy_of.at(original->input(0));
-      Node* copy = add_recompute_copy(graph, original, inputs);
+      Node* copy = add_recompute_copy(graph, original, inputs, /*first_output_only=*/true);
       graph.move_before(copy, first_reader);
       copy_of[v] = copy->output(0);
       ++copies;

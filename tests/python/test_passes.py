@@ -263,3 +263,39 @@ def test_transformer_with_and_without_graph_optimizations_agree(name: str) -> No
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-5, atol=1e-6)
     for n, g in results[False][1].items():
         torch.testing.assert_close(results[True][1][n], g, rtol=1e-4, atol=2e-5, msg=n)
+
+
+class NormedMlp(nn.Module):
+    """Linear -> LayerNorm -> Linear: backward reads the norm's input (its gradient) and its
+    output (the second Linear's weight gradient)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(24, 48), nn.LayerNorm(48), nn.Linear(48, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+def test_layer_norm_output_is_recomputed_in_backward_not_kept() -> None:
+    """With graph optimizations backward recomputes the LayerNorm's output from its kept input
+    (passes/recompute.h) instead of keeping both; the gradients are those of the unoptimized
+    graph bit for bit (the copy repeats the same kernel on the same input) and eager's."""
+    torch.manual_seed(0)
+    eager = NormedMlp()
+    x = torch.randn(64, 24)  # 64 rows: the norm's parallel path
+    grads, plans = {}, {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
+        ort(x).square().sum().backward()
+        grads[optimize] = {n: p.grad for n, p in ort.named_parameters()}
+        plans[optimize] = next(iter(ort._cache.values()))[0].program.plan_description()
+    eager(x).square().sum().backward()
+    for name, q in eager.named_parameters():
+        torch.testing.assert_close(grads[True][name], grads[False][name], rtol=0, atol=0)
+        torch.testing.assert_close(grads[True][name], q.grad, rtol=1e-5, atol=1e-5, msg=name)
+    forward, backward = plans[True].split("backward:", 1)
+    assert "LayerNormalization" in forward and "[recompute]" not in forward, plans[True]
+    assert any("LayerNormalization" in line and "[recompute]" in line
+               for line in backward.splitlines()), plans[True]
+    assert "[recompute]" not in plans[False], plans[False]
