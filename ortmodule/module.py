@@ -30,8 +30,9 @@ _OWN = frozenset({
     "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
     "_last_call", "_own_forward", "_seen_hooks",
-    # Set by register_full_backward_hook: nn.Module.__call__ reads it from the wrapper.
-    "_is_full_backward_hook",
+    # Set by register_full_backward_hook and by compile(): nn.Module.__call__ reads them from
+    # the wrapper.
+    "_is_full_backward_hook", "_compiled_call_impl",
 })
 
 

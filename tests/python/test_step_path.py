@@ -378,3 +378,23 @@ def test_keyword_tensor_calls_reuse_the_graph_and_see_every_change() -> None:
     assert graphs(ort) == 2
     same(inputs=x.clone().requires_grad_(), labels=labels)
     assert graphs(ort) == 3
+
+
+def test_compile_of_the_ortmodule_wraps_the_wrapper_not_the_wrapped_module() -> None:
+    """ORTModule.compile() (nn.Module.compile) compiles the wrapper's call: the wrapped module
+    is left as it was (calling it still runs eager PyTorch), and compiled calls train like
+    eager."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(5, 8)
+    model(x)
+    model.compile(backend="eager")
+    assert model.__dict__.get("_compiled_call_impl") is not None
+    assert model.module._compiled_call_impl is None
+    for _ in range(2):
+        model(x).square().sum().backward()
+        eager(x).square().sum().backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.module(x), eager(x), rtol=1e-5, atol=1e-6)
