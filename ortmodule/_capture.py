@@ -306,18 +306,21 @@ def _forget_source_files_read() -> Iterator[None]:
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, exporter: str, static_shapes: bool = False,
            autocast: tuple[str, torch.dtype] | None = None,
-           fallback_unsupported_ops: bool = False) -> Captured:
+           fallback_unsupported_ops: bool = False, dynamic: bool = True) -> Captured:
     """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under
     ``torch.autocast(*autocast)`` (device type, dtype) when given. With ``fallback_unsupported_ops``, ops the engine
-    lacks become bridge nodes (dynamo lowering only)."""
+    lacks become bridge nodes (dynamo lowering only). torch.export traces symbolic sizes
+    with ``dynamic``, else the call's sizes (the TorchScript exporter follows
+    ``static_shapes``)."""
     with _forget_source_files_read():
         return _export(module, in_spec, tensors, verbose, exporter, static_shapes, autocast,
-                       fallback_unsupported_ops)
+                       fallback_unsupported_ops, dynamic)
 
 
 def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
             verbose: bool, exporter: str, static_shapes: bool,
-            autocast: tuple[str, torch.dtype] | None, fallback_unsupported_ops: bool) -> Captured:
+            autocast: tuple[str, torch.dtype] | None, fallback_unsupported_ops: bool,
+            dynamic: bool) -> Captured:
     if exporter == "auto":
         # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
         need = ("torch.autocast" if autocast is not None else
@@ -327,7 +330,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
 
             with _outside_autocast():
                 return _fx_lower.export(module, in_spec, tensors, verbose,
-                                        dynamo_when_untranslatable=True)
+                                        dynamo_when_untranslatable=True, dynamic=dynamic)
         logger.info("exporting %s: %s needs torch.onnx's lowering (exporter \"dynamo\")",
                     type(module).__name__, need)
         exporter = "dynamo"
@@ -337,7 +340,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
         # The caller's autocast region applies inside the traced forward only.
         with _outside_autocast():
             return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast,
-                                          fallback_unsupported_ops)
+                                          fallback_unsupported_ops, dynamic)
     if autocast is not None:
         raise NotImplementedError(
             "torch.autocast needs torch.onnx's lowering; the "
@@ -352,7 +355,7 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                 "has no bridge for ops it cannot translate: use the default exporter "
                 "(DebugOptions(exporter=\"auto\"))")
         with _outside_autocast():
-            return _fx_lower.export(module, in_spec, tensors, verbose)
+            return _fx_lower.export(module, in_spec, tensors, verbose, dynamic=dynamic)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 

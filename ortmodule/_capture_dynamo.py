@@ -1,5 +1,6 @@
 """Capture through torch.export: ``torch.export.export(strict=False)`` of the flattened
-module in its current mode, every input dimension dynamic unless the model code pins it,
+module in its current mode, at the call's sizes or (``dynamic``) with every input dimension
+dynamic unless the model code pins it,
 lowered to ONNX with ``torch.onnx.export(exported_program, dynamo=True, optimize=False)``.
 
 What the stock lowering gets wrong for training is put right here:
@@ -113,19 +114,23 @@ class Trace:
     lease: _bridge.CallableLease
     start: float
     traced: float
+    dynamic: bool  # traced with symbolic sizes (else at the call's sizes only)
 
 
 @contextlib.contextmanager
 def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
           verbose: bool, autocast: tuple[str, torch.dtype] | None = None,
-          hint: Callable[[BaseException], str] = lambda e: "") -> Iterator[Trace]:
+          hint: Callable[[BaseException], str] = lambda e: "",
+          dynamic: bool = True) -> Iterator[Trace]:
     """Traces the flattened module with torch.export; the caller lowers the program inside
     the block (the bridge session stays open). A failure of either is an ExportError, its
-    message followed by ``hint(error)``."""
+    message followed by ``hint(error)``. Without ``dynamic`` every size is the call's (a
+    faster trace: no symbolic shape reasoning; the graph serves these sizes only)."""
     buffers = named_buffers(module)
     wrapper = _FlatWrapper(module, in_spec, return_buffers=bool(buffers), autocast=autocast)
     auto = torch.export.Dim.AUTO
-    dynamic = (tuple({d: auto for d in range(t.dim())} for t in tensors),)  # for *tensors
+    dynamic_shapes = ((tuple({d: auto for d in range(t.dim())} for t in tensors),)  # *tensors
+                      if dynamic else None)
     # Inputs keep requires_grad so that code asking it while tracing (checkpoint) sees
     # what eager sees; the graph cache key holds it too.
     args = tuple(t.detach().requires_grad_(t.requires_grad and torch.is_grad_enabled()
@@ -138,14 +143,14 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
         try:
             # Size-oblivious tracing keeps sizes 0 and 1 symbolic too, so that a graph
             # exported at batch 2 also serves batch 1 unless the model code branches on it.
-            with torch.fx.experimental._config.patch(backed_size_oblivious=True):
-                program = torch.export.export(wrapper, args, dynamic_shapes=dynamic,
+            with torch.fx.experimental._config.patch(backed_size_oblivious=dynamic):
+                program = torch.export.export(wrapper, args, dynamic_shapes=dynamic_shapes,
                                               strict=False)
             _lowering.mark_no_grad_regions(program)
             traced = time.perf_counter()
             if wrapper.output_spec is None:
                 raise ExportError("the exporter did not run the module's forward")
-            yield Trace(wrapper, program, args, session, lease, start, traced)
+            yield Trace(wrapper, program, args, session, lease, start, traced, dynamic)
         except ExportError:
             raise
         except Exception as e:  # the exporters raise many exception types
@@ -173,7 +178,7 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
     if len(graph.input) != len(tensors):
         raise ExportError(f"the exported graph has {len(graph.input)} inputs for "
                           f"{len(tensors)} tensors passed to the module")
-    guards = _shape_guards(traced.program, tensors)
+    guards = _shape_guards(traced.program, tensors, traced.dynamic)
     bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
     seconds = {"trace": traced.traced - traced.start,
                "lowering": time.perf_counter() - traced.traced}
@@ -191,9 +196,9 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, autocast: tuple[str, torch.dtype] | None = None,
-           fallback_unsupported_ops: bool = False) -> Captured:
+           fallback_unsupported_ops: bool = False, dynamic: bool = True) -> Captured:
     with trace(module, in_spec, tensors, verbose, autocast,
-               lambda e: _lowering_hint(e, fallback_unsupported_ops)) as traced:
+               lambda e: _lowering_hint(e, fallback_unsupported_ops), dynamic) as traced:
         model, regions = _lower(traced.program, traced.args, verbose, fallback_unsupported_ops)
     return finish(module, tensors, traced, model, regions, "dynamo")
 
@@ -253,11 +258,12 @@ def _lowering_hint(e: BaseException, fallback_unsupported_ops: bool) -> str:
 
 
 def _shape_guards(program: torch.export.ExportedProgram,
-                  tensors: list[torch.Tensor]) -> list[str]:
+                  tensors: list[torch.Tensor], dynamic: bool) -> list[str]:
     """Python conditions over the input sizes (``L['tensors'][i].size()[d]``) under which
     the graph is valid: the dimensions the model code pinned and the relations it relied
-    on. Without torch.export's record of them, every size is held to the exported one."""
-    guards = getattr(program, "_guards_code", None)
+    on. A static trace, or one without torch.export's record of them, holds every size to
+    the exported one."""
+    guards = getattr(program, "_guards_code", None) if dynamic else None
     if guards is None:
         return [f"L['tensors'][{i}].size() == {tuple(t.shape)}" for i, t in enumerate(tensors)]
     return list(guards)

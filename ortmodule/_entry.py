@@ -30,6 +30,8 @@ class _Entry:
     attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
     fallback_reason: str = ""  # why this entry runs the module eagerly
     exporter: str = ""  # how the graph was lowered: "fx", "dynamo" or "torchscript"
+    # The sizes a graph traced at the call's sizes serves (None: traced with symbolic sizes).
+    static_sizes: tuple | None = None
     # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
     callables: Any = None
     # `feeds` resolved for the per-call path: per program input (flat index, None, None,

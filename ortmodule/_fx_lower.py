@@ -432,7 +432,8 @@ def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
 
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, dynamo_when_untranslatable: bool = False) -> Captured:
+           verbose: bool, dynamo_when_untranslatable: bool = False,
+           dynamic: bool = True) -> Captured:
     """Traces ``module`` and lowers the program with the translation table. With
     ``dynamo_when_untranslatable`` (the ``"auto"`` exporter), a program the table cannot
     lower is lowered by torch.onnx instead, from the same trace."""
@@ -440,7 +441,7 @@ def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.T
 
     hint = ((lambda e: _capture_dynamo._lowering_hint(e, False))
             if dynamo_when_untranslatable else (lambda e: ""))
-    with trace(module, in_spec, tensors, verbose, hint=hint) as traced:
+    with trace(module, in_spec, tensors, verbose, hint=hint, dynamic=dynamic) as traced:
         untranslatable = None
         try:
             model, regions = lower(traced.program, traced.wrapper, traced.session.calls)

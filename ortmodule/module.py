@@ -341,8 +341,17 @@ class ORTModule(torch.nn.Module):
                     logger.info("attributes read by forward changed (%s): building a new graph",
                                 "; ".join(changed[:5]))
         if entry is None:
+            # The first graph of a kind is traced at the call's sizes (a faster export);
+            # once a call of the same kind comes with other sizes, the next one is traced
+            # with symbolic sizes and serves every size the model allows.
+            sizes = tuple(tuple(t.shape) for t in tensors)
+            dynamic = any(e.static_sizes != sizes for e in entries or ())
+            if dynamic and logger.isEnabledFor(logging.INFO):
+                logger.info("%s called with other input sizes than its graph's: exporting "
+                            "again with dynamic sizes", type(self.module).__name__)
             entry = self._compile(in_spec, tensors, args, kwargs,
-                                  _autocast.traced_region(autocast, tensors, self._param_slots))
+                                  _autocast.traced_region(autocast, tensors, self._param_slots),
+                                  dynamic)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.
@@ -392,7 +401,8 @@ class ORTModule(torch.nn.Module):
                     MAX_GRAPHS, type(self.module).__name__, self._evictions)
 
     def _compile(self, in_spec: _schema.Spec, tensors: list[torch.Tensor], args: tuple,
-                 kwargs: dict, autocast: tuple[str, torch.dtype] | None = None) -> _Entry:
+                 kwargs: dict, autocast: tuple[str, torch.dtype] | None = None,
+                 dynamic: bool = True) -> _Entry:
         module = self.module
         if _called_from_data_parallel():
             raise _data_parallel_error("DataParallel wraps this ORTModule")
@@ -403,7 +413,8 @@ class ORTModule(torch.nn.Module):
                 captured = _capture.export(
                     module, in_spec, tensors, verbose, self._debug.exporter,
                     self._static_shapes, autocast,
-                    fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback)
+                    fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback,
+                    dynamic=dynamic)
         except _capture.ExportError as e:
             error = _capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
@@ -459,9 +470,11 @@ class ORTModule(torch.nn.Module):
                     len(wrt), len(attributes))
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
+        static = not dynamic and captured.exporter != "torchscript"
         return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
                       tuple(t.shape for t in tensors), seconds, attributes,
-                      callables=captured.callables, exporter=captured.exporter)
+                      callables=captured.callables, exporter=captured.exporter,
+                      static_sizes=tuple(tuple(t.shape) for t in tensors) if static else None)
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

@@ -58,14 +58,20 @@ def test_repeated_calls_reuse_the_graph_and_its_shapes() -> None:
     # Every step of an MLP has shapes that follow from the input shapes.
     assert program.shape_cache_stats()["shape_rules_run"] == rules
     assert ort._last_call is not None and ort._last_call.entry.program is program
-    # A new batch size: same graph, the shape rules run once for it.
+    # The first graph serves the first call's sizes; a new batch size builds the graph with
+    # dynamic sizes, which serves every later batch size, its shape rules running once each.
     assert_same_step(ort, eager, torch.randn(5, 12))
-    after_new_batch = program.shape_cache_stats()["shape_rules_run"]
-    assert after_new_batch > rules
+    assert graphs(ort) == 2
+    dynamic = ort._last_call.entry.program
+    assert dynamic is not program
+    assert_same_step(ort, eager, torch.randn(3, 12))
+    after_new_batch = dynamic.shape_cache_stats()["shape_rules_run"]
+    assert ort._last_call.entry.program is dynamic
+    assert_same_step(ort, eager, torch.randn(3, 12))
     assert_same_step(ort, eager, torch.randn(5, 12))
-    assert_same_step(ort, eager, torch.randn(8, 12))
-    assert program.shape_cache_stats()["shape_rules_run"] == after_new_batch
-    assert graphs(ort) == 1
+    assert dynamic.shape_cache_stats()["shape_rules_run"] == after_new_batch
+    assert_same_step(ort, eager, torch.randn(8, 12))  # either graph serves it: no new one
+    assert graphs(ort) == 2
 
 
 def test_changes_the_key_covers_are_seen_after_repeated_calls() -> None:
@@ -373,11 +379,12 @@ def test_keyword_tensor_calls_reuse_the_graph_and_see_every_change() -> None:
         with torch.no_grad():
             model.model[0].weight.mul_(0.5)
     same(inputs=x, labels=labels)
-    # Another batch size: the same graph; an input that requires grad: another graph.
+    # Another batch size: the graph with dynamic sizes; an input that requires grad: another
+    # graph.
     same(inputs=torch.randn(4, 12), labels=torch.randint(0, 3, (4,)))
-    assert graphs(ort) == 2
-    same(inputs=x.clone().requires_grad_(), labels=labels)
     assert graphs(ort) == 3
+    same(inputs=x.clone().requires_grad_(), labels=labels)
+    assert graphs(ort) == 4
 
 
 def test_compile_of_the_ortmodule_wraps_the_wrapper_not_the_wrapped_module() -> None:
