@@ -126,8 +126,9 @@ def test_hf_family_adamw_steps_match_eager(name: str) -> None:
     opt_ort = torch.optim.AdamW(ort.parameters(), lr=1e-3)
     opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
     for step in range(4):
-        # Two sequence lengths (image sizes): the graph's sizes are symbolic.
-        length = (16 if name == "resnet" else 8) + (4 if step % 2 else 0)
+        # Three sequence lengths (image sizes): the first graph serves the first, the one
+        # captured with dynamic sizes the others.
+        length = (16 if name == "resnet" else 8) + 4 * (step % 3)
         batch = family.batch(4, length, step)
         ort_loss, eager_loss = ort(**batch).loss, eager(**batch).loss
         torch.testing.assert_close(ort_loss, eager_loss, rtol=RTOL, atol=ATOL,
@@ -138,7 +139,8 @@ def test_hf_family_adamw_steps_match_eager(name: str) -> None:
         opt_eager.step()
         opt_ort.zero_grad()
         opt_eager.zero_grad()
-    assert graphs_built(ort) == 1
+    # ViT's batches keep the image size its config fixes: one graph.
+    assert graphs_built(ort) == (1 if name == "vit" else 2)
 
 
 @pytest.mark.slow
@@ -200,7 +202,7 @@ def test_op_mix_matches_eager() -> None:
     torch.manual_seed(0)
     eager = OpMix()
     ort = ORTModule(copy.deepcopy(eager), FX)
-    for seq in (5, 7):
+    for seq in (5, 7, 6):  # the graph with dynamic sizes serves 7 and 6
         gen = torch.Generator().manual_seed(seq)
         x = torch.randn(3, seq, 8, generator=gen)
         image = torch.randn(3, 2, 8, 8, generator=gen)
@@ -210,7 +212,7 @@ def test_op_mix_matches_eager() -> None:
         ort_loss.backward()
         eager_loss.backward()
         model_zoo.assert_grads_match(ort, eager)
-    assert graphs_built(ort) == 1
+    assert graphs_built(ort) == 2
 
 
 # ---- what the graph keeps ----
@@ -397,13 +399,13 @@ def test_in_place_writes_into_slices_match_eager() -> None:
     torch.manual_seed(0)
     eager = ShiftRight()
     ort = ORTModule(copy.deepcopy(eager), FX)
-    for length in (5, 8):  # one graph serves both sizes
+    for length in (5, 8, 6):  # the graph with dynamic sizes serves 8 and 6
         ids = torch.randint(0, 11, (2, length))
         model_zoo.assert_close(ort(ids), eager(ids), f"length {length}")
         ort(ids).square().sum().backward()
         eager(ids).square().sum().backward()
     model_zoo.assert_grads_match(ort, eager)
-    assert graphs_built(ort) == 1
+    assert graphs_built(ort) == 2
 
 
 class StaleView(nn.Module):
@@ -427,10 +429,10 @@ def test_sizes_stay_symbolic() -> None:
     assert batch.dim_param and not batch.HasField("dim_value")
     eager = copy.deepcopy(model)
     ort = ORTModule(model, FX)
-    for n in (2, 7):
+    for n in (2, 7, 4):  # the first graph serves 2, the one with dynamic sizes 7 and 4
         x = torch.randn(n, model_zoo.MLP_IN)
         model_zoo.assert_close(ort(x), eager(x), f"batch {n}")
-    assert graphs_built(ort) == 1
+    assert graphs_built(ort) == 2
 
 
 # ---- options ----

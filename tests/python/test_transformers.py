@@ -110,7 +110,9 @@ def test_new_sequence_length_reuses_the_graph(name: str) -> None:
         assert_grads_match(ort, eager)
         ort.zero_grad()
         eager.zero_grad()
-        assert graphs_built(ort) == 1, f"shape {(batch_size, length)} built a new graph"
+        # The first graph serves the first shape; the one captured with dynamic sizes at the
+        # second shape serves the third too.
+        assert graphs_built(ort) == min(i + 1, 2), f"graphs after shape {(batch_size, length)}"
 
 
 def _attentions(out) -> list[torch.Tensor]:
