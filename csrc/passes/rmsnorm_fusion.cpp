@@ -103,6 +103,31 @@ Node* weight_multiply(const Graph& g, Value* n, const Value* x, const std::vecto
   return mul;
 }
 
+// ConstantOfShape(Shape(x, start=-1), value=1): ones as wide as x's last dim, for a float32
+// or float64 x (the loader knows intermediates' dtypes, not their shapes); null otherwise.
+Value* ones_like_last_dim(Graph& g, Value* x, const std::string& name) {
+  const OpDef* shape_def = find_op("", "Shape", g.opset_version);
+  const OpDef* fill_def = find_op("", "ConstantOfShape", g.opset_version);
+  if (g.opset_version < 15 || !shape_def || !fill_def ||
+      !(x->dtype == DType::Float32 || x->dtype == DType::Float64))
+    return nullptr;
+  Value* width = g.new_value(name + "/width");
+  Node* shape = g.add_node("Shape", "", {x}, {width}, name + "/shape");
+  shape->attrs["start"] = Attribute::make_int(-1);
+  shape->def = shape_def;
+  Tensor one = Tensor::empty(x->dtype, {1});
+  if (x->dtype == DType::Float32)
+    one.data<float>()[0] = 1.0f;
+  else
+    one.data<double>()[0] = 1.0;
+  Value* ones = g.new_value(name);
+  ones->dtype = x->dtype;
+  Node* fill = g.add_node("ConstantOfShape", "", {width}, {ones}, name + "/fill");
+  fill->attrs["value"] = Attribute::make_tensor(one);
+  fill->def = fill_def;
+  return ones;
+}
+
 }  // namespace
 
 int fuse_rmsnorm(Graph& graph, const std::vector<Value*>& keep) {
@@ -147,17 +172,9 @@ int fuse_rmsnorm(Graph& graph, const std::vector<Value*>& keep) {
     if (scaled) {
       chain.push_back(scaled);
     } else {
-      // No weight multiply to take in: a ones scale, for an x of known dtype and width.
-      const int64_t cols = static_last_dim(x);
-      if (!(x->dtype == DType::Float32 || x->dtype == DType::Float64) || cols < 1) continue;
-      Tensor ones = Tensor::empty(x->dtype, {cols});
-      for (int64_t c = 0; c < cols; ++c) {
-        if (x->dtype == DType::Float32)
-          ones.data<float>()[c] = 1.0f;
-        else
-          ones.data<double>()[c] = 1.0;
-      }
-      weight = graph.add_constant(mean->name + "/rmsnorm_ones", ones);
+      // No weight multiply to take in: a ones scale as wide as x's last dim.
+      weight = ones_like_last_dim(graph, x, mean->name + "/rmsnorm_ones");
+      if (!weight) continue;
     }
     Value* y = chain.back()->output(0);
     const std::string name = chain.back()->name, source = chain.back()->source;

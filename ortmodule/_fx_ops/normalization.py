@@ -33,6 +33,24 @@ def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: A
     return [_layer_norm(lw, node, x, shape, w, b, eps), None, None]
 
 
+@register(aten.rms_norm.default)
+def _rms_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None,
+              eps: float | None = None) -> Any:
+    """torch.nn.RMSNorm / F.rms_norm over the trailing len(shape) dims, as ONNX Runtime's
+    SimplifiedLayerNormalization (what passes/rmsnorm_fusion.h makes of the same norm written
+    out element-wise); eps None is torch's default, the machine epsilon of x's dtype."""
+    dtype = lw.dtype_of(x)
+    if w is None:
+        w_value = lw.op("ConstantOfShape", [lw.shape(shape)],
+                        value=_scalar_tensor(1.0, dtype))
+    else:
+        w_value = lw.tensor(w)
+    if eps is None:
+        eps = torch.finfo(dtype).eps
+    return lw.op("SimplifiedLayerNormalization", [lw.tensor(x), w_value], domain="com.microsoft",
+                 axis=-len(shape), epsilon=float(eps))
+
+
 @register(aten.softmax.int, aten._softmax.default, aten.log_softmax.int,
           aten._log_softmax.default)
 def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> Any:

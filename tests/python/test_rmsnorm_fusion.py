@@ -123,8 +123,8 @@ def _feeds() -> dict[str, np.ndarray]:
     ("Pow", "Reciprocal", "none"),     # no weight multiply: a ones scale
 ])
 def test_rmsnorm_fuses_forward_and_backward(square: str, inverse: str, weight: str) -> None:
-    optimized, built = _assert_same_results(_rmsnorm(square, inverse, weight), _feeds(),
-                                            ["x", "m", "w"])
+    wrt = ["x", "m"] + (["w"] if weight != "none" else [])
+    optimized, built = _assert_same_results(_rmsnorm(square, inverse, weight), _feeds(), wrt)
     assert built["ReduceMean"] == 1 and built["Sqrt"] == 1, built
     assert optimized["SimplifiedLayerNormalization"] == 1, optimized
     assert optimized["SimplifiedLayerNormalizationGrad"] == 1, optimized
@@ -162,14 +162,19 @@ def _training_ops(model: ORTModule) -> collections.Counter:
     return collections.Counter(n.op_type for n in graph.node)
 
 
-@pytest.mark.parametrize("kind", ["llama", "torch"])
+@pytest.mark.parametrize("kind", ["llama", "torch", "torch_defaults"])
 def test_rmsnorm_modules_fuse_with_the_unoptimized_results(kind: str) -> None:
-    """transformers' LlamaRMSNorm and torch.nn.RMSNorm in a float32 block: one fused node
-    each way, and outputs and parameter gradients those of the graph as built (and of eager)."""
+    """transformers' LlamaRMSNorm (fused by the graph pass) and torch.nn.RMSNorm (aten.rms_norm,
+    lowered to the fused op directly; with its default eps and no weight too) in a float32
+    block: one fused node each way, and outputs and parameter gradients those of the graph
+    without optimizations (and of eager)."""
     torch.manual_seed(0)
-    norm = LlamaRMSNorm(48, eps=1e-6) if kind == "llama" else torch.nn.RMSNorm(48, eps=1e-6)
-    with torch.no_grad():
-        norm.weight.uniform_(0.5, 1.5)
+    norm = {"llama": lambda: LlamaRMSNorm(48, eps=1e-6),
+            "torch": lambda: torch.nn.RMSNorm(48, eps=1e-6),
+            "torch_defaults": lambda: torch.nn.RMSNorm(48, elementwise_affine=False)}[kind]()
+    if norm.weight is not None:
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5)
     eager = _Block(norm)
     x = torch.randn(4, 24, 40)
     results = {}

@@ -20,8 +20,8 @@ int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<i
 
 // mean is written only when kCentred (RMS normalisation has none).
 template <typename T, bool kCentred>
-void norm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
-                  const T* bias, T* y, T* mean, T* inv_std) {
+void norm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale, const T* bias,
+                  T* y, T* mean, T* inv_std) {
   if constexpr (std::is_same_v<T, float>) {
     const VecKernels& vec = vec_kernels();
     if (kCentred ? vec.layernorm_forward_row != nullptr : vec.rmsnorm_forward_row != nullptr) {
@@ -128,7 +128,8 @@ void norm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T*
         const T* xr = x + r * cols;
         const T* gr = dy + r * cols;
         const double m = row_mean(r), is = inv_std[r];
-        for (int64_t c = 0; c < cols; ++c) s_scale[c] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
+        for (int64_t c = 0; c < cols; ++c)
+          s_scale[c] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
         if (dbias)
           for (int64_t c = 0; c < cols; ++c) s_bias[c] += gr[c];
       }
@@ -172,14 +173,14 @@ void rmsnorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const
   norm_backward<T, false>(rows, cols, dy, x, scale, nullptr, inv_rms, dx, dscale, nullptr);
 }
 
-#define ORTM_INSTANTIATE_NORM(T)                                                                 \
-  template void layernorm_forward<T>(int64_t, int64_t, double, const T*, const T*, const T*, T*, \
-                                     T*, T*);                                                    \
-  template void layernorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*,  \
-                                      const T*, T*, T*, T*);                                     \
-  template void rmsnorm_forward<T>(int64_t, int64_t, double, const T*, const T*, T*, T*);        \
-  template void rmsnorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*,    \
-                                    T*, T*);
+#define ORTM_INSTANTIATE_NORM(T)                                                                  \
+  template void layernorm_forward<T>(int64_t, int64_t, double, const T*, const T*, const T*, T*,  \
+                                     T*, T*);                                                     \
+  template void layernorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*,   \
+                                      const T*, T*, T*, T*);                                      \
+  template void rmsnorm_forward<T>(int64_t, int64_t, double, const T*, const T*, T*, T*);         \
+  template void rmsnorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, T*, \
+                                    T*);
 ORTM_INSTANTIATE_NORM(float)
 ORTM_INSTANTIATE_NORM(double)
 #undef ORTM_INSTANTIATE_NORM
