@@ -103,6 +103,13 @@ Node* weight_multiply(const Graph& g, Value* n, const Value* x, const std::vecto
   return mul;
 }
 
+// Whether v's only reader is a Cast to float16 or bfloat16.
+bool rounded_to_16_bits(const Graph& g, const Value* v, const std::vector<Value*>& keep) {
+  const Node* cast = private_consumer(g, v, "Cast", keep);
+  const int64_t to = cast ? cast->attr_int("to", -1) : -1;
+  return to == static_cast<int64_t>(DType::Float16) || to == static_cast<int64_t>(DType::BFloat16);
+}
+
 // ConstantOfShape(Shape(x, start=-1), value=1): ones as wide as x's last dim, for a float32
 // or float64 x (the loader knows intermediates' dtypes, not their shapes); null otherwise.
 Value* ones_like_last_dim(Graph& g, Value* x, const std::string& name) {
@@ -172,7 +179,11 @@ int fuse_rmsnorm(Graph& graph, const std::vector<Value*>& keep) {
     if (scaled) {
       chain.push_back(scaled);
     } else {
-      // No weight multiply to take in: a ones scale as wide as x's last dim.
+      // No weight multiply to take in: a ones scale as wide as x's last dim, only where the
+      // norm is rounded to 16 bits next (a bfloat16 LlamaRMSNorm), which hides the fused
+      // kernel's last-bit differences from the chain; elsewhere (a float64 model's float32
+      // norm) the chain stays as the model rounds it.
+      if (!rounded_to_16_bits(graph, normalise->output(0), keep)) continue;
       weight = ones_like_last_dim(graph, x, mean->name + "/rmsnorm_ones");
       if (!weight) continue;
     }

@@ -6,8 +6,8 @@
 // with one com.microsoft SimplifiedLayerNormalization(x, weight): one pass over the rows
 // forward and one SimplifiedLayerNormalizationGrad backward instead of seven nodes and
 // about twenty gradient nodes. A norm whose weight multiply does not follow directly (a
-// bfloat16 model's Cast back before it, or no weight) fuses with a ones scale
-// (ConstantOfShape of x's last dim) when x's dtype is known. Runs before gradient building, so that backward is built
+// bfloat16 model's Cast back before it) fuses with a ones scale (ConstantOfShape of x's
+// last dim) when the norm is rounded to 16 bits next and x's dtype is known. Runs before gradient building, so that backward is built
 // from the fused node.
 #pragma once
 
