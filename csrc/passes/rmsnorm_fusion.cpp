@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/chain_rewrite.h"
 #include "passes/constant_value.h"
 
 namespace ortmodule {
@@ -187,22 +188,12 @@ int fuse_rmsnorm(Graph& graph, const std::vector<Value*>& keep) {
       weight = ones_like_last_dim(graph, x, mean->name + "/rmsnorm_ones");
       if (!weight) continue;
     }
-    Value* y = chain.back()->output(0);
-    const std::string name = chain.back()->name, source = chain.back()->source;
-    graph.remove_nodes(chain);
-    Node* n = graph.add_node("SimplifiedLayerNormalization", "com.microsoft", {x, weight}, {y},
-                             name + "/rmsnorm");
+    Node* n = replace_chain(graph, chain, chain.back(), fused_def, {x, weight}, "/rmsnorm");
     n->attrs["axis"] = Attribute::make_int(-1);
     n->attrs["epsilon"] = Attribute::make_float(eps);
-    n->def = fused_def;
-    n->source = source;
     ++fused;
   }
-  if (fused) {
-    graph.rebuild_consumers();
-    graph.topological_sort();
-  }
-  return fused;
+  return finish_rewrites(graph, fused);
 }
 
 }  // namespace ortmodule

@@ -6,7 +6,6 @@ PyTorch at a size whose rows split over threads."""
 
 from __future__ import annotations
 
-import collections
 import copy
 
 import numpy as np
@@ -17,16 +16,9 @@ from onnx import helper, numpy_helper
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from ortmodule import _C, DebugOptions, ORTModule
+from tests.python.test_attention_fusion import _training_ops
+from tests.python.test_ops import threads  # noqa: F401 (a fixture)
 from tests.python.test_passes import _assert_same_results, _model, _rand
-
-
-@pytest.fixture
-def threads():
-    """At least two threads, so that parallel_for splits the rows."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(2, before))
-    yield
-    torch.set_num_threads(before)
 
 
 def _single_op(cols: int, eps: float) -> bytes:
@@ -41,8 +33,9 @@ def _single_op(cols: int, eps: float) -> bytes:
     return model.SerializeToString()
 
 
+@pytest.mark.usefixtures("threads")  # at least two: parallel_for splits the rows
 @pytest.mark.parametrize("cols", [256, 333])  # 333: a tail after the vector width
-def test_kernels_match_torch_rms_norm(cols: int, threads: None) -> None:
+def test_kernels_match_torch_rms_norm(cols: int) -> None:
     """float32 forward, inverse rms and both gradients against torch's F.rms_norm (2048
     rows: parallel_for splits them, and dscale sums 32 row blocks)."""
     eps = 1e-6
@@ -151,12 +144,6 @@ class _Block(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.norm(self.lin(x)))
-
-
-def _training_ops(model: ORTModule) -> collections.Counter:
-    entry = next(iter(model._cache.values()))[0]
-    graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
-    return collections.Counter(n.op_type for n in graph.node)
 
 
 @pytest.mark.parametrize("kind", ["llama", "torch", "torch_defaults"])
