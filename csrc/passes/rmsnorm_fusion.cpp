@@ -46,8 +46,8 @@ Value* squared(const Node* sq) {
   return nullptr;
 }
 
-// The axes tensor of a ReduceMean: a constant, or a Reshape of one (torch.export writes
-// dim=-1 as Reshape(Constant(-1), [-1])).
+// The axes tensor of a ReduceMean: a constant, or a Reshape of one (torch.onnx's dynamo
+// exporter writes a dim as Reshape(Constant(dim), [-1])).
 const Tensor* reduce_axes(const Value* axes) {
   if (const Tensor* t = constant_tensor(axes)) return t;
   const Node* reshape = axes ? axes->producer : nullptr;
@@ -87,18 +87,17 @@ Node* weight_multiply(const Graph& g, Value* n, const Value* x, const std::vecto
     through.push_back(next);
     n = next->output(0);
   }
-  Node* mul = private_consumer(g, n, "Mul", keep) ? n->consumers[0] : nullptr;
-  // n itself may be read elsewhere only as the Mul's output's source: the Mul must be its
-  // only reader (private_consumer), and the Mul's output is what the fused node writes.
+  Node* mul = private_consumer(g, n, "Mul", keep);
   Value* w = other_input(mul, n);
   if (!w || !(w->dtype == DType::Float32 || w->dtype == DType::Float64) || !w->has_shape ||
       w->shape.size() != 1 || w->shape[0].value < 1)
     return nullptr;
   if (x->dtype != DType::Undefined && x->dtype != w->dtype) return nullptr;
-  // A [k] weight with k > 1 broadcasts against x only if k is x's last dim; k = 1 could
-  // broadcast against any, so x's last dim must be known to be 1.
-  const int64_t k = w->shape[0].value;
-  if (k == 1 && static_last_dim(x) != 1) return nullptr;
+  // The product keeps x's shape only if k is x's last dim: where that dim is unknown, a
+  // k > 1 that broadcasts must be it (or the dim is 1, which the fused node's shape rule
+  // refuses by name); k = 1 could broadcast against any dim, so it must be known.
+  const int64_t k = w->shape[0].value, cols = static_last_dim(x);
+  if (cols >= 0 ? cols != k : k == 1) return nullptr;
   chain.insert(chain.end(), through.begin(), through.end());
   *weight = w;
   return mul;

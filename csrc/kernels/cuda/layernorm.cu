@@ -177,7 +177,8 @@ void launch_layernorm_grad(OpContext& ctx, int64_t rows, int64_t cols) {
   if (T* dx = out(0)) {
     layernorm_dx_rows<T, kCentred><<<cuda::row_blocks(rows), kRowThreads, 0, stream>>>(
         rows, cols, in(0), in(1), in(2), mean, inv_std, dx);
-    cuda::check_launch("LayerNormalizationGrad (dX)");
+    cuda::check_launch(kCentred ? "LayerNormalizationGrad (dX)"
+                                : "SimplifiedLayerNormalizationGrad (dX)");
   }
   if (!dscale && !dbias) return;
   // Slices of at least 32 rows per thread row, at most 256 slices.
@@ -189,10 +190,12 @@ void launch_layernorm_grad(OpContext& ctx, int64_t rows, int64_t cols) {
   layernorm_param_partials<T><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)),
                                 dim3(kTileCols, kTileRows), 0, stream>>>(
       rows, cols, slice_rows, in(0), in(1), mean, inv_std, partial.data<double>());
-  cuda::check_launch("LayerNormalizationGrad (dScale, dBias partials)");
+  cuda::check_launch(kCentred ? "LayerNormalizationGrad (dScale, dBias partials)"
+                              : "SimplifiedLayerNormalizationGrad (dScale partials)");
   layernorm_param_sum<T><<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(
       cols, slices, partial.data<double>(), dscale, dbias);
-  cuda::check_launch("LayerNormalizationGrad (dScale, dBias)");
+  cuda::check_launch(kCentred ? "LayerNormalizationGrad (dScale, dBias)"
+                              : "SimplifiedLayerNormalizationGrad (dScale)");
 }
 
 }  // namespace
