@@ -1,5 +1,5 @@
-// Recognises RMS normalisation written out element-wise, as transformers' LlamaRMSNorm and
-// torch.nn.RMSNorm / F.rms_norm are exported,
+// Recognises RMS normalisation written out element-wise, as transformers' LlamaRMSNorm is
+// exported (torch.nn.RMSNorm's aten.rms_norm lowers to the fused op directly),
 //   y = x * 1 / sqrt(mean(x^2, axis=-1, keepdim) + eps) * weight
 // (x^2 as Pow(x, 2) or Mul(x, x); 1 / sqrt as Reciprocal(Sqrt), Div(1, Sqrt) or Div(x, Sqrt);
 // same-dtype Identity/Cast nodes between the normalisation and the weight), and replaces it
@@ -7,8 +7,9 @@
 // forward and one SimplifiedLayerNormalizationGrad backward instead of seven nodes and
 // about twenty gradient nodes. A norm whose weight multiply does not follow directly (a
 // bfloat16 model's Cast back before it) fuses with a ones scale (ConstantOfShape of x's
-// last dim) when the norm is rounded to 16 bits next and x's dtype is known. Runs before gradient building, so that backward is built
-// from the fused node.
+// last dim) when the norm is rounded to 16 bits next and x's dtype is known. The mean's
+// axis must be -1, or the last of an x of known rank. Runs before gradient building, so
+// that backward is built from the fused node.
 #pragma once
 
 #include <vector>
