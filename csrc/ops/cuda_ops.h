@@ -105,6 +105,8 @@ ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
 // layernorm.cu
 ORTM_CUDA_KERNEL(cuda_layernorm);
 ORTM_CUDA_KERNEL(cuda_layernorm_grad);
+ORTM_CUDA_KERNEL(cuda_simplified_layernorm);
+ORTM_CUDA_KERNEL(cuda_simplified_layernorm_grad);
 // loss.cu
 ORTM_CUDA_KERNEL(cuda_nll_loss);
 ORTM_CUDA_KERNEL(cuda_nll_loss_grad);

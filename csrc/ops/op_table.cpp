@@ -245,6 +245,12 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_layernorm)
           .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
+      // RMS normalisation (passes/rmsnorm_fusion.h), as ONNX Runtime names it.
+      Row(kMs, "SimplifiedLayerNormalization", 1, shape_simplified_layernorm,
+          cpu_simplified_layernorm, grad_simplified_layernorm)
+          .cuda(cuda_simplified_layernorm)
+          .grad_outputs(1)
+          .tolerance(1e-5, 1e-5),
       Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout)
           .cuda(cuda_dropout, {1, 2})
           .random()

@@ -72,6 +72,10 @@ std::vector<OpDef> internal_rows() {
       Row(kMs, "LayerNormalizationGrad", 1, shape_layernorm_grad, cpu_layernorm_grad, nullptr)
           .cuda(cuda_layernorm_grad)
           .internal(),
+      Row(kMs, "SimplifiedLayerNormalizationGrad", 1, shape_simplified_layernorm_grad,
+          cpu_simplified_layernorm_grad, nullptr)
+          .cuda(cuda_simplified_layernorm_grad)
+          .internal(),
       Row(kMs, "DropoutGrad", 1, shape_same_as_input0, cpu_dropout_grad, nullptr)
           .cuda(cuda_dropout_grad, {2, 3})
           .internal()

@@ -232,6 +232,12 @@ void cpu_reduce_extreme_grad(OpContext&);
 std::vector<OutputInfo> shape_arg_extreme(const OpContext&);
 void cpu_arg_max(OpContext&);
 void cpu_arg_min(OpContext&);
+// rmsnorm_ops.cpp
+std::vector<OutputInfo> shape_simplified_layernorm(const OpContext&);
+void cpu_simplified_layernorm(OpContext&);
+std::vector<OutputInfo> shape_simplified_layernorm_grad(const OpContext&);
+void cpu_simplified_layernorm_grad(OpContext&);
+void grad_simplified_layernorm(GradContext&);
 // shape_ops.cpp
 std::vector<OutputInfo> shape_reshape(const OpContext&);
 std::vector<OutputInfo> shape_flatten(const OpContext&);

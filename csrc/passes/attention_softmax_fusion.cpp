@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/chain_rewrite.h"
 #include "passes/constant_value.h"
 
 namespace ortmodule {
@@ -82,23 +83,13 @@ int fuse_attention_softmax(Graph& graph, const std::vector<Value*>& keep) {
       scores = x;
     }
     if (chain.size() == 1) continue;  // a plain softmax
-    Value* y = softmax->output(0);
-    const std::string name = softmax->name, source = softmax->source;
-    graph.remove_nodes(chain);
     std::vector<Value*> inputs = {scores};
     if (mask) inputs.push_back(mask);
-    Node* n =
-        graph.add_node("ScaledMaskedSoftmax", "ai.ortmodule", inputs, {y}, name + "/scaled_masked");
+    Node* n = replace_chain(graph, chain, softmax, fused_def, inputs, "/scaled_masked");
     n->attrs["scale"] = Attribute::make_float(scale);
-    n->def = fused_def;
-    n->source = source;
     ++fused;
   }
-  if (fused) {
-    graph.rebuild_consumers();
-    graph.topological_sort();
-  }
-  return fused;
+  return finish_rewrites(graph, fused);
 }
 
 }  // namespace ortmodule

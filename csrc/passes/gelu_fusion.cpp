@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/chain_rewrite.h"
 
 namespace ortmodule {
 namespace {
@@ -99,20 +100,11 @@ int fuse_tanh_gelu(Graph& graph, const std::vector<Value*>& keep) {
                        std::find(keep.begin(), keep.end(), n->output(0)) != keep.end()))
         private_chain = false;
     if (!private_chain) continue;
-    Value* y = out->output(0);
-    const std::string name = out->name, source = out->source;
-    graph.remove_nodes(chain);
-    Node* g = graph.add_node("Gelu", "", {x}, {y}, name + "/gelu_tanh");
+    Node* g = replace_chain(graph, chain, out, gelu, {x}, "/gelu_tanh");
     g->attrs["approximate"] = Attribute::make_string("tanh");
-    g->def = gelu;
-    g->source = source;
     ++fused;
   }
-  if (fused) {
-    graph.rebuild_consumers();
-    graph.topological_sort();
-  }
-  return fused;
+  return finish_rewrites(graph, fused);
 }
 
 }  // namespace ortmodule

@@ -40,7 +40,8 @@ const std::unordered_map<std::string, std::vector<int>>& shape_inputs_table() {
     std::istringstream ms_shape_only(
         "DropoutGrad FastGeluGrad GeluGrad LeakyReluGrad LogSoftmaxGrad LogSoftmaxGrad_13 "
         "ReluGrad SigmoidGrad SoftmaxGrad SoftmaxGrad_13 TanhGrad LayerNormalizationGrad Scale "
-        "SoftmaxCrossEntropyLossGrad");
+        "SoftmaxCrossEntropyLossGrad SimplifiedLayerNormalization "
+        "SimplifiedLayerNormalizationGrad");
     for (std::string op; ms_shape_only >> op;) t["com.microsoft:" + op] = {};
     for (const char* op : {"ClipGrad", "ErfGrad", "GeluGrad", "ScalarLike", "ZerosLike",
                            "StopGradient", "Embedding"})

@@ -15,6 +15,7 @@
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
 #include "passes/recompute.h"
+#include "passes/rmsnorm_fusion.h"
 #include "passes/transpose_folding.h"
 
 namespace ortmodule {
@@ -62,6 +63,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   if (options.graph_optimizations) {
     fuse_tanh_gelu(*graph_, state_values);
     fuse_attention_softmax(*graph_, state_values);
+    fuse_rmsnorm(*graph_, state_values);
     fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                  state_values);
   }

@@ -12,16 +12,18 @@ from ortmodule._fx_ops import TABLE, Fn, register
 from ortmodule._fx_ops.common import _out, _scalar_tensor, aten
 
 
+def _weight_or_ones(lw: Lowering, x: Any, shape: Any, w: Any) -> str:
+    """A norm's weight, or ones of the normalised shape where the module has none."""
+    if w is not None:
+        return lw.tensor(w)
+    return lw.op("ConstantOfShape", [lw.shape(shape)],
+                 value=_scalar_tensor(1.0, lw.dtype_of(x)))
+
+
 @register(aten.layer_norm.default)
 def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: Any = None,
                 eps: float = 1e-5, cudnn: bool = True) -> Any:
-    dtype = lw.dtype_of(x)
-    if w is None:
-        w_value = lw.op("ConstantOfShape", [lw.shape(shape)],
-                        value=_scalar_tensor(1.0, dtype))
-    else:
-        w_value = lw.tensor(w)
-    inputs = [lw.tensor(x), w_value] + ([lw.tensor(b)] if b is not None else [])
+    inputs = [lw.tensor(x), _weight_or_ones(lw, x, shape, w)] + ([lw.tensor(b)] if b is not None else [])
     return lw.op("LayerNormalization", inputs, axis=-len(shape), epsilon=float(eps))
 
 
@@ -31,6 +33,19 @@ def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: A
     """Only the normalized output: the saved mean and inverse deviation feed ATen's own
     backward, which an exported forward never holds (reading them is refused)."""
     return [_layer_norm(lw, node, x, shape, w, b, eps), None, None]
+
+
+@register(aten.rms_norm.default)
+def _rms_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None,
+              eps: float | None = None) -> Any:
+    """torch.nn.RMSNorm / F.rms_norm over the trailing len(shape) dims, as ONNX Runtime's
+    SimplifiedLayerNormalization (what passes/rmsnorm_fusion.h makes of the same norm written
+    out element-wise); eps None is torch's default, the machine epsilon of x's dtype."""
+    if eps is None:
+        eps = torch.finfo(lw.dtype_of(x)).eps
+    return lw.op("SimplifiedLayerNormalization",
+                 [lw.tensor(x), _weight_or_ones(lw, x, shape, w)], domain="com.microsoft",
+                 axis=-len(shape), epsilon=float(eps))
 
 
 @register(aten.softmax.int, aten._softmax.default, aten.log_softmax.int,

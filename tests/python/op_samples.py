@@ -21,6 +21,7 @@ from tests.python.sample_utils import (
     i64,
     rand,
     scaled_masked_softmax_reference,
+    simplified_layernorm_reference,
 )
 
 S = Sample
@@ -265,6 +266,17 @@ SAMPLES: dict[str, list[Sample]] = {
           num_outputs=3),
         S({"x": rand(3, 2, 5), "scale": rand(2, 5, low=0.5, high=1.5)},
           attrs={"axis": 1, "epsilon": 1e-3}, num_outputs=3),
+    ],
+    # com.microsoft SimplifiedLayerNormalization: RMS normalisation (passes/rmsnorm_fusion.h).
+    "SimplifiedLayerNormalization": [
+        S({"x": rand(2, 3, 8), "scale": rand(8, low=0.5, high=1.5)}, attrs={"epsilon": 1e-6},
+          domain="com.microsoft", num_outputs=2,
+          expected=simplified_layernorm_reference(eps=1e-6)),
+        S({"x": rand(3, 2, 5), "scale": rand(2, 5, low=0.5, high=1.5)},
+          attrs={"axis": 1, "epsilon": 1e-3}, domain="com.microsoft", num_outputs=2,
+          expected=simplified_layernorm_reference(axis=1, eps=1e-3)),
+        S({"x": rand(4, 7), "scale": rand(7, low=0.5, high=1.5)}, domain="com.microsoft",
+          expected=simplified_layernorm_reference()),
     ],
     "Dropout": [
         S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},

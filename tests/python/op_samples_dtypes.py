@@ -8,7 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from tests.python.sample_utils import Sample, i64, rng
+from tests.python.sample_utils import Sample, i64, rng, simplified_layernorm_reference
 
 S = Sample
 
@@ -198,6 +198,9 @@ def _low_precision(dtype: np.dtype) -> dict[str, list[Sample]]:
         "ReduceMean": [S({"x": r(2, 3, 4)}, attrs={"axes": [1]}, reference_rtol=tol)],
         "LayerNormalization": [S({"x": r(2, 3, 8), "scale": pos(8), "bias": pos(8) + 2},
                                  reference_rtol=tol * 4)],
+        "SimplifiedLayerNormalization": [
+            S({"x": r(2, 3, 8), "scale": pos(8)}, domain="com.microsoft", num_outputs=2,
+              expected=simplified_layernorm_reference(), reference_rtol=tol * 4)],
         "Gemm": [S({"a": pos(3, 4), "b": pos(4, 5), "c": pos(5)}, reference_rtol=tol * 4)],
         "MatMul": [S({"a": pos(2, 3, 4), "b": pos(4, 5)}, reference_rtol=tol * 4)],
         "IsNaN": [S({"x": special})],

@@ -17,6 +17,7 @@ from tests.python.sample_utils import (
     Sample,
     fused_matmul_reference,
     scaled_masked_softmax_reference,
+    simplified_layernorm_reference,
 )
 
 _rng = np.random.default_rng(7)
@@ -285,6 +286,14 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           num_outputs=3),
         L({"x": f(32, 8, 256), "scale": f(8, 256, low=0.5, high=1.5)}, attrs={"axis": 1},
           num_outputs=3),
+    ],
+    # Rows of 256 and 1000 (a vector tail): several rows per thread, and dscale's row blocks.
+    "SimplifiedLayerNormalization": [
+        L({"x": f(1024, 256), "scale": f(256, low=0.5, high=1.5)}, attrs={"epsilon": 1e-6},
+          domain="com.microsoft", num_outputs=2, reference_rtol=1e-5,
+          expected=simplified_layernorm_reference(eps=1e-6)),
+        L({"x": f(8, 40, 1000), "scale": f(1000, low=0.5, high=1.5)}, domain="com.microsoft",
+          num_outputs=2, reference_rtol=1e-5, expected=simplified_layernorm_reference()),
     ],
     "Dropout": [L({"x": f(R, C)}, constants={"ratio": np.float32(0.3),
                                              "training": np.asarray(True)},

@@ -73,3 +73,19 @@ def scaled_masked_softmax_reference(
         e = np.exp(z - z.max(axis=-1, keepdims=True))
         return [(e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)]
     return reference
+
+
+def simplified_layernorm_reference(
+        axis: int = -1, eps: float = 1e-5) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """com.microsoft SimplifiedLayerNormalization (RMS normalisation over x's dims from `axis`
+    on): y = x / sqrt(mean(x^2) + eps) * scale and inv_std_var = 1 / sqrt(mean(x^2) + eps),
+    computed in float64 (eps as the float32 attribute holds it) and rounded to x's dtype."""
+    eps = float(np.float32(eps))
+
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x = d["x"].astype(np.float64)
+        dims = tuple(range(axis % x.ndim, x.ndim))
+        inv = 1.0 / np.sqrt(np.mean(x * x, axis=dims, keepdims=True) + eps)
+        y = x * inv * d["scale"].astype(np.float64)
+        return [y.astype(d["x"].dtype), inv.astype(d["x"].dtype)]
+    return reference

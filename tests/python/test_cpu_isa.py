@@ -33,7 +33,8 @@ def restore_isa() -> Iterator[None]:
 
 
 def run_op(
-    op: str, inputs: dict[str, torch.Tensor], attrs: dict, opset: int, dy: torch.Tensor
+    op: str, inputs: dict[str, torch.Tensor], attrs: dict, opset: int, dy: torch.Tensor,
+    domain: str = "",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One node forward through the engine, then backward of (y * dy).sum()."""
     infos = [
@@ -41,9 +42,10 @@ def run_op(
         for n, v in inputs.items()
     ]
     out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
-    node = helper.make_node(op, list(inputs), ["y"], **attrs)
+    node = helper.make_node(op, list(inputs), ["y"], domain=domain or None, **attrs)
     graph = helper.make_graph([node], op, infos, [out])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
     program = _C.Program(model.SerializeToString(), [], list(inputs))
     leaves = {n: v.clone().requires_grad_(True) for n, v in inputs.items()}
     y = _C.run(program, list(leaves.values()))[0]
@@ -171,24 +173,34 @@ def test_softmax_last_axis(isa: str, op: str) -> None:
         assert_close(g["x"], g_base["x"], 16 * EPS, 1e-6, what + " grad vs baseline")
 
 
+@pytest.mark.parametrize("op", ["LayerNormalization", "SimplifiedLayerNormalization"])
 @pytest.mark.parametrize("isa", VECTOR_ISAS)
-def test_layernorm(isa: str) -> None:
+def test_layernorm(isa: str, op: str) -> None:
+    """LayerNormalization and its uncentred form (com.microsoft SimplifiedLayerNormalization,
+    RMS normalisation without bias), sharing the vector rows."""
+    rms = op == "SimplifiedLayerNormalization"
+    domain = "com.microsoft" if rms else ""
     for rows, cols in [(1024, 256), (300, 1027)]:
         inputs = {
             "x": torch.randn(rows, cols) * 2 + 3,
             "scale": torch.rand(cols) + 0.5,
             "bias": torch.randn(cols),
         }
+        if rms:
+            del inputs["bias"]
         dy = torch.randn(rows, cols)
         attrs = {"axis": -1, "epsilon": 1e-5}
         _C.set_cpu_isa("baseline")
-        y_base, g_base = run_op("LayerNormalization", inputs, attrs, 17, dy)
+        y_base, g_base = run_op(op, inputs, attrs, 17, dy, domain)
         _C.set_cpu_isa(isa)
-        y, g = run_op("LayerNormalization", inputs, attrs, 17, dy)
+        y, g = run_op(op, inputs, attrs, 17, dy, domain)
         leaves = {n: v.to(torch.float64).requires_grad_(True) for n, v in inputs.items()}
-        y_ref = F.layer_norm(leaves["x"], [cols], leaves["scale"], leaves["bias"], 1e-5)
+        if rms:
+            y_ref = F.rms_norm(leaves["x"], [cols], leaves["scale"], float(torch.tensor(1e-5).item()))
+        else:
+            y_ref = F.layer_norm(leaves["x"], [cols], leaves["scale"], leaves["bias"], 1e-5)
         grads_ref = torch.autograd.grad(y_ref, list(leaves.values()), dy.to(torch.float64))
-        what = f"{isa} LayerNormalization [{rows}, {cols}]"
+        what = f"{isa} {op} [{rows}, {cols}]"
         # Normalised values are O(1); sums over cols terms set the absolute scale.
         assert_close(y, y_ref.detach(), 0, 2e-5, what + " vs float64")
         assert_close(y, y_base, 0, 2e-5, what + " vs baseline")

@@ -137,10 +137,13 @@ def test_backward_chains_fuse_and_forward_values_backward_reads_stay(shape: str,
     assert ops["Tanh"] == 1, ops
 
 
-def test_rmsnorm_and_silu_chains() -> None:
-    """Llama's RMSNorm (x * 1 / sqrt(mean(x^2) + eps) * w) and SiLU (x * sigmoid(x)): the
-    norm's Add and Sqrt fuse, and values backward reads (the sqrt's output, its reciprocal,
-    SiLU's sigmoid) end the trees."""
+@pytest.mark.parametrize("inverse_returned", [True, False])
+def test_rmsnorm_and_silu_chains(inverse_returned: bool) -> None:
+    """Llama's RMSNorm (x * 1 / sqrt(mean(x^2) + eps) * w) and SiLU (x * sigmoid(x)): with the
+    norm's inverse also returned (so the RMSNorm fusion, passes/rmsnorm_fusion.h, leaves the
+    norm as written), the norm's Add and Sqrt fuse, and values backward reads (the sqrt's
+    output, its reciprocal, SiLU's sigmoid) end the trees; otherwise the norm is one
+    SimplifiedLayerNormalization and SiLU's chain still fuses."""
     n = helper.make_node
     nodes = [n("Pow", ["x", "two"], ["sq"]),
              n("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1),
@@ -150,12 +153,21 @@ def test_rmsnorm_and_silu_chains() -> None:
              n("Sigmoid", ["h"], ["sig"]), n("Mul", ["h", "sig"], ["silu"]),
              n("Add", ["silu", "x"], ["out"])]
     feeds = {"x": _rand((2, 5, 8), np.float64), "w": _rand((8,), np.float64, seed=4)}
-    model = _model(nodes, feeds, ["out"], np.float64, {"two": 2.0, "eps": 1e-6})
+    outputs = ["out", "inv"] if inverse_returned else ["out"]
+    model = _model(nodes, feeds, outputs, np.float64, {"two": 2.0, "eps": 1e-6})
     ops = _run(model, feeds, ["x", "w"], np.float64)
     # The sigmoid runs twice: forward, and backward's recompute of its output from the kept
     # input (passes/recompute.h), instead of keeping both.
-    assert ops["Sigmoid"] == 2 and ops["Reciprocal"] == 1 and ops["FusedElementwise"] >= 3, ops
-    assert ops["Sqrt"] == 0, ops
+    assert ops["Sigmoid"] == 2, ops
+    if inverse_returned:
+        assert ops["Reciprocal"] == 1 and ops["FusedElementwise"] >= 3, ops
+        assert ops["Sqrt"] == 0, ops
+    else:
+        assert ops["SimplifiedLayerNormalization"] == 1, ops
+        assert ops["SimplifiedLayerNormalizationGrad"] == 1, ops
+        assert ops["FusedElementwise"] >= 1, ops
+        for op in ("Pow", "ReduceMean", "Sqrt", "Reciprocal"):
+            assert ops[op] == 0, (op, ops)
 
 
 def test_values_read_twice_or_returned_bound_the_trees() -> None:

@@ -1,5 +1,7 @@
 // Rows are independent for y and dx (parallel over rows; float32 rows go through the
 // active ISA's vector kernels); dscale and dbias sum over rows, in fixed row blocks.
+// LayerNormalization and RMS normalisation share one body: kCentred = false takes the
+// mean as 0 (no centring pass, no mean(g) term in dx, no bias).
 #include "kernels/cpu/layernorm.h"
 
 #include <algorithm>
@@ -15,17 +17,21 @@ namespace ortmodule {
 
 namespace {
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
-}  // namespace
 
-template <typename T>
-void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
-                       const T* bias, T* y, T* mean, T* inv_std) {
+// mean is written only when kCentred (RMS normalisation has none).
+template <typename T, bool kCentred>
+void norm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale, const T* bias,
+                  T* y, T* mean, T* inv_std) {
   if constexpr (std::is_same_v<T, float>) {
-    if (const auto vec = vec_kernels().layernorm_forward_row) {
+    const VecKernels& vec = vec_kernels();
+    if (kCentred ? vec.layernorm_forward_row != nullptr : vec.rmsnorm_forward_row != nullptr) {
       parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          float m, is;
-          vec(cols, eps, x + r * cols, scale, bias, y + r * cols, &m, &is);
+          float m = 0, is;
+          if constexpr (kCentred)
+            vec.layernorm_forward_row(cols, eps, x + r * cols, scale, bias, y + r * cols, &m, &is);
+          else
+            vec.rmsnorm_forward_row(cols, eps, x + r * cols, scale, y + r * cols, &is);
           if (mean) mean[r] = m;
           if (inv_std) inv_std[r] = is;
         }
@@ -38,9 +44,12 @@ void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const
       const T* xr = x + r * cols;
       // Two passes in double: the centred sum of squares keeps the variance accurate
       // for rows far from zero.
-      double sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += xr[c];
-      const double m = math::layernorm_mean<double>(sum, cols);
+      double m = 0;
+      if constexpr (kCentred) {
+        double sum = 0;
+        for (int64_t c = 0; c < cols; ++c) sum += xr[c];
+        m = math::layernorm_mean<double>(sum, cols);
+      }
       double sq = 0;
       for (int64_t c = 0; c < cols; ++c) {
         const double d = xr[c] - m;
@@ -58,31 +67,42 @@ void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const
   });
 }
 
-template <typename T>
-void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
-                        const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
-  const auto vec_dx = std::is_same_v<T, float> ? vec_kernels().layernorm_backward_row : nullptr;
+// mean is read only when kCentred; dbias is null when not.
+template <typename T, bool kCentred>
+void norm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
+                   const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
+  auto row_mean = [&](int64_t r) { return kCentred ? static_cast<double>(mean[r]) : 0.0; };
+  const VecKernels& vec = vec_kernels();
+  const bool vec_dx = std::is_same_v<T, float> && (kCentred ? vec.layernorm_backward_row != nullptr
+                                                            : vec.rmsnorm_backward_row != nullptr);
   if (dx && vec_dx) {
     if constexpr (std::is_same_v<T, float>) {
       parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          vec_dx(cols, dy + r * cols, x + r * cols, scale, mean[r], inv_std[r], dx + r * cols);
+        for (int64_t r = r0; r < r1; ++r) {
+          if constexpr (kCentred)
+            vec.layernorm_backward_row(cols, dy + r * cols, x + r * cols, scale, mean[r],
+                                       inv_std[r], dx + r * cols);
+          else
+            vec.rmsnorm_backward_row(cols, dy + r * cols, x + r * cols, scale, inv_std[r],
+                                     dx + r * cols);
+        }
       });
     }
   } else if (dx) {
-    // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale
+    // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale (mean(g) taken
+    // as 0 uncentred)
     parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * cols;
         const T* gr = dy + r * cols;
-        const double m = mean[r], is = inv_std[r];
+        const double m = row_mean(r), is = inv_std[r];
         double sum_g = 0, sum_gx = 0;
         for (int64_t c = 0; c < cols; ++c) {
           const double g = static_cast<double>(gr[c]) * scale[c];
           sum_g += g;
           sum_gx += g * (xr[c] - m) * is;
         }
-        const double mg = math::layernorm_mean<double>(sum_g, cols);
+        const double mg = kCentred ? math::layernorm_mean<double>(sum_g, cols) : 0.0;
         const double mgx = math::layernorm_mean<double>(sum_gx, cols);
         T* dr = dx + r * cols;
         for (int64_t c = 0; c < cols; ++c) {
@@ -107,11 +127,11 @@ void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, con
       for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
         const T* xr = x + r * cols;
         const T* gr = dy + r * cols;
-        const double m = mean[r], is = inv_std[r];
-        for (int64_t c = 0; c < cols; ++c) {
+        const double m = row_mean(r), is = inv_std[r];
+        for (int64_t c = 0; c < cols; ++c)
           s_scale[c] += static_cast<double>(gr[c]) * (xr[c] - m) * is;
-          s_bias[c] += gr[c];
-        }
+        if (dbias)
+          for (int64_t c = 0; c < cols; ++c) s_bias[c] += gr[c];
       }
     }
   });
@@ -127,15 +147,42 @@ void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, con
     }
   });
 }
+}  // namespace
 
-template void layernorm_forward<float>(int64_t, int64_t, double, const float*, const float*,
-                                       const float*, float*, float*, float*);
-template void layernorm_forward<double>(int64_t, int64_t, double, const double*, const double*,
-                                        const double*, double*, double*, double*);
-template void layernorm_backward<float>(int64_t, int64_t, const float*, const float*, const float*,
-                                        const float*, const float*, float*, float*, float*);
-template void layernorm_backward<double>(int64_t, int64_t, const double*, const double*,
-                                         const double*, const double*, const double*, double*,
-                                         double*, double*);
+template <typename T>
+void layernorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale,
+                       const T* bias, T* y, T* mean, T* inv_std) {
+  norm_forward<T, true>(rows, cols, eps, x, scale, bias, y, mean, inv_std);
+}
+
+template <typename T>
+void layernorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
+                        const T* mean, const T* inv_std, T* dx, T* dscale, T* dbias) {
+  norm_backward<T, true>(rows, cols, dy, x, scale, mean, inv_std, dx, dscale, dbias);
+}
+
+template <typename T>
+void rmsnorm_forward(int64_t rows, int64_t cols, double eps, const T* x, const T* scale, T* y,
+                     T* inv_rms) {
+  norm_forward<T, false>(rows, cols, eps, x, scale, nullptr, y, nullptr, inv_rms);
+}
+
+template <typename T>
+void rmsnorm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T* scale,
+                      const T* inv_rms, T* dx, T* dscale) {
+  norm_backward<T, false>(rows, cols, dy, x, scale, nullptr, inv_rms, dx, dscale, nullptr);
+}
+
+#define ORTM_INSTANTIATE_NORM(T)                                                                  \
+  template void layernorm_forward<T>(int64_t, int64_t, double, const T*, const T*, const T*, T*,  \
+                                     T*, T*);                                                     \
+  template void layernorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*,   \
+                                      const T*, T*, T*, T*);                                      \
+  template void rmsnorm_forward<T>(int64_t, int64_t, double, const T*, const T*, T*, T*);         \
+  template void rmsnorm_backward<T>(int64_t, int64_t, const T*, const T*, const T*, const T*, T*, \
+                                    T*);
+ORTM_INSTANTIATE_NORM(float)
+ORTM_INSTANTIATE_NORM(double)
+#undef ORTM_INSTANTIATE_NORM
 
 }  // namespace ortmodule

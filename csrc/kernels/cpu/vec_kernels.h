@@ -29,6 +29,11 @@ struct VecKernels {
   // dy, x, dx: [cols]; scale: [cols]; the row's saved mean and inv_std.
   void (*layernorm_backward_row)(int64_t cols, const float* dy, const float* x, const float* scale,
                                  float mean, float inv_std, float* dx);
+  // RMS normalisation's rows (layernorm_*_row with the mean taken as 0, no bias).
+  void (*rmsnorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
+                              float* y, float* inv_rms);
+  void (*rmsnorm_backward_row)(int64_t cols, const float* dy, const float* x, const float* scale,
+                               float inv_rms, float* dx);
 };
 
 // Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.

@@ -137,21 +137,26 @@ void softmax_backward_row(int64_t dim, const float* dy, const float* y, float* d
 
 // x, y: [cols] (layernorm.cpp: the row body of layernorm_forward). Two passes, sums in
 // double; the centring uses the float mean (its rounding shifts the sum of squares by
-// cols * delta^2 only).
-template <typename V>
-void layernorm_forward_row(int64_t cols, double eps, const float* x, const float* scale,
-                           const float* bias, float* y, float* mean, float* inv_std) {
+// cols * delta^2 only). Uncentred (RMS normalisation): one pass, the mean taken as 0.
+template <typename V, bool kCentred>
+void norm_forward_row(int64_t cols, double eps, const float* x, const float* scale,
+                      const float* bias, float* y, float* mean, float* inv_std) {
   using F = typename V::F;
   const int64_t full = cols - cols % V::kWidth;
   auto acc = V::dacc_zero();
-  for (int64_t c = 0; c < full; c += V::kWidth) V::dacc_add(acc, V::load(x + c));
-  double sum = V::dacc_sum(acc);
-  for (int64_t c = full; c < cols; ++c) sum += x[c];
-  const float m = math::layernorm_mean<float>(sum, cols);
+  float m = 0;
+  if constexpr (kCentred) {
+    for (int64_t c = 0; c < full; c += V::kWidth) V::dacc_add(acc, V::load(x + c));
+    double sum = V::dacc_sum(acc);
+    for (int64_t c = full; c < cols; ++c) sum += x[c];
+    m = math::layernorm_mean<float>(sum, cols);
+    acc = V::dacc_zero();
+  }
   const F vm = V::set1(m);
-  acc = V::dacc_zero();
+  // x - 0 is x: the uncentred rows skip the subtraction.
+  auto centred = [&](const float* p) { return kCentred ? V::sub(V::load(p), vm) : V::load(p); };
   for (int64_t c = 0; c < full; c += V::kWidth) {
-    const F d = V::sub(V::load(x + c), vm);
+    const F d = centred(x + c);
     V::dacc_add(acc, V::mul(d, d));
   }
   double sq = V::dacc_sum(acc);
@@ -162,28 +167,36 @@ void layernorm_forward_row(int64_t cols, double eps, const float* x, const float
   const float is = math::layernorm_inv_std<float>(sq, cols, eps);
   const F vis = V::set1(is);
   for (int64_t c = 0; c < full; c += V::kWidth) {
-    const F xhat = V::mul(V::sub(V::load(x + c), vm), vis);
-    const F b = bias ? V::load(bias + c) : V::zero();
-    V::store(y + c, V::fmadd(xhat, V::load(scale + c), b));
+    const F xhat = V::mul(centred(x + c), vis);
+    // x * inv_rms * scale rounded after each product, as RMSNorm modules write it.
+    V::store(y + c, bias ? V::fmadd(xhat, V::load(scale + c), V::load(bias + c))
+                         : V::mul(xhat, V::load(scale + c)));
   }
-  for (int64_t c = full; c < cols; ++c) y[c] = (x[c] - m) * is * scale[c] + (bias ? bias[c] : 0.0f);
-  *mean = m;
+  for (int64_t c = full; c < cols; ++c) {
+    const float xhat = (x[c] - m) * is;
+    y[c] = bias ? xhat * scale[c] + bias[c] : xhat * scale[c];
+  }
+  if (mean) *mean = m;
   *inv_std = is;
 }
 
 // dy, x, dx: [cols] (layernorm.cpp: the dx body of layernorm_backward):
-// dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
-template <typename V>
-void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const float* scale,
-                            float mean, float inv_std, float* dx) {
+// dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale; uncentred, the
+// mean and mean(g) are 0.
+template <typename V, bool kCentred>
+void norm_backward_row(int64_t cols, const float* dy, const float* x, const float* scale,
+                       float mean, float inv_std, float* dx) {
   using F = typename V::F;
   const int64_t full = cols - cols % V::kWidth;
   const F vm = V::set1(mean), vis = V::set1(inv_std);
+  auto xhat_at = [&](int64_t c) {
+    return V::mul(kCentred ? V::sub(V::load(x + c), vm) : V::load(x + c), vis);
+  };
   auto acc_g = V::dacc_zero(), acc_gx = V::dacc_zero();
   for (int64_t c = 0; c < full; c += V::kWidth) {
     const F g = V::mul(V::load(dy + c), V::load(scale + c));
-    V::dacc_add(acc_g, g);
-    V::dacc_add(acc_gx, V::mul(g, V::mul(V::sub(V::load(x + c), vm), vis)));
+    if constexpr (kCentred) V::dacc_add(acc_g, g);
+    V::dacc_add(acc_gx, V::mul(g, xhat_at(c)));
   }
   double sum_g = V::dacc_sum(acc_g), sum_gx = V::dacc_sum(acc_gx);
   for (int64_t c = full; c < cols; ++c) {
@@ -191,19 +204,30 @@ void layernorm_backward_row(int64_t cols, const float* dy, const float* x, const
     sum_g += g;
     sum_gx += static_cast<double>(g) * ((x[c] - mean) * inv_std);
   }
-  const float mg = math::layernorm_mean<float>(sum_g, cols);
+  const float mg = kCentred ? math::layernorm_mean<float>(sum_g, cols) : 0.0f;
   const float mgx = math::layernorm_mean<float>(sum_gx, cols);
   const F vmg = V::set1(mg), vmgx = V::set1(mgx);
   for (int64_t c = 0; c < full; c += V::kWidth) {
     const F g = V::mul(V::load(dy + c), V::load(scale + c));
-    const F xhat = V::mul(V::sub(V::load(x + c), vm), vis);
-    V::store(dx + c, V::mul(vis, V::fnmadd(xhat, vmgx, V::sub(g, vmg))));
+    V::store(dx + c, V::mul(vis, V::fnmadd(xhat_at(c), vmgx, kCentred ? V::sub(g, vmg) : g)));
   }
   for (int64_t c = full; c < cols; ++c) {
     const float g = dy[c] * scale[c];
     const float xhat = (x[c] - mean) * inv_std;
     dx[c] = math::layernorm_dx(g, xhat, inv_std, mg, mgx);
   }
+}
+
+template <typename V>
+void rmsnorm_forward_row(int64_t cols, double eps, const float* x, const float* scale, float* y,
+                         float* inv_rms) {
+  norm_forward_row<V, false>(cols, eps, x, scale, nullptr, y, nullptr, inv_rms);
+}
+
+template <typename V>
+void rmsnorm_backward_row(int64_t cols, const float* dy, const float* x, const float* scale,
+                          float inv_rms, float* dx) {
+  norm_backward_row<V, false>(cols, dy, x, scale, 0.0f, inv_rms, dx);
 }
 
 template <typename V>
@@ -214,8 +238,10 @@ VecKernels make_vec_kernels() {
   k.gelu_backward = gelu_backward<V>;
   k.softmax_forward_row = softmax_forward_row<V>;
   k.softmax_backward_row = softmax_backward_row<V>;
-  k.layernorm_forward_row = layernorm_forward_row<V>;
-  k.layernorm_backward_row = layernorm_backward_row<V>;
+  k.layernorm_forward_row = norm_forward_row<V, true>;
+  k.layernorm_backward_row = norm_backward_row<V, true>;
+  k.rmsnorm_forward_row = rmsnorm_forward_row<V>;
+  k.rmsnorm_backward_row = rmsnorm_backward_row<V>;
   return k;
 }
 
