@@ -64,15 +64,18 @@ bool is_cheap_activation(const Node* n) {
   return n->domain.empty() && kDefaultDomain.count(n->op_type) != 0;
 }
 
-// Normalizations over the last axes whose other inputs are parameters (always at hand):
+// Normalizations over the last axes (LayerNormalization, and the RMS norm
+// SimplifiedLayerNormalization) whose other inputs are parameters (always at hand):
 // backward keeps their input for the gradient, and the product after them reads their output
 // for its weight gradient; repeating one costs a pass over a row per row. Only output 0 is
 // repeated (the gradient reads forward's own mean and inverse deviation).
 bool is_cheap_normalization(const Node* n, const std::unordered_set<const Value*>& parameters) {
-  static const std::unordered_set<std::string> kDefaultDomain = {"LayerNormalization"};
   if (!n->def || n->def->random || n->def->host_call || !n->def->state_writeback.empty())
     return false;
-  if (!n->domain.empty() || kDefaultDomain.count(n->op_type) == 0) return false;
+  const bool layer_norm = n->domain.empty() && n->op_type == "LayerNormalization";
+  const bool rms_norm =
+      n->domain == "com.microsoft" && n->op_type == "SimplifiedLayerNormalization";
+  if (!layer_norm && !rms_norm) return false;
   if (n->num_inputs() < 1 || !n->input(0) || n->outputs.empty() || !n->output(0)) return false;
   if (n->output(0)->dtype != n->input(0)->dtype) return false;
   for (size_t i = 1; i < n->num_inputs(); ++i)

@@ -25,12 +25,13 @@ int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const No
 // weight gradient the output), backward reads a recomputed copy of the output instead
 // (Node::run_in_backward, Node::recomputes), so only the input is kept between forward and
 // backward. Views of the output (Reshape, Squeeze, ... between products) that backward
-// reads are repeated with it. LayerNormalization is repeated the same way (its gradient
-// reads the input, the next product's weight gradient the output; the copy computes the
-// output alone). Only unary element-wise activations, and normalizations whose other inputs
-// are parameters or constants, whose input backward keeps anyway are repeated (no large
-// value is kept that would not be), and only when neither the output nor such a view is a
-// graph output. The copies compute what the originals did, bit for bit.
+// reads are repeated with it. LayerNormalization and SimplifiedLayerNormalization (RMS norm)
+// are repeated the same way (the gradient reads the input, the next product's weight
+// gradient the output; the copy computes the output alone). Only unary element-wise
+// activations, and normalizations whose other inputs are parameters or constants, whose
+// input backward keeps anyway are repeated (no large value is kept that would not be), and
+// only when neither the output nor such a view is a graph output. The copies compute what
+// the originals did, bit for bit.
 // Runs after gradient building (and after recompute_checkpoint_regions); `forward_nodes`
 // and `output_grads` as there. Returns the number of copies made.
 int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,

@@ -266,23 +266,25 @@ def test_transformer_with_and_without_graph_optimizations_agree(name: str) -> No
 
 
 class NormedMlp(nn.Module):
-    """Linear -> LayerNorm -> Linear: backward reads the norm's input (its gradient) and its
-    output (the second Linear's weight gradient)."""
+    """Linear -> LayerNorm (or RMSNorm) -> Linear: backward reads the norm's input (its
+    gradient) and its output (the second Linear's weight gradient)."""
 
-    def __init__(self) -> None:
+    def __init__(self, norm: type[nn.Module]) -> None:
         super().__init__()
-        self.fc1, self.norm, self.fc2 = nn.Linear(24, 48), nn.LayerNorm(48), nn.Linear(48, 8)
+        self.fc1, self.norm, self.fc2 = nn.Linear(24, 48), norm(48), nn.Linear(48, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.norm(self.fc1(x)))
 
 
-def test_layer_norm_output_is_recomputed_in_backward_not_kept() -> None:
-    """With graph optimizations backward recomputes the LayerNorm's output from its kept input
+@pytest.mark.parametrize("norm,op", [(nn.LayerNorm, "LayerNormalization"),
+                                     (nn.RMSNorm, "SimplifiedLayerNormalization")])
+def test_norm_output_is_recomputed_in_backward_not_kept(norm: type[nn.Module], op: str) -> None:
+    """With graph optimizations backward recomputes the norm's output from its kept input
     (passes/recompute.h) instead of keeping both; the gradients are those of the unoptimized
     graph bit for bit (the copy repeats the same kernel on the same input) and eager's."""
     torch.manual_seed(0)
-    eager = NormedMlp()
+    eager = NormedMlp(norm)
     x = torch.randn(64, 24)  # 64 rows: the norm's parallel path
     grads, plans = {}, {}
     for optimize in (True, False):
@@ -292,10 +294,11 @@ def test_layer_norm_output_is_recomputed_in_backward_not_kept() -> None:
         plans[optimize] = next(iter(ort._cache.values()))[0].program.plan_description()
     eager(x).square().sum().backward()
     for name, q in eager.named_parameters():
-        torch.testing.assert_close(grads[True][name], grads[False][name], rtol=0, atol=0)
+        torch.testing.assert_close(grads[True][name], grads[False][name], rtol=0, atol=0,
+                                   msg=name)
         torch.testing.assert_close(grads[True][name], q.grad, rtol=1e-5, atol=1e-5, msg=name)
     forward, backward = plans[True].split("backward:", 1)
-    assert "LayerNormalization" in forward and "[recompute]" not in forward, plans[True]
-    assert any("LayerNormalization" in line and "[recompute]" in line
+    assert f"{op} " in forward and "[recompute]" not in forward, plans[True]
+    assert any(f"{op} " in line and "[recompute]" in line
                for line in backward.splitlines()), plans[True]
     assert "[recompute]" not in plans[False], plans[False]
