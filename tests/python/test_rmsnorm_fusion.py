@@ -33,6 +33,15 @@ def _single_op(cols: int, eps: float) -> bytes:
     return model.SerializeToString()
 
 
+
+def _forward_norms(model: ORTModule) -> int:
+    """SimplifiedLayerNormalization nodes of the training graph that are not backward's
+    recompute copies (named <node>/recompute)."""
+    entry = next(iter(model._cache.values()))[0]
+    graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
+    return sum(n.op_type == "SimplifiedLayerNormalization" and not n.name.endswith("/recompute")
+               for n in graph.node)
+
 @pytest.mark.usefixtures("threads")  # at least two: parallel_for splits the rows
 @pytest.mark.parametrize("cols", [256, 333])  # 333: a tail after the vector width
 def test_kernels_match_torch_rms_norm(cols: int) -> None:
@@ -171,7 +180,8 @@ def test_rmsnorm_modules_fuse_with_the_unoptimized_results(kind: str) -> None:
         results[name] = [loss.detach()] + [p.grad for p in model.parameters()]
         if name == "optimized":
             ops = _training_ops(model)
-            assert ops["SimplifiedLayerNormalization"] == 1, ops
+            # One norm in forward (backward may recompute its output, passes/recompute.h).
+            assert _forward_norms(model) == 1, ops
             assert ops["SimplifiedLayerNormalizationGrad"] == 1, ops
             assert ops["ReduceMean"] == 0 and ops["Pow"] == 0, ops
     for other in ("built", "eager"):
