@@ -358,8 +358,9 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 
 // dy: [N, M, outH, outW] -> dx: [N, C, H, W], dw: [M, C/group, kH, kW], dbias: [M]
 //
-// One pass over chunks of images: per group, the chunk's dy is gathered into [Mg, B * P]
-// (a view of dy itself for a single image), then
+// Winograd-eligible convolutions take conv_winograd.cpp's dx and dw and bias_gradient's dbias.
+// Others make one pass over chunks of images: per group, the chunk's dy is gathered into
+// [Mg, B * P] (a view of dy itself for a single image), then
 //   dw_g += dy_g [Mg, B*P] * col^T [B*P, K]      (col = im2col of x)
 //   dcol  = w_g^T [K, Mg] * dy_g [Mg, B*P]       -> col2im onto dx
 // When K < Mg (a first layer: C = 1 or 3) the dw product is taken transposed,
