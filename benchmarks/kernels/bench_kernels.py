@@ -265,6 +265,10 @@ def cases() -> list[Case]:
         maxpool_case("maxpool 64x14x14", 64, 64, 14),
         batchnorm_case("batchnorm 32x28x28", 64, 32, 28),
         batchnorm_case("batchnorm 64x14x14", 64, 64, 14),
+        # ResNet-18 layout at 64x64 (batch 16): the stride-1 3x3 convs of its first two stages,
+        # the Winograd ones (forward, dx and dw).
+        conv_case("conv 64->64 16x16 resnet", 16, 64, 16, 64),
+        conv_case("conv 128->128 8x8 resnet", 16, 128, 8, 128),
         # cnn (batch 64, 16/32 channels, 8x8): per-call overhead dominates.
         conv_case("conv 1->16 8x8", 64, 1, 8, 16),
         conv_case("conv 16->32 4x4", 64, 16, 4, 32),

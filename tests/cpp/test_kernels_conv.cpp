@@ -49,6 +49,10 @@ std::vector<ConvCase> conv_cases() {
       // one a single image.
       {"chunked_images", make_conv(8, 32, 16, 16, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"chunked_pointwise", make_conv(9, 96, 24, 24, 6, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1)},
+      // Winograd F(2x2, 3x3) for all three (conv2d_winograd_applies: 16+ channels, 8x8+
+      // outputs): odd outputs (zero-padded edge tiles), then asymmetric pads of 0 to 2.
+      {"winograd_odd_outputs", make_conv(3, 16, 11, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"winograd_asym_pads", make_conv(2, 16, 10, 12, 16, 3, 3, 1, 1, 1, 0, 2, 2, 1, 1, 1)},
   };
 }
 

@@ -5,7 +5,8 @@ MaxPool: the unrolled row loops (2x2 and 3x3 windows, dilation 1, stride 2), the
 tap-by-tap row loop (other windows) and the clipped border windows, with indices; MaxPoolGrad's
 scatter, and its refusal of an index outside its plane. Conv: the chunked im2col + GEMM paths
 (small outputs batch many images per GEMM), the backward's whole-batch path, Winograd
-F(2x2, 3x3), pointwise 1x1 convolutions, groups and strides.
+F(2x2, 3x3) (forward, input and weight gradients, in float32 and float64), pointwise 1x1
+convolutions, groups and strides.
 """
 
 from __future__ import annotations
@@ -160,3 +161,41 @@ def test_conv_gradient_of_one_input(wrt: list[str]) -> None:
         (g,) = torch.autograd.grad(y, [ours[wrt[0]]], dy)
         (g_ref,) = torch.autograd.grad(y_ref, [ref[wrt[0]]], dy)
         torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-5 * float(g_ref.abs().max()))
+
+
+# Winograd F(2x2, 3x3) weight gradients: (x shape, output channels, ONNX pads). Every case has a
+# 3x3 stride-1 kernel, outputs of at least 8x8 and 16+ channels (conv2d_winograd_applies).
+WINOGRAD_DW = [
+    ((4, 64, 16, 16), 64, [1, 1, 1, 1]),    # ResNet-18's 64-channel layer at 64x64 inputs
+    ((16, 128, 8, 8), 128, [1, 1, 1, 1]),   # its 128-channel layer: 16 tiles per image
+    ((2, 256, 8, 8), 256, [1, 1, 1, 1]),    # wide channels: chunks of 64 tiles at least
+    ((3, 32, 13, 11), 48, [1, 1, 1, 1]),    # odd outputs: zero-padded dY tiles at the edges
+    ((3, 24, 12, 15), 16, [0, 0, 0, 0]),    # no padding, odd output width
+    ((2, 16, 9, 11), 40, [2, 0, 1, 2]),     # asymmetric pads up to 2
+    ((1, 16, 20, 20), 24, [1, 1, 1, 1]),    # one image: one range, the BLAS's own threads
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("xs,m,pads", WINOGRAD_DW)
+def test_conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[int],
+                                       dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(3)
+    ws = (m, xs[1], 3, 3)
+    feed = {"x": torch.randn(xs, generator=gen, dtype=dtype),
+            "w": torch.randn(ws, generator=gen, dtype=dtype) / float(np.sqrt(9 * xs[1])),
+            "b": torch.randn(m, generator=gen, dtype=dtype)}
+    onnx_type = TensorProto.FLOAT if dtype == torch.float32 else TensorProto.DOUBLE
+    prog = _program("Conv", {n: tuple(t.shape) for n, t in feed.items()}, 1, list(feed),
+                    types=dict.fromkeys(feed, onnx_type), pads=pads)
+    ours = [t.clone().requires_grad_(True) for t in feed.values()]
+    ref = [t.clone().requires_grad_(True) for t in feed.values()]
+    (y,) = _C.run(prog, ours)
+    y_ref = F.conv2d(F.pad(ref[0], [pads[1], pads[3], pads[0], pads[2]]), ref[1], ref[2])
+    dy = torch.randn(y_ref.shape, generator=gen, dtype=dtype)
+    grads = torch.autograd.grad(y, ours, dy)
+    grads_ref = torch.autograd.grad(y_ref, ref, dy)
+    rtol, atol = (1e-4, 1e-5) if dtype == torch.float32 else (1e-10, 1e-12)
+    for name, g, g_ref in zip("xwb", grads, grads_ref):
+        scale = float(g_ref.abs().max())
+        torch.testing.assert_close(g, g_ref, rtol=rtol, atol=atol * scale, msg=f"d{name}")

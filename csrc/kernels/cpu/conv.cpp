@@ -8,7 +8,8 @@
 // and keep their column buffer in cache between im2col and gemm.
 //
 // 3x3 stride-1 convolutions large enough to pay (conv2d_winograd_applies) take the Winograd
-// kernels of conv_winograd.cpp instead, for the forward and the input gradient.
+// kernels of conv_winograd.cpp instead, for the forward and both gradients (input and weight);
+// only their bias gradient is summed here (bias_gradient).
 //
 // Images are split into one contiguous range per thread; each range runs its chunks serially
 // with single-threaded gemms (nested parallelism is serial), so no two threads share output
@@ -300,6 +301,20 @@ void conv2d_backward_batch(const Conv2dParams& p, const ConvDims& d, const T* x,
   }
 }
 
+// dy: [N, M, outH, outW] -> dbias: [M], summed in double as conv2d_backward's other paths.
+template <typename T>
+void bias_gradient(const Conv2dParams& p, const T* dy, T* dbias) {
+  const int64_t P = p.outH * p.outW;
+  parallel_for(0, p.M, std::max<int64_t>(1, kColGrainElems / std::max<int64_t>(1, p.N * P)),
+               [&](int64_t m0, int64_t m1) {
+                 for (int64_t m = m0; m < m1; ++m) {
+                   double sum = 0;
+                   for (int64_t n = 0; n < p.N; ++n) sum += sum_row(dy + (n * p.M + m) * P, P);
+                   dbias[m] = static_cast<T>(sum);
+                 }
+               });
+}
+
 }  // namespace
 
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
@@ -343,8 +358,9 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 
 // dy: [N, M, outH, outW] -> dx: [N, C, H, W], dw: [M, C/group, kH, kW], dbias: [M]
 //
-// One pass over chunks of images: per group, the chunk's dy is gathered into [Mg, B * P]
-// (a view of dy itself for a single image), then
+// Winograd-eligible convolutions take conv_winograd.cpp's dx and dw and bias_gradient's dbias.
+// Others make one pass over chunks of images: per group, the chunk's dy is gathered into
+// [Mg, B * P] (a view of dy itself for a single image), then
 //   dw_g += dy_g [Mg, B*P] * col^T [B*P, K]      (col = im2col of x)
 //   dcol  = w_g^T [K, Mg] * dy_g [Mg, B*P]       -> col2im onto dx
 // When K < Mg (a first layer: C = 1 or 3) the dw product is taken transposed,
@@ -352,9 +368,11 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 template <typename T>
 void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
-  if (dx != nullptr && conv2d_winograd_applies(p)) {
-    conv2d_winograd_backward_input<T>(p, w, dy, dx);
-    dx = nullptr;  // the rest below: dw and dbias only
+  if (conv2d_winograd_applies(p)) {
+    if (dx != nullptr) conv2d_winograd_backward_input<T>(p, w, dy, dx);
+    if (dw != nullptr) conv2d_winograd_backward_weight<T>(p, x, dy, dw);
+    if (dbias != nullptr) bias_gradient(p, dy, dbias);
+    return;
   }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P, wsize = p.M * d.K;

@@ -4,12 +4,19 @@
 // output tile. The 16 element-wise products, summed over input channels, are 16 GEMMs:
 //   M[e] [M, T] = U[e] [M, C] * V[e] [C, T]     (e = tile element, T = tiles of a chunk)
 // with U = the transformed weights (once per call) and V = the transformed input tiles.
+// The input gradient is the forward of the transposed convolution. The weight gradient is
+//   dW = G^T [ sum over tiles (A dY A^T) .* (B^T d B) ] G
+// (dY the tile's 2x2 output gradient): the same V, and 16 GEMMs summing over tiles,
+//   S[e] [M, C] += D[e] [M, T] * V[e]^T [T, C]     (D = the transformed output gradient).
 //
 // Threads split the images into ranges as conv.cpp does; each range runs chunks of images
-// through single-threaded GEMMs, so ranges never share output memory.
+// through single-threaded GEMMs, so ranges never share output memory (the weight gradient's
+// ranges each sum their own S, added up at the end).
 #include "kernels/cpu/conv_winograd.h"
 
 #include <algorithm>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/conv_common.h"
@@ -28,6 +35,9 @@ constexpr int64_t kChunkElems = 1 << 18;
 
 // Elements between consecutive tile elements' blocks beyond their size (see the forward).
 constexpr int64_t kStreamPad = 64;
+
+// Tiles a chunk of the weight gradient's GEMMs sums over at least (see its chunk size).
+constexpr int64_t kMinChunkTiles = 64;
 
 // The tile grid of an output [outH, outW] and the zero-padded input plane it reads, [Hp, Wp]
 // with the input at row pad_top, column pad_left.
@@ -151,6 +161,75 @@ void transform_output(const Conv2dParams& p, const Tiles& t, const T* Mo, int64_
   }
 }
 
+// One image dy: [M, outH, outW] -> columns [t0, t0 + per_image) of D: [16, M, ld] (element e
+// at D + e * es): D[e][m][t] = (A dY A^T)[e] for the 2x2 tile dY of dy at row 2 ty, column
+// 2 tx, A = [[1, 0], [1, 1], [1, -1], [0, -1]] (the transpose of the output transform's A^T).
+// Tiles past the bottom/right edges of an odd output read zeros: their clipped outputs had no
+// gradient. As transform_input: rows first (a loop along the row), then columns (stride-2
+// loads over tiles). plane: [2 th, 2 tw] and rows: [4, 2 tw] scratch.
+template <typename T>
+void transform_output_gradient(const Conv2dParams& p, const Tiles& t, const T* dy, T* D, int64_t ld,
+                               int64_t es, int64_t t0, T* plane, T* rows) {
+  const int64_t Wq = 2 * t.tw, Hq = 2 * t.th;
+  const bool padded = Wq != p.outW || Hq != p.outH;
+  if (padded) std::fill(plane, plane + Hq * Wq, T(0));
+  for (int64_t m = 0; m < p.M; ++m) {
+    const T* src = dy + m * p.outH * p.outW;
+    if (padded) {
+      for (int64_t h = 0; h < p.outH; ++h) {
+        std::copy(src + h * p.outW, src + (h + 1) * p.outW, plane + h * Wq);
+      }
+      src = plane;
+    }
+    for (int64_t ty = 0; ty < t.th; ++ty) {
+      const T* y0 = src + 2 * ty * Wq;
+      const T* y1 = y0 + Wq;
+      T *b1 = rows + Wq, *b2 = rows + 2 * Wq, *b3 = rows + 3 * Wq;
+      for (int64_t q = 0; q < Wq; ++q) {
+        b1[q] = y0[q] + y1[q];
+        b2[q] = y0[q] - y1[q];
+        b3[q] = -y1[q];
+      }
+      T* d = D + m * ld + t0 + ty * t.tw;
+      for (int i = 0; i < 4; ++i) {
+        const T* r = i == 0 ? y0 : rows + i * Wq;
+        T *d0 = d + (i * 4) * es, *d1 = d0 + es, *d2 = d1 + es, *d3 = d2 + es;
+        for (int64_t tx = 0; tx < t.tw; ++tx) {
+          const T r0 = r[2 * tx], r1 = r[2 * tx + 1];
+          d0[tx] = r0;
+          d1[tx] = r0 + r1;
+          d2[tx] = r0 - r1;
+          d3[tx] = -r1;
+        }
+      }
+    }
+  }
+}
+
+// S: [16, C] (element e at S + e * C) -> dw: [C, 3, 3], dw[c] = G^T S[:, c] G with G as in
+// transform_weights (rows of G^T: [1, 1/2, 1/2, 0], [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1]).
+template <typename T>
+void transform_weight_gradient(int64_t C, const T* S, T* dw) {
+  for (int64_t c = 0; c < C; ++c) {
+    T s[4][4];
+    for (int e = 0; e < 16; ++e) s[e / 4][e % 4] = S[e * C + c];
+    T gs[3][4];  // G^T S
+    for (int j = 0; j < 4; ++j) {
+      const T half_sum = (s[1][j] + s[2][j]) * T(0.5);
+      gs[0][j] = s[0][j] + half_sum;
+      gs[1][j] = (s[1][j] - s[2][j]) * T(0.5);
+      gs[2][j] = half_sum + s[3][j];
+    }
+    T* g = dw + c * 9;
+    for (int i = 0; i < 3; ++i) {  // ... G
+      const T half_sum = (gs[i][1] + gs[i][2]) * T(0.5);
+      g[i * 3] = gs[i][0] + half_sum;
+      g[i * 3 + 1] = (gs[i][1] - gs[i][2]) * T(0.5);
+      g[i * 3 + 2] = half_sum + gs[i][3];
+    }
+  }
+}
+
 }  // namespace
 
 bool conv2d_winograd_applies(const Conv2dParams& p) {
@@ -162,7 +241,10 @@ bool conv2d_winograd_applies(const Conv2dParams& p) {
   // 2 - pad) a convolution with non-negative pads. The transforms cost more than the GEMMs
   // save for few channels or small images (measured, one thread: ResNet's 4x4 outputs with
   // 256 channels take 1.8x the time of im2col + GEMM, its 8x8 ones with 128 channels 0.85x,
-  // 16x16 with 64 channels 0.7x).
+  // 16x16 with 64 channels 0.7x). The weight gradient takes the same rule: it won at every
+  // eligible shape measured (one thread, dw alone against im2col + GEMM: ResNet's 16x16 with
+  // 64 channels 0.67x, 8x8 with 128 channels 0.65x, 8x8 with 512 channels 0.63x, batch 2 of
+  // 8x8 with 16 channels 0.86x, one 32x32 image with 64 channels 0.60x).
   const auto pad_ok = [](int64_t pad) { return pad >= 0 && pad <= 2; };
   return shape && pad_ok(p.pad_top) && pad_ok(p.pad_left) && pad_ok(pad_bottom) &&
          pad_ok(pad_right) && p.C >= 16 && p.M >= 16 && p.outH >= 8 && p.outW >= 8 && p.H >= 8 &&
@@ -223,6 +305,69 @@ void conv2d_winograd_backward_input(const Conv2dParams& p, const T* w, const T* 
   conv2d_winograd_forward<T>(q, dy, wt.data(), nullptr, dx);
 }
 
+// x: [N, C, H, W], dy: [N, M, outH, outW] -> dw: [M, C, 3, 3] (overwritten)
+//   dw[m, c] = G^T [ sum over tiles (A dY A^T)[m] .* (B^T d B)[c] ] G
+// The sum is 16 GEMMs per chunk, S[e] [M, C] += D[e] [M, T] * V[e]^T [T, C]. Each thread's
+// range of images keeps its own S; the ranges' S are summed in range order (so the result does
+// not depend on thread timing) before the 4x4 -> 3x3 transform.
+template <typename T>
+void conv2d_winograd_backward_weight(const Conv2dParams& p, const T* x, const T* dy, T* dw) {
+  const Tiles t = tiles_of(p);
+  const int64_t MC = p.M * p.C;
+  // Both transformed buffers, V and D, count against the chunk's budget (sized on one of them,
+  // as the forward, ResNet's 16x16 layer ran 1.5x slower), but a chunk has kMinChunkTiles tiles
+  // at least: every chunk reads and writes all of S, [16, M, C], which a GEMM over 16 tiles (one
+  // 8x8 image) with 512 channels does for 16 multiply-adds per element (3.3x slower than
+  // im2col + GEMM; 0.64x with 64 tiles).
+  const int64_t per_image = 16 * (p.C + p.M) * t.per_image;
+  const int64_t by_tiles = (kMinChunkTiles + t.per_image - 1) / t.per_image;
+  const int64_t chunk =
+      std::max<int64_t>(1, std::min(p.N, std::max(by_tiles, kChunkElems / per_image)));
+  struct Partial {
+    int64_t n_begin;
+    Scratch<T> S;  // [16, M, C], written by the range's first chunk (beta 0)
+  };
+  std::vector<Partial> partials;
+  std::mutex partials_mutex;
+  parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
+    const int64_t max_b = balanced_chunk(chunk, n_end - n_begin);
+    const int64_t max_ld = max_b * t.per_image;
+    const int64_t v_es = p.C * max_ld + kStreamPad, d_es = p.M * max_ld + kStreamPad;
+    Scratch<T> V(16 * v_es), D(16 * d_es), plane(t.Hp * t.Wp), rows(4 * t.Wp);
+    Partial part{n_begin, Scratch<T>(16 * MC)};
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
+      const int64_t B = std::min(max_b, n_end - n0), ld = B * t.per_image;
+      for (int64_t b = 0; b < B; ++b) {
+        transform_input(p, t, x + (n0 + b) * p.C * p.H * p.W, V.data(), ld, v_es, b * t.per_image,
+                        plane.data(), rows.data());
+        transform_output_gradient(p, t, dy + (n0 + b) * p.M * p.outH * p.outW, D.data(), ld, d_es,
+                                  b * t.per_image, plane.data(), rows.data());
+      }
+      gemm_batched<T>(false, true, 16, p.M, p.C, ld, T(1), D.data(), ld, d_es, V.data(), ld, v_es,
+                      n0 == n_begin ? T(0) : T(1), part.S.data(), p.C, MC);
+    }
+    std::lock_guard<std::mutex> lock(partials_mutex);
+    partials.push_back(std::move(part));
+  });
+  std::sort(partials.begin(), partials.end(),
+            [](const Partial& a, const Partial& b) { return a.n_begin < b.n_begin; });
+  parallel_for(0, p.M, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, p.C)),
+               [&](int64_t m0, int64_t m1) {
+                 Scratch<T> S(16 * p.C);  // row m of the summed S, [16, C]
+                 for (int64_t m = m0; m < m1; ++m) {
+                   for (int64_t e = 0; e < 16; ++e) {
+                     T* dst = S.data() + e * p.C;
+                     std::fill(dst, dst + p.C, T(0));
+                     for (Partial& part : partials) {
+                       const T* src = part.S.data() + e * MC + m * p.C;
+                       for (int64_t c = 0; c < p.C; ++c) dst[c] += src[c];
+                     }
+                   }
+                   transform_weight_gradient(p.C, S.data(), dw + m * p.C * 9);
+                 }
+               });
+}
+
 template void conv2d_winograd_forward<float>(const Conv2dParams&, const float*, const float*,
                                              const float*, float*);
 template void conv2d_winograd_forward<double>(const Conv2dParams&, const double*, const double*,
@@ -231,5 +376,9 @@ template void conv2d_winograd_backward_input<float>(const Conv2dParams&, const f
                                                     float*);
 template void conv2d_winograd_backward_input<double>(const Conv2dParams&, const double*,
                                                      const double*, double*);
+template void conv2d_winograd_backward_weight<float>(const Conv2dParams&, const float*,
+                                                     const float*, float*);
+template void conv2d_winograd_backward_weight<double>(const Conv2dParams&, const double*,
+                                                      const double*, double*);
 
 }  // namespace ortmodule
