@@ -345,7 +345,8 @@ class ORTModule(torch.nn.Module):
             # once a call of the same kind comes with other sizes, the next one is traced
             # with symbolic sizes and serves every size the model allows.
             sizes = tuple(tuple(t.shape) for t in tensors)
-            dynamic = any(e.static_sizes != sizes for e in entries or ())
+            dynamic = (self._debug.dynamic_shapes == "always"
+                       or any(e.static_sizes != sizes for e in entries or ()))
             if dynamic and logger.isEnabledFor(logging.INFO):
                 logger.info("%s called with other input sizes than its graph's: exporting "
                             "again with dynamic sizes", type(self.module).__name__)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, replace
 
 EXPORTERS = ("auto", "dynamo", "torchscript", "fx")
+DYNAMIC_SHAPES = ("auto", "always")
 
 
 class FallbackPolicy(enum.Flag):
@@ -82,6 +83,12 @@ class DebugOptions:
     that compute the same values (a Transpose feeding a matrix product folded into the
     product's transA/transB). False runs the graph as exported, plus the gradient graph:
     the reference to compare against when a rewrite is suspected.
+
+    dynamic_shapes says when torch.export traces symbolic sizes: ``"auto"`` (the default)
+    traces the first graph of a kind of call at its sizes (half the trace time) and the next
+    one, once a call comes with other sizes, with dynamic sizes; ``"always"`` traces with
+    dynamic sizes from the first call (one export for a loop whose sizes change every step).
+    The TorchScript exporter follows its own rule.
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -91,6 +98,7 @@ class DebugOptions:
     exporter: str = "auto"
     fallback: FallbackPolicy = FallbackPolicy.NEVER
     graph_optimizations: bool = True
+    dynamic_shapes: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -115,12 +123,15 @@ class DebugOptions:
             raise ValueError(f"save_path {self.save_path!r} is not an existing directory")
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter {self.exporter!r} is not one of {', '.join(EXPORTERS)}")
+        if self.dynamic_shapes not in DYNAMIC_SHAPES:
+            raise ValueError(f"dynamic_shapes {self.dynamic_shapes!r} is not one of "
+                             f"{', '.join(DYNAMIC_SHAPES)}")
 
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
-        ORTMODULE_GRAPH_OPTIMIZATIONS on top of ``base``."""
+        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -141,7 +152,8 @@ class DebugOptions:
                 raise ValueError(f"ORTMODULE_GRAPH_OPTIMIZATIONS={optimize!r} must be 0 or 1")
             changes["graph_optimizations"] = optimize == "1"
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
-                           ("ORTMODULE_EXPORTER", "exporter")):
+                           ("ORTMODULE_EXPORTER", "exporter"),
+                           ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes")):
             value = os.environ.get(env)
             if value is not None:
                 changes[field] = value

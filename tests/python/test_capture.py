@@ -179,3 +179,21 @@ def test_export_drops_the_source_files_it_read_into_linecache() -> None:
         assert __file__ in linecache.cache and linecache.cache[cell][2] == ["y = x + 1\n"]
     finally:
         linecache.cache.pop(cell, None)
+
+
+def test_dynamic_shapes_always_exports_once_for_every_size(monkeypatch) -> None:
+    """DebugOptions(dynamic_shapes="always") traces with dynamic sizes from the first call:
+    one graph serves every batch size. The option is validated, and ORTMODULE_DYNAMIC_SHAPES
+    sets it."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    ort = ORTModule(copy.deepcopy(eager), DebugOptions(dynamic_shapes="always"))
+    for batch in (3, 5, 1):
+        x = torch.randn(batch, 4)
+        torch.testing.assert_close(ort(x), eager(x))
+    assert graphs_built(ort) == 1
+    assert next(iter(ort._cache.values()))[0].static_sizes is None
+    with pytest.raises(ValueError, match="dynamic_shapes 'sometimes' is not one of auto, always"):
+        DebugOptions(dynamic_shapes="sometimes")
+    monkeypatch.setenv("ORTMODULE_DYNAMIC_SHAPES", "always")
+    assert DebugOptions.from_env().dynamic_shapes == "always"
