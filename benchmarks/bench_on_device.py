@@ -1,5 +1,5 @@
-"""On-device training step time: ortmodule's runtime (Python API and the C++ library) vs ONNX
-Runtime Training 1.19.2 on the same artifacts, with eager PyTorch for context.
+"""On-device training step time: ortmodule's runtime (through its Python API) vs ONNX Runtime
+Training 1.19.2 on the same artifacts, with eager PyTorch for context.
 
 A step is: train step (forward, cross-entropy loss, gradients) + AdamW optimizer step +
 lazy_reset_grad, on one fixed random batch. Model: the reference's on-device test MLP
