@@ -1,14 +1,17 @@
 // The backend of the standalone C++ training library (libortmodule_training.so, no torch):
 // parallel_for over std::threads (ORTMODULE_NUM_THREADS, default: the hardware threads) and a
-// blocked, row-parallel gemm. The Python extension links torch_backend.cpp instead.
+// gemm: the packed float32 kernel (kernels/cpu/sgemm.h) where the CPU has one, else a blocked,
+// row-parallel loop. The Python extension links torch_backend.cpp instead.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/sgemm.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -62,8 +65,15 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  // Rows of C in parallel; per row, C[m,:] += A[m,k] * B[k,:] streams rows of B (or, for
-  // a transposed B, dot products of rows), in blocks of K that stay in cache.
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed_sgemm_available()) {
+      packed_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+  }
+  // Without the packed kernel (baseline ISA, double): rows of C in parallel; per row,
+  // C[m,:] += A[m,k] * B[k,:] streams rows of B (or, for a transposed B, dot products of
+  // rows), in blocks of K that stay in cache.
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, N * K));
   parallel_for(0, M, grain, [&](int64_t m0, int64_t m1) {
     std::vector<T> row(static_cast<size_t>(N));

@@ -38,7 +38,7 @@ def make(out: pathlib.Path, steps: int = 20, batch: int = 32, seed: int = 0) -> 
     with open(out / "batches.bin", "wb") as f:
         np.asarray([steps, batch, 64], dtype="<i8").tofile(f)
         for s in range(steps):
-            idx = order[(s * batch) % len(x):][:batch]
+            idx = order[(s * batch + np.arange(batch)) % len(x)]  # wraps around the data
             x[idx].astype("<f4").tofile(f)
             y[idx].astype("<i8").tofile(f)
 

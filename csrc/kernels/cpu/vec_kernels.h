@@ -34,6 +34,14 @@ struct VecKernels {
                               float* y, float* inv_rms);
   void (*rmsnorm_backward_row)(int64_t cols, const float* dy, const float* x, const float* scale,
                                float inv_rms, float* dx);
+  // The micro-kernel of the packed float32 GEMM (kernels/cpu/sgemm.cpp): one gemm_mr x gemm_nr
+  // tile of C (row-major, row stride ldc) from packed panels a: [kc][gemm_mr] and
+  // b: [kc][gemm_nr]. Only the first m rows and n columns of the tile are written. With
+  // `first`, C = alpha * a*b + beta * C (beta == 0: C is not read); else C += alpha * a*b.
+  void (*gemm_tile)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+                    float alpha, float beta, bool first);
+  int gemm_mr;
+  int gemm_nr;
 };
 
 // Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.

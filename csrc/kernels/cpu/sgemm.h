@@ -1,0 +1,23 @@
+// A packed float32 GEMM of the engine's own, for builds without a BLAS (the standalone C++
+// training library, runtime/thread_backend.cpp): row-major
+//   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C    (kernels/gemm.h's contract)
+// Panels of op(B) (K blocks of kc rows, gemm_nr columns) are packed once per call and shared
+// by the threads; each thread packs blocks of gemm_mr-row panels of op(A) and runs the
+// instruction set's micro-kernel (VecKernels::gemm_tile: AVX-512 14x32, AVX2 6x16 tiles)
+// over them, so transposed operands cost nothing beyond the packing.
+#pragma once
+
+#include <cstdint>
+
+namespace ortmodule {
+
+// Whether the active instruction set (cpu_isa.h) has the micro-kernel; without it (the
+// baseline ISA) callers keep their own loop.
+bool packed_sgemm_available();
+
+// kernels/gemm.h's gemm<float>; requires packed_sgemm_available().
+void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                  int64_t ldc);
+
+}  // namespace ortmodule
