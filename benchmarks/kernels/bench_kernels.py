@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnx
+import onnx.numpy_helper
 import torch
 import torch.nn.functional as F
 from onnx import helper
@@ -42,6 +43,7 @@ FORWARD_OPS = {
     "BatchNormInternal",
     "Gelu",
     "Softmax",
+    "ScaledMaskedSoftmax",
     "LayerNormalization",
 }
 BACKWARD_OPS = {
@@ -50,6 +52,7 @@ BACKWARD_OPS = {
     "BatchNormalizationGrad",
     "GeluGrad",
     "SoftmaxGrad_13",
+    "ScaledMaskedSoftmaxGrad",
     "LayerNormalizationGrad",
 }
 
@@ -68,6 +71,9 @@ class Case:
     # measured relative to the largest reference magnitude rather than elementwise.
     tol: float = 1e-5
     opset: int = OPSET
+    # The graph's nodes when the case is more than one `op` node over `inputs` (a chain the
+    # engine's passes fuse into one op).
+    nodes: list[onnx.NodeProto] | None = None
 
 
 def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 1) -> Case:
@@ -213,6 +219,40 @@ def softmax_case(name: str, shape: tuple[int, ...]) -> Case:
     )
 
 
+def masked_softmax_case(name: str, batch: int, heads: int, seq: int) -> Case:
+    """Attention scores under a boolean causal mask, as scaled_dot_product_attention writes
+    them: Softmax(Where(keep, x * scale, lowest)), which the engine fuses into one
+    ScaledMaskedSoftmax (and one ScaledMaskedSoftmaxGrad)."""
+    scale = 0.125
+    lowest = torch.finfo(torch.float32).min
+    keep = torch.ones(seq, seq, dtype=torch.bool).tril().expand(batch, 1, seq, seq).contiguous()
+    fill = onnx.numpy_helper.from_array(torch.tensor(lowest).numpy(), "fill")
+    factor = onnx.numpy_helper.from_array(torch.tensor(scale).numpy(), "factor")
+    nodes = [
+        helper.make_node("Constant", [], ["c_fill"], value=fill),
+        helper.make_node("Constant", [], ["c_scale"], value=factor),
+        helper.make_node("Mul", ["x", "c_scale"], ["scaled"]),
+        helper.make_node("Where", ["keep", "scaled", "c_fill"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
+    ]
+
+    def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
+        saved = {}
+
+        def fwd() -> torch.Tensor:
+            saved["y"] = torch.softmax(torch.where(t["keep"], t["x"] * scale, lowest), -1)
+            return saved["y"]
+
+        def bwd(dy: torch.Tensor) -> tuple:
+            g = torch.ops.aten._softmax_backward_data(dy, saved["y"], -1, torch.float32)
+            return (torch.where(t["keep"], g, 0.0) * scale,)
+
+        return fwd, bwd
+
+    inputs = {"x": torch.randn(batch, heads, seq, seq) * 8, "keep": keep}
+    return Case(name, "ScaledMaskedSoftmax", inputs, {}, ["y"], ["x"], kernels, nodes=nodes)
+
+
 def layernorm_case(name: str, rows: int, cols: int) -> Case:
     inputs = {
         "x": torch.randn(rows, cols) * 2 + 1,
@@ -279,20 +319,23 @@ def cases() -> list[Case]:
         gelu_case("gelu 8x128x1024", (8, 128, 1024), "none"),
         gelu_case("gelu tanh 8x128x1024", (8, 128, 1024), "tanh"),
         softmax_case("softmax 8x4x128x128", (8, 4, 128, 128)),
+        masked_softmax_case("masked softmax 8x4x128x128", 8, 4, 128),
+        masked_softmax_case("masked softmax 4x4x512x512", 4, 4, 512),
         layernorm_case("layernorm 1024x256", 1024, 256),
     ]
 
 
 def build_program(case: Case, wrt: list[str]) -> object:
+    types = {torch.float32: onnx.TensorProto.FLOAT, torch.bool: onnx.TensorProto.BOOL}
     infos = [
-        helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+        helper.make_tensor_value_info(n, types[v.dtype], list(v.shape))
         for n, v in case.inputs.items()
     ]
     outs = [
         helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in case.outputs
     ]
-    node = helper.make_node(case.op, list(case.inputs), case.outputs, **case.attrs)
-    graph = helper.make_graph([node], case.name, infos, outs)
+    nodes = case.nodes or [helper.make_node(case.op, list(case.inputs), case.outputs, **case.attrs)]
+    graph = helper.make_graph(nodes, case.name, infos, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     return _C.Program(model.SerializeToString(), [], wrt)
 

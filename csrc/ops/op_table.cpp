@@ -207,10 +207,11 @@ std::vector<OpDef> build_table() {
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)
           .cuda(cuda_log_softmax),
-      // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h).
+      // Softmax(scale * x + mask) of attention scores (passes/attention_softmax_fusion.h);
+      // a boolean mask with its fill (input 2, read on the host) selects instead of adding.
       Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
           grad_scaled_masked_softmax)
-          .cuda(cuda_scaled_masked_softmax),
+          .cuda(cuda_scaled_masked_softmax, {2}),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
           .cuda(cuda_softmax)

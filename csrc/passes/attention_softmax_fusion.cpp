@@ -11,19 +11,26 @@
 namespace ortmodule {
 namespace {
 
-// v's producer, when it is the binary `op` of the default domain and v's only use is the
-// next node of the chain (not a graph output, not kept).
-Node* private_binary_producer(const Graph& g, const Value* v, const char* op,
-                              const std::vector<Value*>& keep) {
+// v's producer, when it is `op` of the default domain with `arity` inputs and v's only use
+// is the next node of the chain (not a graph output, not kept).
+Node* private_producer(const Graph& g, const Value* v, const char* op, size_t arity,
+                       const std::vector<Value*>& keep) {
   Node* n = v ? v->producer : nullptr;
-  if (!n || n->op_type != op || !n->domain.empty() || n->num_inputs() != 2 || !n->input(0) ||
-      !n->input(1) || v->consumers.size() != 1)
+  if (!n || n->op_type != op || !n->domain.empty() || n->num_inputs() != arity ||
+      v->consumers.size() != 1)
     return nullptr;
+  for (size_t k = 0; k < arity; ++k)
+    if (!n->input(k)) return nullptr;
   const auto& outs = g.outputs();
   if (std::find(outs.begin(), outs.end(), v) != outs.end() ||
       std::find(keep.begin(), keep.end(), v) != keep.end())
     return nullptr;
   return n;
+}
+
+Node* private_binary_producer(const Graph& g, const Value* v, const char* op,
+                              const std::vector<Value*>& keep) {
+  return private_producer(g, v, op, 2, keep);
 }
 
 // For Mul(x, c), Mul(c, x) and Div(x, c) feeding `v` privately (c a one-element constant
@@ -57,6 +64,7 @@ int fuse_attention_softmax(Graph& graph, const std::vector<Value*>& keep) {
   if (graph.opset_version < 13) return 0;  // before 13 Softmax normalises a 2-D view
   const OpDef* fused_def = find_op("ai.ortmodule", "ScaledMaskedSoftmax", graph.opset_version);
   if (!fused_def) return 0;
+  const OpDef* not_def = find_op("", "Not", graph.opset_version);
   graph.rebuild_consumers();
   int fused = 0;
   for (Node* softmax : graph.nodes()) {
@@ -66,6 +74,7 @@ int fuse_attention_softmax(Graph& graph, const std::vector<Value*>& keep) {
     std::vector<Node*> chain = {softmax};
     Value* scores = softmax->input(0);
     Value* mask = nullptr;
+    Value* fill = nullptr;  // with a boolean mask
     if (Node* add = private_binary_producer(graph, scores, "Add", keep)) {
       chain.push_back(add);
       // The scaled operand holds the scores; without a scale either operand may, and the
@@ -75,6 +84,26 @@ int fuse_attention_softmax(Graph& graph, const std::vector<Value*>& keep) {
       const int scaled = unscaled(graph, add->input(1), keep, &probe, &unused) ? 1 : 0;
       scores = add->input(scaled);
       mask = add->input(1 - scaled);
+    } else if (Node* where = private_producer(graph, scores, "Where", 3, keep)) {
+      // Where(keep, s, c) or Where(drop, c, s) (masked_fill), c a one-element constant: a
+      // boolean mask with fill c; the second form's mask is negated (a Not over the mask,
+      // which is usually smaller than the scores: [B, 1, S, S] against [B, H, S, S]).
+      double unused = 0;
+      const bool kept_true = constant_float_scalar(where->input(2), 1, unused);
+      if (kept_true || constant_float_scalar(where->input(1), 1, unused)) {
+        chain.push_back(where);
+        mask = where->input(0);
+        fill = where->input(kept_true ? 2 : 1);
+        scores = where->input(kept_true ? 1 : 2);
+        if (!kept_true) {
+          if (!not_def) continue;
+          Value* kept = graph.new_value(mask->name + "/kept");
+          Node* negation = graph.add_node("Not", "", {mask}, {kept}, where->name + "/not");
+          negation->def = not_def;
+          negation->source = where->source;
+          mask = kept;
+        }
+      }
     }
     double scale = 1;
     Node* scale_node = nullptr;
@@ -85,6 +114,7 @@ int fuse_attention_softmax(Graph& graph, const std::vector<Value*>& keep) {
     if (chain.size() == 1) continue;  // a plain softmax
     std::vector<Value*> inputs = {scores};
     if (mask) inputs.push_back(mask);
+    if (fill) inputs.push_back(fill);
     Node* n = replace_chain(graph, chain, softmax, fused_def, inputs, "/scaled_masked");
     n->attrs["scale"] = Attribute::make_float(scale);
     ++fused;

@@ -27,6 +27,13 @@ from tests.python.sample_utils import (
 S = Sample
 
 
+def _keep_mask(*shape: int) -> np.ndarray:
+    """A random boolean attention mask whose first row drops every element."""
+    keep = np.random.default_rng(7).uniform(size=shape) < 0.7
+    keep.reshape(-1, shape[-1])[0] = False
+    return keep
+
+
 def _aten(op: str, overload: str, args: list[str], inputs: dict[str, np.ndarray],
           expected: object, num_outputs: int = 1) -> Sample:
     return S(inputs, attrs={"aten_op": op, "aten_overload": overload, "args": args},
@@ -218,6 +225,15 @@ SAMPLES: dict[str, list[Sample]] = {
           expected=scaled_masked_softmax_reference(1.0)),
         S({"x": rand(2, 3, 1), "mask": rand(2, 3, 4)}, attrs={"scale": 0.25},
           domain="ai.ortmodule", expected=scaled_masked_softmax_reference(0.25)),
+        # A boolean mask [B, 1, S, S] with a fill (scaled_dot_product_attention's attn_mask):
+        # one row dropped entirely (uniform softmax, no gradient to x).
+        S({"x": rand(2, 3, 4, 5, low=-3, high=3), "mask": _keep_mask(2, 1, 4, 5)},
+          constants={"fill": np.asarray(-1e4)}, order=["x", "mask", "fill"],
+          attrs={"scale": 0.5}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(0.5)),
+        S({"x": rand(3, 4), "mask": np.array([True, False, True, True])},
+          constants={"fill": np.asarray(-np.inf)}, order=["x", "mask", "fill"],
+          domain="ai.ortmodule", expected=scaled_masked_softmax_reference(1.0)),
     ],
     "Conv": [
         S({"x": rand(2, 4, 5, 5), "w": rand(6, 2, 3, 3), "b": rand(6)},

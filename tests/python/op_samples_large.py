@@ -27,6 +27,15 @@ def f(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
     return _rng.uniform(low, high, size=shape).astype(np.float32)
 
 
+def _causal_keep(batch: int, rows: int, cols: int) -> np.ndarray:
+    """[batch, 1, rows, cols]: query i sees keys up to i + cols - rows; the first sequence
+    also drops its last 16 keys (padding)."""
+    keep = np.tril(np.ones((rows, cols), dtype=np.bool_), k=cols - rows)
+    keep = np.broadcast_to(keep, (batch, 1, rows, cols)).copy()
+    keep[0, :, :, cols - 16:] = False
+    return keep
+
+
 def away(*shape: int) -> np.ndarray:
     return f(*shape, low=0.2, high=1.0) * _rng.choice([-1.0, 1.0], size=shape).astype(np.float32)
 
@@ -256,6 +265,11 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           expected=scaled_masked_softmax_reference(0.125)),
         L({"x": f(256, 509, low=-4, high=4)}, attrs={"scale": 3.0}, domain="ai.ortmodule",
           expected=scaled_masked_softmax_reference(3.0)),
+        # A boolean causal-and-padding mask [B, 1, S, S] with torch.finfo(float32).min as fill.
+        L({"x": f(8, 4, 64, 130, low=-8, high=8), "mask": _causal_keep(8, 64, 130)},
+          constants={"fill": np.asarray(np.finfo(np.float32).min, np.float32)},
+          order=["x", "mask", "fill"], attrs={"scale": 0.125}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(0.125)),
     ],
     "Conv": [L({"x": _nchw(), "w": f(32, 16, 3, 3, low=-0.2, high=0.2), "b": f(32)},
                attrs={"pads": [1, 1, 1, 1]}),

@@ -66,10 +66,15 @@ def fused_matmul_reference(trans_a: int = 0, trans_b: int = 0,
 def scaled_masked_softmax_reference(
         scale: float) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule ScaledMaskedSoftmax: softmax(scale * x + mask) along the last axis, x and
-    the optional mask broadcasting against each other."""
+    the optional mask broadcasting against each other; a boolean mask selects scale * x where
+    it is true and the fill elsewhere."""
     def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
         x = d["x"]
-        z = x * x.dtype.type(scale) + d.get("mask", x.dtype.type(0))
+        mask = d.get("mask")
+        if mask is not None and mask.dtype == np.bool_:
+            z = np.where(mask, x * x.dtype.type(scale), d["fill"].astype(x.dtype))
+        else:
+            z = x * x.dtype.type(scale) + (x.dtype.type(0) if mask is None else mask)
         e = np.exp(z - z.max(axis=-1, keepdims=True))
         return [(e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)]
     return reference

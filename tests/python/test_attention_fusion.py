@@ -108,6 +108,49 @@ def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
     assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
 
 
+def _boolean_mask_attention(form: str, scaled: bool) -> onnx.ModelProto:
+    """scores = q @ k^T (times 0.35 when scaled), masked by a boolean [2, 1, 5, 5] mask:
+    Where(keep, scores, lowest) ("keep", scaled_dot_product_attention's attn_mask) or
+    Where(drop, lowest, scores) ("drop", masked_fill); Softmax; @ v."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"])]
+    last = "scores"
+    if scaled:
+        nodes += [_scalar("c", 0.35), helper.make_node("Mul", ["scores", "c"], ["scaled"])]
+        last = "scaled"
+    nodes.append(_scalar("fill", float(np.finfo(np.float64).min)))
+    branches = [last, "fill"] if form == "keep" else ["fill", last]
+    nodes += [helper.make_node("Where", ["mask", *branches], ["masked"]),
+              helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+              helper.make_node("MatMul", ["probs", "v"], ["out"])]
+    double = onnx.TensorProto.DOUBLE
+    inputs = [helper.make_tensor_value_info(n, double, [2, 3, 5, 4]) for n in ("q", "k", "v")]
+    inputs.append(helper.make_tensor_value_info("mask", onnx.TensorProto.BOOL, [2, 1, 5, 5]))
+    graph = helper.make_graph(nodes, "bool_mask", inputs,
+                              [helper.make_tensor_value_info("out", double, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+@pytest.mark.parametrize("form", ["keep", "drop"])
+def test_boolean_masks_fuse_forward_and_backward(form: str, scaled: bool) -> None:
+    """A causal-and-padding boolean mask with one query row dropped entirely: its softmax is
+    uniform and q, k get no gradient through it, fused as unfused."""
+    keep = np.tril(np.ones((5, 5), dtype=np.bool_))[None, None].repeat(2, axis=0)
+    keep[1, 0, :, 3:] = False  # the second sequence: two padding keys ...
+    keep[1, 0, 4, :] = False   # ... and a query that sees nothing
+    feeds = {"q": _rand(2, 3, 5, 4) * 3, "k": _rand(2, 3, 5, 4), "v": _rand(2, 3, 5, 4),
+             "mask": keep if form == "keep" else ~keep}
+    optimized, built = _assert_same_results(_boolean_mask_attention(form, scaled), feeds,
+                                            ["q", "k", "v"])
+    assert built["Where"] >= 1 and built["Softmax"] == 1, built
+    assert optimized["ScaledMaskedSoftmax"] == 1, optimized
+    assert optimized["ScaledMaskedSoftmaxGrad"] == 1, optimized
+    for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Where"):
+        assert optimized[op] == 0, (op, optimized)
+    assert optimized["Not"] == (form == "drop"), optimized
+
+
 def _training_ops(model: ORTModule) -> collections.Counter:
     entry = next(iter(model._cache.values()))[0]
     graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
@@ -153,3 +196,42 @@ def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> Non
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
         torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_sdpa_attention_softmax_is_fused_in_every_layer(name: str) -> None:
+    """The models' default attention, scaled_dot_product_attention with a boolean mask
+    (padding, causal), fuses in every layer into ScaledMaskedSoftmax(scores, mask, fill); loss
+    and gradients are those of the unoptimized graph and of eager PyTorch in float64."""
+    family = FAMILIES[name]
+    torch.manual_seed(0)
+    eager = family.build(0.0).double().train()
+    eager.set_attn_implementation("sdpa")
+    batch = family.batch(2, 6, 0)
+    if name != "bert":  # a padded sequence for the causal models too
+        batch["attention_mask"] = torch.ones(2, 6, dtype=torch.long)
+        batch["attention_mask"][1, 4:] = 0
+    layers = eager.config.num_hidden_layers
+    reference = copy.deepcopy(eager)
+    loss = reference(**batch).loss
+    loss.backward()
+    results = {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
+        got = ort(**batch).loss
+        got.backward()
+        if optimize:
+            ops = _training_ops(ort)
+            assert ops["ScaledMaskedSoftmax"] == layers, ops
+            assert ops["ScaledMaskedSoftmaxGrad"] == layers and ops["Softmax"] == 0, ops
+            assert ops["Where"] == 0, ops
+        results[optimize] = (got.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
+    # The causal models' loss upcasts the logits with .float(): in float32 even for a
+    # float64 model, so eager agrees to float32 rounding there.
+    tol = {"rtol": 1e-10, "atol": 1e-12} if name == "bert" else {"rtol": 1e-5, "atol": 1e-7}
+    torch.testing.assert_close(results[True][0], loss.detach(), **tol)
+    for n, p in reference.named_parameters():
+        torch.testing.assert_close(results[True][1][n], results[False][1][n], rtol=1e-10,
+                                   atol=1e-12, msg=n)
+        torch.testing.assert_close(results[True][1][n], p.grad, **tol, msg=n)

@@ -173,6 +173,21 @@ void scale_and_mask_row(int64_t dim, T scale, const T* x, int64_t x_step, const 
   }
 }
 
+// One row of keep ? scale * x : fill into y (a row of y's shape).
+template <typename T>
+void scale_or_fill_row(int64_t dim, T scale, const T* x, int64_t x_step, const uint8_t* keep,
+                       int64_t keep_step, T fill, T* y) {
+  if (x_step == 1 && keep_step == 1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto vec = vec_kernels().scale_or_fill) return vec(dim, x, scale, keep, fill, y);
+    }
+    for (int64_t k = 0; k < dim; ++k) y[k] = scaled_or_fill(x[k], scale, keep[k] != 0, fill);
+  } else {
+    for (int64_t k = 0; k < dim; ++k)
+      y[k] = scaled_or_fill(x[k * x_step], scale, keep[k * keep_step] != 0, fill);
+  }
+}
+
 // The element offset of row r's first element in an operand with broadcast `strides`.
 int64_t row_offset(const std::vector<int64_t>& out, const std::vector<int64_t>& strides,
                    int64_t r) {
@@ -182,6 +197,36 @@ int64_t row_offset(const std::vector<int64_t>& out, const std::vector<int64_t>& 
     r /= out[d];
   }
   return offset;
+}
+
+// One row of softmax_backward (not log), vectorized where the CPU allows.
+template <typename T>
+void softmax_grad_row(int64_t dim, const T* dy, const T* y, T* dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().softmax_backward_row) return vec(dim, dy, y, dx, false);
+  }
+  softmax_backward_row(dim, dy, y, dx, false);
+}
+
+// Rows of y's shape `out`: the product of its leading dims.
+int64_t leading_rows(const std::vector<int64_t>& out) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < out.size(); ++d) rows *= out[d];
+  return rows;
+}
+
+// Calls fn(dim, r, x_offset, mask_offset) for every row r of shape.out, in parallel, with the
+// offsets of x's and (when masked) the mask's row r through their broadcast strides.
+template <typename Fn>
+void for_each_broadcast_row(const ScaledMaskedSoftmaxShape& shape, bool masked, const Fn& fn) {
+  const std::vector<int64_t>& out = shape.out;
+  const int64_t dim = out.back(), rows = leading_rows(out);
+  if (rows <= 0 || dim <= 0) return;
+  parallel_for(0, rows, row_grain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      fn(dim, r, row_offset(out, shape.x_strides, r),
+         masked ? row_offset(out, shape.mask_strides, r) : 0);
+  });
 }
 
 template <typename T>
@@ -235,36 +280,57 @@ void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, co
 template <typename T>
 void scaled_masked_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
                                    const T* mask, T* y) {
-  const std::vector<int64_t>& out = shape.out;
-  const int64_t dim = out.back();
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < out.size(); ++d) rows *= out[d];
-  if (rows <= 0 || dim <= 0) return;
   const int64_t x_step = shape.x_strides.back();
   const int64_t mask_step = mask ? shape.mask_strides.back() : 0;
-  parallel_for(0, rows, row_grain(dim), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      T* yr = y + r * dim;
-      const T* xr = x + row_offset(out, shape.x_strides, r);
-      const T* mr = mask ? mask + row_offset(out, shape.mask_strides, r) : nullptr;
-      scale_and_mask_row(dim, scale, xr, x_step, mr, mask_step, yr);
-      softmax_row_in_place(dim, yr);
-    }
-  });
+  for_each_broadcast_row(shape, mask != nullptr,
+                         [&](int64_t dim, int64_t r, int64_t x_off, int64_t mask_off) {
+                           T* yr = y + r * dim;
+                           scale_and_mask_row(dim, scale, x + x_off, x_step,
+                                              mask ? mask + mask_off : nullptr, mask_step, yr);
+                           softmax_row_in_place(dim, yr);
+                         });
 }
 
 template <typename T>
 void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
                                     T* dx) {
   if (rows <= 0 || dim <= 0) return;
-  const auto vec = std::is_same_v<T, float> ? vec_kernels().softmax_backward_row : nullptr;
   for_each_row(rows, dim, [&](int64_t off) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (vec) vec(dim, dy + off, y + off, dx + off, false);
-    }
-    if (!vec) softmax_backward_row(dim, dy + off, y + off, dx + off, false);
+    softmax_grad_row(dim, dy + off, y + off, dx + off);
     if (scale != T(1))
       for (int64_t k = 0; k < dim; ++k) dx[off + k] *= scale;
+  });
+}
+
+template <typename T>
+void scaled_kept_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
+                                 const uint8_t* keep, T fill, T* y) {
+  const int64_t x_step = shape.x_strides.back();
+  const int64_t keep_step = shape.mask_strides.back();
+  for_each_broadcast_row(shape, true, [&](int64_t dim, int64_t r, int64_t x_off, int64_t keep_off) {
+    T* yr = y + r * dim;
+    scale_or_fill_row(dim, scale, x + x_off, x_step, keep + keep_off, keep_step, fill, yr);
+    softmax_row_in_place(dim, yr);
+  });
+}
+
+template <typename T>
+void scaled_kept_softmax_backward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* dy,
+                                  const T* y, const uint8_t* keep, T* dx) {
+  const std::vector<int64_t>& out = shape.out;
+  const int64_t dim = out.back();
+  const int64_t keep_step = shape.mask_strides.back();
+  const int64_t rows = leading_rows(out);
+  if (rows <= 0 || dim <= 0) return;
+  for_each_row(rows, dim, [&](int64_t off) {
+    softmax_grad_row(dim, dy + off, y + off, dx + off);
+    const uint8_t* kr = keep + row_offset(out, shape.mask_strides, off / dim);
+    T* d = dx + off;
+    if constexpr (std::is_same_v<T, float>) {
+      if (keep_step == 1 && vec_kernels().scale_kept)
+        return vec_kernels().scale_kept(dim, kr, scale, d);
+    }
+    for (int64_t k = 0; k < dim; ++k) d[k] = kr[k * keep_step] ? d[k] * scale : T(0);
   });
 }
 
@@ -279,6 +345,16 @@ template void scaled_masked_softmax_forward<float>(const ScaledMaskedSoftmaxShap
                                                    const float*, const float*, float*);
 template void scaled_masked_softmax_forward<double>(const ScaledMaskedSoftmaxShape&, double,
                                                     const double*, const double*, double*);
+template void scaled_kept_softmax_forward<float>(const ScaledMaskedSoftmaxShape&, float,
+                                                 const float*, const uint8_t*, float, float*);
+template void scaled_kept_softmax_forward<double>(const ScaledMaskedSoftmaxShape&, double,
+                                                  const double*, const uint8_t*, double, double*);
+template void scaled_kept_softmax_backward<float>(const ScaledMaskedSoftmaxShape&, float,
+                                                  const float*, const float*, const uint8_t*,
+                                                  float*);
+template void scaled_kept_softmax_backward<double>(const ScaledMaskedSoftmaxShape&, double,
+                                                   const double*, const double*, const uint8_t*,
+                                                   double*);
 template void scaled_masked_softmax_backward<float>(int64_t, int64_t, float, const float*,
                                                     const float*, float*);
 template void scaled_masked_softmax_backward<double>(int64_t, int64_t, double, const double*,

@@ -39,10 +39,23 @@ template <typename T>
 void scaled_masked_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
                                    const T* mask, T* y);
 
+// With a boolean mask (keep, one byte per element, broadcast through shape.mask_strides):
+// y = softmax(keep ? scale * x : fill) along the last axis.
+template <typename T>
+void scaled_kept_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
+                                 const uint8_t* keep, T fill, T* y);
+
 // dy, y, dx: [rows, dim] contiguous; dx = scale * y * (dy - sum(dy * y)) per row (the
 // gradient of scale * x; scale 1 gives the mask's). dx may alias dy.
 template <typename T>
 void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
                                     T* dx);
+
+// The gradient of scaled_kept_softmax_forward's x: keep ? scale * y * (dy - sum(dy * y)) : 0
+// (a row the mask drops entirely gets none, though its softmax is uniform). dy, y, dx have
+// shape.out, contiguous; keep broadcasts through shape.mask_strides. dx may alias dy.
+template <typename T>
+void scaled_kept_softmax_backward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* dy,
+                                  const T* y, const uint8_t* keep, T* dx);
 
 }  // namespace ortmodule

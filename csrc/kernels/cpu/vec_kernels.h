@@ -23,6 +23,12 @@ struct VecKernels {
   void (*softmax_forward_row)(int64_t dim, const float* x, float* y, bool log);
   // dy, y, dx: [dim], dx may alias dy.
   void (*softmax_backward_row)(int64_t dim, const float* dy, const float* y, float* dx, bool log);
+  // The boolean-mask attention softmax's element passes (softmax.cpp: scale_or_fill_row and
+  // the masking of scaled_kept_softmax_backward). x, keep, y: [n], y = keep ? x * scale : fill;
+  // keep, dx: [n], dx = keep ? dx * scale : 0. keep holds one byte per element.
+  void (*scale_or_fill)(int64_t n, const float* x, float scale, const uint8_t* keep, float fill,
+                        float* y);
+  void (*scale_kept)(int64_t n, const uint8_t* keep, float scale, float* dx);
   // x, y: [cols]; scale: [cols]; bias (nullable): [cols]; mean, inv_std: one value each.
   void (*layernorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
                                 const float* bias, float* y, float* mean, float* inv_std);

@@ -135,6 +135,27 @@ void softmax_backward_row(int64_t dim, const float* dy, const float* y, float* d
   }
 }
 
+// softmax.cpp's scale_or_fill_row for contiguous rows: y = keep ? x * scale : fill.
+template <typename V>
+void scale_or_fill(int64_t n, const float* x, float scale, const uint8_t* keep, float fill,
+                   float* y) {
+  const typename V::F s = V::set1(scale), f = V::set1(fill);
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth)
+    V::store(y + i, V::select(V::bytes_nonzero(keep + i), V::mul(V::load(x + i), s), f));
+  for (; i < n; ++i) y[i] = keep[i] ? x[i] * scale : fill;
+}
+
+// The masking of softmax.cpp's scaled_kept_softmax_backward: dx = keep ? dx * scale : 0.
+template <typename V>
+void scale_kept(int64_t n, const uint8_t* keep, float scale, float* dx) {
+  const typename V::F s = V::set1(scale), zero = V::zero();
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth)
+    V::store(dx + i, V::select(V::bytes_nonzero(keep + i), V::mul(V::load(dx + i), s), zero));
+  for (; i < n; ++i) dx[i] = keep[i] ? dx[i] * scale : 0.0f;
+}
+
 // x, y: [cols] (layernorm.cpp: the row body of layernorm_forward). Two passes, sums in
 // double; the centring uses the float mean (its rounding shifts the sum of squares by
 // cols * delta^2 only). Uncentred (RMS normalisation): one pass, the mean taken as 0.
@@ -296,6 +317,8 @@ VecKernels make_vec_kernels() {
   k.gelu_backward = gelu_backward<V>;
   k.softmax_forward_row = softmax_forward_row<V>;
   k.softmax_backward_row = softmax_backward_row<V>;
+  k.scale_or_fill = scale_or_fill<V>;
+  k.scale_kept = scale_kept<V>;
   k.layernorm_forward_row = norm_forward_row<V, true>;
   k.layernorm_backward_row = norm_backward_row<V, true>;
   k.rmsnorm_forward_row = rmsnorm_forward_row<V>;

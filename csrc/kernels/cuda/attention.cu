@@ -1,6 +1,7 @@
-// CUDA twins of ScaledMaskedSoftmax(x, mask?; scale) = Softmax(scale * x + mask, axis=-1)
-// (x and mask broadcasting to the output) and ScaledMaskedSoftmaxGrad(dY, Y; scale) =
-// scale * Y * (dY - sum(dY * Y, axis=-1)), as csrc/ops/attention_ops.cpp defines them.
+// CUDA twins of ScaledMaskedSoftmax(x, mask?, fill?; scale) = Softmax(scale * x + mask,
+// axis=-1) (x and mask broadcasting to the output; a boolean mask selects scale * x or fill)
+// and ScaledMaskedSoftmaxGrad(dY, Y, mask?; scale) = scale * Y * (dY - sum(dY * Y, axis=-1))
+// (0 where a boolean mask drops the element), as csrc/ops/attention_ops.cpp defines them.
 //
 // One block per row of the output (the row-softmax pattern of softmax.cuh): the row's
 // scale * x + mask is written to y, its max and sum found by block_reduce, then y is
@@ -29,17 +30,19 @@ template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
     scaled_masked_softmax_rows(int64_t rows, int64_t dim, Dims x_rows, int64_t x_step,
                                Dims mask_rows, int64_t mask_step, T scale, const T* x,
-                               const T* mask, T* y) {
+                               const T* mask, const uint8_t* keep, T fill, T* y) {
   __shared__ T shared_max[kWarp];
   __shared__ double shared_sum[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + cuda::dims_offset(x_rows, row);
     const T* mr = mask ? mask + cuda::dims_offset(mask_rows, row) : nullptr;
+    const uint8_t* kr = keep ? keep + cuda::dims_offset(mask_rows, row) : nullptr;
     T* yr = y + row * dim;
     T m = -INFINITY;
     for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
-      const T v =
-          mr ? scaled_masked(xr[k * x_step], scale, mr[k * mask_step]) : xr[k * x_step] * scale;
+      const T v = kr   ? scaled_or_fill(xr[k * x_step], scale, kr[k * mask_step] != 0, fill)
+                  : mr ? scaled_masked(xr[k * x_step], scale, mr[k * mask_step])
+                       : xr[k * x_step] * scale;
       yr[k] = v;
       m = cuda::MaxOp()(m, v);
     }
@@ -52,20 +55,22 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// dx = scale * softmax_grad(dy, y, sum(dy * y)) per row; dx may alias dy.
+// dx = scale * softmax_grad(dy, y, sum(dy * y)) per row, 0 where keep (when given, rows
+// and step as the forward's mask) drops the element; dx may alias dy.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
     scaled_masked_softmax_grad_rows(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
-                                    T* dx) {
+                                    Dims keep_rows, int64_t keep_step, const uint8_t* keep, T* dx) {
   __shared__ T shared[kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t off = row * dim;
     T s = 0;
     for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) s += dy[off + k] * y[off + k];
     s = cuda::block_reduce(s, cuda::SumOp(), T(0), shared);
+    const uint8_t* kr = keep ? keep + cuda::dims_offset(keep_rows, row) : nullptr;
     for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
       const T g = softmax_grad(dy[off + k], y[off + k], s);
-      dx[off + k] = scale == T(1) ? g : g * scale;
+      dx[off + k] = kr && !kr[k * keep_step] ? T(0) : scale == T(1) ? g : g * scale;
     }
   }
 }
@@ -107,10 +112,14 @@ void launch_scaled_masked_softmax(OpContext& ctx) {
   const Dims x_rows = row_dims(x.shape(), out, &x_step);
   const Dims mask_rows = mask ? row_dims(mask->shape(), out, &mask_step) : Dims();
   const T scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
+  const bool boolean = mask && mask->dtype() == DType::Bool;
+  // The fill (input 2) is read on the host (the row's cuda_host_inputs).
+  const T fill = boolean ? static_cast<T>(ctx.in(2).float_at(0)) : T(0);
   scaled_masked_softmax_rows<T>
       <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(y.device())>>>(
           rows, dim, x_rows, x_step, mask_rows, mask_step, scale, x.data<T>(),
-          mask ? mask->data<T>() : nullptr, y.data<T>());
+          mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr,
+          fill, y.data<T>());
   cuda::check_launch("ScaledMaskedSoftmax");
 }
 
@@ -123,16 +132,22 @@ void launch_scaled_masked_softmax_grad(OpContext& ctx) {
   if (rows == 0) return;
   const T scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
   Tensor& dx = ctx.out(0);
+  const Tensor* keep = ctx.has_input(2) ? &ctx.in(2) : nullptr;
+  int64_t keep_step = 0;
+  const Dims keep_rows = keep ? row_dims(keep->shape(), y.shape(), &keep_step) : Dims();
   scaled_masked_softmax_grad_rows<T>
       <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(dx.device())>>>(
-          rows, dim, scale, dy.data<T>(), y.data<T>(), dx.data<T>());
+          rows, dim, scale, dy.data<T>(), y.data<T>(), keep_rows, keep_step,
+          keep ? keep->data<uint8_t>() : nullptr, dx.data<T>());
   cuda::check_launch("ScaledMaskedSoftmaxGrad");
 }
 
 }  // namespace
 
 void cuda_scaled_masked_softmax(OpContext& ctx) {
-  if (ctx.has_input(1)) expect_same_dtype(ctx, 1);
+  if (ctx.has_input(1) && ctx.in(1).dtype() != DType::Bool) expect_same_dtype(ctx, 1);
+  if (ctx.has_input(1) && ctx.in(1).dtype() == DType::Bool && !ctx.has_input(2))
+    ctx.fail("input 1 (mask) is boolean, so input 2 (fill) is required");
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_scaled_masked_softmax<scalar_t>(ctx));
 }
 
@@ -141,6 +156,8 @@ void cuda_scaled_masked_softmax_grad(OpContext& ctx) {
   if (ctx.in(0).shape() != ctx.in(1).shape() || ctx.in(1).rank() == 0)
     ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + ", input 1 (Y) has " +
              shape_str(ctx.in(1).shape()) + "; they must match and have rank >= 1");
+  if (ctx.has_input(2) && ctx.in(2).dtype() != DType::Bool)
+    ctx.fail("input 2 (mask) is " + dtype_name(ctx.in(2).dtype()) + "; expected bool");
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_scaled_masked_softmax_grad<scalar_t>(ctx));
 }
 

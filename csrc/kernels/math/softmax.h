@@ -28,4 +28,11 @@ ORTM_HOST_DEVICE T scaled_masked(T x, T scale, T mask) {
   return x * scale + mask;
 }
 
+// ScaledMaskedSoftmax's input to the softmax with a boolean mask: scale * x where the mask
+// keeps the element, the fill value where it does not (torch's masked attention scores).
+template <typename T>
+ORTM_HOST_DEVICE T scaled_or_fill(T x, T scale, bool keep, T fill) {
+  return keep ? x * scale : fill;
+}
+
 }  // namespace ortmodule
