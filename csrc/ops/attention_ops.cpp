@@ -8,9 +8,13 @@
 //   scaled_dot_product_attention's boolean attn_mask, masked_fill of the scores).
 // ScaledMaskedSoftmaxGrad(dY, Y, mask?; scale) = scale * Y * (dY - sum(dY * Y, axis=-1)),
 //   and 0 where the boolean mask (when given) drops the element.
+#include <atomic>
+
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/softmax.h"
+#include "ops/attention_probs.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -136,6 +140,222 @@ void grad_scaled_masked_softmax(GradContext& g) {
   if (g.input(1) && !boolean && g.needs_grad(1)) {
     Value* dmask = dx && scale == 1.0 ? dx : softmax_grad(1.0);
     g.set_input_grad(1, g.sum_to_shape(dmask, g.input(1)));
+  }
+}
+
+// ---- FusedAttention ----
+//
+// FusedAttention(Q, K, V, mask?, fill?; scale) -> (Y, probs?):
+//   Y = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) V
+// Q: [..., S, D], K: [..., T, D], V: [..., T, Dv] with the same leading dims; the mask as
+// ScaledMaskedSoftmax's, broadcasting to the scores [..., S, T]. Output 1 (added by the
+// gradient rule) holds the softmax for backward, [..., S, T], while that is at most
+// attention_probs_limit() bytes, and is empty ([0]) above: backward then recomputes it
+// (kernels/cpu/attention.h).
+// FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale) -> (dQ?, dK?, dV?).
+
+namespace {
+
+std::atomic<int64_t> g_attention_probs_limit{kDefaultAttentionProbsLimit};
+
+struct AttentionDims {
+  Shape lead;                    // the output's leading dims (Q's, K's and V's broadcast)
+  Shape q_lead, k_lead, v_lead;  // each operand's
+  int64_t batch = 1, S = 0, T = 0, D = 0, Dv = 0;
+};
+
+// Checks Q, K, V (inputs q0, q0 + 1, q0 + 2) and the mask (input m, with its fill m + 1).
+AttentionDims attention_dims(const OpContext& ctx, size_t q0, size_t m) {
+  const Tensor &q = ctx.in(q0), &k = ctx.in(q0 + 1), &v = ctx.in(q0 + 2);
+  expect_same_dtype(ctx, q0 + 1);
+  expect_same_dtype(ctx, q0 + 2);
+  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
+    ctx.fail(
+        "Q, K and V must be matrices or batches of them ([..., S, D], [..., T, D], "
+        "[..., T, Dv]); got " +
+        shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
+  AttentionDims d;
+  d.q_lead.assign(q.shape().begin(), q.shape().end() - 2);
+  d.k_lead.assign(k.shape().begin(), k.shape().end() - 2);
+  d.v_lead.assign(v.shape().begin(), v.shape().end() - 2);
+  d.lead = broadcast_shapes(ctx, broadcast_shapes(ctx, d.q_lead, d.k_lead), d.v_lead);
+  d.S = q.shape()[q.rank() - 2];
+  d.D = q.shape()[q.rank() - 1];
+  d.T = k.shape()[k.rank() - 2];
+  d.Dv = v.shape()[v.rank() - 1];
+  if (k.shape()[k.rank() - 1] != d.D)
+    ctx.fail("K's last dim " + std::to_string(k.shape()[k.rank() - 1]) + " differs from Q's " +
+             std::to_string(d.D));
+  if (v.shape()[v.rank() - 2] != d.T)
+    ctx.fail("V has " + std::to_string(v.shape()[v.rank() - 2]) + " rows, K has " +
+             std::to_string(d.T) + "; they must match");
+  for (int64_t n : d.lead) d.batch *= n;
+  if (ctx.has_input(m)) {
+    const Tensor& mask = ctx.in(m);
+    Shape scores = d.lead;
+    scores.push_back(d.S);
+    scores.push_back(d.T);
+    if (broadcast_shapes(ctx, scores, mask.shape()) != scores)
+      ctx.fail("the mask has shape " + shape_str(mask.shape()) +
+               ", which does not broadcast to the scores' " + shape_str(scores));
+    if (mask.dtype() == DType::Bool) {
+      if (!ctx.has_input(m + 1) || ctx.in(m + 1).numel() != 1)
+        ctx.fail("a boolean mask needs its fill (input " + std::to_string(m + 1) +
+                 "): one element of Q's dtype");
+      expect_same_dtype(ctx, m + 1);
+    } else {
+      expect_same_dtype(ctx, m);
+    }
+  }
+  return d;
+}
+
+// Per output batch index: the element offset of an operand's matrix of `matrix` elements
+// whose leading dims `lead` broadcast to `out`; empty when lead == out (b * matrix).
+std::vector<int64_t> batch_offsets(const Shape& lead, const Shape& out, int64_t matrix) {
+  if (lead == out) return {};
+  const std::vector<int64_t> strides = broadcast_strides(lead, out);
+  int64_t batch = 1;
+  for (int64_t n : out) batch *= n;
+  std::vector<int64_t> offsets(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t r = b, offset = 0;
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      offset += (r % out[d]) * strides[d];
+      r /= out[d];
+    }
+    offsets[b] = offset * matrix;
+  }
+  return offsets;
+}
+
+bool keeps_probs(const OpContext& ctx, const AttentionDims& d) {
+  return d.batch * d.S * d.T * static_cast<int64_t>(dtype_size(ctx.in(0).dtype())) <=
+         g_attention_probs_limit.load(std::memory_order_relaxed);
+}
+
+Shape with_last_two(Shape lead, int64_t a, int64_t b) {
+  lead.push_back(a);
+  lead.push_back(b);
+  return lead;
+}
+
+template <typename T>
+AttentionArgs<T> attention_args(const OpContext& ctx, const AttentionDims& d, size_t m) {
+  AttentionArgs<T> a;
+  a.batch = d.batch;
+  a.S = d.S;
+  a.T_ = d.T;
+  a.D = d.D;
+  a.Dv = d.Dv;
+  a.scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
+  a.q_off = batch_offsets(d.q_lead, d.lead, d.S * d.D);
+  a.k_off = batch_offsets(d.k_lead, d.lead, d.T * d.D);
+  a.v_off = batch_offsets(d.v_lead, d.lead, d.T * d.Dv);
+  if (ctx.has_input(m)) {
+    const Tensor& mask = ctx.in(m);
+    a.scores_shape = with_last_two(d.lead, d.S, d.T);
+    a.mask_strides = broadcast_strides(mask.shape(), a.scores_shape);
+    if (mask.dtype() == DType::Bool) {
+      a.keep = mask.data<uint8_t>();
+      a.fill = static_cast<T>(ctx.in(m + 1).float_at(0));
+    } else {
+      a.mask = mask.data<T>();
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+void set_attention_probs_limit(int64_t bytes) {
+  g_attention_probs_limit.store(bytes, std::memory_order_relaxed);
+}
+
+int64_t attention_probs_limit() { return g_attention_probs_limit.load(std::memory_order_relaxed); }
+
+std::vector<OutputInfo> shape_fused_attention(const OpContext& ctx) {
+  const AttentionDims d = attention_dims(ctx, 0, 3);
+  const DType dtype = ctx.in(0).dtype();
+  return {{dtype, with_last_two(d.lead, d.S, d.Dv)},
+          {dtype, keeps_probs(ctx, d) ? with_last_two(d.lead, d.S, d.T) : Shape{0}}};
+}
+
+void cpu_fused_attention(OpContext& ctx) {
+  const AttentionDims d = attention_dims(ctx, 0, 3);
+  Tensor* probs = ctx.has_output(1) && ctx.out(1).numel() > 0 ? &ctx.out(1) : nullptr;
+  // Without a gradient graph there is no output 1: small softmaxes still take the batched
+  // products, in scratch memory.
+  Tensor scratch;
+  if (!ctx.has_output(1) && keeps_probs(ctx, d)) {
+    scratch = Tensor::empty(ctx.in(0).dtype(), {d.batch * d.S * d.T}, ctx.in(0).device());
+    probs = &scratch;
+  }
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                      attention_forward<scalar_t>(
+                          attention_args<scalar_t>(ctx, d, 3), ctx.in(0).data<scalar_t>(),
+                          ctx.in(1).data<scalar_t>(), ctx.in(2).data<scalar_t>(),
+                          ctx.out(0).data<scalar_t>(), probs ? probs->data<scalar_t>() : nullptr));
+}
+
+std::vector<OutputInfo> shape_fused_attention_grad(const OpContext& ctx) {
+  const AttentionDims d = attention_dims(ctx, 1, 5);
+  const DType dtype = ctx.in(1).dtype();
+  if (ctx.in(0).shape() != with_last_two(d.lead, d.S, d.Dv))
+    ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + "; expected " +
+             shape_str(with_last_two(d.lead, d.S, d.Dv)));
+  const Tensor& probs = ctx.in(4);
+  if (probs.numel() != 0 && probs.shape() != with_last_two(d.lead, d.S, d.T))
+    ctx.fail("input 4 (probs) has shape " + shape_str(probs.shape()) + "; expected " +
+             shape_str(with_last_two(d.lead, d.S, d.T)) + " or empty");
+  // Gradients over the output's leading dims (the gradient rule sums broadcast ones away).
+  return {{dtype, with_last_two(d.lead, d.S, d.D)},
+          {dtype, with_last_two(d.lead, d.T, d.D)},
+          {dtype, with_last_two(d.lead, d.T, d.Dv)}};
+}
+
+void cpu_fused_attention_grad(OpContext& ctx) {
+  const AttentionDims d = attention_dims(ctx, 1, 5);
+  const Tensor& probs = ctx.in(4);
+  ORTM_DISPATCH_FLOAT(ctx.in(1).dtype(), ctx, {
+    auto out = [&](size_t i) -> scalar_t* {
+      return ctx.has_output(i) ? ctx.out(i).data<scalar_t>() : nullptr;
+    };
+    attention_backward<scalar_t>(attention_args<scalar_t>(ctx, d, 5), ctx.in(1).data<scalar_t>(),
+                                 ctx.in(2).data<scalar_t>(), ctx.in(3).data<scalar_t>(),
+                                 probs.numel() ? probs.data<scalar_t>() : nullptr,
+                                 ctx.in(0).data<scalar_t>(), out(0), out(1), out(2));
+  });
+}
+
+// dQ, dK, dV from one FusedAttentionGrad. An additive mask that needs a gradient (a learned
+// bias) gets it from the unfused rule: the scores' softmax gradient, recomputed here with
+// ScaledMaskedSoftmax(Grad) (the [..., S, T] tensors the fused op avoids, in that case only).
+void grad_fused_attention(GradContext& g) {
+  Value* dy = g.output_grad(0);
+  const double scale = g.node().attr_float("scale", 1.0);
+  const auto scale_attr = Attribute::make_float(scale);
+  Value* probs = g.forward_output(1, g.node().name + "/probs");
+  std::vector<Value*> inputs = {dy, g.input(0), g.input(1), g.input(2), probs};
+  if (g.input(3)) inputs.push_back(g.input(3));
+  if (g.input(4)) inputs.push_back(g.input(4));
+  const std::vector<bool> wanted = {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)};
+  if (wanted[0] || wanted[1] || wanted[2]) {
+    const std::vector<Value*> grads =
+        g.emit_multi("FusedAttentionGrad", inputs, wanted, {{"scale", scale_attr}}, "ai.ortmodule");
+    for (size_t i = 0; i < 3; ++i)
+      if (wanted[i]) g.set_input_grad(i, g.sum_to_shape(grads[i], g.input(i)));
+  }
+  if (g.input(3) && !g.input(4) && g.needs_grad(3)) {
+    const auto trans_b = Attribute::make_int(1);
+    Value* scores =
+        g.emit("FusedMatMul", {g.input(0), g.input(1)}, {{"transB", trans_b}}, "com.microsoft");
+    Value* p = g.emit("ScaledMaskedSoftmax", {scores, g.input(3)}, {{"scale", scale_attr}},
+                      "ai.ortmodule");
+    Value* dp = g.emit("FusedMatMul", {dy, g.input(2)}, {{"transB", trans_b}}, "com.microsoft");
+    Value* dmask = g.emit("ScaledMaskedSoftmaxGrad", {dp, p},
+                          {{"scale", Attribute::make_float(1.0)}}, "ai.ortmodule");
+    g.set_input_grad(3, g.sum_to_shape(dmask, g.input(3)));
   }
 }
 

@@ -115,6 +115,8 @@ ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy_grad);
 // attention.cu
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);
+ORTM_CUDA_KERNEL(cuda_fused_attention);
+ORTM_CUDA_KERNEL(cuda_fused_attention_grad);
 // dropout.cu
 ORTM_CUDA_KERNEL(cuda_dropout);
 ORTM_CUDA_KERNEL(cuda_dropout_legacy);

@@ -212,6 +212,11 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ScaledMaskedSoftmax", 1, shape_scaled_masked_softmax, cpu_scaled_masked_softmax,
           grad_scaled_masked_softmax)
           .cuda(cuda_scaled_masked_softmax, {2}),
+      // ScaledMaskedSoftmax(Q K^T, mask, fill; scale) V in one op (passes/attention_fusion.h).
+      Row(kOwn, "FusedAttention", 1, shape_fused_attention, cpu_fused_attention,
+          grad_fused_attention)
+          .cuda(cuda_fused_attention, {4})
+          .grad_outputs(1),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
           .cuda(cuda_softmax)

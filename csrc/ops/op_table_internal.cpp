@@ -52,6 +52,10 @@ std::vector<OpDef> internal_rows() {
           .cuda(cuda_scaled_masked_softmax_grad)
           .internal()
           .inplace(0),
+      Row(kOwn, "FusedAttentionGrad", 1, shape_fused_attention_grad, cpu_fused_attention_grad,
+          nullptr)
+          .cuda(cuda_fused_attention_grad, {6})
+          .internal(),
       Row(kMs, "LogSoftmaxGrad_13", 1, shape_same_as_input0, cpu_log_softmax_grad, nullptr)
           .cuda(cuda_log_softmax_grad)
           .internal(),

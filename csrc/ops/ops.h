@@ -31,6 +31,11 @@ void cpu_scaled_masked_softmax(OpContext&);
 std::vector<OutputInfo> shape_scaled_masked_softmax_grad(const OpContext&);
 void cpu_scaled_masked_softmax_grad(OpContext&);
 void grad_scaled_masked_softmax(GradContext&);
+std::vector<OutputInfo> shape_fused_attention(const OpContext&);
+void cpu_fused_attention(OpContext&);
+std::vector<OutputInfo> shape_fused_attention_grad(const OpContext&);
+void cpu_fused_attention_grad(OpContext&);
+void grad_fused_attention(GradContext&);
 // batchnorm_ops.cpp
 std::vector<OutputInfo> shape_batchnorm(const OpContext&);
 std::vector<OutputInfo> shape_batchnorm_legacy(const OpContext&);

@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "onnx/loader.h"
+#include "ops/attention_probs.h"
 #include "ops/op_table.h"
 #include "python/torch_boundary.h"
 #include "python/torch_call.h"
@@ -164,6 +165,10 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("allocator_reset_peak", &allocator_reset_peak);
+  m.def("set_attention_probs_limit", &set_attention_probs_limit, py::arg("bytes"),
+        "FusedAttention keeps its softmax for backward while it is at most this many bytes per "
+        "call and recomputes it block by block above (a tuning and testing knob).");
+  m.def("attention_probs_limit", &attention_probs_limit);
   m.def("set_profiling", &set_profiling, py::arg("enabled"),
         "Times every executed op (for benchmarks/profile_ops.py).");
   m.def(

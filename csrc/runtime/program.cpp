@@ -7,6 +7,7 @@
 #include "grad/gradient_builder.h"
 #include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "passes/attention_fusion.h"
 #include "passes/attention_softmax_fusion.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
@@ -63,6 +64,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   if (options.graph_optimizations) {
     fuse_tanh_gelu(*graph_, state_values);
     fuse_attention_softmax(*graph_, state_values);
+    fuse_attention(*graph_, state_values);
     fuse_rmsnorm(*graph_, state_values);
     fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                  state_values);

@@ -17,6 +17,7 @@ from tests.python.sample_utils import (
     Sample,
     away_from_zero,
     distinct,
+    fused_attention_reference,
     fused_matmul_reference,
     i64,
     rand,
@@ -25,6 +26,15 @@ from tests.python.sample_utils import (
 )
 
 S = Sample
+
+
+def _causal_keep(batch: int, heads: int, rows: int, cols: int) -> np.ndarray:
+    """[batch, heads, rows, cols]: query i sees keys up to i + cols - rows; the first query of
+    the last batch entry sees nothing."""
+    keep = np.tril(np.ones((rows, cols), dtype=np.bool_), k=cols - rows)
+    keep = np.broadcast_to(keep, (batch, heads, rows, cols)).copy()
+    keep[-1, :, 0, :] = False
+    return keep
 
 
 def _keep_mask(*shape: int) -> np.ndarray:
@@ -234,6 +244,25 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"x": rand(3, 4), "mask": np.array([True, False, True, True])},
           constants={"fill": np.asarray(-np.inf)}, order=["x", "mask", "fill"],
           domain="ai.ortmodule", expected=scaled_masked_softmax_reference(1.0)),
+    ],
+    # Attention [B, H, S, D] x [B, H, T, D] x [B, H, T, Dv]: unmasked; a padding mask that
+    # needs a gradient (from the unfused rule); a boolean causal mask with a fill and a row
+    # that sees nothing; K and V shared by the heads (broadcast); one unbatched matrix.
+    "FusedAttention": [
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7)},
+          attrs={"scale": 0.375}, domain="ai.ortmodule", expected=fused_attention_reference(0.375)),
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7),
+           "mask": rand(2, 1, 1, 6, low=-2, high=0)},
+          domain="ai.ortmodule", expected=fused_attention_reference(1.0)),
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7),
+           "mask": _causal_keep(2, 1, 4, 6)},
+          constants={"fill": np.asarray(np.finfo(np.float64).min)},
+          order=["q", "k", "v", "mask", "fill"], attrs={"scale": 0.5}, domain="ai.ortmodule",
+          expected=fused_attention_reference(0.5)),
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 1, 6, 5), "v": rand(2, 1, 6, 7)},
+          attrs={"scale": 0.3125}, domain="ai.ortmodule", expected=fused_attention_reference(0.3125)),
+        S({"q": rand(4, 5), "k": rand(6, 5), "v": rand(6, 3)}, attrs={"scale": -0.625},
+          domain="ai.ortmodule", expected=fused_attention_reference(-0.625)),
     ],
     "Conv": [
         S({"x": rand(2, 4, 5, 5), "w": rand(6, 2, 3, 3), "b": rand(6)},

@@ -15,6 +15,7 @@ import numpy as np
 
 from tests.python.sample_utils import (
     Sample,
+    fused_attention_reference,
     fused_matmul_reference,
     scaled_masked_softmax_reference,
     simplified_layernorm_reference,
@@ -270,6 +271,17 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           constants={"fill": np.asarray(np.finfo(np.float32).min, np.float32)},
           order=["x", "mask", "fill"], attrs={"scale": 0.125}, domain="ai.ortmodule",
           expected=scaled_masked_softmax_reference(0.125)),
+    ],
+    # Causal attention over 300 keys: four blocks of rows, the later ones reaching further.
+    "FusedAttention": [
+        L({"q": f(2, 4, 300, 32), "k": f(2, 4, 300, 32), "v": f(2, 4, 300, 16),
+           "mask": _causal_keep(2, 300, 300)},
+          constants={"fill": np.asarray(np.finfo(np.float32).min, np.float32)},
+          order=["q", "k", "v", "mask", "fill"], attrs={"scale": 0.25}, domain="ai.ortmodule",
+          expected=fused_attention_reference(0.25)),
+        L({"q": f(8, 4, 128, 64), "k": f(8, 4, 128, 64), "v": f(8, 4, 128, 64),
+           "mask": f(8, 1, 1, 128, low=-4, high=0)},
+          attrs={"scale": 0.125}, domain="ai.ortmodule", expected=fused_attention_reference(0.125)),
     ],
     "Conv": [L({"x": _nchw(), "w": f(32, 16, 3, 3, low=-0.2, high=0.2), "b": f(32)},
                attrs={"pads": [1, 1, 1, 1]}),

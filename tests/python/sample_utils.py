@@ -80,6 +80,24 @@ def scaled_masked_softmax_reference(
     return reference
 
 
+def fused_attention_reference(
+        scale: float) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule FusedAttention: ScaledMaskedSoftmax(q k^T, mask, fill; scale) v, q, k and v
+    broadcasting over their leading dims (computed in float64, rounded to q's dtype)."""
+    softmax = scaled_masked_softmax_reference(scale)
+
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        q, k, v = (d[n].astype(np.float64) for n in ("q", "k", "v"))
+        inputs = {"x": q @ np.swapaxes(k, -1, -2)}
+        if "mask" in d:
+            inputs["mask"] = d["mask"] if d["mask"].dtype == np.bool_ else d["mask"].astype(
+                np.float64)
+        if "fill" in d:
+            inputs["fill"] = d["fill"]
+        return [(softmax(inputs)[0] @ v).astype(d["q"].dtype)]
+    return reference
+
+
 def simplified_layernorm_reference(
         axis: int = -1, eps: float = 1e-5) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """com.microsoft SimplifiedLayerNormalization (RMS normalisation over x's dims from `axis`

@@ -1,6 +1,8 @@
 """Attention's scores softmax, Softmax(Add(Mul(x, c), mask)) as the exporter writes it, runs as
-one ScaledMaskedSoftmax node forward and one ScaledMaskedSoftmaxGrad node backward, with the
-results of the graph as built (float64, 1e-12); chains that differ stay as written."""
+one ScaledMaskedSoftmax node forward and one ScaledMaskedSoftmaxGrad node backward, and the
+attention around it, MatMul(softmax, v), as one FusedAttention node and one FusedAttentionGrad
+node, with the results of the graph as built (float64, 1e-12); chains that differ stay as
+written."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ import pytest
 import torch
 from onnx import helper, numpy_helper
 
-from ortmodule import DebugOptions, ORTModule
+from ortmodule import _C, DebugOptions, ORTModule
 from tests.python.hf_zoo import FAMILIES
-from tests.python.test_passes import _assert_same_results, _model, _rand
+from tests.python.test_passes import _assert_same_results, _model, _op_counts, _program, _rand
 
 
 def _scalar(name: str, value: float) -> onnx.NodeProto:
@@ -69,7 +71,9 @@ def _feeds(mask: bool) -> dict[str, np.ndarray]:
 ])
 def test_scaled_masked_softmax_fuses_forward_and_backward(
         scale_op: str | None, mask: bool, mask_needs_grad: bool) -> None:
-    model = _attention(scale_op, mask)
+    # The softmax is also an output, so the attention around it does not fuse
+    # (test_attention_fuses_into_one_op).
+    model = _attention(scale_op, mask, extra_outputs=("probs",))
     feeds = _feeds(mask)
     if mask_needs_grad:
         feeds["mask"] = _rand(2, 1, 1, 5)
@@ -82,6 +86,55 @@ def test_scaled_masked_softmax_fuses_forward_and_backward(
     assert optimized["ScaledMaskedSoftmaxGrad"] == grads, optimized
     for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Div", "Add"):
         assert optimized[op] == 0, (op, optimized)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("scale_op,mask,mask_needs_grad", [
+    ("Mul", True, False),
+    ("Div", True, False),
+    ("Mul", False, False),
+    ("Mul", True, True),  # the mask's gradient comes from the unfused rule, recomputed
+])
+def test_attention_fuses_into_one_op(scale_op: str | None, mask: bool, mask_needs_grad: bool,
+                                     recompute: bool) -> None:
+    """MatMul(softmax(scale * q k^T + mask), v) runs as one FusedAttention forward and one
+    FusedAttentionGrad backward, with the softmax kept for backward or (recompute: a stash
+    limit of 0 bytes) recomputed block by block; results as the graph as built."""
+    model = _attention(scale_op, mask)
+    feeds = _feeds(mask)
+    if mask_needs_grad:
+        feeds["mask"] = _rand(2, 1, 1, 5)
+    wrt = ["q", "k", "v"] + (["mask"] if mask_needs_grad else [])
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0 if recompute else limit)
+    try:
+        optimized, built = _assert_same_results(model, feeds, wrt)
+    finally:
+        _C.set_attention_probs_limit(limit)
+    assert built["Softmax"] == 1 and built["MatMul"] >= 2, built
+    assert optimized["FusedAttention"] == 1 and optimized["FusedAttentionGrad"] == 1, optimized
+    assert optimized["ScaledMaskedSoftmax"] == int(mask_needs_grad), optimized
+    for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Div", "Add", "MatMul", "Transpose"):
+        assert optimized[op] == 0, (op, optimized)
+
+
+@pytest.mark.parametrize("limit", [0, None])
+def test_attention_fuses_without_a_gradient_graph(limit: int | None) -> None:
+    """An inference graph (no gradients) fuses too: batched products on scratch memory below
+    the stash limit, blocks of rows above (limit 0)."""
+    saved = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(saved if limit is None else limit)
+    model, feeds = _attention("Mul", True), _feeds(True)
+    tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+    try:
+        programs = {opt: _program(model, [], opt) for opt in (True, False)}
+        outputs = {opt: _C.run(p, tensors) for opt, p in programs.items()}
+    finally:
+        _C.set_attention_probs_limit(saved)
+    for got, want in zip(outputs[True], outputs[False], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    optimized = _op_counts(programs[True])
+    assert optimized["FusedAttention"] == 1 and optimized["MatMul"] == 0, optimized
 
 
 @pytest.mark.parametrize("case", ["scaled_read_elsewhere", "masked_read_elsewhere", "axis"])
@@ -108,6 +161,44 @@ def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
     assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
 
 
+@pytest.mark.parametrize("case", ["causal", "empty_row", "near_fill", "kept"])
+def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
+    """Causal attention over 300 keys in blocks of rows (a stash limit of 0 bytes): the first
+    block's products leave out the keys no row of it sees. A row that sees nothing (its softmax
+    spreads over all keys) and a fill whose weight does not vanish (-3: exp(fill - max) is
+    not 0) make the block run over all keys; "kept" stashes the softmax instead. Each agrees
+    with the graph as built."""
+    rows, heads = 300, 2
+    keep = np.tril(np.ones((rows, rows), dtype=np.bool_))[None, None]
+    if case == "empty_row":
+        keep = keep.copy()
+        keep[0, 0, 5, :] = False
+    fill = -3.0 if case == "near_fill" else float(np.finfo(np.float64).min)
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             _scalar("c", 0.25), helper.make_node("Mul", ["scores", "c"], ["scaled"]),
+             _scalar("fill", fill),
+             helper.make_node("Where", ["mask", "scaled", "fill"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+             helper.make_node("MatMul", ["probs", "v"], ["out"])]
+    double = onnx.TensorProto.DOUBLE
+    inputs = [helper.make_tensor_value_info(n, double, [1, heads, rows, 8]) for n in "qkv"]
+    inputs.append(helper.make_tensor_value_info("mask", onnx.TensorProto.BOOL, [1, 1, rows, rows]))
+    model = helper.make_model(
+        helper.make_graph(nodes, "causal", inputs,
+                          [helper.make_tensor_value_info("out", double, None)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {n: _rand(1, heads, rows, 8) * 2 for n in "qkv"}
+    feeds["mask"] = keep
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(limit if case == "kept" else 0)
+    try:
+        optimized, _ = _assert_same_results(model, feeds, ["q", "k", "v"])
+    finally:
+        _C.set_attention_probs_limit(limit)
+    assert optimized["FusedAttention"] == 1 and optimized["FusedAttentionGrad"] == 1, optimized
+
+
 def _boolean_mask_attention(form: str, scaled: bool) -> onnx.ModelProto:
     """scores = q @ k^T (times 0.35 when scaled), masked by a boolean [2, 1, 5, 5] mask:
     Where(keep, scores, lowest) ("keep", scaled_dot_product_attention's attn_mask) or
@@ -131,22 +222,30 @@ def _boolean_mask_attention(form: str, scaled: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+@pytest.mark.parametrize("recompute", [False, True])
 @pytest.mark.parametrize("scaled", [True, False])
 @pytest.mark.parametrize("form", ["keep", "drop"])
-def test_boolean_masks_fuse_forward_and_backward(form: str, scaled: bool) -> None:
+def test_boolean_masks_fuse_forward_and_backward(form: str, scaled: bool, recompute: bool) -> None:
     """A causal-and-padding boolean mask with one query row dropped entirely: its softmax is
-    uniform and q, k get no gradient through it, fused as unfused."""
+    uniform and q, k get no gradient through it, fused as unfused; recomputed block by block
+    (the padding keys of the second sequence are left out of its products, except for the row
+    that sees nothing)."""
     keep = np.tril(np.ones((5, 5), dtype=np.bool_))[None, None].repeat(2, axis=0)
     keep[1, 0, :, 3:] = False  # the second sequence: two padding keys ...
     keep[1, 0, 4, :] = False   # ... and a query that sees nothing
     feeds = {"q": _rand(2, 3, 5, 4) * 3, "k": _rand(2, 3, 5, 4), "v": _rand(2, 3, 5, 4),
              "mask": keep if form == "keep" else ~keep}
-    optimized, built = _assert_same_results(_boolean_mask_attention(form, scaled), feeds,
-                                            ["q", "k", "v"])
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0 if recompute else limit)
+    try:
+        optimized, built = _assert_same_results(_boolean_mask_attention(form, scaled), feeds,
+                                                ["q", "k", "v"])
+    finally:
+        _C.set_attention_probs_limit(limit)
     assert built["Where"] >= 1 and built["Softmax"] == 1, built
-    assert optimized["ScaledMaskedSoftmax"] == 1, optimized
-    assert optimized["ScaledMaskedSoftmaxGrad"] == 1, optimized
-    for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Where"):
+    assert optimized["FusedAttention"] == 1, optimized
+    assert optimized["FusedAttentionGrad"] == 1, optimized
+    for op in ("Softmax", "SoftmaxGrad_13", "Mul", "Where", "ScaledMaskedSoftmax"):
         assert optimized[op] == 0, (op, optimized)
     assert optimized["Not"] == (form == "drop"), optimized
 
@@ -177,8 +276,8 @@ def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> Non
         ort = ORTModule(copy.deepcopy(eager).float())
         ort(**batch).loss.backward()
         ops = _training_ops(ort)
-        assert ops["ScaledMaskedSoftmax"] == layers, ops
-        assert ops["ScaledMaskedSoftmaxGrad"] == layers and ops["Softmax"] == 0, ops
+        assert ops["FusedAttention"] == layers, ops
+        assert ops["FusedAttentionGrad"] == layers and ops["Softmax"] == 0, ops
     results = {}
     for optimize in (True, False):
         ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
@@ -190,8 +289,8 @@ def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> Non
                 assert ops["ScaledMaskedSoftmax"] == 0 and ops["Softmax"] == layers, ops
                 assert ops["FusedElementwise"] > 0, ops
             else:
-                assert ops["ScaledMaskedSoftmax"] == layers, ops
-                assert ops["ScaledMaskedSoftmaxGrad"] == layers and ops["Softmax"] == 0, ops
+                assert ops["FusedAttention"] == layers, ops
+                assert ops["FusedAttentionGrad"] == layers and ops["Softmax"] == 0, ops
         results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
@@ -222,8 +321,8 @@ def test_sdpa_attention_softmax_is_fused_in_every_layer(name: str) -> None:
         got.backward()
         if optimize:
             ops = _training_ops(ort)
-            assert ops["ScaledMaskedSoftmax"] == layers, ops
-            assert ops["ScaledMaskedSoftmaxGrad"] == layers and ops["Softmax"] == 0, ops
+            assert ops["FusedAttention"] == layers, ops
+            assert ops["FusedAttentionGrad"] == layers and ops["Softmax"] == 0, ops
             assert ops["Where"] == 0, ops
         results[optimize] = (got.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)

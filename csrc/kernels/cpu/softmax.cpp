@@ -296,9 +296,7 @@ void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T*
                                     T* dx) {
   if (rows <= 0 || dim <= 0) return;
   for_each_row(rows, dim, [&](int64_t off) {
-    softmax_grad_row(dim, dy + off, y + off, dx + off);
-    if (scale != T(1))
-      for (int64_t k = 0; k < dim; ++k) dx[off + k] *= scale;
+    attention_softmax_grad_row(dim, scale, dy + off, y + off, RowMask<T>{}, dx + off);
   });
 }
 
@@ -318,20 +316,50 @@ template <typename T>
 void scaled_kept_softmax_backward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* dy,
                                   const T* y, const uint8_t* keep, T* dx) {
   const std::vector<int64_t>& out = shape.out;
-  const int64_t dim = out.back();
-  const int64_t keep_step = shape.mask_strides.back();
-  const int64_t rows = leading_rows(out);
+  const int64_t dim = out.back(), rows = leading_rows(out);
   if (rows <= 0 || dim <= 0) return;
+  RowMask<T> mask;
+  mask.step = shape.mask_strides.back();
   for_each_row(rows, dim, [&](int64_t off) {
-    softmax_grad_row(dim, dy + off, y + off, dx + off);
-    const uint8_t* kr = keep + row_offset(out, shape.mask_strides, off / dim);
-    T* d = dx + off;
-    if constexpr (std::is_same_v<T, float>) {
-      if (keep_step == 1 && vec_kernels().scale_kept)
-        return vec_kernels().scale_kept(dim, kr, scale, d);
-    }
-    for (int64_t k = 0; k < dim; ++k) d[k] = kr[k * keep_step] ? d[k] * scale : T(0);
+    RowMask<T> row = mask;
+    row.keep = keep + row_offset(out, shape.mask_strides, off / dim);
+    attention_softmax_grad_row(dim, scale, dy + off, y + off, row, dx + off);
   });
+}
+
+template <typename T>
+void attention_scores_row(int64_t n, T scale, const T* x, const RowMask<T>& mask, T* y) {
+  if (mask.keep) {
+    scale_or_fill_row(n, scale, x, 1, mask.keep, mask.step, mask.fill, y);
+  } else {
+    scale_and_mask_row(n, scale, x, 1, mask.add, mask.step, y);
+  }
+}
+
+template <typename T>
+void softmax_row(int64_t n, T* y) {
+  softmax_row_in_place(n, y);
+}
+
+template <typename T>
+void attention_softmax_row(int64_t n, T scale, const T* x, const RowMask<T>& mask, T* y) {
+  attention_scores_row(n, scale, x, mask, y);
+  softmax_row_in_place(n, y);
+}
+
+template <typename T>
+void attention_softmax_grad_row(int64_t n, T scale, const T* dy, const T* y, const RowMask<T>& mask,
+                                T* dx) {
+  softmax_grad_row(n, dy, y, dx);
+  if (mask.keep) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (mask.step == 1 && vec_kernels().scale_kept)
+        return vec_kernels().scale_kept(n, mask.keep, scale, dx);
+    }
+    for (int64_t k = 0; k < n; ++k) dx[k] = mask.keep[k * mask.step] ? dx[k] * scale : T(0);
+  } else if (scale != T(1)) {
+    for (int64_t k = 0; k < n; ++k) dx[k] *= scale;
+  }
 }
 
 template void softmax_forward<float>(int64_t, int64_t, int64_t, const float*, float*, bool);
@@ -355,6 +383,20 @@ template void scaled_kept_softmax_backward<float>(const ScaledMaskedSoftmaxShape
 template void scaled_kept_softmax_backward<double>(const ScaledMaskedSoftmaxShape&, double,
                                                    const double*, const double*, const uint8_t*,
                                                    double*);
+template void attention_softmax_row<float>(int64_t, float, const float*, const RowMask<float>&,
+                                           float*);
+template void attention_softmax_row<double>(int64_t, double, const double*, const RowMask<double>&,
+                                            double*);
+template void attention_scores_row<float>(int64_t, float, const float*, const RowMask<float>&,
+                                         float*);
+template void attention_scores_row<double>(int64_t, double, const double*, const RowMask<double>&,
+                                          double*);
+template void softmax_row<float>(int64_t, float*);
+template void softmax_row<double>(int64_t, double*);
+template void attention_softmax_grad_row<float>(int64_t, float, const float*, const float*,
+                                                const RowMask<float>&, float*);
+template void attention_softmax_grad_row<double>(int64_t, double, const double*, const double*,
+                                                 const RowMask<double>&, double*);
 template void scaled_masked_softmax_backward<float>(int64_t, int64_t, float, const float*,
                                                     const float*, float*);
 template void scaled_masked_softmax_backward<double>(int64_t, int64_t, double, const double*,

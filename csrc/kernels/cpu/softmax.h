@@ -54,6 +54,31 @@ void scaled_masked_softmax_backward(int64_t rows, int64_t dim, T scale, const T*
 // The gradient of scaled_kept_softmax_forward's x: keep ? scale * y * (dy - sum(dy * y)) : 0
 // (a row the mask drops entirely gets none, though its softmax is uniform). dy, y, dx have
 // shape.out, contiguous; keep broadcasts through shape.mask_strides. dx may alias dy.
+// One row of the attention softmax, for the fused attention kernels (attention.cpp): what masks
+// the row (nothing, an additive row or a boolean row with its fill; step: the mask's stride
+// along the row, 0 where it broadcasts) ...
+template <typename T>
+struct RowMask {
+  const T* add = nullptr;
+  const uint8_t* keep = nullptr;
+  int64_t step = 0;
+  T fill = T(0);
+};
+// ... y = softmax(scale * x + add) or softmax(keep ? scale * x : fill) over [n]; x contiguous,
+// y may alias x. Or in two steps: the masked scores (y = scale * x + add, or keep ? scale * x :
+// fill), then the softmax of y in place.
+template <typename T>
+void attention_softmax_row(int64_t n, T scale, const T* x, const RowMask<T>& mask, T* y);
+template <typename T>
+void attention_scores_row(int64_t n, T scale, const T* x, const RowMask<T>& mask, T* y);
+template <typename T>
+void softmax_row(int64_t n, T* y);
+// dx = scale * y * (dy - sum(dy * y)), 0 where mask.keep (when set) drops the element; dx may
+// alias dy. mask.add plays no part.
+template <typename T>
+void attention_softmax_grad_row(int64_t n, T scale, const T* dy, const T* y, const RowMask<T>& mask,
+                                T* dx);
+
 template <typename T>
 void scaled_kept_softmax_backward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* dy,
                                   const T* y, const uint8_t* keep, T* dx);

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/cuda_ops_internal.h"
 #include "kernels/math/softmax.h"
 #include "ops/op_utils.h"
 
@@ -142,7 +143,111 @@ void launch_scaled_masked_softmax_grad(OpContext& ctx) {
   cuda::check_launch("ScaledMaskedSoftmaxGrad");
 }
 
+// ---- FusedAttention: the products through cuBLAS (cuda_strided_gemm), the softmax and its
+// gradient with the row kernels above, the [batch, S, T] softmax in output 1 or in scratch
+// memory (backward then recomputes it the same way).
+
+struct AttentionShape {
+  Shape scores;  // [lead..., S, T]
+  int64_t batch = 1, S = 0, T = 0, D = 0, Dv = 0;
+};
+
+// Q, K, V: inputs q0 .. q0 + 2, with equal leading dims (the CPU kernels also broadcast them).
+AttentionShape attention_shape(const OpContext& ctx, size_t q0) {
+  const Shape &q = ctx.in(q0).shape(), &k = ctx.in(q0 + 1).shape(), &v = ctx.in(q0 + 2).shape();
+  const Shape lead(q.begin(), q.end() - 2);
+  if (Shape(k.begin(), k.end() - 2) != lead || Shape(v.begin(), v.end() - 2) != lead)
+    ctx.fail("the CUDA FusedAttention kernel needs Q, K and V with the same leading dims; got " +
+             shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v) +
+             " (expand K and V to Q's heads before the product)");
+  AttentionShape a;
+  a.S = q[q.size() - 2];
+  a.D = q.back();
+  a.T = k[k.size() - 2];
+  a.Dv = v.back();
+  for (int64_t n : lead) a.batch *= n;
+  a.scores = lead;
+  a.scores.push_back(a.S);
+  a.scores.push_back(a.T);
+  return a;
+}
+
+// probs = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) (inputs q0 .. q0 + 2, mask m, fill
+// m + 1).
+template <typename T>
+void attention_probs(OpContext& ctx, const AttentionShape& a, size_t q0, size_t m, Tensor& probs) {
+  cuda_strided_gemm(ctx, probs, false, true, a.batch, a.S, a.T, a.D, 1.0, ctx.in(q0), a.S * a.D,
+                    ctx.in(q0 + 1), a.T * a.D);
+  const Tensor* mask = ctx.has_input(m) ? &ctx.in(m) : nullptr;
+  const bool boolean = mask && mask->dtype() == DType::Bool;
+  int64_t x_step = 0, mask_step = 0;
+  const Dims x_rows = row_dims(a.scores, a.scores, &x_step);
+  const Dims mask_rows = mask ? row_dims(mask->shape(), a.scores, &mask_step) : Dims();
+  const int64_t rows = a.batch * a.S;
+  scaled_masked_softmax_rows<T>
+      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(probs.device())>>>(
+          rows, a.T, x_rows, x_step, mask_rows, mask_step,
+          static_cast<T>(ctx.node.attr_float("scale", 1.0)), probs.data<T>(),
+          mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr,
+          boolean ? static_cast<T>(ctx.in(m + 1).float_at(0)) : T(0), probs.data<T>());
+  cuda::check_launch("FusedAttention (softmax)");
+}
+
+template <typename T>
+void launch_fused_attention(OpContext& ctx) {
+  const AttentionShape a = attention_shape(ctx, 0);
+  Tensor& y = ctx.out(0);
+  if (a.batch * a.S * a.Dv == 0) return;
+  const bool kept = ctx.has_output(1) && ctx.out(1).numel() > 0;
+  Tensor probs = kept ? ctx.out(1) : Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
+  attention_probs<T>(ctx, a, 0, 3, probs);
+  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, probs, a.S * a.T, ctx.in(2),
+                    a.T * a.Dv);
+}
+
+template <typename T>
+void launch_fused_attention_grad(OpContext& ctx) {
+  const AttentionShape a = attention_shape(ctx, 1);
+  const Tensor &dy = ctx.in(0), &q = ctx.in(1), &k = ctx.in(2), &v = ctx.in(3);
+  Tensor probs = ctx.in(4);
+  if (probs.numel() == 0) {
+    probs = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
+    attention_probs<T>(ctx, a, 1, 5, probs);
+  }
+  if (ctx.has_output(2))
+    cuda_strided_gemm(ctx, ctx.out(2), true, false, a.batch, a.T, a.Dv, a.S, 1.0, probs, a.S * a.T,
+                      dy, a.S * a.Dv);
+  if (!ctx.has_output(0) && !ctx.has_output(1)) return;
+  Tensor ds = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
+  cuda_strided_gemm(ctx, ds, false, true, a.batch, a.S, a.T, a.Dv, 1.0, dy, a.S * a.Dv, v,
+                    a.T * a.Dv);
+  const Tensor* keep = ctx.has_input(5) && ctx.in(5).dtype() == DType::Bool ? &ctx.in(5) : nullptr;
+  int64_t keep_step = 0;
+  const Dims keep_rows = keep ? row_dims(keep->shape(), a.scores, &keep_step) : Dims();
+  const int64_t rows = a.batch * a.S;
+  scaled_masked_softmax_grad_rows<T>
+      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(q.device())>>>(
+          rows, a.T, static_cast<T>(ctx.node.attr_float("scale", 1.0)), ds.data<T>(),
+          probs.data<T>(), keep_rows, keep_step, keep ? keep->data<uint8_t>() : nullptr,
+          ds.data<T>());
+  cuda::check_launch("FusedAttentionGrad (softmax)");
+  if (ctx.has_output(0))
+    cuda_strided_gemm(ctx, ctx.out(0), false, false, a.batch, a.S, a.D, a.T, 1.0, ds, a.S * a.T, k,
+                      a.T * a.D);
+  if (ctx.has_output(1))
+    cuda_strided_gemm(ctx, ctx.out(1), true, false, a.batch, a.T, a.D, a.S, 1.0, ds, a.S * a.T, q,
+                      a.S * a.D);
+}
+
 }  // namespace
+
+void cuda_fused_attention(OpContext& ctx) {
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_fused_attention<scalar_t>(ctx));
+}
+
+void cuda_fused_attention_grad(OpContext& ctx) {
+  ORTM_DISPATCH_FLOAT(ctx.in(1).dtype(), ctx, launch_fused_attention_grad<scalar_t>(ctx));
+}
 
 void cuda_scaled_masked_softmax(OpContext& ctx) {
   if (ctx.has_input(1) && ctx.in(1).dtype() != DType::Bool) expect_same_dtype(ctx, 1);

@@ -1,0 +1,287 @@
+// Fused attention on the CPU (see attention.h for the two ways it runs).
+//
+// With the softmax kept (probs), each step is one batched product over all heads, as the
+// unfused graph runs it. Without, heads and blocks of query rows are split over threads; a
+// block's scores [rows, T] stay in a per-thread buffer (kBlockElems) through the scale, mask,
+// softmax and the product with V, and backward recomputes them block by block, summing dK and
+// dV of one head on one thread (heads are split over threads, never a head's blocks).
+//
+// Key columns dropped for every row of a block by a boolean mask are left out of the block's
+// products when that is exact: the unfused softmax gives them exp(fill - max) / sum, which is
+// 0 when fill - max underflows (fill = the dtype's lowest or -inf, as torch writes masks).
+// A block where it does not (a fill near the scores) runs over all T columns.
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+namespace {
+
+// Scores per row block: 256 KiB of float, so a block and its gradient stay in L2.
+constexpr int64_t kBlockElems = 1 << 16;
+
+template <typename T>
+int64_t block_rows(const AttentionArgs<T>& a) {
+  return std::clamp<int64_t>(kBlockElems / std::max<int64_t>(1, a.T_), 8,
+                             std::max<int64_t>(1, a.S));
+}
+
+template <typename T>
+int64_t q_at(const AttentionArgs<T>& a, int64_t b) {
+  return a.q_off.empty() ? b * a.S * a.D : a.q_off[b];
+}
+template <typename T>
+int64_t k_at(const AttentionArgs<T>& a, int64_t b) {
+  return a.k_off.empty() ? b * a.T_ * a.D : a.k_off[b];
+}
+template <typename T>
+int64_t v_at(const AttentionArgs<T>& a, int64_t b) {
+  return a.v_off.empty() ? b * a.T_ * a.Dv : a.v_off[b];
+}
+
+// The mask of scores row r (over [batch * S]), from column 0.
+template <typename T>
+RowMask<T> row_mask(const AttentionArgs<T>& a, int64_t r) {
+  RowMask<T> m;
+  if (!a.mask && !a.keep) return m;
+  const std::vector<int64_t>& shape = a.scores_shape;
+  int64_t offset = 0;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+    offset += (r % shape[d]) * a.mask_strides[d];
+    r /= shape[d];
+  }
+  m.step = a.mask_strides.back();
+  m.fill = a.fill;
+  if (a.keep) {
+    m.keep = a.keep + offset;
+  } else {
+    m.add = a.mask + offset;
+  }
+  return m;
+}
+
+// One past the last non-zero byte of keep[i * step] for i in [floor, n), or -1 when there is
+// none there. Contiguous rows are scanned eight bytes at a time.
+int64_t last_kept_above(const uint8_t* keep, int64_t step, int64_t n, int64_t floor) {
+  int64_t i = n;
+  if (step == 1) {
+    while (i - floor >= 8) {
+      uint64_t word;
+      std::memcpy(&word, keep + i - 8, sizeof(word));
+      if (word) break;
+      i -= 8;
+    }
+  }
+  for (; i > floor; --i)
+    if (keep[(i - 1) * step]) return i;
+  return -1;
+}
+
+// Columns [0, extent) of the block's rows [r0, r0 + rows) hold every element a boolean mask
+// keeps; T when a row keeps nothing (its softmax spreads over all T) or without one.
+template <typename T>
+int64_t kept_extent(const AttentionArgs<T>& a, int64_t r0, int64_t rows) {
+  if (!a.keep) return a.T_;
+  int64_t extent = 0;
+  // The last rows first: under a causal mask they reach furthest.
+  for (int64_t i = rows - 1; i >= 0; --i) {
+    const RowMask<T> m = row_mask(a, r0 + i);
+    const int64_t last = last_kept_above(m.keep, m.step, a.T_, extent);
+    if (last == a.T_) return a.T_;
+    if (last > 0) {
+      extent = last;
+    } else if (extent == 0 || last_kept_above(m.keep, m.step, extent, 0) < 0) {
+      return a.T_;  // the row keeps nothing
+    }
+  }
+  return extent;
+}
+
+// Whether the blocked way (recomputing in backward) is cheaper than keeping the softmax: a
+// block's products cover its kept extent, so with the mean extent a fraction f of T, blocked
+// costs 7f products of [S, T] (forward 2, backward 5 with the recomputation) against 6.
+// Estimated on the first batch entry's blocks (masks broadcast over heads), the same way in
+// forward and backward.
+template <typename T>
+bool blocked_is_cheaper(const AttentionArgs<T>& a) {
+  if (!a.keep) return false;
+  const int64_t br = block_rows(a);
+  int64_t covered = 0, blocks = 0;
+  for (int64_t s0 = 0; s0 < a.S; s0 += br, ++blocks)
+    covered += kept_extent(a, s0, std::min(br, a.S - s0));
+  return 4 * covered < 3 * blocks * a.T_;
+}
+
+// The softmax of block rows [r0, r0 + rows) of head b over key columns [0, cols) into
+// p: [rows, cols] (row stride cols). Returns false when leaving out the columns past `cols`
+// would not be exact (see the file comment); p is then garbage.
+template <typename T>
+bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b, int64_t r0,
+                   int64_t rows, int64_t cols, T* p) {
+  gemm<T>(false, true, rows, cols, a.D, T(1), q + q_at(a, b) + (r0 - b * a.S) * a.D, a.D,
+          k + k_at(a, b), a.D, T(0), p, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = p + i * cols;
+    attention_scores_row(cols, a.scale, row, row_mask(a, r0 + i), row);
+    if (cols < a.T_) {
+      T max = row[0];
+      for (int64_t j = 1; j < cols; ++j) max = std::max(max, row[j]);
+      if (std::exp(a.fill - max) != T(0)) return false;
+    }
+    softmax_row(cols, row);
+  }
+  return true;
+}
+
+// block_softmax over the block's kept extent, or over all T columns where that is not exact.
+// Returns the columns computed.
+template <typename T>
+int64_t block_probs(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b, int64_t r0,
+                    int64_t rows, T* p) {
+  const int64_t cols = kept_extent(a, r0, rows);
+  if (block_softmax(a, q, k, b, r0, rows, cols, p)) return cols;
+  block_softmax(a, q, k, b, r0, rows, a.T_, p);
+  return a.T_;
+}
+
+template <typename T>
+void forward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o, T* probs) {
+  const int64_t S = a.S, Tk = a.T_;
+  gemm_batched<T>(false, true, a.batch, S, Tk, a.D, T(1), q, a.D, S * a.D, k, a.D, Tk * a.D, T(0),
+                  probs, Tk, S * Tk);
+  parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r)
+                   attention_softmax_row(Tk, a.scale, probs + r * Tk, row_mask(a, r),
+                                         probs + r * Tk);
+               });
+  gemm_batched<T>(false, false, a.batch, S, a.Dv, Tk, T(1), probs, Tk, S * Tk, v, a.Dv, Tk * a.Dv,
+                  T(0), o, a.Dv, S * a.Dv);
+}
+
+template <typename T>
+void forward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o) {
+  const int64_t br = block_rows(a), blocks = (a.S + br - 1) / br;
+  parallel_for(0, a.batch * blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> p(static_cast<size_t>(br * a.T_));
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t b = u / blocks, s0 = (u % blocks) * br, rows = std::min(br, a.S - s0);
+      const int64_t r0 = b * a.S + s0;
+      const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
+      gemm<T>(false, false, rows, a.Dv, cols, T(1), p.data(), cols, v + v_at(a, b), a.Dv, T(0),
+              o + r0 * a.Dv, a.Dv);
+    }
+  });
+}
+
+template <typename T>
+void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, const T* probs,
+                   const T* dout, T* dq, T* dk, T* dv) {
+  const int64_t S = a.S, Tk = a.T_;
+  if (dv)
+    gemm_batched<T>(true, false, a.batch, Tk, a.Dv, S, T(1), probs, Tk, S * Tk, dout, a.Dv,
+                    S * a.Dv, T(0), dv, a.Dv, Tk * a.Dv);
+  if (!dq && !dk) return;
+  std::vector<T> ds(static_cast<size_t>(a.batch * S * Tk));
+  gemm_batched<T>(false, true, a.batch, S, Tk, a.Dv, T(1), dout, a.Dv, S * a.Dv, v, a.Dv, Tk * a.Dv,
+                  T(0), ds.data(), Tk, S * Tk);
+  parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r)
+                   attention_softmax_grad_row(Tk, a.scale, ds.data() + r * Tk, probs + r * Tk,
+                                              row_mask(a, r), ds.data() + r * Tk);
+               });
+  if (dq)
+    gemm_batched<T>(false, false, a.batch, S, a.D, Tk, T(1), ds.data(), Tk, S * Tk, k, a.D,
+                    Tk * a.D, T(0), dq, a.D, S * a.D);
+  if (dk)
+    gemm_batched<T>(true, false, a.batch, Tk, a.D, S, T(1), ds.data(), Tk, S * Tk, q, a.D, S * a.D,
+                    T(0), dk, a.D, Tk * a.D);
+}
+
+template <typename T>
+void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, const T* dout,
+                      T* dq, T* dk, T* dv) {
+  const int64_t br = block_rows(a);
+  parallel_for(0, a.batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> p(static_cast<size_t>(br * a.T_)), ds(static_cast<size_t>(br * a.T_));
+    for (int64_t b = begin; b < end; ++b) {
+      const T* kb = k + k_at(a, b);
+      const T* vb = v + v_at(a, b);
+      const T* qb = q + q_at(a, b);
+      T* dkb = dk ? dk + b * a.T_ * a.D : nullptr;
+      T* dvb = dv ? dv + b * a.T_ * a.Dv : nullptr;
+      if (dkb) std::fill(dkb, dkb + a.T_ * a.D, T(0));
+      if (dvb) std::fill(dvb, dvb + a.T_ * a.Dv, T(0));
+      for (int64_t s0 = 0; s0 < a.S; s0 += br) {
+        const int64_t rows = std::min(br, a.S - s0), r0 = b * a.S + s0;
+        const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
+        const T* dob = dout + r0 * a.Dv;
+        if (dvb)
+          gemm<T>(true, false, cols, a.Dv, rows, T(1), p.data(), cols, dob, a.Dv, T(1), dvb, a.Dv);
+        if (!dq && !dkb) continue;
+        gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.Dv, vb, a.Dv, T(0), ds.data(), cols);
+        for (int64_t i = 0; i < rows; ++i)
+          attention_softmax_grad_row(cols, a.scale, ds.data() + i * cols, p.data() + i * cols,
+                                     row_mask(a, r0 + i), ds.data() + i * cols);
+        if (dq)
+          gemm<T>(false, false, rows, a.D, cols, T(1), ds.data(), cols, kb, a.D, T(0),
+                  dq + r0 * a.D, a.D);
+        if (dkb)
+          gemm<T>(true, false, cols, a.D, rows, T(1), ds.data(), cols, qb + s0 * a.D, a.D, T(1),
+                  dkb, a.D);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+template <typename T>
+void attention_forward(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o,
+                       T* probs) {
+  if (a.batch == 0 || a.S == 0 || a.Dv == 0) return;
+  if (a.T_ == 0) {  // a softmax over no keys: no weights, nothing to sum
+    std::fill(o, o + a.batch * a.S * a.Dv, T(0));
+    return;
+  }
+  if (probs && a.q_off.empty() && a.k_off.empty() && a.v_off.empty() && !blocked_is_cheaper(a)) {
+    forward_kept(a, q, k, v, o, probs);
+  } else {
+    forward_blocked(a, q, k, v, o);
+  }
+}
+
+template <typename T>
+void attention_backward(const AttentionArgs<T>& a, const T* q, const T* k, const T* v,
+                        const T* probs, const T* dout, T* dq, T* dk, T* dv) {
+  if (a.T_ == 0 || a.S == 0 || a.batch == 0) {
+    if (dq) std::fill(dq, dq + a.batch * a.S * a.D, T(0));
+    if (dk) std::fill(dk, dk + a.batch * a.T_ * a.D, T(0));
+    if (dv) std::fill(dv, dv + a.batch * a.T_ * a.Dv, T(0));
+    return;
+  }
+  if (probs && a.q_off.empty() && a.k_off.empty() && a.v_off.empty() && !blocked_is_cheaper(a)) {
+    backward_kept(a, q, k, v, probs, dout, dq, dk, dv);
+  } else {
+    backward_blocked(a, q, k, v, dout, dq, dk, dv);
+  }
+}
+
+template void attention_forward<float>(const AttentionArgs<float>&, const float*, const float*,
+                                       const float*, float*, float*);
+template void attention_forward<double>(const AttentionArgs<double>&, const double*, const double*,
+                                        const double*, double*, double*);
+template void attention_backward<float>(const AttentionArgs<float>&, const float*, const float*,
+                                        const float*, const float*, const float*, float*, float*,
+                                        float*);
+template void attention_backward<double>(const AttentionArgs<double>&, const double*, const double*,
+                                         const double*, const double*, const double*, double*,
+                                         double*, double*);
+
+}  // namespace ortmodule
