@@ -14,11 +14,17 @@ Every model computes its own loss, so one call is the whole forward a runner rep
   resnet  ResNetForImageClassification, basic blocks [64, 128, 256, 512] x [2, 2, 2, 2]
           (ResNet-18 layout), 10 labels, on [16, 3, 64, 64].
 
-Hugging Face models use eager attention, so attention is plain tensor code for every runner.
+  bert-sdpa, gpt2-sdpa
+          bert and gpt2 with transformers' default attention, scaled_dot_product_attention
+          (a boolean padding or causal mask; eager PyTorch runs its fused CPU kernel).
+
+The other Hugging Face models use eager attention, so attention is plain tensor code for every
+runner.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,14 +113,14 @@ def _transformers():
     return transformers
 
 
-def _bert() -> nn.Module:
+def _bert(attention: str = "eager") -> nn.Module:
     tf = _transformers()
     torch.manual_seed(0)
     return tf.BertForSequenceClassification(tf.BertConfig(
         vocab_size=VOCAB, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
         intermediate_size=1024, max_position_embeddings=SEQUENCE, num_labels=2,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        attn_implementation="eager"))
+        attn_implementation=attention))
 
 
 def _bert_batch() -> dict[str, torch.Tensor]:
@@ -126,13 +132,13 @@ def _bert_batch() -> dict[str, torch.Tensor]:
             "labels": torch.randint(0, 2, (TEXT_BATCH,), generator=gen)}
 
 
-def _gpt2() -> nn.Module:
+def _gpt2(attention: str = "eager") -> nn.Module:
     tf = _transformers()
     torch.manual_seed(0)
     return tf.GPT2LMHeadModel(tf.GPT2Config(
         vocab_size=VOCAB, n_embd=256, n_layer=4, n_head=4, n_positions=SEQUENCE,
         use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        attn_implementation="eager"))
+        attn_implementation=attention))
 
 
 def _llama() -> nn.Module:
@@ -172,6 +178,10 @@ WORKLOADS = {w.name: w for w in (
                      f"batch {TEXT_BATCH}", _gpt2, _lm_batch),
     Workload("llama", f"Llama-small 4x256, ffn 688, 4 heads / 2 kv, vocab {VOCAB}, "
                       f"seq {SEQUENCE}, batch {TEXT_BATCH}", _llama, _lm_batch),
+    Workload("bert-sdpa", "bert with scaled_dot_product_attention (transformers' default)",
+             functools.partial(_bert, "sdpa"), _bert_batch),
+    Workload("gpt2-sdpa", "gpt2 with scaled_dot_product_attention (transformers' default)",
+             functools.partial(_gpt2, "sdpa"), _lm_batch),
     Workload("resnet", "ResNet-18 layout (basic [64..512]x[2,2,2,2]), 64x64, batch 16",
              _resnet, _resnet_batch),
 )}
