@@ -161,35 +161,41 @@ def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
     assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
 
 
-@pytest.mark.parametrize("case", ["causal", "empty_row", "near_fill", "kept"])
+@pytest.mark.parametrize("case", ["causal", "empty_row", "near_fill", "kept", "additive",
+                                  "additive_near"])
 def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
     """Causal attention over 300 keys in blocks of rows (a stash limit of 0 bytes): the first
     block's products leave out the keys no row of it sees. A row that sees nothing (its softmax
     spreads over all keys) and a fill whose weight does not vanish (-3: exp(fill - max) is
-    not 0) make the block run over all keys; "kept" stashes the softmax instead. Each agrees
-    with the graph as built."""
+    not 0) make the block run over all keys; "kept" stashes the softmax instead; "additive"
+    masks with 0 / the lowest float64 (left out), "additive_near" with 0 / -3 (kept). Each
+    agrees with the graph as built."""
     rows, heads = 300, 2
     keep = np.tril(np.ones((rows, rows), dtype=np.bool_))[None, None]
     if case == "empty_row":
         keep = keep.copy()
         keep[0, 0, 5, :] = False
-    fill = -3.0 if case == "near_fill" else float(np.finfo(np.float64).min)
+    fill = -3.0 if case.endswith("near_fill") or case == "additive_near" else float(
+        np.finfo(np.float64).min)
+    additive = case.startswith("additive")
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["q", "kt"], ["scores"]),
              _scalar("c", 0.25), helper.make_node("Mul", ["scores", "c"], ["scaled"]),
              _scalar("fill", fill),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"]) if additive else
              helper.make_node("Where", ["mask", "scaled", "fill"], ["masked"]),
              helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
              helper.make_node("MatMul", ["probs", "v"], ["out"])]
     double = onnx.TensorProto.DOUBLE
     inputs = [helper.make_tensor_value_info(n, double, [1, heads, rows, 8]) for n in "qkv"]
-    inputs.append(helper.make_tensor_value_info("mask", onnx.TensorProto.BOOL, [1, 1, rows, rows]))
+    inputs.append(helper.make_tensor_value_info(
+        "mask", double if additive else onnx.TensorProto.BOOL, [1, 1, rows, rows]))
     model = helper.make_model(
         helper.make_graph(nodes, "causal", inputs,
                           [helper.make_tensor_value_info("out", double, None)]),
         opset_imports=[helper.make_opsetid("", 17)])
     feeds = {n: _rand(1, heads, rows, 8) * 2 for n in "qkv"}
-    feeds["mask"] = keep
+    feeds["mask"] = np.where(keep, 0.0, fill) if additive else keep
     limit = _C.attention_probs_limit()
     _C.set_attention_probs_limit(limit if case == "kept" else 0)
     try:

@@ -6,15 +6,18 @@
 // softmax and the product with V, and backward recomputes them block by block, summing dK and
 // dV of one head on one thread (heads are split over threads, never a head's blocks).
 //
-// Key columns dropped for every row of a block by a boolean mask are left out of the block's
-// products when that is exact: the unfused softmax gives them exp(fill - max) / sum, which is
-// 0 when fill - max underflows (fill = the dtype's lowest or -inf, as torch writes masks).
-// A block where it does not (a fill near the scores) runs over all T columns.
+// Key columns dropped for every row of a block by the mask (a boolean mask's false, an additive
+// mask's value at most half the dtype's lowest) are left out of the block's products when that
+// is exact: the unfused softmax gives them exp(score - max) / sum, which is 0 when score - max
+// underflows. A boolean mask's score is its fill (torch writes the dtype's lowest or -inf); an
+// additive mask's is bounded by the mask plus |scale| |q| |k|. A block where the bound does not
+// underflow (a fill near the scores) runs over all T columns.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
@@ -65,37 +68,49 @@ RowMask<T> row_mask(const AttentionArgs<T>& a, int64_t r) {
   return m;
 }
 
-// One past the last non-zero byte of keep[i * step] for i in [floor, n), or -1 when there is
-// none there. Contiguous rows are scanned eight bytes at a time.
-int64_t last_kept_above(const uint8_t* keep, int64_t step, int64_t n, int64_t floor) {
+// An additive mask drops a score when it is at most half the dtype's lowest value (torch and
+// transformers write torch.finfo(dtype).min or -inf there).
+template <typename T>
+constexpr T kDropBelow = -std::numeric_limits<T>::max() / 2;
+
+// One past the last element i in [floor, n) that the row's mask keeps (keep[i * step] non-zero,
+// or add[i * step] above kDropBelow), or -1 when it keeps none there. Contiguous boolean rows
+// are scanned eight bytes at a time.
+template <typename T>
+int64_t last_kept_above(const RowMask<T>& m, int64_t n, int64_t floor) {
   int64_t i = n;
-  if (step == 1) {
-    while (i - floor >= 8) {
-      uint64_t word;
-      std::memcpy(&word, keep + i - 8, sizeof(word));
-      if (word) break;
-      i -= 8;
+  if (m.keep) {
+    if (m.step == 1) {
+      while (i - floor >= 8) {
+        uint64_t word;
+        std::memcpy(&word, m.keep + i - 8, sizeof(word));
+        if (word) break;
+        i -= 8;
+      }
     }
+    for (; i > floor; --i)
+      if (m.keep[(i - 1) * m.step]) return i;
+    return -1;
   }
   for (; i > floor; --i)
-    if (keep[(i - 1) * step]) return i;
+    if (!(m.add[(i - 1) * m.step] <= kDropBelow<T>)) return i;
   return -1;
 }
 
-// Columns [0, extent) of the block's rows [r0, r0 + rows) hold every element a boolean mask
-// keeps; T when a row keeps nothing (its softmax spreads over all T) or without one.
+// Columns [0, extent) of the block's rows [r0, r0 + rows) hold every element the mask keeps;
+// T when a row keeps nothing (its softmax spreads over all T) or without a mask.
 template <typename T>
 int64_t kept_extent(const AttentionArgs<T>& a, int64_t r0, int64_t rows) {
-  if (!a.keep) return a.T_;
+  if (!a.keep && !a.mask) return a.T_;
   int64_t extent = 0;
   // The last rows first: under a causal mask they reach furthest.
   for (int64_t i = rows - 1; i >= 0; --i) {
     const RowMask<T> m = row_mask(a, r0 + i);
-    const int64_t last = last_kept_above(m.keep, m.step, a.T_, extent);
+    const int64_t last = last_kept_above(m, a.T_, extent);
     if (last == a.T_) return a.T_;
     if (last > 0) {
       extent = last;
-    } else if (extent == 0 || last_kept_above(m.keep, m.step, extent, 0) < 0) {
+    } else if (extent == 0 || last_kept_above(m, extent, 0) < 0) {
       return a.T_;  // the row keeps nothing
     }
   }
@@ -109,7 +124,7 @@ int64_t kept_extent(const AttentionArgs<T>& a, int64_t r0, int64_t rows) {
 // forward and backward.
 template <typename T>
 bool blocked_is_cheaper(const AttentionArgs<T>& a) {
-  if (!a.keep) return false;
+  if (!a.keep && !a.mask) return false;
   const int64_t br = block_rows(a);
   int64_t covered = 0, blocks = 0;
   for (int64_t s0 = 0; s0 < a.S; s0 += br, ++blocks)
@@ -125,13 +140,34 @@ bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b,
                    int64_t rows, int64_t cols, T* p) {
   gemm<T>(false, true, rows, cols, a.D, T(1), q + q_at(a, b) + (r0 - b * a.S) * a.D, a.D,
           k + k_at(a, b), a.D, T(0), p, cols);
+  // The largest score a left-out column can have: the fill, or for an additive mask
+  // kDropBelow plus a bound on |scale * q.k| over the block's rows and the left-out keys
+  // (Cauchy-Schwarz, with room for rounding).
+  double dropped = static_cast<double>(a.fill);
+  if (cols < a.T_ && !a.keep) {
+    const auto max_norm = [](const T* x, int64_t n, int64_t d) {
+      double best = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        double sum = 0;
+        for (int64_t j = 0; j < d; ++j) sum += static_cast<double>(x[i * d + j]) * x[i * d + j];
+        best = std::max(best, sum);
+      }
+      return std::sqrt(best);
+    };
+    const double bound = max_norm(q + q_at(a, b) + (r0 - b * a.S) * a.D, rows, a.D) *
+                         max_norm(k + k_at(a, b) + cols * a.D, a.T_ - cols, a.D) *
+                         std::abs(static_cast<double>(a.scale));
+    dropped = static_cast<double>(kDropBelow<T>) * (1 - 1e-6) + bound * 1.01;
+  }
   for (int64_t i = 0; i < rows; ++i) {
     T* row = p + i * cols;
     attention_scores_row(cols, a.scale, row, row_mask(a, r0 + i), row);
     if (cols < a.T_) {
       T max = row[0];
       for (int64_t j = 1; j < cols; ++j) max = std::max(max, row[j]);
-      if (std::exp(a.fill - max) != T(0)) return false;
+      // exp(dropped - max) must vanish in T (the unfused softmax's exp underflows to 0 below
+      // about -104 for float, -745 for double).
+      if (!(dropped - static_cast<double>(max) < (sizeof(T) == 4 ? -110.0 : -750.0))) return false;
     }
     softmax_row(cols, row);
   }

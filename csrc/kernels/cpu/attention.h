@@ -11,9 +11,10 @@
 //   per step, as the unfused graph; for moderate S * T);
 // - probs null: rows are processed in blocks that keep their [rows, T] scores in cache, and
 //   backward recomputes them, so memory stays O(S) per head instead of O(S * T). Key columns
-//   that a boolean mask drops for every row of a block (a causal mask's upper triangle) are
-//   skipped by the products when their softmax weight is exactly zero.
-// Where a boolean mask leaves so many columns out that the blocked way is cheaper even with
+//   that the mask drops for every row of a block (a causal mask's upper triangle, boolean or
+//   additive with the dtype's lowest value) are skipped by the products when their softmax
+//   weight is exactly zero.
+// Where the mask leaves so many columns out that the blocked way is cheaper even with
 // its recomputation (a causal mask), it is taken although probs is given (which then stays
 // unwritten, and backward recomputes: the choice depends only on the mask and the shapes).
 #pragma once
