@@ -2,8 +2,12 @@
 // pool (governed by torch.set_num_threads) and one BLAS.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <type_traits>
 
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
@@ -43,6 +47,53 @@ class GemmTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The Fortran BLAS GEMM that libtorch_cpu exports (MKL or OpenBLAS, the one at::mm calls):
+// called directly, a product skips ATen's tensor wrapping and dispatch (a few microseconds a
+// call, which the many small products of Winograd convolutions and blocked attention add up).
+// Looked up in libtorch_cpu itself, so no other library's sgemm_ is taken; null where torch
+// has no BLAS, and at::mm runs instead.
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*,
+                         const float*, const int*, const float*, const int*, const float*, float*,
+                         const int*);
+using DgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*,
+                         const double*, const double*, const int*, const double*, const int*,
+                         const double*, double*, const int*);
+
+void* torch_blas_symbol(const char* name) {
+  static void* const library = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+  return library ? dlsym(library, name) : nullptr;
+}
+
+template <typename T>
+auto torch_blas_gemm() {
+  if constexpr (std::is_same_v<T, float>) {
+    static const auto fn = reinterpret_cast<SgemmFn>(torch_blas_symbol("sgemm_"));
+    return fn;
+  } else {
+    static const auto fn = reinterpret_cast<DgemmFn>(torch_blas_symbol("dgemm_"));
+    return fn;
+  }
+}
+
+// Row-major C = alpha op(A) op(B) + beta C through the Fortran GEMM, as its column-major
+// transpose C^T = op(B)^T op(A)^T. False (nothing done) without one or with dims past int.
+template <typename T>
+bool direct_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  const auto fn = torch_blas_gemm<T>();
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (!fn || M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax)
+    return false;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  // Leading dims of at least one row, as BLAS requires even where a dim is 1.
+  const int la = static_cast<int>(std::max<int64_t>(lda, trans_a ? M : K));
+  const int lb = static_cast<int>(std::max<int64_t>(ldb, trans_b ? K : N));
+  const int lc = static_cast<int>(std::max<int64_t>(ldc, N));
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  fn(&tb, &ta, &n, &m, &k, &alpha, B, &lb, A, &la, &beta, C, &lc);
+  return true;
+}
+
 template <typename T>
 constexpr at::ScalarType scalar_type();
 template <>
@@ -60,6 +111,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   GemmTimer timer(trans_a, trans_b, 1, M, N, K);
+  if (K > 0 && direct_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, opts);
   if (K == 0) {
