@@ -76,12 +76,13 @@ class Case:
     nodes: list[onnx.NodeProto] | None = None
 
 
-def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 1) -> Case:
+def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 1,
+              stride: int = 1) -> Case:
     x, w, b = torch.randn(n, c, h, h), torch.randn(m, c, k, k) * 0.2, torch.randn(m)
 
     def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
         def fwd() -> torch.Tensor:
-            return F.conv2d(t["x"], t["w"], t["b"], padding=pad)
+            return F.conv2d(t["x"], t["w"], t["b"], padding=pad, stride=stride)
 
         def bwd(dy: torch.Tensor) -> tuple:
             return torch.ops.aten.convolution_backward(
@@ -89,7 +90,7 @@ def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 
                 t["x"],
                 t["w"],
                 [m],
-                [1, 1],
+                [stride, stride],
                 [pad, pad],
                 [1, 1],
                 False,
@@ -100,9 +101,8 @@ def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 
 
         return fwd, bwd
 
-    return Case(
-        name, "Conv", {"x": x, "w": w, "b": b}, {"pads": [pad] * 4}, ["y"], ["x", "w", "b"], kernels
-    )
+    return Case(name, "Conv", {"x": x, "w": w, "b": b}, {"pads": [pad] * 4, "strides": [stride] * 2},
+                ["y"], ["x", "w", "b"], kernels)
 
 
 def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
@@ -309,6 +309,15 @@ def cases() -> list[Case]:
         # the Winograd ones (forward, dx and dw).
         conv_case("conv 64->64 16x16 resnet", 16, 64, 16, 64),
         conv_case("conv 128->128 8x8 resnet", 16, 128, 8, 128),
+        # ... and its other convolutions (im2col + GEMM): the stem, the strided first convs
+        # and 1x1 shortcuts of stages 2-4, the 3x3 convs of stages 3 and 4.
+        conv_case("conv stem 3->64 7x7/2 resnet", 16, 3, 64, 64, k=7, pad=3, stride=2),
+        conv_case("conv 64->128 3x3/2 resnet", 16, 64, 16, 128, stride=2),
+        conv_case("conv 64->128 1x1/2 resnet", 16, 64, 16, 128, k=1, pad=0, stride=2),
+        conv_case("conv 128->256 3x3/2 resnet", 16, 128, 8, 256, stride=2),
+        conv_case("conv 256->256 4x4 resnet", 16, 256, 4, 256),
+        conv_case("conv 256->512 3x3/2 resnet", 16, 256, 4, 512, stride=2),
+        conv_case("conv 512->512 2x2 resnet", 16, 512, 2, 512),
         # cnn (batch 64, 16/32 channels, 8x8): per-call overhead dominates.
         conv_case("conv 1->16 8x8", 64, 1, 8, 16),
         conv_case("conv 16->32 4x4", 64, 16, 4, 32),
