@@ -162,7 +162,7 @@ def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
 
 
 @pytest.mark.parametrize("case", ["causal", "empty_row", "near_fill", "kept", "additive",
-                                  "additive_near"])
+                                  "additive_near", "additive_nan_key"])
 def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
     """Causal attention over 300 keys in blocks of rows (a stash limit of 0 bytes): the first
     block's products leave out the keys no row of it sees. A row that sees nothing (its softmax
@@ -175,7 +175,7 @@ def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
     if case == "empty_row":
         keep = keep.copy()
         keep[0, 0, 5, :] = False
-    fill = -3.0 if case.endswith("near_fill") or case == "additive_near" else float(
+    fill = -3.0 if case in ("near_fill", "additive_near") else float(
         np.finfo(np.float64).min)
     additive = case.startswith("additive")
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
@@ -196,6 +196,20 @@ def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
         opset_imports=[helper.make_opsetid("", 17)])
     feeds = {n: _rand(1, heads, rows, 8) * 2 for n in "qkv"}
     feeds["mask"] = np.where(keep, 0.0, fill) if additive else keep
+    if case == "additive_nan_key":
+        # A NaN key that the first block's rows cannot see: unfused, NaN plus the mask spreads
+        # NaN over every row of the head, so the blocks must not leave that key out.
+        feeds["k"][0, 0, rows - 1, :] = np.nan
+        tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+        limit = _C.attention_probs_limit()
+        _C.set_attention_probs_limit(0)
+        try:
+            got, want = (_C.run(_program(model, [], opt), tensors)[0] for opt in (True, False))
+        finally:
+            _C.set_attention_probs_limit(limit)
+        assert torch.isnan(want[0, 0]).all() and not torch.isnan(want[0, 1]).any()
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+        return
     limit = _C.attention_probs_limit()
     _C.set_attention_probs_limit(limit if case == "kept" else 0)
     try:

@@ -30,8 +30,8 @@ constexpr int64_t kBlockElems = 1 << 16;
 
 template <typename T>
 int64_t block_rows(const AttentionArgs<T>& a) {
-  return std::clamp<int64_t>(kBlockElems / std::max<int64_t>(1, a.T_), 8,
-                             std::max<int64_t>(1, a.S));
+  const int64_t rows = std::max<int64_t>(8, kBlockElems / std::max<int64_t>(1, a.T_));
+  return std::min(rows, std::max<int64_t>(1, a.S));
 }
 
 template <typename T>
@@ -145,11 +145,14 @@ bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b,
   // (Cauchy-Schwarz, with room for rounding).
   double dropped = static_cast<double>(a.fill);
   if (cols < a.T_ && !a.keep) {
+    // A NaN (or inf) among them makes the bound NaN (inf), and the block runs over all
+    // columns: the unfused sum of a NaN score and the mask spreads NaN over its row.
     const auto max_norm = [](const T* x, int64_t n, int64_t d) {
       double best = 0;
       for (int64_t i = 0; i < n; ++i) {
         double sum = 0;
         for (int64_t j = 0; j < d; ++j) sum += static_cast<double>(x[i * d + j]) * x[i * d + j];
+        if (std::isnan(sum)) return sum;
         best = std::max(best, sum);
       }
       return std::sqrt(best);
