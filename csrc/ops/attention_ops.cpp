@@ -14,6 +14,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/math/random.h"
 #include "ops/attention_probs.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
@@ -152,7 +153,10 @@ void grad_scaled_masked_softmax(GradContext& g) {
 // gradient rule) holds the softmax for backward, [..., S, T], while that is at most
 // attention_probs_limit() bytes, and is empty ([0]) above: backward then recomputes it
 // (kernels/cpu/attention.h).
-// FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale) -> (dQ?, dK?, dV?).
+// FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale, dropout) -> (dQ?, dK?, dV?).
+// FusedAttentionDropout(Q, K, V, mask?, fill?; scale, dropout) is FusedAttention with
+//   Dropout(ratio = dropout) on the softmax before the product with V, drawing the elements
+//   the replaced Dropout node drew (its random stream); its gradient draws them again.
 
 namespace {
 
@@ -252,6 +256,12 @@ AttentionArgs<T> attention_args(const OpContext& ctx, const AttentionDims& d, si
   a.q_off = batch_offsets(d.q_lead, d.lead, d.S * d.D);
   a.k_off = batch_offsets(d.k_lead, d.lead, d.T * d.D);
   a.v_off = batch_offsets(d.v_lead, d.lead, d.T * d.Dv);
+  // FusedAttentionDropout (and its gradient): the Dropout it replaces, its stream included.
+  a.dropout_ratio = ctx.node.attr_float("dropout", 0.0);
+  if (a.dropout_ratio < 0.0 || a.dropout_ratio >= 1.0)
+    ctx.fail("attribute dropout must be in [0, 1), got " + std::to_string(a.dropout_ratio));
+  if (a.dropout_ratio > 0)
+    a.dropout_seed = math::dropout_seed(ctx.seed, static_cast<uint64_t>(ctx.node.random_stream()));
   if (ctx.has_input(m)) {
     const Tensor& mask = ctx.in(m);
     a.scores_shape = with_last_two(d.lead, d.S, d.T);
@@ -340,9 +350,18 @@ void grad_fused_attention(GradContext& g) {
   if (g.input(3)) inputs.push_back(g.input(3));
   if (g.input(4)) inputs.push_back(g.input(4));
   const std::vector<bool> wanted = {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)};
+  const double dropout = g.node().attr_float("dropout", 0.0);
+  if (dropout > 0 && g.input(3) && !g.input(4) && g.needs_grad(3))
+    g.fail(
+        "an additive attention mask that needs a gradient cannot be fused with dropout on "
+        "the attention weights");
   if (wanted[0] || wanted[1] || wanted[2]) {
-    const std::vector<Value*> grads =
-        g.emit_multi("FusedAttentionGrad", inputs, wanted, {{"scale", scale_attr}}, "ai.ortmodule");
+    const std::vector<Value*> grads = g.emit_multi(
+        "FusedAttentionGrad", inputs, wanted,
+        {{"scale", scale_attr}, {"dropout", Attribute::make_float(dropout)}}, "ai.ortmodule");
+    // Backward draws the forward's dropout elements again: the same random stream.
+    for (Value* grad : grads)
+      if (grad && grad->producer) grad->producer->random_index = g.node().random_stream();
     for (size_t i = 0; i < 3; ++i)
       if (wanted[i]) g.set_input_grad(i, g.sum_to_shape(grads[i], g.input(i)));
   }

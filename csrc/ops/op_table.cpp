@@ -217,6 +217,12 @@ std::vector<OpDef> build_table() {
           grad_fused_attention)
           .cuda(cuda_fused_attention, {4})
           .grad_outputs(1),
+      // ... with dropout (attribute dropout) on the softmax, as a Dropout node there draws it.
+      Row(kOwn, "FusedAttentionDropout", 1, shape_fused_attention, cpu_fused_attention,
+          grad_fused_attention)
+          .cuda(cuda_fused_attention, {4})
+          .grad_outputs(1)
+          .random(),
       // Before opset 13: the input is coerced to 2-D at axis (default 1), rows normalised.
       Row("", "Softmax", 1, shape_same_as_input0, cpu_softmax, grad_softmax_2d)
           .cuda(cuda_softmax)

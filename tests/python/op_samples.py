@@ -264,6 +264,18 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"q": rand(4, 5), "k": rand(6, 5), "v": rand(6, 3)}, attrs={"scale": -0.625},
           domain="ai.ortmodule", expected=fused_attention_reference(-0.625)),
     ],
+    # Dropout 0.25 on the softmax (the same elements forward and backward: finite differences
+    # reseed the run), unmasked and under a boolean causal mask.
+    "FusedAttentionDropout": [
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 5)},
+          attrs={"scale": 0.375, "dropout": 0.25}, domain="ai.ortmodule", reference=False,
+          random=True),
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 5),
+           "mask": _causal_keep(2, 1, 4, 6)},
+          constants={"fill": np.asarray(np.finfo(np.float64).min)},
+          order=["q", "k", "v", "mask", "fill"], attrs={"scale": 0.5, "dropout": 0.25},
+          domain="ai.ortmodule", reference=False, random=True),
+    ],
     "Conv": [
         S({"x": rand(2, 4, 5, 5), "w": rand(6, 2, 3, 3), "b": rand(6)},
           attrs={"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}),

@@ -344,4 +344,7 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
 # Rows with nothing to compute per element: no large sample.
 NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribute",
                    "Size": "returns a count", "BroadcastGradientArgs": "computes on shapes",
-                   "InPlaceAccumulatorV2": "one add; covered by the training-session tests"}
+                   "InPlaceAccumulatorV2": "one add; covered by the training-session tests",
+                   "FusedAttentionDropout": "random; compared with the unfused Dropout graph at "
+                                            "sizes that span several blocks in "
+                                            "test_attention_fusion.py"}

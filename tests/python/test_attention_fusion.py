@@ -17,7 +17,14 @@ from onnx import helper, numpy_helper
 
 from ortmodule import _C, DebugOptions, ORTModule
 from tests.python.hf_zoo import FAMILIES
-from tests.python.test_passes import _assert_same_results, _model, _op_counts, _program, _rand
+from tests.python.test_passes import (
+    _assert_same_results,
+    _model,
+    _op_counts,
+    _outputs_and_gradients,
+    _program,
+    _rand,
+)
 
 
 def _scalar(name: str, value: float) -> onnx.NodeProto:
@@ -354,3 +361,107 @@ def test_sdpa_attention_softmax_is_fused_in_every_layer(name: str) -> None:
         torch.testing.assert_close(results[True][1][n], results[False][1][n], rtol=1e-10,
                                    atol=1e-12, msg=n)
         torch.testing.assert_close(results[True][1][n], p.grad, **tol, msg=n)
+
+
+def _dropout_attention(rows: int, causal: bool) -> onnx.ModelProto:
+    """softmax(0.25 * q k^T [causal: boolean mask]) -> Dropout(0.3, training) -> @ v."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             _scalar("c", 0.25), helper.make_node("Mul", ["scores", "c"], ["scaled"])]
+    last = "scaled"
+    if causal:
+        nodes += [_scalar("fill", float(np.finfo(np.float64).min)),
+                  helper.make_node("Where", ["mask", "scaled", "fill"], ["masked"])]
+        last = "masked"
+    nodes += [helper.make_node("Softmax", [last], ["probs"], axis=-1),
+              _scalar("ratio", 0.3),
+              helper.make_node("Constant", [], ["training"],
+                               value=numpy_helper.from_array(np.asarray(True))),
+              helper.make_node("Dropout", ["probs", "ratio", "training"], ["dropped"]),
+              helper.make_node("MatMul", ["dropped", "v"], ["out"])]
+    double = onnx.TensorProto.DOUBLE
+    inputs = [helper.make_tensor_value_info(n, double, [2, 3, rows, 8]) for n in "qkv"]
+    if causal:
+        inputs.append(helper.make_tensor_value_info("mask", onnx.TensorProto.BOOL,
+                                                    [1, 1, rows, rows]))
+    return helper.make_model(
+        helper.make_graph(nodes, "dropout", inputs,
+                          [helper.make_tensor_value_info("out", double, None)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("rows,causal", [(5, False), (300, True)])
+def test_attention_dropout_draws_what_the_dropout_node_draws(rows: int, causal: bool,
+                                                             recompute: bool) -> None:
+    """Dropout on the attention weights fuses into FusedAttentionDropout, which drops the
+    elements the Dropout node drops for the same seed (its random stream), forward and
+    backward: the same outputs and gradients as the graph as built, kept or recomputed in
+    blocks (300 keys: several blocks, the first leaving keys out)."""
+    model = _dropout_attention(rows, causal)
+    feeds = {n: _rand(2, 3, rows, 8) * 2 for n in "qkv"}
+    if causal:
+        feeds["mask"] = np.tril(np.ones((rows, rows), dtype=np.bool_))[None, None]
+    tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0 if recompute else limit)
+    try:
+        results, counts = {}, {}
+        for optimize in (True, False):
+            program = _program(model, ["q", "k", "v"], optimize)
+            torch.manual_seed(7)  # the run's seed: the same dropout elements in both graphs
+            results[optimize] = _outputs_and_gradients(program, tensors, [0, 1, 2])
+            counts[optimize] = _op_counts(program)
+        torch.manual_seed(8)
+        other = _outputs_and_gradients(_program(model, ["q", "k", "v"], True), tensors,
+                                       [0, 1, 2])
+    finally:
+        _C.set_attention_probs_limit(limit)
+    for got, want in zip(results[True], results[False], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(other[0], results[True][0]), "another seed drops other elements"
+    assert counts[True]["FusedAttentionDropout"] == 1, counts[True]
+    assert counts[True]["FusedAttentionGrad"] == 1, counts[True]
+    assert counts[True]["Dropout"] == 0 and counts[True]["DropoutGrad"] == 0, counts[True]
+    assert counts[False]["Dropout"] == 1, counts[False]
+
+
+def _with_attention_dropout(name: str, attention: str) -> torch.nn.Module:
+    """A float64 BERT or GPT-2 of the test zoo, dropout 0.1 on the attention weights only."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = FAMILIES[name].build(0.0)
+    config = model.config
+    if name == "bert":
+        config.attention_probs_dropout_prob = 0.1
+        model = transformers.BertForSequenceClassification(config)
+    else:
+        config.attn_pdrop = 0.1
+        model = transformers.GPT2LMHeadModel(config)
+    model.set_attn_implementation(attention)
+    return model.double().train()
+
+
+@pytest.mark.parametrize("name,attention", [("bert", "eager"), ("gpt2", "sdpa")])
+def test_attention_dropout_fuses_in_transformers(name: str, attention: str) -> None:
+    """With dropout on the attention weights (0.1, the models' configs' default), every
+    layer's attention is one FusedAttentionDropout; for the same seed, loss and gradients are
+    those of the unfused graph in float64."""
+    model = _with_attention_dropout(name, attention)
+    batch = FAMILIES[name].batch(2, 6, 0)
+    layers = model.config.num_hidden_layers
+    results = {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(model), DebugOptions(graph_optimizations=optimize))
+        torch.manual_seed(5)
+        loss = ort(**batch).loss
+        loss.backward()
+        if optimize:
+            ops = _training_ops(ort)
+            assert ops["FusedAttentionDropout"] == layers, ops
+            assert ops["FusedAttentionGrad"] == layers, ops
+        results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
+    for n, g in results[False][1].items():
+        torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)

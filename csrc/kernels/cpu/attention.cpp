@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "kernels/gemm.h"
+#include "kernels/math/random.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -177,6 +178,22 @@ bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b,
   return true;
 }
 
+// Dropout of p: [rows, cols] (row stride cols), rows [r0, r0 + rows) of the [batch * S, T]
+// softmax, into out (which may be p): keep ? p * scale : 0. The same elements a Dropout over
+// the whole softmax keeps (its element index is r * T + column).
+template <typename T>
+void apply_dropout(const AttentionArgs<T>& a, int64_t r0, int64_t rows, int64_t cols, const T* p,
+                   T* out) {
+  const T scale = static_cast<T>(1.0 / (1.0 - a.dropout_ratio));
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint64_t base = static_cast<uint64_t>((r0 + i) * a.T_);
+    for (int64_t j = 0; j < cols; ++j)
+      out[i * cols + j] = math::dropout_keeps(a.dropout_seed, base + j, a.dropout_ratio)
+                              ? p[i * cols + j] * scale
+                              : T(0);
+  }
+}
+
 // block_softmax over the block's kept extent, or over all T columns where that is not exact.
 // Returns the columns computed.
 template <typename T>
@@ -199,7 +216,18 @@ void forward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v,
                    attention_softmax_row(Tk, a.scale, probs + r * Tk, row_mask(a, r),
                                          probs + r * Tk);
                });
-  gemm_batched<T>(false, false, a.batch, S, a.Dv, Tk, T(1), probs, Tk, S * Tk, v, a.Dv, Tk * a.Dv,
+  const T* weights = probs;  // the softmax, or its dropout
+  std::vector<T> dropped;
+  if (a.dropout_ratio > 0) {
+    dropped.resize(static_cast<size_t>(a.batch * S * Tk));
+    parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
+                 [&](int64_t begin, int64_t end) {
+                   apply_dropout(a, begin, end - begin, Tk, probs + begin * Tk,
+                                 dropped.data() + begin * Tk);
+                 });
+    weights = dropped.data();
+  }
+  gemm_batched<T>(false, false, a.batch, S, a.Dv, Tk, T(1), weights, Tk, S * Tk, v, a.Dv, Tk * a.Dv,
                   T(0), o, a.Dv, S * a.Dv);
 }
 
@@ -212,6 +240,7 @@ void forward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T*
       const int64_t b = u / blocks, s0 = (u % blocks) * br, rows = std::min(br, a.S - s0);
       const int64_t r0 = b * a.S + s0;
       const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
+      if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, p.data(), p.data());
       gemm<T>(false, false, rows, a.Dv, cols, T(1), p.data(), cols, v + v_at(a, b), a.Dv, T(0),
               o + r0 * a.Dv, a.Dv);
     }
@@ -222,19 +251,30 @@ template <typename T>
 void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, const T* probs,
                    const T* dout, T* dq, T* dk, T* dv) {
   const int64_t S = a.S, Tk = a.T_;
-  if (dv)
-    gemm_batched<T>(true, false, a.batch, Tk, a.Dv, S, T(1), probs, Tk, S * Tk, dout, a.Dv,
-                    S * a.Dv, T(0), dv, a.Dv, Tk * a.Dv);
-  if (!dq && !dk) return;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk));
   std::vector<T> ds(static_cast<size_t>(a.batch * S * Tk));
+  if (dv) {
+    const T* weights = probs;  // the softmax, or its dropout (drawn again, into ds)
+    if (a.dropout_ratio > 0) {
+      parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
+        apply_dropout(a, begin, end - begin, Tk, probs + begin * Tk, ds.data() + begin * Tk);
+      });
+      weights = ds.data();
+    }
+    gemm_batched<T>(true, false, a.batch, Tk, a.Dv, S, T(1), weights, Tk, S * Tk, dout, a.Dv,
+                    S * a.Dv, T(0), dv, a.Dv, Tk * a.Dv);
+  }
+  if (!dq && !dk) return;
   gemm_batched<T>(false, true, a.batch, S, Tk, a.Dv, T(1), dout, a.Dv, S * a.Dv, v, a.Dv, Tk * a.Dv,
                   T(0), ds.data(), Tk, S * Tk);
-  parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t r = begin; r < end; ++r)
-                   attention_softmax_grad_row(Tk, a.scale, ds.data() + r * Tk, probs + r * Tk,
-                                              row_mask(a, r), ds.data() + r * Tk);
-               });
+  parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
+    // Through the dropout first (the product's gradient is its output's), then the softmax.
+    if (a.dropout_ratio > 0)
+      apply_dropout(a, begin, end - begin, Tk, ds.data() + begin * Tk, ds.data() + begin * Tk);
+    for (int64_t r = begin; r < end; ++r)
+      attention_softmax_grad_row(Tk, a.scale, ds.data() + r * Tk, probs + r * Tk, row_mask(a, r),
+                                 ds.data() + r * Tk);
+  });
   if (dq)
     gemm_batched<T>(false, false, a.batch, S, a.D, Tk, T(1), ds.data(), Tk, S * Tk, k, a.D,
                     Tk * a.D, T(0), dq, a.D, S * a.D);
@@ -261,10 +301,17 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
         const int64_t rows = std::min(br, a.S - s0), r0 = b * a.S + s0;
         const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
         const T* dob = dout + r0 * a.Dv;
-        if (dvb)
-          gemm<T>(true, false, cols, a.Dv, rows, T(1), p.data(), cols, dob, a.Dv, T(1), dvb, a.Dv);
+        if (dvb) {
+          const T* weights = p.data();  // the softmax, or its dropout (drawn again, into ds)
+          if (a.dropout_ratio > 0) {
+            apply_dropout(a, r0, rows, cols, p.data(), ds.data());
+            weights = ds.data();
+          }
+          gemm<T>(true, false, cols, a.Dv, rows, T(1), weights, cols, dob, a.Dv, T(1), dvb, a.Dv);
+        }
         if (!dq && !dkb) continue;
         gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.Dv, vb, a.Dv, T(0), ds.data(), cols);
+        if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, ds.data(), ds.data());
         for (int64_t i = 0; i < rows; ++i)
           attention_softmax_grad_row(cols, a.scale, ds.data() + i * cols, p.data() + i * cols,
                                      row_mask(a, r0 + i), ds.data() + i * cols);

@@ -40,6 +40,11 @@ struct AttentionArgs {
   const T* mask = nullptr;        // additive mask, or null
   const uint8_t* keep = nullptr;  // boolean mask (one byte per element), or null
   T fill = T(0);                  // the value of dropped scores (boolean mask)
+  // Dropout on the softmax (ratio 0: none): element i of the [batch, S, T] softmax is kept
+  // when math::dropout_keeps(dropout_seed, i, ratio), and scaled by 1 / (1 - ratio), as the
+  // Dropout op it replaces draws it; backward draws the same elements again.
+  double dropout_ratio = 0;
+  uint64_t dropout_seed = 0;
 };
 
 // q, k, v -> o, and probs (the softmax, [batch, S, T]) when not null (only with q, k and v

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops_internal.h"
+#include "kernels/math/random.h"
 #include "kernels/math/softmax.h"
 #include "ops/op_utils.h"
 
@@ -172,6 +173,28 @@ AttentionShape attention_shape(const OpContext& ctx, size_t q0) {
   return a;
 }
 
+// out = Dropout(in) over the [batch * S * T] softmax (or its gradient), the elements
+// FusedAttentionDropout's Dropout draws (kernels/math/random.h, as dropout.cu).
+template <typename T>
+__global__ void dropout_elements(int64_t n, uint64_t seed, double ratio, T scale, const T* in,
+                                 T* out) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = math::dropout_keeps(seed, static_cast<uint64_t>(i), ratio) ? in[i] * scale : T(0);
+}
+
+template <typename T>
+void attention_dropout(OpContext& ctx, const Tensor& in, Tensor& out) {
+  const double ratio = ctx.node.attr_float("dropout", 0.0);
+  const int64_t n = in.numel();
+  if (n == 0) return;
+  const uint64_t seed =
+      math::dropout_seed(ctx.seed, static_cast<uint64_t>(ctx.node.random_stream()));
+  dropout_elements<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(out.device())>>>(
+      n, seed, ratio, static_cast<T>(1.0 / (1.0 - ratio)), in.data<T>(), out.data<T>());
+  cuda::check_launch("FusedAttentionDropout (dropout)");
+}
+
 // probs = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) (inputs q0 .. q0 + 2, mask m, fill
 // m + 1).
 template <typename T>
@@ -201,8 +224,13 @@ void launch_fused_attention(OpContext& ctx) {
   const bool kept = ctx.has_output(1) && ctx.out(1).numel() > 0;
   Tensor probs = kept ? ctx.out(1) : Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
   attention_probs<T>(ctx, a, 0, 3, probs);
-  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, probs, a.S * a.T, ctx.in(2),
-                    a.T * a.Dv);
+  Tensor weights = probs;  // the softmax, or its dropout
+  if (ctx.node.attr_float("dropout", 0.0) > 0) {
+    weights = Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
+    attention_dropout<T>(ctx, probs, weights);
+  }
+  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, weights, a.S * a.T,
+                    ctx.in(2), a.T * a.Dv);
 }
 
 template <typename T>
@@ -214,13 +242,18 @@ void launch_fused_attention_grad(OpContext& ctx) {
     probs = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
     attention_probs<T>(ctx, a, 1, 5, probs);
   }
-  if (ctx.has_output(2))
-    cuda_strided_gemm(ctx, ctx.out(2), true, false, a.batch, a.T, a.Dv, a.S, 1.0, probs, a.S * a.T,
-                      dy, a.S * a.Dv);
-  if (!ctx.has_output(0) && !ctx.has_output(1)) return;
+  const bool dropout = ctx.node.attr_float("dropout", 0.0) > 0;
   Tensor ds = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
+  if (ctx.has_output(2)) {
+    // dV from the softmax's dropout, drawn again into ds, or from the softmax.
+    if (dropout) attention_dropout<T>(ctx, probs, ds);
+    cuda_strided_gemm(ctx, ctx.out(2), true, false, a.batch, a.T, a.Dv, a.S, 1.0,
+                      dropout ? ds : probs, a.S * a.T, dy, a.S * a.Dv);
+  }
+  if (!ctx.has_output(0) && !ctx.has_output(1)) return;
   cuda_strided_gemm(ctx, ds, false, true, a.batch, a.S, a.T, a.Dv, 1.0, dy, a.S * a.Dv, v,
                     a.T * a.Dv);
+  if (dropout) attention_dropout<T>(ctx, ds, ds);
   const Tensor* keep = ctx.has_input(5) && ctx.in(5).dtype() == DType::Bool ? &ctx.in(5) : nullptr;
   int64_t keep_step = 0;
   const Dims keep_rows = keep ? row_dims(keep->shape(), a.scores, &keep_step) : Dims();
