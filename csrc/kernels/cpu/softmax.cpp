@@ -388,9 +388,9 @@ template void attention_softmax_row<float>(int64_t, float, const float*, const R
 template void attention_softmax_row<double>(int64_t, double, const double*, const RowMask<double>&,
                                             double*);
 template void attention_scores_row<float>(int64_t, float, const float*, const RowMask<float>&,
-                                         float*);
+                                          float*);
 template void attention_scores_row<double>(int64_t, double, const double*, const RowMask<double>&,
-                                          double*);
+                                           double*);
 template void softmax_row<float>(int64_t, float*);
 template void softmax_row<double>(int64_t, double*);
 template void attention_softmax_grad_row<float>(int64_t, float, const float*, const float*,
