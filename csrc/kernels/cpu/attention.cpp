@@ -194,6 +194,24 @@ void apply_dropout(const AttentionArgs<T>& a, int64_t r0, int64_t rows, int64_t 
   }
 }
 
+// Backward uses the dropout twice (for dV and for the softmax's gradient): its elements are
+// drawn once into bits ([rows, cols], 1 = kept), then applied with apply_bits.
+template <typename T>
+void dropout_bits(const AttentionArgs<T>& a, int64_t r0, int64_t rows, int64_t cols,
+                  uint8_t* bits) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint64_t base = static_cast<uint64_t>((r0 + i) * a.T_);
+    for (int64_t j = 0; j < cols; ++j)
+      bits[i * cols + j] = math::dropout_keeps(a.dropout_seed, base + j, a.dropout_ratio);
+  }
+}
+
+template <typename T>
+void apply_bits(const AttentionArgs<T>& a, int64_t n, const uint8_t* bits, const T* p, T* out) {
+  const T scale = static_cast<T>(1.0 / (1.0 - a.dropout_ratio));
+  for (int64_t i = 0; i < n; ++i) out[i] = bits[i] ? p[i] * scale : T(0);
+}
+
 // block_softmax over the block's kept extent, or over all T columns where that is not exact.
 // Returns the columns computed.
 template <typename T>
@@ -253,11 +271,17 @@ void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v
   const int64_t S = a.S, Tk = a.T_;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk));
   std::vector<T> ds(static_cast<size_t>(a.batch * S * Tk));
+  std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(a.batch * S * Tk) : 0);
+  if (!bits.empty())
+    parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
+      dropout_bits(a, begin, end - begin, Tk, bits.data() + begin * Tk);
+    });
   if (dv) {
     const T* weights = probs;  // the softmax, or its dropout (drawn again, into ds)
     if (a.dropout_ratio > 0) {
       parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
-        apply_dropout(a, begin, end - begin, Tk, probs + begin * Tk, ds.data() + begin * Tk);
+        apply_bits(a, (end - begin) * Tk, bits.data() + begin * Tk, probs + begin * Tk,
+                   ds.data() + begin * Tk);
       });
       weights = ds.data();
     }
@@ -270,7 +294,8 @@ void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v
   parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
     // Through the dropout first (the product's gradient is its output's), then the softmax.
     if (a.dropout_ratio > 0)
-      apply_dropout(a, begin, end - begin, Tk, ds.data() + begin * Tk, ds.data() + begin * Tk);
+      apply_bits(a, (end - begin) * Tk, bits.data() + begin * Tk, ds.data() + begin * Tk,
+                 ds.data() + begin * Tk);
     for (int64_t r = begin; r < end; ++r)
       attention_softmax_grad_row(Tk, a.scale, ds.data() + r * Tk, probs + r * Tk, row_mask(a, r),
                                  ds.data() + r * Tk);
@@ -289,6 +314,7 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
   const int64_t br = block_rows(a);
   parallel_for(0, a.batch, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> p(static_cast<size_t>(br * a.T_)), ds(static_cast<size_t>(br * a.T_));
+    std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(br * a.T_) : 0);
     for (int64_t b = begin; b < end; ++b) {
       const T* kb = k + k_at(a, b);
       const T* vb = v + v_at(a, b);
@@ -304,14 +330,18 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
         if (dvb) {
           const T* weights = p.data();  // the softmax, or its dropout (drawn again, into ds)
           if (a.dropout_ratio > 0) {
-            apply_dropout(a, r0, rows, cols, p.data(), ds.data());
+            dropout_bits(a, r0, rows, cols, bits.data());
+            apply_bits(a, rows * cols, bits.data(), p.data(), ds.data());
             weights = ds.data();
           }
           gemm<T>(true, false, cols, a.Dv, rows, T(1), weights, cols, dob, a.Dv, T(1), dvb, a.Dv);
         }
         if (!dq && !dkb) continue;
         gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.Dv, vb, a.Dv, T(0), ds.data(), cols);
-        if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, ds.data(), ds.data());
+        if (a.dropout_ratio > 0) {
+          if (!dvb) dropout_bits(a, r0, rows, cols, bits.data());
+          apply_bits(a, rows * cols, bits.data(), ds.data(), ds.data());
+        }
         for (int64_t i = 0; i < rows; ++i)
           attention_softmax_grad_row(cols, a.scale, ds.data() + i * cols, p.data() + i * cols,
                                      row_mask(a, r0 + i), ds.data() + i * cols);
