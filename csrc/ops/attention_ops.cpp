@@ -222,14 +222,8 @@ std::vector<int64_t> batch_offsets(const Shape& lead, const Shape& out, int64_t 
   int64_t batch = 1;
   for (int64_t n : out) batch *= n;
   std::vector<int64_t> offsets(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t r = b, offset = 0;
-    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
-      offset += (r % out[d]) * strides[d];
-      r /= out[d];
-    }
-    offsets[b] = offset * matrix;
-  }
+  for (int64_t b = 0; b < batch; ++b)
+    offsets[b] = broadcast_offset(out, strides, b, out.size()) * matrix;
   return offsets;
 }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/broadcast.h"
 #include "kernels/gemm.h"
 #include "kernels/math/random.h"
 #include "kernels/parallel.h"
@@ -53,12 +54,8 @@ template <typename T>
 RowMask<T> row_mask(const AttentionArgs<T>& a, int64_t r) {
   RowMask<T> m;
   if (!a.mask && !a.keep) return m;
-  const std::vector<int64_t>& shape = a.scores_shape;
-  int64_t offset = 0;
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-    offset += (r % shape[d]) * a.mask_strides[d];
-    r /= shape[d];
-  }
+  const int64_t offset =
+      broadcast_offset(a.scores_shape, a.mask_strides, r, a.scores_shape.size() - 1);
   m.step = a.mask_strides.back();
   m.fill = a.fill;
   if (a.keep) {

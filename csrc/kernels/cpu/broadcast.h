@@ -28,6 +28,18 @@ inline std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& shape,
   return strides;
 }
 
+// The element offset, in an operand with broadcast `strides` (broadcast_strides), of index i
+// over the first `dims` dims of `out` (i counts in out's row-major order over those dims).
+inline int64_t broadcast_offset(const std::vector<int64_t>& out,
+                                const std::vector<int64_t>& strides, int64_t i, size_t dims) {
+  int64_t offset = 0;
+  for (size_t d = dims; d-- > 0;) {
+    offset += (i % out[d]) * strides[d];
+    i /= out[d];
+  }
+  return offset;
+}
+
 // Calls f(i, offsets) for every output index i, offsets[k] being operand k's
 // element offset. Rows of the innermost dim run on parallel chunks.
 template <size_t N, typename F>

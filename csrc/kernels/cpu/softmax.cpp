@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/softmax.h"
 #include "kernels/parallel.h"
@@ -191,12 +192,7 @@ void scale_or_fill_row(int64_t dim, T scale, const T* x, int64_t x_step, const u
 // The element offset of row r's first element in an operand with broadcast `strides`.
 int64_t row_offset(const std::vector<int64_t>& out, const std::vector<int64_t>& strides,
                    int64_t r) {
-  int64_t offset = 0;
-  for (int64_t d = static_cast<int64_t>(out.size()) - 2; d >= 0; --d) {
-    offset += (r % out[d]) * strides[d];
-    r /= out[d];
-  }
-  return offset;
+  return broadcast_offset(out, strides, r, out.size() - 1);
 }
 
 // One row of softmax_backward (not log), vectorized where the CPU allows.
