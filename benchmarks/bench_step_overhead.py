@@ -59,7 +59,20 @@ MODELS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                                   nn.Linear(512, 10)), (64, 784)),
     "tiny": (lambda: nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)), (8, 16)),
+    # benchmarks/run.py's MLP: the loss inside the module, labels as a second input, backward
+    # from the scalar loss
+    "mlp-loss": (lambda: _WithCrossEntropy(MODELS["mlp"][0]()), (64, 784)),
 }
+
+
+class _WithCrossEntropy(nn.Module):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.loss(self.model(x), labels)
 
 
 def _seconds(snapshot: dict[str, tuple[int, float]], key: str | None = None) -> float:
@@ -80,8 +93,11 @@ def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
     torch.manual_seed(0)
     build, shape = MODELS[name]
     model = ORTModule(build())
-    x = torch.randn(*shape)
-    grad = torch.randn(shape[0], model(x).shape[1])
+    inputs: tuple[torch.Tensor, ...] = (torch.randn(*shape),)
+    if name.endswith("-loss"):
+        inputs += (torch.randint(0, 10, (shape[0],)),)
+    first = model(*inputs)
+    grad = torch.randn_like(first) if first.dim() else None
     has_phases = hasattr(_C, "phase_snapshot")
     parts: dict[str, list[float]] = {}
 
@@ -91,7 +107,7 @@ def measure(name: str, steps: int, warmup: int, stat: str) -> dict[str, float]:
     def step(profiled: bool) -> None:
         _C.set_profiling(profiled)
         start = time.perf_counter()
-        out = model(x)
+        out = model(*inputs)
         middle = time.perf_counter()
         if profiled:  # split per direction, outside the timed parts
             forward_ops = _C.profile_snapshot(reset=True)

@@ -111,8 +111,10 @@ std::vector<Node*> fuse_matmul_bias(Graph& graph, const std::vector<Value*>& kee
     std::vector<Node*> gone = {add};
     if (act) gone.push_back(act);
     // Recompute copies repeat the fused node from now on (it names their source location).
+    // Only copies: a reader that is no copy (recomputes null, as act is without an
+    // activation) stays itself, or it would take the product's random stream.
     for (Node* c : pre->consumers)
-      if (c->recomputes == act || c->recomputes == add) c->recomputes = mm;
+      if (c->recomputes && (c->recomputes == act || c->recomputes == add)) c->recomputes = mm;
     graph.remove_nodes(gone);
     removed.insert(gone.begin(), gone.end());
     // The product node becomes the fused node, keeping its place in the order, its name (which
