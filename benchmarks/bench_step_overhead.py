@@ -55,24 +55,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
 import ortmodule
 from ortmodule import _C, ORTModule
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _models import WithCrossEntropy
+
 MODELS = {
     "mlp": (lambda: nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                                   nn.Linear(512, 10)), (64, 784)),
     "tiny": (lambda: nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4)), (8, 16)),
     # benchmarks/run.py's MLP: the loss inside the module, labels as a second input, backward
     # from the scalar loss
-    "mlp-loss": (lambda: _WithCrossEntropy(MODELS["mlp"][0]()), (64, 784)),
+    "mlp-loss": (lambda: WithCrossEntropy(MODELS["mlp"][0]()), (64, 784)),
 }
-
-
-class _WithCrossEntropy(nn.Module):
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-        self.loss = nn.CrossEntropyLoss()
-
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return self.loss(self.model(x), labels)
 
 
 def _seconds(snapshot: dict[str, tuple[int, float]], key: str | None = None) -> float:
