@@ -153,7 +153,11 @@ void grad_scaled_masked_softmax(GradContext& g) {
 // gradient rule) holds the softmax for backward, [..., S, T], while that is at most
 // attention_probs_limit() bytes, and is empty ([0]) above: backward then recomputes it
 // (kernels/cpu/attention.h).
-// FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale, dropout) -> (dQ?, dK?, dV?).
+// bshd (a bitmask, default 0): operands laid out [batch, seq, heads, dim] and read as the
+//   [batch, heads, seq, dim] ones above (1 Q, 2 K, 4 V, 8 Y), the layout models give heads
+//   before their transposes, which the fusion then drops.
+// FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale, dropout, bshd) -> (dQ?, dK?,
+//   dV?), dY in Y's layout and each gradient in its input's.
 // FusedAttentionDropout(Q, K, V, mask?, fill?; scale, dropout) is FusedAttention with
 //   Dropout(ratio = dropout) on the softmax before the product with V, drawing the elements
 //   the replaced Dropout node drew (its random stream); its gradient draws them again.
@@ -162,37 +166,70 @@ namespace {
 
 std::atomic<int64_t> g_attention_probs_limit{kDefaultAttentionProbsLimit};
 
+// Attribute bshd: which operands are laid out [batch, seq, heads, dim] (a bit each: 1 Q,
+// 2 K, 4 V, 8 the output Y, with dY and the gradients of the flagged inputs alike), read as the
+// [batch, heads, seq, dim] operand the attention takes, so that the transposes models put
+// around attention's heads are not run (passes/attention_fusion.cpp).
+constexpr int64_t kBshdQ = 1, kBshdK = 2, kBshdV = 4, kBshdY = 8;
+
+// The [batch, heads, seq, dim] shape an operand stands for: its own, or with a bshd bit its
+// dims 1 and 2 swapped.
+Shape logical_shape(const OpContext& ctx, const Shape& shape, bool bshd, const char* name) {
+  if (!bshd) return shape;
+  if (shape.size() != 4)
+    ctx.fail(std::string(name) + " is flagged [batch, seq, heads, dim] (attribute bshd) but has " +
+             "shape " + shape_str(shape) + "; expected rank 4");
+  return {shape[0], shape[2], shape[1], shape[3]};
+}
+
+// The physical shape of an output or gradient over the output's leading dims `lead`
+// ([batch, heads] with bshd): [lead..., rows, cols], or [batch, rows, heads, cols].
+Shape physical_shape(const Shape& lead, int64_t rows, int64_t cols, bool bshd) {
+  if (bshd) return {lead[0], rows, lead[1], cols};
+  Shape out = lead;
+  out.push_back(rows);
+  out.push_back(cols);
+  return out;
+}
+
 struct AttentionDims {
   Shape lead;                    // the output's leading dims (Q's, K's and V's broadcast)
   Shape q_lead, k_lead, v_lead;  // each operand's
   int64_t batch = 1, S = 0, T = 0, D = 0, Dv = 0;
+  int64_t bshd = 0;
 };
 
 // Checks Q, K, V (inputs q0, q0 + 1, q0 + 2) and the mask (input m, with its fill m + 1).
 AttentionDims attention_dims(const OpContext& ctx, size_t q0, size_t m) {
-  const Tensor &q = ctx.in(q0), &k = ctx.in(q0 + 1), &v = ctx.in(q0 + 2);
   expect_same_dtype(ctx, q0 + 1);
   expect_same_dtype(ctx, q0 + 2);
-  if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
+  AttentionDims d;
+  d.bshd = attention_bshd_bits(ctx);
+  const Shape q = logical_shape(ctx, ctx.in(q0).shape(), d.bshd & kBshdQ, "Q");
+  const Shape k = logical_shape(ctx, ctx.in(q0 + 1).shape(), d.bshd & kBshdK, "K");
+  const Shape v = logical_shape(ctx, ctx.in(q0 + 2).shape(), d.bshd & kBshdV, "V");
+  if (q.size() < 2 || k.size() < 2 || v.size() < 2)
     ctx.fail(
         "Q, K and V must be matrices or batches of them ([..., S, D], [..., T, D], "
         "[..., T, Dv]); got " +
-        shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
-  AttentionDims d;
-  d.q_lead.assign(q.shape().begin(), q.shape().end() - 2);
-  d.k_lead.assign(k.shape().begin(), k.shape().end() - 2);
-  d.v_lead.assign(v.shape().begin(), v.shape().end() - 2);
+        shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+  d.q_lead.assign(q.begin(), q.end() - 2);
+  d.k_lead.assign(k.begin(), k.end() - 2);
+  d.v_lead.assign(v.begin(), v.end() - 2);
   d.lead = broadcast_shapes(ctx, broadcast_shapes(ctx, d.q_lead, d.k_lead), d.v_lead);
-  d.S = q.shape()[q.rank() - 2];
-  d.D = q.shape()[q.rank() - 1];
-  d.T = k.shape()[k.rank() - 2];
-  d.Dv = v.shape()[v.rank() - 1];
-  if (k.shape()[k.rank() - 1] != d.D)
-    ctx.fail("K's last dim " + std::to_string(k.shape()[k.rank() - 1]) + " differs from Q's " +
+  if (d.bshd != 0 && d.lead.size() != 2)
+    ctx.fail("operands are flagged [batch, seq, heads, dim] (attribute bshd) but the leading " +
+             std::string("dims are ") + shape_str(d.lead) + "; expected [batch, heads]");
+  d.S = q[q.size() - 2];
+  d.D = q.back();
+  d.T = k[k.size() - 2];
+  d.Dv = v.back();
+  if (k.back() != d.D)
+    ctx.fail("K's last dim " + std::to_string(k.back()) + " differs from Q's " +
              std::to_string(d.D));
-  if (v.shape()[v.rank() - 2] != d.T)
-    ctx.fail("V has " + std::to_string(v.shape()[v.rank() - 2]) + " rows, K has " +
-             std::to_string(d.T) + "; they must match");
+  if (v[v.size() - 2] != d.T)
+    ctx.fail("V has " + std::to_string(v[v.size() - 2]) + " rows, K has " + std::to_string(d.T) +
+             "; they must match");
   for (int64_t n : d.lead) d.batch *= n;
   if (ctx.has_input(m)) {
     const Tensor& mask = ctx.in(m);
@@ -214,17 +251,26 @@ AttentionDims attention_dims(const OpContext& ctx, size_t q0, size_t m) {
   return d;
 }
 
-// Per output batch index: the element offset of an operand's matrix of `matrix` elements
-// whose leading dims `lead` broadcast to `out`; empty when lead == out (b * matrix).
-std::vector<int64_t> batch_offsets(const Shape& lead, const Shape& out, int64_t matrix) {
-  if (lead == out) return {};
-  const std::vector<int64_t> strides = broadcast_strides(lead, out);
+// Where an operand's matrices lie (AttentionOperand), per batch entry of the output's leading
+// dims `out`: the operand's leading dims `lead` broadcast to them; `bshd` (then both are
+// [batch, heads]) for an operand laid out [batch, rows, heads, cols].
+AttentionOperand operand_layout(const Shape& lead, const Shape& out, int64_t rows, int64_t cols,
+                                bool bshd) {
   int64_t batch = 1;
   for (int64_t n : out) batch *= n;
-  std::vector<int64_t> offsets(static_cast<size_t>(batch));
+  AttentionOperand x;
+  x.off.resize(static_cast<size_t>(batch));
+  if (bshd) {
+    x.ld = lead[1] * cols;
+    const int64_t s0 = lead[0] == 1 ? 0 : rows * x.ld, s1 = lead[1] == 1 ? 0 : cols;
+    for (int64_t b = 0; b < batch; ++b) x.off[b] = (b / out[1]) * s0 + (b % out[1]) * s1;
+    return x;
+  }
+  x.ld = cols;
+  const std::vector<int64_t> strides = broadcast_strides(lead, out);
   for (int64_t b = 0; b < batch; ++b)
-    offsets[b] = broadcast_offset(out, strides, b, out.size()) * matrix;
-  return offsets;
+    x.off[b] = (lead == out ? b : broadcast_offset(out, strides, b, out.size())) * rows * cols;
+  return x;
 }
 
 bool keeps_probs(const OpContext& ctx, const AttentionDims& d) {
@@ -247,9 +293,13 @@ AttentionArgs<T> attention_args(const OpContext& ctx, const AttentionDims& d, si
   a.D = d.D;
   a.Dv = d.Dv;
   a.scale = static_cast<T>(ctx.node.attr_float("scale", 1.0));
-  a.q_off = batch_offsets(d.q_lead, d.lead, d.S * d.D);
-  a.k_off = batch_offsets(d.k_lead, d.lead, d.T * d.D);
-  a.v_off = batch_offsets(d.v_lead, d.lead, d.T * d.Dv);
+  a.q = operand_layout(d.q_lead, d.lead, d.S, d.D, d.bshd & kBshdQ);
+  a.k = operand_layout(d.k_lead, d.lead, d.T, d.D, d.bshd & kBshdK);
+  a.v = operand_layout(d.v_lead, d.lead, d.T, d.Dv, d.bshd & kBshdV);
+  a.o = operand_layout(d.lead, d.lead, d.S, d.Dv, d.bshd & kBshdY);
+  a.dq = operand_layout(d.lead, d.lead, d.S, d.D, d.bshd & kBshdQ);
+  a.dk = operand_layout(d.lead, d.lead, d.T, d.D, d.bshd & kBshdK);
+  a.dv = operand_layout(d.lead, d.lead, d.T, d.Dv, d.bshd & kBshdV);
   // FusedAttentionDropout (and its gradient): the Dropout it replaces, its stream included.
   a.dropout_ratio = ctx.node.attr_float("dropout", 0.0);
   if (a.dropout_ratio < 0.0 || a.dropout_ratio >= 1.0)
@@ -272,6 +322,14 @@ AttentionArgs<T> attention_args(const OpContext& ctx, const AttentionDims& d, si
 
 }  // namespace
 
+int64_t attention_bshd_bits(const OpContext& ctx) {
+  const int64_t bits = ctx.node.attr_int("bshd", 0);
+  if (bits < 0 || bits > 15)
+    ctx.fail("attribute bshd must be a bitmask of 1 (Q), 2 (K), 4 (V) and 8 (Y), got " +
+             std::to_string(bits));
+  return bits;
+}
+
 void set_attention_probs_limit(int64_t bytes) {
   g_attention_probs_limit.store(bytes, std::memory_order_relaxed);
 }
@@ -281,7 +339,7 @@ int64_t attention_probs_limit() { return g_attention_probs_limit.load(std::memor
 std::vector<OutputInfo> shape_fused_attention(const OpContext& ctx) {
   const AttentionDims d = attention_dims(ctx, 0, 3);
   const DType dtype = ctx.in(0).dtype();
-  return {{dtype, with_last_two(d.lead, d.S, d.Dv)},
+  return {{dtype, physical_shape(d.lead, d.S, d.Dv, d.bshd & kBshdY)},
           {dtype, keeps_probs(ctx, d) ? with_last_two(d.lead, d.S, d.T) : Shape{0}}};
 }
 
@@ -305,17 +363,18 @@ void cpu_fused_attention(OpContext& ctx) {
 std::vector<OutputInfo> shape_fused_attention_grad(const OpContext& ctx) {
   const AttentionDims d = attention_dims(ctx, 1, 5);
   const DType dtype = ctx.in(1).dtype();
-  if (ctx.in(0).shape() != with_last_two(d.lead, d.S, d.Dv))
+  const Shape dy = physical_shape(d.lead, d.S, d.Dv, d.bshd & kBshdY);
+  if (ctx.in(0).shape() != dy)
     ctx.fail("input 0 (dY) has shape " + shape_str(ctx.in(0).shape()) + "; expected " +
-             shape_str(with_last_two(d.lead, d.S, d.Dv)));
+             shape_str(dy));
   const Tensor& probs = ctx.in(4);
   if (probs.numel() != 0 && probs.shape() != with_last_two(d.lead, d.S, d.T))
     ctx.fail("input 4 (probs) has shape " + shape_str(probs.shape()) + "; expected " +
              shape_str(with_last_two(d.lead, d.S, d.T)) + " or empty");
   // Gradients over the output's leading dims (the gradient rule sums broadcast ones away).
-  return {{dtype, with_last_two(d.lead, d.S, d.D)},
-          {dtype, with_last_two(d.lead, d.T, d.D)},
-          {dtype, with_last_two(d.lead, d.T, d.Dv)}};
+  return {{dtype, physical_shape(d.lead, d.S, d.D, d.bshd & kBshdQ)},
+          {dtype, physical_shape(d.lead, d.T, d.D, d.bshd & kBshdK)},
+          {dtype, physical_shape(d.lead, d.T, d.Dv, d.bshd & kBshdV)}};
 }
 
 void cpu_fused_attention_grad(OpContext& ctx) {
@@ -345,14 +404,17 @@ void grad_fused_attention(GradContext& g) {
   if (g.input(4)) inputs.push_back(g.input(4));
   const std::vector<bool> wanted = {g.needs_grad(0), g.needs_grad(1), g.needs_grad(2)};
   const double dropout = g.node().attr_float("dropout", 0.0);
+  const int64_t bshd = g.node().attr_int("bshd", 0);
   if (dropout > 0 && g.input(3) && !g.input(4) && g.needs_grad(3))
     g.fail(
         "an additive attention mask that needs a gradient cannot be fused with dropout on "
         "the attention weights");
   if (wanted[0] || wanted[1] || wanted[2]) {
-    const std::vector<Value*> grads = g.emit_multi(
-        "FusedAttentionGrad", inputs, wanted,
-        {{"scale", scale_attr}, {"dropout", Attribute::make_float(dropout)}}, "ai.ortmodule");
+    const std::vector<Value*> grads = g.emit_multi("FusedAttentionGrad", inputs, wanted,
+                                                   {{"scale", scale_attr},
+                                                    {"dropout", Attribute::make_float(dropout)},
+                                                    {"bshd", Attribute::make_int(bshd)}},
+                                                   "ai.ortmodule");
     // Backward draws the forward's dropout elements again: the same random stream.
     for (Value* grad : grads)
       if (grad && grad->producer) grad->producer->random_index = g.node().random_stream();
@@ -360,12 +422,18 @@ void grad_fused_attention(GradContext& g) {
       if (wanted[i]) g.set_input_grad(i, g.sum_to_shape(grads[i], g.input(i)));
   }
   if (g.input(3) && !g.input(4) && g.needs_grad(3)) {
+    // Operands in the heads layout (bshd) as [batch, heads, seq, dim] for the products.
+    auto heads_first = [&](Value* x, int64_t bit) {
+      return bshd & bit ? g.emit("Transpose", {x}, {{"perm", Attribute::make_ints({0, 2, 1, 3})}})
+                        : x;
+    };
     const auto trans_b = Attribute::make_int(1);
-    Value* scores =
-        g.emit("FusedMatMul", {g.input(0), g.input(1)}, {{"transB", trans_b}}, "com.microsoft");
+    Value* scores = g.emit("FusedMatMul", {heads_first(g.input(0), 1), heads_first(g.input(1), 2)},
+                           {{"transB", trans_b}}, "com.microsoft");
     Value* p = g.emit("ScaledMaskedSoftmax", {scores, g.input(3)}, {{"scale", scale_attr}},
                       "ai.ortmodule");
-    Value* dp = g.emit("FusedMatMul", {dy, g.input(2)}, {{"transB", trans_b}}, "com.microsoft");
+    Value* dp = g.emit("FusedMatMul", {heads_first(dy, 8), heads_first(g.input(2), 4)},
+                       {{"transB", trans_b}}, "com.microsoft");
     Value* dmask = g.emit("ScaledMaskedSoftmaxGrad", {dp, p},
                           {{"scale", Attribute::make_float(1.0)}}, "ai.ortmodule");
     g.set_input_grad(3, g.sum_to_shape(dmask, g.input(3)));

@@ -71,6 +71,49 @@ bool from_float_input(const Value* v) {
   return false;
 }
 
+// X when t = Transpose(X, perm [0, 2, 1, 3]): the heads of a [batch, seq, heads, dim] tensor
+// moved before the sequence, as models do around attention; else null.
+Value* heads_untransposed(const Value* t) {
+  const Node* n = t ? t->producer : nullptr;
+  if (!n || n->op_type != "Transpose" || !n->domain.empty() || !n->input(0)) return nullptr;
+  const Attribute* perm = n->attr("perm");
+  if (!perm || perm->ints != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
+  return n->input(0);
+}
+
+// The fused node reads Q, K and V before the head transposes that feed it and writes its
+// output as the one transpose reading it would (attribute bshd, ops/attention_ops.cpp), so
+// neither the transposes nor their gradients run. Not with an additive mask that may need a
+// gradient: the unfused rule that gives it one would transpose Q, K, V and dY again.
+void absorb_head_transposes(Graph& graph, Node* n, const std::vector<Value*>& keep) {
+  if (n->input(3) && !n->input(4) && from_float_input(n->input(3))) return;
+  int64_t bshd = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if (Value* source = heads_untransposed(n->inputs[i])) {
+      n->inputs[i] = source;
+      bshd |= int64_t{1} << i;
+    }
+  }
+  Value* y = n->output(0);
+  const auto& outs = graph.outputs();
+  const bool y_private = y->consumers.size() == 1 &&
+                         std::find(outs.begin(), outs.end(), y) == outs.end() &&
+                         std::find(keep.begin(), keep.end(), y) == keep.end();
+  Value* transposed = y_private ? y->consumers[0]->output(0) : nullptr;
+  if (transposed && heads_untransposed(transposed) == y &&
+      std::find(outs.begin(), outs.end(), transposed) == outs.end() &&
+      std::find(keep.begin(), keep.end(), transposed) == keep.end()) {
+    // Readers of the transpose read the output itself, now in the transpose's layout.
+    for (Node* reader : transposed->consumers)
+      for (Value*& in : reader->inputs)
+        if (in == transposed) in = y;
+    y->has_shape = transposed->has_shape;
+    y->shape = transposed->shape;
+    bshd |= 8;
+  }
+  if (bshd) n->attrs["bshd"] = Attribute::make_int(bshd);
+}
+
 bool is_plain_matmul(const Node* n) {
   return n && n->op_type == "MatMul" && n->domain.empty() && n->num_inputs() == 2 && n->input(0) &&
          n->input(1) && n->output(0);
@@ -83,7 +126,7 @@ int fuse_attention(Graph& graph, const std::vector<Value*>& keep) {
   const OpDef* dropout_def = find_op("ai.ortmodule", "FusedAttentionDropout", graph.opset_version);
   if (!fused_def || !dropout_def) return 0;
   graph.rebuild_consumers();
-  int fused = 0;
+  std::vector<Node*> fused_nodes;
   for (Node* softmax : graph.nodes()) {
     if (softmax->op_type != "ScaledMaskedSoftmax" || softmax->domain != "ai.ortmodule" ||
         !softmax->input(0) || !softmax->output(0))
@@ -140,9 +183,12 @@ int fuse_attention(Graph& graph, const std::vector<Value*>& keep) {
       n->attrs["dropout"] = Attribute::make_float(ratio);
       n->random_index = dropout_stream;
     }
-    ++fused;
+    fused_nodes.push_back(n);
   }
-  return finish_rewrites(graph, fused);
+  if (fused_nodes.empty()) return 0;
+  graph.rebuild_consumers();
+  for (Node* n : fused_nodes) absorb_head_transposes(graph, n, keep);
+  return finish_rewrites(graph, static_cast<int>(fused_nodes.size()));
 }
 
 }  // namespace ortmodule

@@ -263,6 +263,19 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"scale": 0.3125}, domain="ai.ortmodule", expected=fused_attention_reference(0.3125)),
         S({"q": rand(4, 5), "k": rand(6, 5), "v": rand(6, 3)}, attrs={"scale": -0.625},
           domain="ai.ortmodule", expected=fused_attention_reference(-0.625)),
+        # Heads laid out [batch, seq, heads, dim] (attribute bshd): all four operands, K and V
+        # shared by the heads under a padding mask, and Q alone.
+        S({"q": rand(2, 4, 3, 5), "k": rand(2, 6, 3, 5), "v": rand(2, 6, 3, 7)},
+          attrs={"scale": 0.375, "bshd": 15}, domain="ai.ortmodule",
+          expected=fused_attention_reference(0.375, 15)),
+        S({"q": rand(2, 4, 3, 5), "k": rand(2, 6, 1, 5), "v": rand(2, 6, 1, 7),
+           "mask": _causal_keep(2, 1, 4, 6)},
+          constants={"fill": np.asarray(np.finfo(np.float64).min)},
+          order=["q", "k", "v", "mask", "fill"], attrs={"scale": 0.5, "bshd": 15},
+          domain="ai.ortmodule", expected=fused_attention_reference(0.5, 15)),
+        S({"q": rand(2, 4, 3, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7)},
+          attrs={"scale": 0.25, "bshd": 1}, domain="ai.ortmodule",
+          expected=fused_attention_reference(0.25, 1)),
     ],
     # Dropout 0.25 on the softmax (the same elements forward and backward: finite differences
     # reseed the run), unmasked and under a boolean causal mask.

@@ -282,6 +282,11 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         L({"q": f(8, 4, 128, 64), "k": f(8, 4, 128, 64), "v": f(8, 4, 128, 64),
            "mask": f(8, 1, 1, 128, low=-4, high=0)},
           attrs={"scale": 0.125}, domain="ai.ortmodule", expected=fused_attention_reference(0.125)),
+        # BERT-small's attention with its heads laid out [batch, seq, heads, dim] (bshd).
+        L({"q": f(8, 128, 4, 64), "k": f(8, 128, 4, 64), "v": f(8, 128, 4, 64),
+           "mask": f(8, 1, 1, 128, low=-4, high=0)},
+          attrs={"scale": 0.125, "bshd": 15}, domain="ai.ortmodule",
+          expected=fused_attention_reference(0.125, 15)),
     ],
     "Conv": [L({"x": _nchw(), "w": f(32, 16, 3, 3, low=-0.2, high=0.2), "b": f(32)},
                attrs={"pads": [1, 1, 1, 1]}),

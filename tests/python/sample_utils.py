@@ -81,20 +81,25 @@ def scaled_masked_softmax_reference(
 
 
 def fused_attention_reference(
-        scale: float) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+        scale: float, bshd: int = 0) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule FusedAttention: ScaledMaskedSoftmax(q k^T, mask, fill; scale) v, q, k and v
-    broadcasting over their leading dims (computed in float64, rounded to q's dtype)."""
+    broadcasting over their leading dims (computed in float64, rounded to q's dtype); bshd:
+    the attribute's operands (1 q, 2 k, 4 v, 8 the output) laid out [batch, seq, heads, dim]."""
     softmax = scaled_masked_softmax_reference(scale)
 
+    def heads_first(x: np.ndarray, bit: int) -> np.ndarray:
+        return np.swapaxes(x, 1, 2) if bshd & bit else x
+
     def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
-        q, k, v = (d[n].astype(np.float64) for n in ("q", "k", "v"))
+        q, k, v = (heads_first(d[n].astype(np.float64), bit)
+                   for n, bit in (("q", 1), ("k", 2), ("v", 4)))
         inputs = {"x": q @ np.swapaxes(k, -1, -2)}
         if "mask" in d:
             inputs["mask"] = d["mask"] if d["mask"].dtype == np.bool_ else d["mask"].astype(
                 np.float64)
         if "fill" in d:
             inputs["fill"] = d["fill"]
-        return [(softmax(inputs)[0] @ v).astype(d["q"].dtype)]
+        return [np.ascontiguousarray(heads_first(softmax(inputs)[0] @ v, 8)).astype(d["q"].dtype)]
     return reference
 
 

@@ -465,3 +465,102 @@ def test_attention_dropout_fuses_in_transformers(name: str, attention: str) -> N
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
         torch.testing.assert_close(results[True][1][n], g, rtol=1e-10, atol=1e-12, msg=n)
+
+
+def _heads_attention(mask: bool, kv_heads: int, dropout: bool,
+                     output_transposed: bool) -> onnx.ModelProto:
+    """Heads as models lay them out: q, k, v given [batch, seq, heads, dim], transposed to
+    [batch, heads, seq, dim] for softmax(0.5 q k^T [+ mask]) [-> Dropout(0.25)] @ v, and the
+    result transposed back and merged (output_transposed). kv_heads 1: K and V broadcast over
+    Q's heads."""
+    heads = [0, 2, 1, 3]
+    nodes = [helper.make_node("Transpose", [f"{x}h"], [x], perm=heads) for x in "qkv"]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+              _scalar("c", 0.5), helper.make_node("Mul", ["scores", "c"], ["scaled"])]
+    last = "scaled"
+    if mask:  # additive, made from a boolean padding mask as models make it
+        nodes += [_scalar("zero", 0.0), _scalar("lowest", np.finfo(np.float64).min),
+                  helper.make_node("Where", ["keep", "zero", "lowest"], ["mask"]),
+                  helper.make_node("Add", [last, "mask"], ["masked"])]
+        last = "masked"
+    nodes.append(helper.make_node("Softmax", [last], ["probs"], axis=-1))
+    last = "probs"
+    if dropout:
+        nodes += [_scalar("ratio", 0.25),
+                  helper.make_node("Constant", [], ["training"],
+                                   value=numpy_helper.from_array(np.asarray(True))),
+                  helper.make_node("Dropout", ["probs", "ratio", "training"], ["dropped"])]
+        last = "dropped"
+    nodes.append(helper.make_node("MatMul", [last, "v"], ["o"]))
+    if output_transposed:  # and merged into [batch, seq, heads * dim], as models do
+        nodes += [helper.make_node("Transpose", ["o"], ["ot"], perm=heads),
+                  helper.make_node("Constant", [], ["merged"],
+                                   value=numpy_helper.from_array(np.asarray([2, 6, 15]))),
+                  helper.make_node("Reshape", ["ot", "merged"], ["out"])]
+    inputs = {"qh": [2, 6, 3, 4], "kh": [2, 6, kv_heads, 4], "vh": [2, 6, kv_heads, 5]}
+    model = _model(nodes, inputs, ["out" if output_transposed else "o"])
+    if mask:
+        model.graph.input.append(
+            helper.make_tensor_value_info("keep", onnx.TensorProto.BOOL, [2, 1, 1, 6]))
+    return model
+
+
+def _heads_feeds(mask: bool, kv_heads: int) -> dict[str, np.ndarray]:
+    feeds = {"qh": _rand(2, 6, 3, 4), "kh": _rand(2, 6, kv_heads, 4),
+             "vh": _rand(2, 6, kv_heads, 5)}
+    if mask:
+        keep = np.ones((2, 1, 1, 6), dtype=bool)
+        keep[1, ..., 4:] = False  # the second sequence is padded
+        feeds["keep"] = keep
+    return feeds
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("output_transposed", [True, False])
+@pytest.mark.parametrize("kv_heads", [3, 1])
+@pytest.mark.parametrize("mask", [False, True])
+def test_head_transposes_are_read_through_not_run(mask: bool, kv_heads: int,
+                                                  output_transposed: bool,
+                                                  recompute: bool) -> None:
+    """The transposes that move heads before the sequence (and back after the product) are
+    dropped: FusedAttention reads Q, K, V and writes its output in the [batch, seq, heads, dim]
+    layout (attribute bshd), with the results of the graph as built, K and V broadcast over
+    heads included, with the softmax kept or recomputed block by block."""
+    model = _heads_attention(mask, kv_heads, False, output_transposed)
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0 if recompute else limit)
+    try:
+        optimized, built = _assert_same_results(model, _heads_feeds(mask, kv_heads),
+                                                ["qh", "kh", "vh"])
+    finally:
+        _C.set_attention_probs_limit(limit)
+    assert built["Transpose"] >= 4, built
+    assert optimized["Transpose"] == 0 and optimized["FusedAttention"] == 1, optimized
+    program = _program(model, ["qh", "kh", "vh"], True)
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    bshd = {n.op_type: helper.get_attribute_value(a) for n in graph.node for a in n.attribute
+            if a.name == "bshd"}
+    expected = 15 if output_transposed else 7
+    assert bshd == {"FusedAttention": expected, "FusedAttentionGrad": expected}, bshd
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_head_layout_dropout_draws_what_the_dropout_node_draws(recompute: bool) -> None:
+    """Dropout on the weights of attention read in the heads layout drops the elements the
+    Dropout node drops (its random stream), forward and backward."""
+    model = _heads_attention(True, 3, True, True)
+    feeds = [torch.from_numpy(v) for v in _heads_feeds(True, 3).values()]
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0 if recompute else limit)
+    results = {}
+    try:
+        for optimize in (True, False):
+            program = _program(model, ["qh", "kh", "vh"], optimize)
+            torch.manual_seed(3)
+            results[optimize] = _outputs_and_gradients(program, feeds, [0, 1, 2])
+    finally:
+        _C.set_attention_probs_limit(limit)
+    assert _op_counts(_program(model, ["qh", "kh", "vh"], True))["FusedAttentionDropout"] == 1
+    for got, want in zip(results[True], results[False], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -1,7 +1,9 @@
 // Fused attention on the CPU (see attention.h for the two ways it runs).
 //
-// With the softmax kept (probs), each step is one batched product over all heads, as the
-// unfused graph runs it. Without, heads and blocks of query rows are split over threads; a
+// Operands are read in place through their offsets and row strides (attention.h), so heads
+// laid out [batch, seq, heads, dim] need no transposes. With the softmax kept (probs), heads
+// are split over threads, each head's products and softmax rows running on one thread while
+// its scores are in cache. Without, heads and blocks of query rows are split over threads; a
 // block's scores [rows, T] stay in a per-thread buffer (kBlockElems) through the scale, mask,
 // softmax and the product with V, and backward recomputes them block by block, summing dK and
 // dV of one head on one thread (heads are split over threads, never a head's blocks).
@@ -34,19 +36,6 @@ template <typename T>
 int64_t block_rows(const AttentionArgs<T>& a) {
   const int64_t rows = std::max<int64_t>(8, kBlockElems / std::max<int64_t>(1, a.T_));
   return std::min(rows, std::max<int64_t>(1, a.S));
-}
-
-template <typename T>
-int64_t q_at(const AttentionArgs<T>& a, int64_t b) {
-  return a.q_off.empty() ? b * a.S * a.D : a.q_off[b];
-}
-template <typename T>
-int64_t k_at(const AttentionArgs<T>& a, int64_t b) {
-  return a.k_off.empty() ? b * a.T_ * a.D : a.k_off[b];
-}
-template <typename T>
-int64_t v_at(const AttentionArgs<T>& a, int64_t b) {
-  return a.v_off.empty() ? b * a.T_ * a.Dv : a.v_off[b];
 }
 
 // The mask of scores row r (over [batch * S]), from column 0.
@@ -136,8 +125,9 @@ bool blocked_is_cheaper(const AttentionArgs<T>& a) {
 template <typename T>
 bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b, int64_t r0,
                    int64_t rows, int64_t cols, T* p) {
-  gemm<T>(false, true, rows, cols, a.D, T(1), q + q_at(a, b) + (r0 - b * a.S) * a.D, a.D,
-          k + k_at(a, b), a.D, T(0), p, cols);
+  const T* qb = q + a.q.off[b] + (r0 - b * a.S) * a.q.ld;
+  const T* kb = k + a.k.off[b];
+  gemm<T>(false, true, rows, cols, a.D, T(1), qb, a.q.ld, kb, a.k.ld, T(0), p, cols);
   // The largest score a left-out column can have: the fill, or for an additive mask
   // kDropBelow plus a bound on |scale * q.k| over the block's rows and the left-out keys
   // (Cauchy-Schwarz, with room for rounding).
@@ -145,18 +135,18 @@ bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b,
   if (cols < a.T_ && !a.keep) {
     // A NaN (or inf) among them makes the bound NaN (inf), and the block runs over all
     // columns: the unfused sum of a NaN score and the mask spreads NaN over its row.
-    const auto max_norm = [](const T* x, int64_t n, int64_t d) {
+    const auto max_norm = [&](const T* x, int64_t n, int64_t ld) {
       double best = 0;
       for (int64_t i = 0; i < n; ++i) {
         double sum = 0;
-        for (int64_t j = 0; j < d; ++j) sum += static_cast<double>(x[i * d + j]) * x[i * d + j];
+        for (int64_t j = 0; j < a.D; ++j) sum += static_cast<double>(x[i * ld + j]) * x[i * ld + j];
         if (std::isnan(sum)) return sum;
         best = std::max(best, sum);
       }
       return std::sqrt(best);
     };
-    const double bound = max_norm(q + q_at(a, b) + (r0 - b * a.S) * a.D, rows, a.D) *
-                         max_norm(k + k_at(a, b) + cols * a.D, a.T_ - cols, a.D) *
+    const double bound = max_norm(qb, rows, a.q.ld) *
+                         max_norm(kb + cols * a.k.ld, a.T_ - cols, a.k.ld) *
                          std::abs(static_cast<double>(a.scale));
     dropped = static_cast<double>(kDropBelow<T>) * (1 - 1e-6) + bound * 1.01;
   }
@@ -220,30 +210,28 @@ int64_t block_probs(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b
   return a.T_;
 }
 
+// Heads are split over threads; each runs its head's products (single-threaded GEMMs) and
+// softmax rows while its [S, T] scores are in cache.
 template <typename T>
 void forward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o, T* probs) {
   const int64_t S = a.S, Tk = a.T_;
-  gemm_batched<T>(false, true, a.batch, S, Tk, a.D, T(1), q, a.D, S * a.D, k, a.D, Tk * a.D, T(0),
-                  probs, Tk, S * Tk);
-  parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t r = begin; r < end; ++r)
-                   attention_softmax_row(Tk, a.scale, probs + r * Tk, row_mask(a, r),
-                                         probs + r * Tk);
-               });
-  const T* weights = probs;  // the softmax, or its dropout
-  std::vector<T> dropped;
-  if (a.dropout_ratio > 0) {
-    dropped.resize(static_cast<size_t>(a.batch * S * Tk));
-    parallel_for(0, a.batch * S, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk)),
-                 [&](int64_t begin, int64_t end) {
-                   apply_dropout(a, begin, end - begin, Tk, probs + begin * Tk,
-                                 dropped.data() + begin * Tk);
-                 });
-    weights = dropped.data();
-  }
-  gemm_batched<T>(false, false, a.batch, S, a.Dv, Tk, T(1), weights, Tk, S * Tk, v, a.Dv, Tk * a.Dv,
-                  T(0), o, a.Dv, S * a.Dv);
+  parallel_for(0, a.batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> dropped(a.dropout_ratio > 0 ? static_cast<size_t>(S * Tk) : 0);
+    for (int64_t b = begin; b < end; ++b) {
+      T* p = probs + b * S * Tk;
+      gemm<T>(false, true, S, Tk, a.D, T(1), q + a.q.off[b], a.q.ld, k + a.k.off[b], a.k.ld, T(0),
+              p, Tk);
+      for (int64_t i = 0; i < S; ++i)
+        attention_softmax_row(Tk, a.scale, p + i * Tk, row_mask(a, b * S + i), p + i * Tk);
+      const T* weights = p;  // the softmax, or its dropout
+      if (a.dropout_ratio > 0) {
+        apply_dropout(a, b * S, S, Tk, p, dropped.data());
+        weights = dropped.data();
+      }
+      gemm<T>(false, false, S, a.Dv, Tk, T(1), weights, Tk, v + a.v.off[b], a.v.ld, T(0),
+              o + a.o.off[b], a.o.ld);
+    }
+  });
 }
 
 template <typename T>
@@ -256,8 +244,8 @@ void forward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T*
       const int64_t r0 = b * a.S + s0;
       const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
       if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, p.data(), p.data());
-      gemm<T>(false, false, rows, a.Dv, cols, T(1), p.data(), cols, v + v_at(a, b), a.Dv, T(0),
-              o + r0 * a.Dv, a.Dv);
+      gemm<T>(false, false, rows, a.Dv, cols, T(1), p.data(), cols, v + a.v.off[b], a.v.ld, T(0),
+              o + a.o.off[b] + s0 * a.o.ld, a.o.ld);
     }
   });
 }
@@ -266,43 +254,39 @@ template <typename T>
 void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, const T* probs,
                    const T* dout, T* dq, T* dk, T* dv) {
   const int64_t S = a.S, Tk = a.T_;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, Tk));
-  std::vector<T> ds(static_cast<size_t>(a.batch * S * Tk));
-  std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(a.batch * S * Tk) : 0);
-  if (!bits.empty())
-    parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
-      dropout_bits(a, begin, end - begin, Tk, bits.data() + begin * Tk);
-    });
-  if (dv) {
-    const T* weights = probs;  // the softmax, or its dropout (drawn again, into ds)
-    if (a.dropout_ratio > 0) {
-      parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
-        apply_bits(a, (end - begin) * Tk, bits.data() + begin * Tk, probs + begin * Tk,
-                   ds.data() + begin * Tk);
-      });
-      weights = ds.data();
+  parallel_for(0, a.batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> ds(static_cast<size_t>(S * Tk));
+    std::vector<T> dropped(a.dropout_ratio > 0 && dv ? static_cast<size_t>(S * Tk) : 0);
+    std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(S * Tk) : 0);
+    for (int64_t b = begin; b < end; ++b) {
+      const T* p = probs + b * S * Tk;
+      const T* dob = dout + a.o.off[b];
+      if (!bits.empty()) dropout_bits(a, b * S, S, Tk, bits.data());
+      if (dv) {
+        const T* weights = p;  // the softmax, or its dropout
+        if (!bits.empty()) {
+          apply_bits(a, S * Tk, bits.data(), p, dropped.data());
+          weights = dropped.data();
+        }
+        gemm<T>(true, false, Tk, a.Dv, S, T(1), weights, Tk, dob, a.o.ld, T(0), dv + a.dv.off[b],
+                a.dv.ld);
+      }
+      if (!dq && !dk) continue;
+      gemm<T>(false, true, S, Tk, a.Dv, T(1), dob, a.o.ld, v + a.v.off[b], a.v.ld, T(0), ds.data(),
+              Tk);
+      // Through the dropout first (the product's gradient is its output's), then the softmax.
+      if (!bits.empty()) apply_bits(a, S * Tk, bits.data(), ds.data(), ds.data());
+      for (int64_t i = 0; i < S; ++i)
+        attention_softmax_grad_row(Tk, a.scale, ds.data() + i * Tk, p + i * Tk,
+                                   row_mask(a, b * S + i), ds.data() + i * Tk);
+      if (dq)
+        gemm<T>(false, false, S, a.D, Tk, T(1), ds.data(), Tk, k + a.k.off[b], a.k.ld, T(0),
+                dq + a.dq.off[b], a.dq.ld);
+      if (dk)
+        gemm<T>(true, false, Tk, a.D, S, T(1), ds.data(), Tk, q + a.q.off[b], a.q.ld, T(0),
+                dk + a.dk.off[b], a.dk.ld);
     }
-    gemm_batched<T>(true, false, a.batch, Tk, a.Dv, S, T(1), weights, Tk, S * Tk, dout, a.Dv,
-                    S * a.Dv, T(0), dv, a.Dv, Tk * a.Dv);
-  }
-  if (!dq && !dk) return;
-  gemm_batched<T>(false, true, a.batch, S, Tk, a.Dv, T(1), dout, a.Dv, S * a.Dv, v, a.Dv, Tk * a.Dv,
-                  T(0), ds.data(), Tk, S * Tk);
-  parallel_for(0, a.batch * S, grain, [&](int64_t begin, int64_t end) {
-    // Through the dropout first (the product's gradient is its output's), then the softmax.
-    if (a.dropout_ratio > 0)
-      apply_bits(a, (end - begin) * Tk, bits.data() + begin * Tk, ds.data() + begin * Tk,
-                 ds.data() + begin * Tk);
-    for (int64_t r = begin; r < end; ++r)
-      attention_softmax_grad_row(Tk, a.scale, ds.data() + r * Tk, probs + r * Tk, row_mask(a, r),
-                                 ds.data() + r * Tk);
   });
-  if (dq)
-    gemm_batched<T>(false, false, a.batch, S, a.D, Tk, T(1), ds.data(), Tk, S * Tk, k, a.D,
-                    Tk * a.D, T(0), dq, a.D, S * a.D);
-  if (dk)
-    gemm_batched<T>(true, false, a.batch, Tk, a.D, S, T(1), ds.data(), Tk, S * Tk, q, a.D, S * a.D,
-                    T(0), dk, a.D, Tk * a.D);
 }
 
 template <typename T>
@@ -313,17 +297,19 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
     std::vector<T> p(static_cast<size_t>(br * a.T_)), ds(static_cast<size_t>(br * a.T_));
     std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(br * a.T_) : 0);
     for (int64_t b = begin; b < end; ++b) {
-      const T* kb = k + k_at(a, b);
-      const T* vb = v + v_at(a, b);
-      const T* qb = q + q_at(a, b);
-      T* dkb = dk ? dk + b * a.T_ * a.D : nullptr;
-      T* dvb = dv ? dv + b * a.T_ * a.Dv : nullptr;
-      if (dkb) std::fill(dkb, dkb + a.T_ * a.D, T(0));
-      if (dvb) std::fill(dvb, dvb + a.T_ * a.Dv, T(0));
+      const T* kb = k + a.k.off[b];
+      const T* vb = v + a.v.off[b];
+      const T* qb = q + a.q.off[b];
+      T* dkb = dk ? dk + a.dk.off[b] : nullptr;
+      T* dvb = dv ? dv + a.dv.off[b] : nullptr;
+      for (int64_t t = 0; t < a.T_; ++t) {
+        if (dkb) std::fill(dkb + t * a.dk.ld, dkb + t * a.dk.ld + a.D, T(0));
+        if (dvb) std::fill(dvb + t * a.dv.ld, dvb + t * a.dv.ld + a.Dv, T(0));
+      }
       for (int64_t s0 = 0; s0 < a.S; s0 += br) {
         const int64_t rows = std::min(br, a.S - s0), r0 = b * a.S + s0;
         const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
-        const T* dob = dout + r0 * a.Dv;
+        const T* dob = dout + a.o.off[b] + s0 * a.o.ld;
         if (dvb) {
           const T* weights = p.data();  // the softmax, or its dropout (drawn again, into ds)
           if (a.dropout_ratio > 0) {
@@ -331,10 +317,12 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
             apply_bits(a, rows * cols, bits.data(), p.data(), ds.data());
             weights = ds.data();
           }
-          gemm<T>(true, false, cols, a.Dv, rows, T(1), weights, cols, dob, a.Dv, T(1), dvb, a.Dv);
+          gemm<T>(true, false, cols, a.Dv, rows, T(1), weights, cols, dob, a.o.ld, T(1), dvb,
+                  a.dv.ld);
         }
         if (!dq && !dkb) continue;
-        gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.Dv, vb, a.Dv, T(0), ds.data(), cols);
+        gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.o.ld, vb, a.v.ld, T(0), ds.data(),
+                cols);
         if (a.dropout_ratio > 0) {
           if (!dvb) dropout_bits(a, r0, rows, cols, bits.data());
           apply_bits(a, rows * cols, bits.data(), ds.data(), ds.data());
@@ -343,14 +331,25 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
           attention_softmax_grad_row(cols, a.scale, ds.data() + i * cols, p.data() + i * cols,
                                      row_mask(a, r0 + i), ds.data() + i * cols);
         if (dq)
-          gemm<T>(false, false, rows, a.D, cols, T(1), ds.data(), cols, kb, a.D, T(0),
-                  dq + r0 * a.D, a.D);
+          gemm<T>(false, false, rows, a.D, cols, T(1), ds.data(), cols, kb, a.k.ld, T(0),
+                  dq + a.dq.off[b] + s0 * a.dq.ld, a.dq.ld);
         if (dkb)
-          gemm<T>(true, false, cols, a.D, rows, T(1), ds.data(), cols, qb + s0 * a.D, a.D, T(1),
-                  dkb, a.D);
+          gemm<T>(true, false, cols, a.D, rows, T(1), ds.data(), cols, qb + s0 * a.q.ld, a.q.ld,
+                  T(1), dkb, a.dk.ld);
       }
     }
   });
+}
+
+// Zeros an operand's matrices ([rows, cols] per batch entry).
+template <typename T>
+void fill_rows(const AttentionArgs<T>& a, const AttentionOperand& x, int64_t rows, int64_t cols,
+               T* data) {
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      T* row = data + x.off[b] + i * x.ld;
+      std::fill(row, row + cols, T(0));
+    }
 }
 
 }  // namespace
@@ -360,10 +359,10 @@ void attention_forward(const AttentionArgs<T>& a, const T* q, const T* k, const 
                        T* probs) {
   if (a.batch == 0 || a.S == 0 || a.Dv == 0) return;
   if (a.T_ == 0) {  // a softmax over no keys: no weights, nothing to sum
-    std::fill(o, o + a.batch * a.S * a.Dv, T(0));
+    fill_rows(a, a.o, a.S, a.Dv, o);
     return;
   }
-  if (probs && a.q_off.empty() && a.k_off.empty() && a.v_off.empty() && !blocked_is_cheaper(a)) {
+  if (probs && !blocked_is_cheaper(a)) {
     forward_kept(a, q, k, v, o, probs);
   } else {
     forward_blocked(a, q, k, v, o);
@@ -374,12 +373,12 @@ template <typename T>
 void attention_backward(const AttentionArgs<T>& a, const T* q, const T* k, const T* v,
                         const T* probs, const T* dout, T* dq, T* dk, T* dv) {
   if (a.T_ == 0 || a.S == 0 || a.batch == 0) {
-    if (dq) std::fill(dq, dq + a.batch * a.S * a.D, T(0));
-    if (dk) std::fill(dk, dk + a.batch * a.T_ * a.D, T(0));
-    if (dv) std::fill(dv, dv + a.batch * a.T_ * a.Dv, T(0));
+    if (dq) fill_rows(a, a.dq, a.S, a.D, dq);
+    if (dk) fill_rows(a, a.dk, a.T_, a.D, dk);
+    if (dv) fill_rows(a, a.dv, a.T_, a.Dv, dv);
     return;
   }
-  if (probs && a.q_off.empty() && a.k_off.empty() && a.v_off.empty() && !blocked_is_cheaper(a)) {
+  if (probs && !blocked_is_cheaper(a)) {
     backward_kept(a, q, k, v, probs, dout, dq, dk, dv);
   } else {
     backward_blocked(a, q, k, v, dout, dq, dk, dv);

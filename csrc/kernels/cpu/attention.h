@@ -3,12 +3,13 @@
 // ScaledMaskedSoftmax -> MatMul(., V)).
 //
 // Q: [batch, S, D], K: [batch, T, D], V: [batch, T, Dv] -> O: [batch, S, Dv] (batch: the
-// product of the leading dims, heads included). The mask (additive, or boolean with a fill)
-// broadcasts to the scores, [batch, S, T], through `mask_strides`.
+// product of the leading dims, heads included), each where its AttentionOperand says. The mask
+// (additive, or boolean with a fill) broadcasts to the scores, [batch, S, T], through
+// `mask_strides`.
 //
 // Two ways to run, chosen per call by the caller:
-// - probs given ([batch, S, T]): the softmax output is kept for backward (one batched product
-//   per step, as the unfused graph; for moderate S * T);
+// - probs given ([batch, S, T]): the softmax output is kept for backward (for moderate
+//   S * T);
 // - probs null: rows are processed in blocks that keep their [rows, T] scores in cache, and
 //   backward recomputes them, so memory stays O(S) per head instead of O(S * T). Key columns
 //   that the mask drops for every row of a block (a causal mask's upper triangle, boolean or
@@ -26,6 +27,15 @@
 
 namespace ortmodule {
 
+// Batch entry b's matrix of an operand: row i starts at element off[b] + i * ld (a
+// contiguous [batch, rows, cols] tensor: off[b] = b * rows * cols, ld = cols; a [B, rows, H,
+// cols] one read as [B * H, rows, cols]: off[b] = (b / H) * rows * H * cols + (b % H) * cols,
+// ld = H * cols; a broadcast leading dim repeats offsets).
+struct AttentionOperand {
+  std::vector<int64_t> off;  // one per batch entry
+  int64_t ld = 0;
+};
+
 template <typename T>
 struct AttentionArgs {
   int64_t batch = 0, S = 0, T_ = 0, D = 0, Dv = 0;
@@ -33,10 +43,9 @@ struct AttentionArgs {
   // The scores' shape, [lead..., S, T] (lead: the leading dims of the output), and the mask's
   // strides broadcast to it (empty without a mask).
   std::vector<int64_t> scores_shape, mask_strides;
-  // Element offsets of batch b's matrices in q, k and v when their leading dims broadcast to
-  // the output's (empty: b * S * D, b * T * D, b * T * Dv). Gradients have the output's
-  // leading dims either way.
-  std::vector<int64_t> q_off, k_off, v_off;
+  // Where each operand's matrices lie: q, k, v, o (the output, and dO in backward) and the
+  // gradients dq, dk, dv (over the output's leading dims; the caller sums broadcast ones).
+  AttentionOperand q, k, v, o, dq, dk, dv;
   const T* mask = nullptr;        // additive mask, or null
   const uint8_t* keep = nullptr;  // boolean mask (one byte per element), or null
   T fill = T(0);                  // the value of dropped scores (boolean mask)
@@ -47,8 +56,7 @@ struct AttentionArgs {
   uint64_t dropout_seed = 0;
 };
 
-// q, k, v -> o, and probs (the softmax, [batch, S, T]) when not null (only with q, k and v
-// unbroadcast: empty offsets).
+// q, k, v -> o, and probs (the softmax, [batch, S, T], contiguous) when not null.
 template <typename T>
 void attention_forward(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o,
                        T* probs);

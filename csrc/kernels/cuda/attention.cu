@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_ops_internal.h"
 #include "kernels/math/random.h"
 #include "kernels/math/softmax.h"
+#include "ops/attention_probs.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {
@@ -153,9 +154,48 @@ struct AttentionShape {
   int64_t batch = 1, S = 0, T = 0, D = 0, Dv = 0;
 };
 
-// Q, K, V: inputs q0 .. q0 + 2, with equal leading dims (the CPU kernels also broadcast them).
-AttentionShape attention_shape(const OpContext& ctx, size_t q0) {
-  const Shape &q = ctx.in(q0).shape(), &k = ctx.in(q0 + 1).shape(), &v = ctx.in(q0 + 2).shape();
+// Attribute bshd (attention_bshd_bits): operands laid out [batch, seq, heads, dim], which
+// these kernels read through [batch, heads, seq, dim] copies (the CPU kernels read them in
+// place).
+// out[b, j, i, c] = in[b, i, j, c] for in: [B, I, J, C].
+template <typename T>
+__global__ void swap_middle_dims(int64_t n, int64_t I, int64_t J, int64_t C, const T* in, T* out) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += step) {
+    const int64_t c = o % C, i = (o / C) % I, j = (o / (C * I)) % J, b = o / (C * I * J);
+    out[o] = in[((b * I + i) * J + j) * C + c];
+  }
+}
+
+// x: [B, I, J, C] -> [B, J, I, C] into `out` (allocated here when undefined).
+template <typename T>
+void swap_middle(const Tensor& x, const Shape& shape, Tensor& out) {
+  const int64_t n = x.numel();
+  if (!out.defined())
+    out = Tensor::empty(x.dtype(), {shape[0], shape[2], shape[1], shape[3]}, x.device());
+  if (n == 0) return;
+  swap_middle_dims<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device())>>>(
+      n, shape[1], shape[2], shape[3], x.data<T>(), out.data<T>());
+  cuda::check_launch("FusedAttention (heads layout)");
+}
+
+// Input i as [batch, heads, seq, dim]: itself, or with its bshd bit a swapped copy.
+template <typename T>
+Tensor logical_input(const OpContext& ctx, size_t i, bool bshd, const char* name) {
+  const Tensor& x = ctx.in(i);
+  if (!bshd) return x;
+  if (x.rank() != 4)
+    ctx.fail(std::string(name) + " is flagged [batch, seq, heads, dim] (attribute bshd) but has " +
+             "shape " + shape_str(x.shape()) + "; expected rank 4");
+  Tensor out;
+  swap_middle<T>(x, x.shape(), out);
+  return out;
+}
+
+// Q, K, V with equal leading dims (the CPU kernels also broadcast them).
+AttentionShape attention_shape(const OpContext& ctx, const Tensor& qt, const Tensor& kt,
+                               const Tensor& vt) {
+  const Shape &q = qt.shape(), &k = kt.shape(), &v = vt.shape();
   const Shape lead(q.begin(), q.end() - 2);
   if (Shape(k.begin(), k.end() - 2) != lead || Shape(v.begin(), v.end() - 2) != lead)
     ctx.fail("the CUDA FusedAttention kernel needs Q, K and V with the same leading dims; got " +
@@ -171,6 +211,23 @@ AttentionShape attention_shape(const OpContext& ctx, size_t q0) {
   a.scores.push_back(a.S);
   a.scores.push_back(a.T);
   return a;
+}
+
+// Output i computed as [batch, heads, seq, dim]: the output itself, or with bshd a scratch
+// tensor that finish_output swaps into it.
+Tensor logical_output(OpContext& ctx, size_t i, bool bshd, int64_t rows, int64_t cols,
+                      const AttentionShape& a) {
+  Tensor& out = ctx.out(i);
+  if (!bshd) return out;
+  return Tensor::empty(out.dtype(), {a.batch * rows * cols}, out.device());
+}
+
+template <typename T>
+void finish_output(OpContext& ctx, size_t i, bool bshd, const Tensor& logical) {
+  if (!bshd) return;
+  Tensor& out = ctx.out(i);  // [batch, seq, heads, dim]
+  const Shape& s = out.shape();
+  swap_middle<T>(logical, {s[0], s[2], s[1], s[3]}, out);
 }
 
 // out = Dropout(in) over the [batch * S * T] softmax (or its gradient), the elements
@@ -195,12 +252,12 @@ void attention_dropout(OpContext& ctx, const Tensor& in, Tensor& out) {
   cuda::check_launch("FusedAttentionDropout (dropout)");
 }
 
-// probs = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) (inputs q0 .. q0 + 2, mask m, fill
-// m + 1).
+// probs = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) (mask: input m, fill m + 1).
 template <typename T>
-void attention_probs(OpContext& ctx, const AttentionShape& a, size_t q0, size_t m, Tensor& probs) {
-  cuda_strided_gemm(ctx, probs, false, true, a.batch, a.S, a.T, a.D, 1.0, ctx.in(q0), a.S * a.D,
-                    ctx.in(q0 + 1), a.T * a.D);
+void attention_probs(OpContext& ctx, const AttentionShape& a, const Tensor& q, const Tensor& k,
+                     size_t m, Tensor& probs) {
+  cuda_strided_gemm(ctx, probs, false, true, a.batch, a.S, a.T, a.D, 1.0, q, a.S * a.D, k,
+                    a.T * a.D);
   const Tensor* mask = ctx.has_input(m) ? &ctx.in(m) : nullptr;
   const bool boolean = mask && mask->dtype() == DType::Bool;
   int64_t x_step = 0, mask_step = 0;
@@ -218,37 +275,48 @@ void attention_probs(OpContext& ctx, const AttentionShape& a, size_t q0, size_t 
 
 template <typename T>
 void launch_fused_attention(OpContext& ctx) {
-  const AttentionShape a = attention_shape(ctx, 0);
-  Tensor& y = ctx.out(0);
+  const int64_t bits = attention_bshd_bits(ctx);
+  const Tensor q = logical_input<T>(ctx, 0, bits & 1, "Q");
+  const Tensor k = logical_input<T>(ctx, 1, bits & 2, "K");
+  const Tensor v = logical_input<T>(ctx, 2, bits & 4, "V");
+  const AttentionShape a = attention_shape(ctx, q, k, v);
   if (a.batch * a.S * a.Dv == 0) return;
+  Tensor y = logical_output(ctx, 0, bits & 8, a.S, a.Dv, a);
   const bool kept = ctx.has_output(1) && ctx.out(1).numel() > 0;
   Tensor probs = kept ? ctx.out(1) : Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
-  attention_probs<T>(ctx, a, 0, 3, probs);
+  attention_probs<T>(ctx, a, q, k, 3, probs);
   Tensor weights = probs;  // the softmax, or its dropout
   if (ctx.node.attr_float("dropout", 0.0) > 0) {
     weights = Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
     attention_dropout<T>(ctx, probs, weights);
   }
-  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, weights, a.S * a.T,
-                    ctx.in(2), a.T * a.Dv);
+  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, weights, a.S * a.T, v,
+                    a.T * a.Dv);
+  finish_output<T>(ctx, 0, bits & 8, y);
 }
 
 template <typename T>
 void launch_fused_attention_grad(OpContext& ctx) {
-  const AttentionShape a = attention_shape(ctx, 1);
-  const Tensor &dy = ctx.in(0), &q = ctx.in(1), &k = ctx.in(2), &v = ctx.in(3);
+  const int64_t bits = attention_bshd_bits(ctx);
+  const Tensor dy = logical_input<T>(ctx, 0, bits & 8, "dY");
+  const Tensor q = logical_input<T>(ctx, 1, bits & 1, "Q");
+  const Tensor k = logical_input<T>(ctx, 2, bits & 2, "K");
+  const Tensor v = logical_input<T>(ctx, 3, bits & 4, "V");
+  const AttentionShape a = attention_shape(ctx, q, k, v);
   Tensor probs = ctx.in(4);
   if (probs.numel() == 0) {
     probs = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
-    attention_probs<T>(ctx, a, 1, 5, probs);
+    attention_probs<T>(ctx, a, q, k, 5, probs);
   }
   const bool dropout = ctx.node.attr_float("dropout", 0.0) > 0;
   Tensor ds = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
   if (ctx.has_output(2)) {
     // dV from the softmax's dropout, drawn again into ds, or from the softmax.
     if (dropout) attention_dropout<T>(ctx, probs, ds);
-    cuda_strided_gemm(ctx, ctx.out(2), true, false, a.batch, a.T, a.Dv, a.S, 1.0,
-                      dropout ? ds : probs, a.S * a.T, dy, a.S * a.Dv);
+    Tensor dv = logical_output(ctx, 2, bits & 4, a.T, a.Dv, a);
+    cuda_strided_gemm(ctx, dv, true, false, a.batch, a.T, a.Dv, a.S, 1.0, dropout ? ds : probs,
+                      a.S * a.T, dy, a.S * a.Dv);
+    finish_output<T>(ctx, 2, bits & 4, dv);
   }
   if (!ctx.has_output(0) && !ctx.has_output(1)) return;
   cuda_strided_gemm(ctx, ds, false, true, a.batch, a.S, a.T, a.Dv, 1.0, dy, a.S * a.Dv, v,
@@ -264,12 +332,18 @@ void launch_fused_attention_grad(OpContext& ctx) {
           probs.data<T>(), keep_rows, keep_step, keep ? keep->data<uint8_t>() : nullptr,
           ds.data<T>());
   cuda::check_launch("FusedAttentionGrad (softmax)");
-  if (ctx.has_output(0))
-    cuda_strided_gemm(ctx, ctx.out(0), false, false, a.batch, a.S, a.D, a.T, 1.0, ds, a.S * a.T, k,
+  if (ctx.has_output(0)) {
+    Tensor dq = logical_output(ctx, 0, bits & 1, a.S, a.D, a);
+    cuda_strided_gemm(ctx, dq, false, false, a.batch, a.S, a.D, a.T, 1.0, ds, a.S * a.T, k,
                       a.T * a.D);
-  if (ctx.has_output(1))
-    cuda_strided_gemm(ctx, ctx.out(1), true, false, a.batch, a.T, a.D, a.S, 1.0, ds, a.S * a.T, q,
+    finish_output<T>(ctx, 0, bits & 1, dq);
+  }
+  if (ctx.has_output(1)) {
+    Tensor dk = logical_output(ctx, 1, bits & 2, a.T, a.D, a);
+    cuda_strided_gemm(ctx, dk, true, false, a.batch, a.T, a.D, a.S, 1.0, ds, a.S * a.T, q,
                       a.S * a.D);
+    finish_output<T>(ctx, 1, bits & 2, dk);
+  }
 }
 
 }  // namespace
