@@ -287,8 +287,9 @@ def _training_ops(model: ORTModule) -> collections.Counter:
 def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> None:
     """The Hugging Face models' eager attention (padding or causal mask) fuses in every layer,
     Llama's element-wise chains fuse too (test_elementwise_fusion.py; BERT's and GPT-2's
-    leave none once constants are folded and biases fused into the products), and the loss and gradients
-    are those of the unoptimized graph in float64.
+    leave none once constants are folded and biases fused into the products; their head
+    transposes are read through), and the loss and gradients are those of the unoptimized graph
+    in float64.
 
     Llama computes its attention softmax in float32 whatever the model's dtype
     (``softmax(..., dtype=torch.float32)``): in float64 the graph casts the masked scores to
@@ -318,6 +319,8 @@ def test_transformer_attention_softmax_is_fused_in_every_layer(name: str) -> Non
             else:
                 assert ops["FusedAttention"] == layers, ops
                 assert ops["FusedAttentionGrad"] == layers and ops["Softmax"] == 0, ops
+                # The head transposes around attention, forward and backward, are read through.
+                assert ops["Transpose"] == 0, ops
         results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
