@@ -531,13 +531,17 @@ def test_head_transposes_are_read_through_not_run(mask: bool, kv_heads: int,
     layout (attribute bshd), with the results of the graph as built, K and V broadcast over
     heads included, with the softmax kept or recomputed block by block."""
     model = _heads_attention(mask, kv_heads, False, output_transposed)
+    feeds = _heads_feeds(mask, kv_heads)
     limit = _C.attention_probs_limit()
     _C.set_attention_probs_limit(0 if recompute else limit)
     try:
-        optimized, built = _assert_same_results(model, _heads_feeds(mask, kv_heads),
-                                                ["qh", "kh", "vh"])
+        optimized, built = _assert_same_results(model, feeds, ["qh", "kh", "vh"])
+        # An inference graph (no gradients) reads the heads layout too.
+        tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+        inference = {opt: _C.run(_program(model, [], opt), tensors) for opt in (True, False)}
     finally:
         _C.set_attention_probs_limit(limit)
+    torch.testing.assert_close(inference[True], inference[False], rtol=1e-12, atol=1e-12)
     assert built["Transpose"] >= 4, built
     assert optimized["Transpose"] == 0 and optimized["FusedAttention"] == 1, optimized
     program = _program(model, ["qh", "kh", "vh"], True)
