@@ -62,7 +62,8 @@ SAMPLES: dict[str, list[Sample]] = {
             # Scalar exponents with fast paths (x**2 in RMSNorm, x**1 in its gradient).
             *[S({"a": rand(2, 3, low=0.5, high=1.5)}, constants={"e": np.asarray(e)},
                 order=["a", "e"]) for e in (1.0, 2.0, 0.5)]],
-    "Sum": [S({"a": rand(2, 3), "b": rand(2, 3), "c": rand(3)})],
+    "Sum": [S({"a": rand(2, 3), "b": rand(2, 3), "c": rand(3)}),
+            S({"a": rand(2, 3), "b": rand(2, 3), "c": rand(2, 3)})],
     "Neg": [S({"x": rand(2, 3)})],
     "Relu": [S({"x": away_from_zero(3, 4)})],
     "Sigmoid": [S({"x": rand(3, 4, low=-3, high=3)})],

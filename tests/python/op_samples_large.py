@@ -140,7 +140,9 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
     "Add": _binary(), "Sub": _binary(), "Mul": _binary(),
     "Div": _binary(b_low=0.5, b_high=1.5),
     "Pow": [L({"a": f(R, C, low=0.5, high=1.5), "b": f(C, low=1.0, high=3.0)})],
-    "Sum": [L({"a": f(R, C), "b": f(R, C), "c": f(C)})],
+    "Sum": [L({"a": f(R, C), "b": f(R, C), "c": f(C)}),
+            # Four of the output's shape: the single-pass path (a gradient over four readers).
+            L({"a": f(R, C), "b": f(R, C), "c": f(R, C), "d": f(R, C)})],
     "Neg": _unary(), "Relu": [L({"x": away(R, C)})], "Sigmoid": _unary(-4, 4),
     "Tanh": _unary(-2, 2), "Exp": _unary(), "Log": _unary(0.5, 2.0), "Sqrt": _unary(0.5, 2.0),
     "Erf": _unary(-2, 2), "Abs": [L({"x": away(R, C)})],
