@@ -1,5 +1,4 @@
 // Element-wise ops: shape rules, CPU kernels and gradient rules side by side.
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -217,35 +216,20 @@ void cpu_pow(OpContext& ctx) {
   run_binary(ctx, [](auto p, auto q) { return std::pow(p, q); });
 }
 
-namespace {
-// Sum of three or more inputs of the output's shape (a value's gradient summed over its
-// readers): one pass over memory, in blocks that stay in L1 while each input is added in
-// turn, in input order as the pairwise passes add them (the same rounding). y may be input 0.
-template <typename T>
-void sum_same_shape(OpContext& ctx, T* y) {
-  const size_t inputs = ctx.num_inputs();
-  const int64_t n = ctx.out(0).numel();
-  std::vector<const T*> x(inputs);
-  for (size_t k = 0; k < inputs; ++k) x[k] = ctx.in(k).data<T>();
-  constexpr int64_t kBlock = 2048;
-  parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t b0 = b; b0 < e; b0 += kBlock) {
-      const int64_t b1 = std::min(e, b0 + kBlock);
-      for (int64_t i = b0; i < b1; ++i) y[i] = wrap_add(x[0][i], x[1][i]);
-      for (size_t k = 2; k < inputs; ++k)
-        for (int64_t i = b0; i < b1; ++i) y[i] = wrap_add(y[i], x[k][i]);
-    }
-  });
-}
-}  // namespace
-
 void cpu_sum(OpContext& ctx) {
   Tensor& y = ctx.out(0);
+  // Three or more inputs of the output's shape (a gradient summed over its readers): one
+  // pass over memory, added in input order as the pairwise passes below (the same rounding).
   bool same_shape = ctx.num_inputs() >= 3;
   for (size_t k = 0; k < ctx.num_inputs() && same_shape; ++k)
     same_shape = ctx.in(k).shape() == y.shape();
   if (same_shape) {
-    ORTM_DISPATCH_NUMERIC(y.dtype(), ctx, sum_same_shape<scalar_t>(ctx, y.data<scalar_t>()));
+    ORTM_DISPATCH_NUMERIC(y.dtype(), ctx, {
+      std::vector<const scalar_t*> x;
+      for (size_t k = 0; k < ctx.num_inputs(); ++k) x.push_back(ctx.in(k).data<scalar_t>());
+      fold_map(y.numel(), x, y.data<scalar_t>(),
+               [](scalar_t p, scalar_t q) { return wrap_add(p, q); });
+    });
     return;
   }
   ORTM_DISPATCH_NUMERIC(y.dtype(), ctx, {

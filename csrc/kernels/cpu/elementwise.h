@@ -20,6 +20,21 @@ void unary_map(int64_t n, const T* x, U* y, F f) {
   });
 }
 
+// x[0..k), each [n], k >= 2 -> y: [n] = f(...f(f(x0, x1), x2)..., x(k-1)), folded in input
+// order in blocks that stay in L1 (one pass over memory). y may be x[0].
+template <typename T, typename F>
+void fold_map(int64_t n, const std::vector<const T*>& x, T* y, F f) {
+  constexpr int64_t kBlock = 2048;
+  parallel_for(0, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t b0 = b; b0 < e; b0 += kBlock) {
+      const int64_t b1 = e < b0 + kBlock ? e : b0 + kBlock;
+      for (int64_t i = b0; i < b1; ++i) y[i] = f(x[0][i], x[1][i]);
+      for (size_t k = 2; k < x.size(); ++k)
+        for (int64_t i = b0; i < b1; ++i) y[i] = f(y[i], x[k][i]);
+    }
+  });
+}
+
 // a: a_shape, b: b_shape -> y: out_shape (numpy broadcasting; shapes right-aligned).
 template <typename T, typename U, typename F>
 void binary_map(const std::vector<int64_t>& a_shape, const T* a,
