@@ -7,6 +7,8 @@
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
 PYTHON ?= python3.11
+# Compiler warnings are errors in every build made here (a user's `pip install` warns only).
+export ORTMODULE_WERROR := 1
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp

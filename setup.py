@@ -82,6 +82,9 @@ class CMakeBuild(build_ext):
             f"-DORTMODULE_PROTOBUF_SRC={protobuf_source()}",
             "-DCMAKE_BUILD_TYPE=Release",
         ]
+        # ORTMODULE_WERROR=1 (set by the Makefile, so in CI): compiler warnings are errors.
+        werror = os.environ.get("ORTMODULE_WERROR", "0") == "1"
+        configure.append(f"-DORTMODULE_WERROR={'ON' if werror else 'OFF'}")
         if nvcc:
             configure += ["-DORTMODULE_CUDA=ON", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
         subprocess.check_call(configure, cwd=build_dir)

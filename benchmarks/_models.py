@@ -1,4 +1,5 @@
-"""The workloads of benchmarks/run.py: models built from configs (no downloads), dropout off,
+"""The workloads of benchmarks/run.py: models built from configs (no downloads), dropout off
+(but in the full-size GPU models),
 each with one fixed batch, and their analytic FLOP counts.
 
 Every model computes its own loss, so one call is the whole forward a runner replaces:
@@ -20,6 +21,16 @@ Every model computes its own loss, so one call is the whole forward a runner rep
 
 The other Hugging Face models use eager attention, so attention is plain tensor code for every
 runner.
+
+Full-size models for a GPU (the default of `run.py --device cuda`), transformers' default
+configs with their default dropout (0.1) and attention (scaled_dot_product_attention):
+
+  bert-base   BertForSequenceClassification, 12 layers, hidden 768, 12 heads, intermediate
+              3072, vocab 30522, 2 labels, sequence 128, batch 32 (one padded sequence).
+  gpt2-small  GPT2LMHeadModel, 12 layers, n_embd 768, 12 heads, vocab 50257, sequence 512,
+              batch 8.
+  resnet50    ResNetForImageClassification, bottleneck blocks [256, 512, 1024, 2048] x
+              [3, 4, 6, 3], 1000 labels, on [64, 3, 224, 224].
 """
 
 from __future__ import annotations
@@ -169,6 +180,45 @@ def _resnet_batch() -> dict[str, torch.Tensor]:
             "labels": torch.randint(0, 10, (16,), generator=gen)}
 
 
+def _bert_base() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.BertForSequenceClassification(tf.BertConfig(num_labels=2))
+
+
+def _bert_base_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    batch, sequence = 32, 128
+    mask = torch.ones(batch, sequence, dtype=torch.long)
+    mask[0, sequence - 16:] = 0  # padding in the first sequence
+    return {"input_ids": torch.randint(0, 30522, (batch, sequence), generator=gen),
+            "attention_mask": mask,
+            "labels": torch.randint(0, 2, (batch,), generator=gen)}
+
+
+def _gpt2_small() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.GPT2LMHeadModel(tf.GPT2Config(use_cache=False))
+
+
+def _gpt2_small_batch() -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, 50257, (8, 512), generator=_generator())
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def _resnet50() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.ResNetForImageClassification(tf.ResNetConfig(num_labels=1000))
+
+
+def _resnet50_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    return {"pixel_values": torch.randn(64, 3, 224, 224, generator=gen),
+            "labels": torch.randint(0, 1000, (64,), generator=gen)}
+
+
 WORKLOADS = {w.name: w for w in (
     Workload("mlp", "MLP 784-512-512-10, batch 64", _mlp, _mlp_batch),
     Workload("cnn", "CNN 2 conv blocks 32/64 ch, 28x28, batch 32", _cnn, _cnn_batch),
@@ -184,6 +234,12 @@ WORKLOADS = {w.name: w for w in (
              functools.partial(_gpt2, "sdpa"), _lm_batch),
     Workload("resnet", "ResNet-18 layout (basic [64..512]x[2,2,2,2]), 64x64, batch 16",
              _resnet, _resnet_batch),
+    Workload("bert-base", "BERT-base 12x768, 12 heads, seq 128, batch 32, dropout 0.1, sdpa",
+             _bert_base, _bert_base_batch),
+    Workload("gpt2-small", "GPT-2-small 12x768, 12 heads, vocab 50257, seq 512, batch 8, "
+                           "dropout 0.1, sdpa", _gpt2_small, _gpt2_small_batch),
+    Workload("resnet50", "ResNet-50 (bottleneck [3,4,6,3]), 224x224, batch 64, 1000 labels",
+             _resnet50, _resnet50_batch),
 )}
 
 
@@ -195,3 +251,6 @@ def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
     with torch.no_grad(), counter:
         model(**batch)
     return 3.0 * counter.get_total_flops()
+
+# The full-size models, run.py's default on cuda (the others are its default on cpu).
+GPU_WORKLOADS = ("bert-base", "gpt2-small", "resnet50")

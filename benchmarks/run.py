@@ -37,6 +37,7 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py                       # all models, all runners
     python benchmarks/run.py --models bert gpt2 --runners eager ortmodule --steps 30
     python benchmarks/run.py --quick --models mlp  # a smoke run of a few seconds
+    python benchmarks/run.py --device cuda         # BERT-base, GPT-2-small, ResNet-50 on a GPU
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
                                                    # (after each model, then the whole)
 """
@@ -61,7 +62,7 @@ import torch
 # This checkout's ortmodule (and tests/), not whichever one the environment has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _models import WORKLOADS, loss_of, training_flops
+from _models import GPU_WORKLOADS, WORKLOADS, loss_of, training_flops
 from _report import Machine, ModelResult, render
 
 RUNNERS = ("eager", "compile", "ortmodule")
@@ -400,7 +401,9 @@ def remeasure_sgemm(args: argparse.Namespace, host: Machine) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    parser.add_argument("--models", nargs="+", choices=list(WORKLOADS), default=None,
+                        help="default: the small models on cpu, the full-size ones "
+                        f"({', '.join(GPU_WORKLOADS)}) on cuda")
     parser.add_argument("--runners", nargs="+", choices=RUNNERS, default=list(RUNNERS))
     parser.add_argument("--steps", type=int, default=None, help="timed rounds (default 20)")
     parser.add_argument("--warmup", type=int, default=None,
@@ -427,6 +430,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
+    if args.models is None:
+        args.models = list(GPU_WORKLOADS) if args.device == "cuda" else \
+            [name for name in WORKLOADS if name not in GPU_WORKLOADS]
     args.steps = args.steps if args.steps is not None else 3 if quick else 20
     args.warmup = args.warmup if args.warmup is not None else 1 if quick else 3
     args.memory_warmup = (args.memory_warmup if args.memory_warmup is not None

@@ -20,7 +20,7 @@ void set_cuda_backend(const CudaBackend* backend) { backend_slot().store(backend
 
 const CudaBackend* cuda_backend() { return backend_slot().load(); }
 
-const CudaBackend& require_cuda_backend(const std::string& what) {
+const CudaBackend* require_cuda_backend(const std::string& what) {
   const CudaBackend* backend = cuda_backend();
   if (!backend) {
     throw std::runtime_error(what +
@@ -28,7 +28,7 @@ const CudaBackend& require_cuda_backend(const std::string& what) {
                              "build it against a CUDA build of torch with nvcc on the PATH "
                              "(see README: make cuda-check), or keep the model on the CPU");
   }
-  return *backend;
+  return backend;
 }
 
 }  // namespace ortmodule

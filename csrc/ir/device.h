@@ -47,7 +47,9 @@ struct CudaBackend {
 void set_cuda_backend(const CudaBackend* backend);
 // nullptr when this build has no CUDA kernels.
 const CudaBackend* cuda_backend();
-// The backend, or an error that names `what` needed CUDA and says how to get a CUDA build.
-const CudaBackend& require_cuda_backend(const std::string& what);
+// The backend (never null), or an error that names `what` needed CUDA and says how to get a
+// CUDA build. A pointer, not a reference: callers pass temporary strings, and a reference
+// returned from a call with temporary arguments reads as dangling to GCC 13.
+const CudaBackend* require_cuda_backend(const std::string& what);
 
 }  // namespace ortmodule

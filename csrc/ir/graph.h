@@ -3,6 +3,7 @@
 // builder, consumed by the planner. No protobuf and no torch types here.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

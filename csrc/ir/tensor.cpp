@@ -188,7 +188,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape, Device device) {
   }
   size_t bytes = tensor_bytes_checked(numel, dtype);
   if (device.is_cuda()) {
-    const CudaBackend& cuda = require_cuda_backend("a tensor on " + device.str());
+    const CudaBackend& cuda = *require_cuda_backend("a tensor on " + device.str());
     return Tensor(cuda.allocate(bytes, device.index), dtype, shape);
   }
   return Tensor(allocate_storage(bytes), dtype, shape);
@@ -206,8 +206,8 @@ Tensor Tensor::zeros(DType dtype, const Shape& shape, Device device) {
 
 Tensor Tensor::to(Device device) const {
   if (!defined() || this->device() == device) return *this;
-  const CudaBackend& cuda =
-      require_cuda_backend("copying a tensor from " + this->device().str() + " to " + device.str());
+  const CudaBackend& cuda = *require_cuda_backend("copying a tensor from " + this->device().str() +
+                                                  " to " + device.str());
   Tensor copy = empty(dtype_, shape_, device);
   if (nbytes()) cuda.copy(copy.raw(), device, raw(), this->device(), nbytes());
   return copy;
@@ -239,7 +239,7 @@ void copy_tensor_data(const Tensor& dst, const Tensor& src) {
     return;
   }
   require_cuda_backend("copying from " + src.device().str() + " to " + dst.device().str())
-      .copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
+      ->copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
 }
 
 namespace {

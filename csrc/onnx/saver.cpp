@@ -1,5 +1,6 @@
 #include "onnx/saver.h"
 
+#include <cstdint>
 #include <set>
 
 #include "onnx/packed_bits.h"

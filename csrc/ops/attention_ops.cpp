@@ -9,6 +9,7 @@
 // ScaledMaskedSoftmaxGrad(dY, Y, mask?; scale) = scale * Y * (dY - sum(dY * Y, axis=-1)),
 //   and 0 where the boolean mask (when given) drops the element.
 #include <atomic>
+#include <cstdint>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/attention.h"

@@ -1,6 +1,7 @@
 // BatchNormalization (and the engine's BatchNormTorch) with its gradients.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/batchnorm.h"

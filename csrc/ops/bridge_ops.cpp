@@ -9,6 +9,7 @@
 // outputs themselves.
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 
 #include "grad/gradient_builder.h"

@@ -5,6 +5,7 @@
 #include "ops/cast_low_bit.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>

@@ -1,6 +1,7 @@
 // Cast and CastLike: shape rules, CPU kernel and gradient rule side by side (the float8,
 // 4-bit and 2-bit types are in cast_low_bit.cpp).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>

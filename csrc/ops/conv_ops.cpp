@@ -1,6 +1,7 @@
 // Conv with its gradient (com.microsoft ConvGrad), 1-D, 2-D and 3-D.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/conv.h"

@@ -1,6 +1,7 @@
 // Element-wise ops: shape rules, CPU kernels and gradient rules side by side.
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>

@@ -3,6 +3,7 @@
 // (kernels/cpu/fused_elementwise.h). `program` holds four ints per instruction: opcode and
 // operand registers a, b, c (-1 where unused); registers 0 .. inputs-1 are the inputs and
 // instruction i writes register inputs + i; the last one is the output.
+#include <cstdint>
 #include <string>
 
 #include "kernels/cpu/fused_elementwise.h"

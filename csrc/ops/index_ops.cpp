@@ -2,6 +2,7 @@
 // GatherND/ScatterND (index tuples into leading dims), with their gradients: a
 // gather's gradient scatter-adds, a scatter's gradient gathers.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 

@@ -3,6 +3,7 @@
 // gradient rules (masks and selections built from the same ops).
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "grad/gradient_builder.h"

@@ -1,4 +1,6 @@
 // Gemm, MatMul and com.microsoft FusedMatMul (used by MatMul's gradient).
+#include <cstdint>
+
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"

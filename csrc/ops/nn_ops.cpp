@@ -1,5 +1,6 @@
 // Softmax, LogSoftmax, Dropout and the classification losses, with gradients.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "grad/gradient_builder.h"

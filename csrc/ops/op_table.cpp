@@ -3,6 +3,7 @@
 #include "ops/op_table.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "ops/cuda_ops.h"
 #include "ops/op_table_row.h"

@@ -1,6 +1,7 @@
 // Helpers shared by the op files: dtype dispatch, broadcasting, axis handling.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

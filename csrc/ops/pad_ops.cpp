@@ -1,6 +1,7 @@
 // Pad(data, pads, constant_value?, axes?; mode) in constant, edge, reflect and wrap
 // modes, and PadGrad: every output element reads one input element (or the
 // constant), so the gradient adds each output gradient into the element it read.
+#include <cstdint>
 #include <cstring>
 
 #include "grad/gradient_builder.h"

@@ -1,6 +1,7 @@
 // MaxPool, AveragePool and GlobalAveragePool with their gradients (ai.ortmodule pool grads).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/pool.h"

@@ -4,6 +4,7 @@
 // gradient ReduceExtremeGrad(dY, X, Y[, axes]), which routes dY to the elements
 // equal to the extreme; ArgMax / ArgMin.
 #include <algorithm>
+#include <cstdint>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"

@@ -9,6 +9,8 @@
 //   dScale = sum over rows of dY * xhat.
 // ONNX Runtime registers the forward op in the default domain (as it once did
 // LayerNormalization); here both live in com.microsoft, beside LayerNormalizationGrad.
+#include <cstdint>
+
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/layernorm.h"
 #include "ops/op_utils.h"

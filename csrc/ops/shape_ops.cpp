@@ -1,6 +1,7 @@
 // Ops that move or reinterpret data without arithmetic: Reshape, Flatten, Squeeze,
 // Unsqueeze, Transpose, Concat, Constant, Shape, Gather, and their gradients.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "grad/gradient_builder.h"

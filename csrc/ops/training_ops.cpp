@@ -1,6 +1,7 @@
 // Ops of on-device training graphs (com.microsoft, as ONNX Runtime Training defines them)
 // and the standard ops that gradient graphs written for other runtimes use.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 

@@ -3,6 +3,7 @@
 #include "ops/window.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/math/pool.h"
 #include "ops/op_utils.h"

@@ -1,6 +1,7 @@
 #include "passes/attention_fusion.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "passes/constant_folding.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <unordered_map>

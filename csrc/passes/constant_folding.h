@@ -8,6 +8,7 @@
 // per step. Nodes left with no reader are dropped.
 #pragma once
 
+#include <cstdint>
 #include <unordered_set>
 #include <vector>
 

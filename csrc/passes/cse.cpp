@@ -1,5 +1,6 @@
 #include "passes/cse.h"
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 

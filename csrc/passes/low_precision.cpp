@@ -1,5 +1,6 @@
 #include "passes/low_precision.h"
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>

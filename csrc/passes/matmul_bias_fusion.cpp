@@ -1,6 +1,7 @@
 #include "passes/matmul_bias_fusion.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <stdexcept>
 #include <string>

@@ -1,6 +1,7 @@
 #include "passes/rmsnorm_fusion.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 

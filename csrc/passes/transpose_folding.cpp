@@ -1,5 +1,6 @@
 #include "passes/transpose_folding.h"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>

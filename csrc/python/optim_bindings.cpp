@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>

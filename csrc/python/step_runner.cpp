@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/extension.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

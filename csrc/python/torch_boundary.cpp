@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>

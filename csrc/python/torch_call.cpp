@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/extension.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>

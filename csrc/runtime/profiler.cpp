@@ -1,6 +1,7 @@
 #include "runtime/profiler.h"
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 

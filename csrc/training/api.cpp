@@ -1,5 +1,6 @@
 // The public C++ API (include/ortmodule/training_api.h) over the training engine.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>

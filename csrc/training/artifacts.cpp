@@ -1,6 +1,7 @@
 #include "training/artifacts.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <stdexcept>

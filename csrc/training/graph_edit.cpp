@@ -1,5 +1,6 @@
 #include "training/graph_edit.h"
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 

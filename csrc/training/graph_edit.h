@@ -1,6 +1,7 @@
 // Small helpers for passes that add nodes to a Graph outside the gradient builder.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <utility>

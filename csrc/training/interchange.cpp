@@ -1,5 +1,6 @@
 #include "training/interchange.h"
 
+#include <cstdint>
 #include <set>
 
 #include "ops/op_table.h"

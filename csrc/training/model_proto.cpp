@@ -1,5 +1,6 @@
 #include "training/model_proto.h"
 
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <stdexcept>

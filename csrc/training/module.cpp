@@ -1,5 +1,6 @@
 #include "training/module.h"
 
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <stdexcept>

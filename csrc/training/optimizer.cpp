@@ -1,5 +1,6 @@
 #include "training/optimizer.h"
 
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
 #include <vector>

@@ -2,6 +2,7 @@
 // shapes takes them from the executor's cache, a new shape recomputes them.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 

@@ -3,6 +3,7 @@
 // artifacts (examples/cpp/make_artifacts.py) and runs this program on them; each check
 // prints "ok NAME", a failure prints "FAIL NAME: why" and exits 1.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>

@@ -268,6 +268,10 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           expected=scaled_masked_softmax_reference(0.125)),
         L({"x": f(256, 509, low=-4, high=4)}, attrs={"scale": 3.0}, domain="ai.ortmodule",
           expected=scaled_masked_softmax_reference(3.0)),
+        # Rows longer than a warp's share on CUDA (1024): the block-per-row kernel.
+        L({"x": f(3, 5, 1500, low=-4, high=4), "mask": f(3, 1, 1500, low=-4, high=0)},
+          attrs={"scale": 0.5}, domain="ai.ortmodule",
+          expected=scaled_masked_softmax_reference(0.5)),
         # A boolean causal-and-padding mask [B, 1, S, S] with torch.finfo(float32).min as fill.
         L({"x": f(8, 4, 64, 130, low=-8, high=8), "mask": _causal_keep(8, 64, 130)},
           constants={"fill": np.asarray(np.finfo(np.float32).min, np.float32)},

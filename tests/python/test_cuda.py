@@ -199,7 +199,8 @@ def _sgd_steps(model: torch.nn.Module, x: torch.Tensor, steps: int) -> list[list
         opt.step()
         state = [y.detach(), *(p.grad for p in model.parameters()), *model.parameters(),
                  *model.buffers()]
-        record.append([t.detach().cpu() for t in state])
+        # Copies: on the CPU .cpu() returns the live tensor, which the next step updates.
+        record.append([t.detach().cpu().clone() for t in state])
     return record
 
 

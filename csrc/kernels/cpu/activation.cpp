@@ -1,5 +1,7 @@
 #include "kernels/cpu/activation.h"
 
+#include <cstdint>
+
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/elementwise.h"
 #include "kernels/parallel.h"

@@ -6,6 +6,7 @@
 #include "kernels/cpu/batchnorm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/math/batchnorm.h"

@@ -20,6 +20,7 @@
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <utility>

@@ -1,5 +1,6 @@
 // 3-D convolution: vol2col + one gemm per image and group (see conv.cpp for the 2-D path).
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/conv.h"

@@ -15,6 +15,7 @@
 #include "kernels/cpu/conv_winograd.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <utility>
 #include <vector>

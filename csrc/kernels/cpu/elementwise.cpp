@@ -1,6 +1,7 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 namespace ortmodule {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/loss.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <vector>

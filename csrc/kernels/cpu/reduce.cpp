@@ -1,5 +1,6 @@
 #include "kernels/cpu/reduce.h"
 
+#include <cstdint>
 #include <limits>
 
 #include "kernels/math/reduce.h"

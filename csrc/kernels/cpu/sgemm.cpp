@@ -1,6 +1,7 @@
 #include "kernels/cpu/sgemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/transpose.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/parallel.h"

@@ -3,16 +3,13 @@
 // and ScaledMaskedSoftmaxGrad(dY, Y, mask?; scale) = scale * Y * (dY - sum(dY * Y, axis=-1))
 // (0 where a boolean mask drops the element), as csrc/ops/attention_ops.cpp defines them.
 //
-// One block per row of the output (the row-softmax pattern of softmax.cuh): the row's
-// scale * x + mask is written to y, its max and sum found by block_reduce, then y is
-// normalised in place. Each thread revisits only the elements it wrote. The per-element
-// formulas (scaled_masked, softmax_grad) are kernels/math/softmax.h's, shared with the CPU;
-// the row sum accumulates in double as the CPU row does.
+// The row kernels (a warp or a block per row of the output) are masked_softmax_rows.cuh's.
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/masked_softmax_rows.cuh"
 #include "kernels/math/random.h"
 #include "kernels/math/softmax.h"
 #include "ops/attention_probs.h"
@@ -23,82 +20,7 @@ namespace ortmodule {
 namespace {
 
 using cuda::Dims;
-using cuda::kRowThreads;
-using cuda::kWarp;
-
-// x_rows / mask_rows: the output's leading dims (all but the last) with each operand's
-// broadcast strides, so row r of x starts at dims_offset(x_rows, r); x_step / mask_step: the
-// operand's stride along the last dim (0 where it broadcasts there).
-template <typename T>
-__global__ void __launch_bounds__(kRowThreads)
-    scaled_masked_softmax_rows(int64_t rows, int64_t dim, Dims x_rows, int64_t x_step,
-                               Dims mask_rows, int64_t mask_step, T scale, const T* x,
-                               const T* mask, const uint8_t* keep, T fill, T* y) {
-  __shared__ T shared_max[kWarp];
-  __shared__ double shared_sum[kWarp];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = x + cuda::dims_offset(x_rows, row);
-    const T* mr = mask ? mask + cuda::dims_offset(mask_rows, row) : nullptr;
-    const uint8_t* kr = keep ? keep + cuda::dims_offset(mask_rows, row) : nullptr;
-    T* yr = y + row * dim;
-    T m = -INFINITY;
-    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
-      const T v = kr   ? scaled_or_fill(xr[k * x_step], scale, kr[k * mask_step] != 0, fill)
-                  : mr ? scaled_masked(xr[k * x_step], scale, mr[k * mask_step])
-                       : xr[k * x_step] * scale;
-      yr[k] = v;
-      m = cuda::MaxOp()(m, v);
-    }
-    m = cuda::block_reduce(m, cuda::MaxOp(), T(-INFINITY), shared_max);
-    double s = 0;
-    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) s += std::exp(yr[k] - m);
-    s = cuda::block_reduce(s, cuda::SumOp(), 0.0, shared_sum);
-    const T inv_sum = static_cast<T>(1.0 / s);
-    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) yr[k] = std::exp(yr[k] - m) * inv_sum;
-  }
-}
-
-// dx = scale * softmax_grad(dy, y, sum(dy * y)) per row, 0 where keep (when given, rows
-// and step as the forward's mask) drops the element; dx may alias dy.
-template <typename T>
-__global__ void __launch_bounds__(kRowThreads)
-    scaled_masked_softmax_grad_rows(int64_t rows, int64_t dim, T scale, const T* dy, const T* y,
-                                    Dims keep_rows, int64_t keep_step, const uint8_t* keep, T* dx) {
-  __shared__ T shared[kWarp];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const int64_t off = row * dim;
-    T s = 0;
-    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) s += dy[off + k] * y[off + k];
-    s = cuda::block_reduce(s, cuda::SumOp(), T(0), shared);
-    const uint8_t* kr = keep ? keep + cuda::dims_offset(keep_rows, row) : nullptr;
-    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) {
-      const T g = softmax_grad(dy[off + k], y[off + k], s);
-      dx[off + k] = kr && !kr[k * keep_step] ? T(0) : scale == T(1) ? g : g * scale;
-    }
-  }
-}
-
-// The output's leading dims with the strides of `operand` broadcast to `out`, and the
-// operand's stride along the last dim.
-Dims row_dims(const Shape& operand, const Shape& out, int64_t* step) {
-  const size_t rank = out.size();
-  Dims d;
-  d.rank = static_cast<int>(rank) - 1;
-  int64_t k = 1;
-  for (size_t i = rank; i-- > 0;) {
-    const int64_t j = static_cast<int64_t>(i) - static_cast<int64_t>(rank - operand.size());
-    const int64_t n = j >= 0 ? operand[j] : 1;
-    const int64_t stride = n == 1 ? 0 : k;
-    if (i + 1 == rank) {
-      *step = stride;
-    } else {
-      d.size[i] = out[i];
-      d.stride[i] = stride;
-    }
-    k *= n;
-  }
-  return d;
-}
+using cuda::row_dims;
 
 template <typename T>
 void launch_scaled_masked_softmax(OpContext& ctx) {
@@ -118,11 +40,10 @@ void launch_scaled_masked_softmax(OpContext& ctx) {
   const bool boolean = mask && mask->dtype() == DType::Bool;
   // The fill (input 2) is read on the host (the row's cuda_host_inputs).
   const T fill = boolean ? static_cast<T>(ctx.in(2).float_at(0)) : T(0);
-  scaled_masked_softmax_rows<T>
-      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(y.device())>>>(
-          rows, dim, x_rows, x_step, mask_rows, mask_step, scale, x.data<T>(),
-          mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr,
-          fill, y.data<T>());
+  cuda::launch_scaled_masked_softmax_rows<T>(
+      cuda::stream(y.device()), rows, dim, x_rows, x_step, mask_rows, mask_step, scale, x.data<T>(),
+      mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr, fill,
+      y.data<T>());
   cuda::check_launch("ScaledMaskedSoftmax");
 }
 
@@ -138,10 +59,9 @@ void launch_scaled_masked_softmax_grad(OpContext& ctx) {
   const Tensor* keep = ctx.has_input(2) ? &ctx.in(2) : nullptr;
   int64_t keep_step = 0;
   const Dims keep_rows = keep ? row_dims(keep->shape(), y.shape(), &keep_step) : Dims();
-  scaled_masked_softmax_grad_rows<T>
-      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(dx.device())>>>(
-          rows, dim, scale, dy.data<T>(), y.data<T>(), keep_rows, keep_step,
-          keep ? keep->data<uint8_t>() : nullptr, dx.data<T>());
+  cuda::launch_scaled_masked_softmax_grad_rows<T>(
+      cuda::stream(dx.device()), rows, dim, scale, dy.data<T>(), y.data<T>(), keep_rows, keep_step,
+      keep ? keep->data<uint8_t>() : nullptr, dx.data<T>());
   cuda::check_launch("ScaledMaskedSoftmaxGrad");
 }
 
@@ -192,15 +112,27 @@ Tensor logical_input(const OpContext& ctx, size_t i, bool bshd, const char* name
   return out;
 }
 
-// Q, K, V with equal leading dims (the CPU kernels also broadcast them).
+// Q's leading dims lead; K's and V's equal them or broadcast to them (a head dim of 1, say):
+// such an operand is read through a copy expanded to Q's (expanded), and its gradient is
+// summed back (reduce_to).
 AttentionShape attention_shape(const OpContext& ctx, const Tensor& qt, const Tensor& kt,
                                const Tensor& vt) {
   const Shape &q = qt.shape(), &k = kt.shape(), &v = vt.shape();
   const Shape lead(q.begin(), q.end() - 2);
-  if (Shape(k.begin(), k.end() - 2) != lead || Shape(v.begin(), v.end() - 2) != lead)
-    ctx.fail("the CUDA FusedAttention kernel needs Q, K and V with the same leading dims; got " +
-             shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v) +
-             " (expand K and V to Q's heads before the product)");
+  auto broadcasts = [&](const Shape& x) {
+    if (x.size() > q.size()) return false;
+    const size_t skip = q.size() - x.size();
+    for (size_t i = 0; i + 2 < x.size(); ++i)
+      if (x[i] != 1 && x[i] != lead[skip + i]) return false;
+    return true;
+  };
+  if (!broadcasts(k) || !broadcasts(v))
+    ctx.fail(
+        "the CUDA FusedAttention kernel needs K's and V's leading dims to equal Q's or "
+        "broadcast to them; got " +
+        shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+  if (lead.size() + 1 > static_cast<size_t>(cuda::kMaxRank))
+    ctx.fail(cuda::rank_limit_message(lead.size() + 1, "FusedAttention"));
   AttentionShape a;
   a.S = q[q.size() - 2];
   a.D = q.back();
@@ -211,6 +143,42 @@ AttentionShape attention_shape(const OpContext& ctx, const Tensor& qt, const Ten
   a.scores.push_back(a.S);
   a.scores.push_back(a.T);
   return a;
+}
+
+// The leading dims of `a` with an operand's [rows, cols] matrices after them.
+Shape with_matrix(const AttentionShape& a, int64_t rows, int64_t cols) {
+  Shape s(a.scores.begin(), a.scores.end() - 2);
+  s.push_back(rows);
+  s.push_back(cols);
+  return s;
+}
+
+// out[r, e] = in[the row r of the output's leading dims reads, e]: rows of X elements.
+template <typename T>
+__global__ void expand_rows(int64_t n, int64_t X, Dims rows, const T* in, T* out) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += step)
+    out[o] = in[cuda::dims_offset(rows, o / X) + o % X];
+}
+
+// x ([lead_x..., R, C]) itself when its leading dims are Q's, else a copy expanded to them.
+template <typename T>
+Tensor expanded(const Tensor& x, const AttentionShape& a) {
+  const Shape& xs = x.shape();
+  const int64_t R = xs[xs.size() - 2], C = xs.back();
+  if (x.numel() == a.batch * R * C) return x;
+  Shape from(xs.begin(), xs.end() - 2), to(a.scores.begin(), a.scores.end() - 2);
+  from.push_back(R * C);
+  to.push_back(R * C);
+  int64_t step = 0;
+  const Dims rows = row_dims(from, to, &step);
+  Tensor out = Tensor::empty(x.dtype(), with_matrix(a, R, C), x.device());
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  expand_rows<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(x.device())>>>(
+      n, R * C, rows, x.data<T>(), out.data<T>());
+  cuda::check_launch("FusedAttention (K or V broadcast to Q's heads)");
+  return out;
 }
 
 // Output i computed as [batch, heads, seq, dim]: the output itself, or with bshd a scratch
@@ -228,6 +196,28 @@ void finish_output(OpContext& ctx, size_t i, bool bshd, const Tensor& logical) {
   Tensor& out = ctx.out(i);  // [batch, seq, heads, dim]
   const Shape& s = out.shape();
   swap_middle<T>(logical, {s[0], s[2], s[1], s[3]}, out);
+}
+
+// Where the gradient of K or V (input x, [lead_x..., R, C], output i) is computed: over Q's
+// leading dims when x broadcasts to them, else the output (or its bshd scratch) itself.
+Tensor operand_grad(OpContext& ctx, size_t i, bool bshd, const Tensor& x, const AttentionShape& a) {
+  const Shape& xs = x.shape();
+  const int64_t R = xs[xs.size() - 2], C = xs.back();
+  if (x.numel() != a.batch * R * C)
+    return Tensor::empty(x.dtype(), with_matrix(a, R, C), x.device());
+  return logical_output(ctx, i, bshd, R, C, a);
+}
+
+// Output i from operand_grad's tensor: summed down to x's leading dims where x broadcasts.
+template <typename T>
+void finish_operand_grad(OpContext& ctx, size_t i, bool bshd, const Tensor& x, const Tensor& grad) {
+  if (grad.numel() == x.numel()) {
+    finish_output<T>(ctx, i, bshd, grad);
+    return;
+  }
+  Tensor logical = bshd ? Tensor::empty(x.dtype(), x.shape(), x.device()) : ctx.out(i);
+  cuda_sum_to_shape_into(ctx, grad, logical);
+  finish_output<T>(ctx, i, bshd, logical);
 }
 
 // out = Dropout(in) over the [batch * S * T] softmax (or its gradient), the elements
@@ -264,12 +254,11 @@ void attention_probs(OpContext& ctx, const AttentionShape& a, const Tensor& q, c
   const Dims x_rows = row_dims(a.scores, a.scores, &x_step);
   const Dims mask_rows = mask ? row_dims(mask->shape(), a.scores, &mask_step) : Dims();
   const int64_t rows = a.batch * a.S;
-  scaled_masked_softmax_rows<T>
-      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(probs.device())>>>(
-          rows, a.T, x_rows, x_step, mask_rows, mask_step,
-          static_cast<T>(ctx.node.attr_float("scale", 1.0)), probs.data<T>(),
-          mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr,
-          boolean ? static_cast<T>(ctx.in(m + 1).float_at(0)) : T(0), probs.data<T>());
+  cuda::launch_scaled_masked_softmax_rows<T>(
+      cuda::stream(probs.device()), rows, a.T, x_rows, x_step, mask_rows, mask_step,
+      static_cast<T>(ctx.node.attr_float("scale", 1.0)), probs.data<T>(),
+      mask && !boolean ? mask->data<T>() : nullptr, boolean ? mask->data<uint8_t>() : nullptr,
+      boolean ? static_cast<T>(ctx.in(m + 1).float_at(0)) : T(0), probs.data<T>());
   cuda::check_launch("FusedAttention (softmax)");
 }
 
@@ -281,16 +270,17 @@ void launch_fused_attention(OpContext& ctx) {
   const Tensor v = logical_input<T>(ctx, 2, bits & 4, "V");
   const AttentionShape a = attention_shape(ctx, q, k, v);
   if (a.batch * a.S * a.Dv == 0) return;
+  const Tensor ke = expanded<T>(k, a), ve = expanded<T>(v, a);
   Tensor y = logical_output(ctx, 0, bits & 8, a.S, a.Dv, a);
   const bool kept = ctx.has_output(1) && ctx.out(1).numel() > 0;
   Tensor probs = kept ? ctx.out(1) : Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
-  attention_probs<T>(ctx, a, q, k, 3, probs);
+  attention_probs<T>(ctx, a, q, ke, 3, probs);
   Tensor weights = probs;  // the softmax, or its dropout
   if (ctx.node.attr_float("dropout", 0.0) > 0) {
     weights = Tensor::empty(y.dtype(), {a.batch * a.S * a.T}, y.device());
     attention_dropout<T>(ctx, probs, weights);
   }
-  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, weights, a.S * a.T, v,
+  cuda_strided_gemm(ctx, y, false, false, a.batch, a.S, a.Dv, a.T, 1.0, weights, a.S * a.T, ve,
                     a.T * a.Dv);
   finish_output<T>(ctx, 0, bits & 8, y);
 }
@@ -303,46 +293,46 @@ void launch_fused_attention_grad(OpContext& ctx) {
   const Tensor k = logical_input<T>(ctx, 2, bits & 2, "K");
   const Tensor v = logical_input<T>(ctx, 3, bits & 4, "V");
   const AttentionShape a = attention_shape(ctx, q, k, v);
+  const Tensor ke = expanded<T>(k, a), ve = expanded<T>(v, a);
   Tensor probs = ctx.in(4);
   if (probs.numel() == 0) {
     probs = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
-    attention_probs<T>(ctx, a, q, k, 5, probs);
+    attention_probs<T>(ctx, a, q, ke, 5, probs);
   }
   const bool dropout = ctx.node.attr_float("dropout", 0.0) > 0;
   Tensor ds = Tensor::empty(q.dtype(), {a.batch * a.S * a.T}, q.device());
   if (ctx.has_output(2)) {
     // dV from the softmax's dropout, drawn again into ds, or from the softmax.
     if (dropout) attention_dropout<T>(ctx, probs, ds);
-    Tensor dv = logical_output(ctx, 2, bits & 4, a.T, a.Dv, a);
+    Tensor dv = operand_grad(ctx, 2, bits & 4, v, a);
     cuda_strided_gemm(ctx, dv, true, false, a.batch, a.T, a.Dv, a.S, 1.0, dropout ? ds : probs,
                       a.S * a.T, dy, a.S * a.Dv);
-    finish_output<T>(ctx, 2, bits & 4, dv);
+    finish_operand_grad<T>(ctx, 2, bits & 4, v, dv);
   }
   if (!ctx.has_output(0) && !ctx.has_output(1)) return;
-  cuda_strided_gemm(ctx, ds, false, true, a.batch, a.S, a.T, a.Dv, 1.0, dy, a.S * a.Dv, v,
+  cuda_strided_gemm(ctx, ds, false, true, a.batch, a.S, a.T, a.Dv, 1.0, dy, a.S * a.Dv, ve,
                     a.T * a.Dv);
   if (dropout) attention_dropout<T>(ctx, ds, ds);
   const Tensor* keep = ctx.has_input(5) && ctx.in(5).dtype() == DType::Bool ? &ctx.in(5) : nullptr;
   int64_t keep_step = 0;
   const Dims keep_rows = keep ? row_dims(keep->shape(), a.scores, &keep_step) : Dims();
   const int64_t rows = a.batch * a.S;
-  scaled_masked_softmax_grad_rows<T>
-      <<<cuda::row_blocks(rows), kRowThreads, 0, cuda::stream(q.device())>>>(
-          rows, a.T, static_cast<T>(ctx.node.attr_float("scale", 1.0)), ds.data<T>(),
-          probs.data<T>(), keep_rows, keep_step, keep ? keep->data<uint8_t>() : nullptr,
-          ds.data<T>());
+  cuda::launch_scaled_masked_softmax_grad_rows<T>(
+      cuda::stream(q.device()), rows, a.T, static_cast<T>(ctx.node.attr_float("scale", 1.0)),
+      ds.data<T>(), probs.data<T>(), keep_rows, keep_step, keep ? keep->data<uint8_t>() : nullptr,
+      ds.data<T>());
   cuda::check_launch("FusedAttentionGrad (softmax)");
   if (ctx.has_output(0)) {
     Tensor dq = logical_output(ctx, 0, bits & 1, a.S, a.D, a);
-    cuda_strided_gemm(ctx, dq, false, false, a.batch, a.S, a.D, a.T, 1.0, ds, a.S * a.T, k,
+    cuda_strided_gemm(ctx, dq, false, false, a.batch, a.S, a.D, a.T, 1.0, ds, a.S * a.T, ke,
                       a.T * a.D);
     finish_output<T>(ctx, 0, bits & 1, dq);
   }
   if (ctx.has_output(1)) {
-    Tensor dk = logical_output(ctx, 1, bits & 2, a.T, a.D, a);
+    Tensor dk = operand_grad(ctx, 1, bits & 2, k, a);
     cuda_strided_gemm(ctx, dk, true, false, a.batch, a.T, a.D, a.S, 1.0, ds, a.S * a.T, q,
                       a.S * a.D);
-    finish_output<T>(ctx, 1, bits & 2, dk);
+    finish_operand_grad<T>(ctx, 1, bits & 2, k, dk);
   }
 }
 

@@ -2,6 +2,8 @@
 // .cu files). The op table's kernels themselves are declared in ops/cuda_ops.h.
 #pragma once
 
+#include <cstdint>
+
 #include "ops/op_table.h"
 
 namespace ortmodule {

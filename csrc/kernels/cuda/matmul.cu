@@ -41,6 +41,47 @@ void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t ba
       "MatMul (cublas<t>gemmStridedBatched)");
 }
 
+// Batch dims that broadcast otherwise ([2, 1] against [3], [2, 1] against [1, 2]): one strided
+// batch along the output's last batch dim (an operand's stride 0 where it broadcasts there)
+// per index of the dims before it.
+template <typename T>
+void broadcast_product(OpContext& ctx, Tensor& out, bool ta, bool tb, Shape a_batch, Shape b_batch,
+                       int64_t M, int64_t N, int64_t K) {
+  const size_t rank = std::max(a_batch.size(), b_batch.size());
+  a_batch.insert(a_batch.begin(), rank - a_batch.size(), 1);
+  b_batch.insert(b_batch.begin(), rank - b_batch.size(), 1);
+  Shape out_batch(rank), a_stride(rank), b_stride(rank);
+  int64_t a_step = M * K, b_step = K * N;
+  for (size_t d = rank; d-- > 0;) {
+    if (a_batch[d] != b_batch[d] && a_batch[d] != 1 && b_batch[d] != 1) {
+      ctx.fail("batch dims " + shape_str(a_batch) + " and " + shape_str(b_batch) +
+               " do not broadcast");
+    }
+    out_batch[d] = std::max(a_batch[d], b_batch[d]);
+    a_stride[d] = a_batch[d] == 1 ? 0 : a_step;
+    b_stride[d] = b_batch[d] == 1 ? 0 : b_step;
+    a_step *= a_batch[d];
+    b_step *= b_batch[d];
+  }
+  const int64_t inner = out_batch[rank - 1];
+  const int64_t outer = dims_product(out_batch, 0, rank - 1);
+  const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
+  const T* A = ctx.in(0).data<T>();
+  const T* B = ctx.in(1).data<T>();
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t a_off = 0, b_off = 0;
+    for (int64_t d = static_cast<int64_t>(rank) - 2, rest = o; d >= 0; --d) {
+      const int64_t at = rest % out_batch[d];
+      rest /= out_batch[d];
+      a_off += at * a_stride[d];
+      b_off += at * b_stride[d];
+    }
+    strided_product<T>(ctx, out.device(), ta, tb, inner, M, N, K, alpha, A + a_off,
+                       a_stride[rank - 1], B + b_off, b_stride[rank - 1], T(0),
+                       out.data<T>() + o * inner * M * N);
+  }
+}
+
 template <typename T>
 void run_fused_matmul(OpContext& ctx, Tensor& out) {
   Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
@@ -66,9 +107,8 @@ void run_fused_matmul(OpContext& ctx, Tensor& out) {
     batch = nb;
     sa = 0;
   } else {
-    ctx.fail("broadcasting batch dims " + shape_str(a_batch) + " against " + shape_str(b_batch) +
-             " is not supported by the CUDA MatMul kernel (only equal batch dims, or one operand "
-             "without batch dims)");
+    broadcast_product<T>(ctx, out, ta, tb, a_batch, b_batch, M, N, K);
+    return;
   }
   const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
   strided_product<T>(ctx, out.device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(), sa,
