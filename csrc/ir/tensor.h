@@ -34,6 +34,9 @@ struct Storage {
   // False for memory the engine does not own (parameters, user inputs, constants):
   // never overwritten by in-place kernels.
   bool writable = true;
+  // True for contents that never change while the storage lives (graph constants, values
+  // of the shape cache): a device may keep a copy of them (ops/dispatch.h, DeviceCopies).
+  bool immutable = false;
   // Opaque state carried by a value instead of data (a bridge node's record of its
   // forward run for backward); dropped with the storage.
   std::shared_ptr<void> handle;

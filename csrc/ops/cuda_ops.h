@@ -115,6 +115,7 @@ ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy_grad);
 // attention.cu
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);
+// fused_attention.cu
 ORTM_CUDA_KERNEL(cuda_fused_attention);
 ORTM_CUDA_KERNEL(cuda_fused_attention_grad);
 // dropout.cu

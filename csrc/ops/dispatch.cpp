@@ -48,7 +48,21 @@ Device step_device(const OpContext& ctx) {
   return device;
 }
 
-void place_inputs(OpContext& ctx, Device device, std::vector<Tensor>& moved) {
+Tensor DeviceCopies::get(const Tensor& host, Device device) {
+  if (!host.storage()->immutable) return host.to(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& e : entries_) {
+    if (e.data == host.raw() && e.device == device && e.dtype == host.dtype() &&
+        e.shape == host.shape())
+      return e.copy;
+  }
+  if (entries_.size() >= kMaxEntries) entries_.clear();
+  entries_.push_back(
+      {host.storage(), host.raw(), host.dtype(), host.shape(), device, host.to(device)});
+  return entries_.back().copy;
+}
+
+void place_inputs(OpContext& ctx, Device device, std::vector<Tensor>& moved, DeviceCopies* copies) {
   moved.clear();
   if (device.is_cpu()) {
     // A host step reads every input on the host, except an op that reads only shapes.
@@ -71,7 +85,10 @@ void place_inputs(OpContext& ctx, Device device, std::vector<Tensor>& moved) {
     // Graph constants and values computed on the host (shape arithmetic) move to the
     // device; shape-like inputs computed on the device move to the host.
     moved.resize(ctx.num_inputs());
-    moved[i] = ctx.in(i).to(want);
+    const Tensor& from = ctx.in(i);
+    moved[i] = copies && from.device().is_cpu() && from.defined() && from.storage()
+                   ? copies->get(from, want)
+                   : from.to(want);
     ctx.inputs[i] = &moved[i];
   }
 }

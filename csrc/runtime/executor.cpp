@@ -66,6 +66,7 @@ struct StepShapes {
   const std::vector<OutputInfo>* known = nullptr;
   std::vector<OutputInfo>* record = nullptr;
   std::atomic<int64_t>* rules_run = nullptr;
+  DeviceCopies* device_copies = nullptr;  // the executor's kept device copies of constants
 };
 
 // The argument vectors of OpContext, kept per thread so that a step allocates none.
@@ -104,7 +105,7 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
   const Device device = step_device(ctx);
   const KernelFn kernel = select_kernel(ctx, device);
   std::vector<Tensor> moved;
-  place_inputs(ctx, device, moved);
+  place_inputs(ctx, device, moved, shapes.device_copies);
   std::vector<OutputInfo> computed;
   if (!shapes.known) {
     computed = run_shape_rule(step, ctx);
@@ -197,6 +198,12 @@ void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
 }
 
 Executor::Executor(Plan plan) : plan_(std::move(plan)) {
+  // Constants never change: a device reads its kept copy of them (DeviceCopies).
+  for (auto& c : plan_.constants)
+    if (c.second.defined() && c.second.storage()) {
+      c.second.storage()->writable = false;
+      c.second.storage()->immutable = true;
+    }
   num_shape_cached_ = plan_.num_shape_cached();
   for (const auto* part : {&plan_.forward, &plan_.backward})
     for (const PlanStep& step : *part) uses_signatures_ = uses_signatures_ || step.shape_memo;
@@ -268,7 +275,7 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
   int64_t skipped = 0;
   for (size_t s = 0; s < plan_.forward.size(); ++s) {
     const PlanStep& step = plan_.forward[s];
-    StepShapes shapes{nullptr, nullptr, &shape_rules_run_};
+    StepShapes shapes{nullptr, nullptr, &shape_rules_run_, &device_copies_};
     if (step.shape_memo) {
       if (hit)
         shapes.known = &hit->forward_shapes[s];
@@ -305,7 +312,10 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
       if (cached.stored) {
         bytes += step_bytes;
         for (const Tensor& t : cached.outputs)
-          if (t.defined()) t.storage()->writable = false;
+          if (t.defined()) {
+            t.storage()->writable = false;
+            t.storage()->immutable = true;
+          }
       } else {
         cached.outputs.clear();
       }
@@ -405,7 +415,7 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
   const size_t begin = stage == 0 ? 0 : plan_.backward_stages[stage - 1].end;
   for (size_t i = begin; i < s.end; ++i) {
     const PlanStep& step = plan_.backward[i];
-    StepShapes shapes{nullptr, nullptr, &shape_rules_run_};
+    StepShapes shapes{nullptr, nullptr, &shape_rules_run_, &device_copies_};
     if (step.shape_memo && state.backward_shapes) shapes.known = &state.backward_shapes->steps[i];
     if (step.shape_memo && state.recording) shapes.record = &state.recording->steps[i];
     execute_step(step, state.slots, state.seed, shapes);

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ops/dispatch.h"
 #include "plan/plan.h"
 
 namespace ortmodule {
@@ -101,6 +102,7 @@ class Executor {
   std::vector<std::shared_ptr<const SignatureEntry>> entries_;  // most recent first
   ShapeCacheStats stats_;
   std::atomic<int64_t> shape_rules_run_{0};
+  DeviceCopies device_copies_;
 };
 
 // Runs one step: shape rule, output allocation (views and in-place reuse), kernel.

@@ -24,5 +24,19 @@ inline cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cubla
                                    sc, batch);
 }
 
+// Batched through arrays of matrix pointers (in device memory).
+inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa,
+                                   int n, int m, int k, const float* alpha, const float* const* b,
+                                   int ldb, const float* const* a, int lda, const float* beta,
+                                   float* const* c, int ldc, int batch) {
+  return cublasSgemmBatched(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc, batch);
+}
+inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa,
+                                   int n, int m, int k, const double* alpha, const double* const* b,
+                                   int ldb, const double* const* a, int lda, const double* beta,
+                                   double* const* c, int ldc, int batch) {
+  return cublasDgemmBatched(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc, batch);
+}
+
 }  // namespace cuda
 }  // namespace ortmodule

@@ -22,4 +22,21 @@ void cuda_strided_gemm(OpContext& ctx, Tensor& y, bool ta, bool tb, int64_t batc
                        int64_t N, int64_t K, double alpha, const Tensor& a, int64_t sa,
                        const Tensor& b, int64_t sb);
 
+// A [batch, rows, cols] operand of cuda_matrix_batched_gemm, read where it lies: matrix i
+// starts at data + (i / heads) * batch_stride + (i % heads) * head_stride (elements) and its
+// rows are ld elements apart. A contiguous [batch, rows, cols] tensor is
+// {t, 1, rows * cols, 0, cols}; a [B, S, H, D] tensor read as [B * H, S, D] is
+// {t, H, S * H * D, D, H * D}.
+struct GemmOperand {
+  const Tensor* t = nullptr;
+  int64_t heads = 1, batch_stride = 0, head_stride = 0, ld = 0;
+};
+
+// matmul.cu: Y_i = alpha * op(A_i) op(B_i) for i < batch (op(A_i) [M, N], op(B_i) [K, N]),
+// one cuBLAS call through arrays of matrix pointers filled on the device; a, b and y share
+// y's dtype (float32 or float64).
+void cuda_matrix_batched_gemm(OpContext& ctx, const GemmOperand& y, bool ta, bool tb, int64_t batch,
+                              int64_t M, int64_t N, int64_t K, double alpha, const GemmOperand& a,
+                              const GemmOperand& b);
+
 }  // namespace ortmodule

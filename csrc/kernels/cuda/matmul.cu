@@ -115,6 +115,56 @@ void run_fused_matmul(OpContext& ctx, Tensor& out) {
                      ctx.in(1).data<T>(), sb, T(0), out.data<T>());
 }
 
+// Matrix pointers of the three operands of a pointer-array batched GEMM.
+struct PointerDesc {
+  const char* base;
+  int64_t heads, batch_stride, head_stride;  // in bytes
+};
+
+__global__ void fill_matrix_pointers(int64_t batch, PointerDesc a, PointerDesc b, PointerDesc y,
+                                     const void** pa, const void** pb, void** py) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < batch;
+       i += step) {
+    auto at = [i](const PointerDesc& d) {
+      return d.base + (i / d.heads) * d.batch_stride + (i % d.heads) * d.head_stride;
+    };
+    pa[i] = at(a);
+    pb[i] = at(b);
+    py[i] = const_cast<char*>(at(y));
+  }
+}
+
+template <typename T>
+void matrix_batched_product(OpContext& ctx, const GemmOperand& y, bool ta, bool tb, int64_t batch,
+                            int64_t M, int64_t N, int64_t K, T alpha, const GemmOperand& a,
+                            const GemmOperand& b) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  const int m = as_int(ctx, M, "M"), n = as_int(ctx, N, "N"), k = as_int(ctx, K, "K");
+  const Device device = y.t->device();
+  Tensor pointers = Tensor::empty(DType::Int64, {3 * batch}, device);
+  void** p = static_cast<void**>(pointers.raw());
+  auto desc = [](const GemmOperand& o) {
+    const int64_t size = static_cast<int64_t>(sizeof(T));
+    return PointerDesc{static_cast<const char*>(o.t->raw()), o.heads, o.batch_stride * size,
+                       o.head_stride * size};
+  };
+  cudaStream_t stream = cuda::stream(device);
+  fill_matrix_pointers<<<cuda::blocks_for(batch), cuda::kThreads, 0, stream>>>(
+      batch, desc(a), desc(b), desc(y), const_cast<const void**>(p),
+      const_cast<const void**>(p + batch), p + 2 * batch);
+  cuda::check_launch("MatMul (matrix pointers)");
+  const T beta = 0;
+  cuda::check_blas(
+      cuda::gemm_batched(
+          cuda::blas_handle(device), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+          n, m, k, &alpha, reinterpret_cast<const T* const*>(p + batch),
+          std::max(1, as_int(ctx, b.ld, "ld")), reinterpret_cast<const T* const*>(p),
+          std::max(1, as_int(ctx, a.ld, "ld")), &beta, reinterpret_cast<T* const*>(p + 2 * batch),
+          std::max(1, as_int(ctx, y.ld, "ld")), as_int(ctx, batch, "batch")),
+      "MatMul (cublas<t>gemmBatched)");
+}
+
 // y[i, j] = beta * c[i or 0, j or 0]: Gemm's C broadcast to [M, N] ([], [N], [1, N], [M, 1]
 // or [M, N]).
 template <typename T>
@@ -165,6 +215,14 @@ void cuda_strided_gemm(OpContext& ctx, Tensor& y, bool ta, bool tb, int64_t batc
       strided_product<scalar_t>(ctx, y.device(), ta, tb, batch, M, N, K,
                                 static_cast<scalar_t>(alpha), a.data<scalar_t>(), sa,
                                 b.data<scalar_t>(), sb, scalar_t(0), y.data<scalar_t>()));
+}
+
+void cuda_matrix_batched_gemm(OpContext& ctx, const GemmOperand& y, bool ta, bool tb, int64_t batch,
+                              int64_t M, int64_t N, int64_t K, double alpha, const GemmOperand& a,
+                              const GemmOperand& b) {
+  ORTM_DISPATCH_FLOAT(y.t->dtype(), ctx,
+                      matrix_batched_product<scalar_t>(ctx, y, ta, tb, batch, M, N, K,
+                                                       static_cast<scalar_t>(alpha), a, b));
 }
 
 void cuda_fused_matmul(OpContext& ctx) { cuda_fused_matmul_into(ctx, ctx.out(0)); }

@@ -22,10 +22,15 @@ namespace {
 
 using cuda::Dims;
 
+// Offset of reduced element j: one multiply for a single reduced dim (a bias's rows).
+__device__ inline int64_t reduced_offset(const Dims& reduced, int64_t j) {
+  return reduced.rank == 1 ? j * reduced.stride[0] : cuda::dims_offset(reduced, j);
+}
+
 constexpr int kTileX = 32;  // outputs per block (column mode); lanes of a warp (row mode)
 constexpr int kTileY = 8;   // reduced elements in flight per output (column mode); warps
 constexpr int64_t kTargetBlocks = 512;  // enough blocks to fill a large GPU several times
-constexpr int64_t kMinPerSplit = 512;   // reduced elements a split is worth at least
+constexpr int64_t kMinPerSplit = 64;    // reduced elements a split is worth at least
 
 // Column mode: output o = blockIdx.x * kTileX + threadIdx.x, reduced elements
 // [j0, j1) of split blockIdx.y.
@@ -41,7 +46,7 @@ __global__ void __launch_bounds__(kTileX* kTileY)
   if (o < out_n) {
     const int64_t base = cuda::dims_offset(kept, o);
     for (int64_t j = j0 + threadIdx.y; j < j1; j += kTileY)
-      acc += x[base + cuda::dims_offset(reduced, j)];
+      acc += x[base + reduced_offset(reduced, j)];
   }
   tile[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -64,7 +69,7 @@ __global__ void __launch_bounds__(kTileX* kTileY)
   const int64_t base = cuda::dims_offset(kept, o);
   T acc = 0;
   for (int64_t j = j0 + threadIdx.x; j < j1; j += kTileX)
-    acc += x[base + cuda::dims_offset(reduced, j)];
+    acc += x[base + reduced_offset(reduced, j)];
   for (int offset = kTileX / 2; offset > 0; offset /= 2)
     acc += __shfl_down_sync(0xffffffffu, acc, offset);
   if (threadIdx.x == 0) out[static_cast<int64_t>(blockIdx.y) * out_n + o] = acc;
