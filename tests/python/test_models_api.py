@@ -492,3 +492,26 @@ def test_graph_without_random_ops_leaves_torch_rng_untouched() -> None:
         state = torch.random.get_rng_state()
         model(x).sum().backward()
         assert torch.equal(torch.random.get_rng_state(), state)
+
+
+class _Scale(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4, 8))
+
+    def forward(self, x: torch.Tensor, *, bias: torch.Tensor) -> torch.Tensor:
+        return x * self.w + bias
+
+
+def test_input_on_another_device_than_the_parameters_is_named_before_capture() -> None:
+    # "meta" stands in for a GPU: the check runs before capture, whatever the device.
+    model = ORTModule(_Scale())
+    with pytest.raises(ValueError, match=r"input argument 0 is on meta but input 'w' \(a "
+                       r"parameter\) is on cpu.*\.to\('cpu'\)"):
+        model(torch.ones(4, 8, device="meta"), bias=torch.zeros(4, 8))
+    with pytest.raises(ValueError, match=r"input argument 'bias' is on meta"):
+        model(torch.ones(4, 8), bias=torch.zeros(4, 8, device="meta"))
+    # Inputs on the parameters' device still train.
+    y = model(torch.ones(4, 8), bias=torch.zeros(4, 8))
+    y.sum().backward()
+    torch.testing.assert_close(model.w.grad, torch.ones(4, 8), rtol=0, atol=0)
