@@ -253,6 +253,24 @@ def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
     return explained
 
 
+def check_one_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Raises ValueError when a tensor argument is on another device than the module's
+    parameters: a graph runs the kernels of one device (checked before capture, whose own
+    error would name a fake-tensor rule rather than the argument)."""
+    param = next(((n, p) for n, p in module.named_parameters()), None)
+    if param is None:
+        return
+    name, p = param
+    labelled = [(f"argument {i}", a) for i, a in enumerate(args)]
+    labelled += [(f"argument '{k}'", v) for k, v in kwargs.items()]
+    for label, value in labelled:
+        if isinstance(value, torch.Tensor) and value.device != p.device:
+            raise ValueError(
+                f"{type(module).__name__}: input {label} is on {value.device} but input "
+                f"'{name}' (a parameter) is on {p.device}; a graph runs on one device: move "
+                f"the input with .to('{p.device}') or the module with .to('{value.device}')")
+
+
 def check_supported(module: torch.nn.Module) -> None:
     """Rejects module configurations the exported graph cannot reproduce."""
     for name, m in module.named_modules():

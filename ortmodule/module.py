@@ -99,24 +99,6 @@ def _called_from_data_parallel() -> bool:
     return False
 
 
-def _check_one_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """Raises ValueError when a tensor argument is on another device than the module's
-    parameters: a graph runs the kernels of one device (checked before capture, whose own
-    error would name a fake-tensor rule rather than the argument)."""
-    param = next(((n, p) for n, p in module.named_parameters()), None)
-    if param is None:
-        return
-    name, p = param
-    labelled = [(f"argument {i}", a) for i, a in enumerate(args)]
-    labelled += [(f"argument '{k}'", v) for k, v in kwargs.items()]
-    for label, value in labelled:
-        if isinstance(value, torch.Tensor) and value.device != p.device:
-            raise ValueError(
-                f"{type(module).__name__}: input {label} is on {value.device} but input "
-                f"'{name}' (a parameter) is on {p.device}; a graph runs on one device: move "
-                f"the input with .to('{p.device}') or the module with .to('{value.device}')")
-
-
 class ORTModule(torch.nn.Module):
     """Wraps ``module`` so that its forward and backward run on the ortmodule engine.
 
@@ -427,7 +409,7 @@ class ORTModule(torch.nn.Module):
             raise _data_parallel_error("DataParallel wraps this ORTModule")
         verbose = self._debug.log_level <= 0
         _capture.check_supported(module)
-        _check_one_device(module, args, kwargs)
+        _capture.check_one_device(module, args, kwargs)
         try:
             with _guards.record_attribute_reads(module) as attributes:
                 captured = _capture.export(
