@@ -17,14 +17,22 @@ Row = dict[str, Any]  # one runner of one model: median_ms, first_call_s, ... or
 
 
 def cpu_name() -> str:
+    """The model name, with the family and model numbers (which name the core generation
+    where the model name does not, e.g. a bare "AMD EPYC")."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():
+                    break
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    name = fields.get("model name") or platform.processor() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def load_average() -> str:
@@ -45,11 +53,15 @@ class Machine:
     load_at_start: str
     load_at_end: str = ""
     date: str = ""
+    engine_gemm: str = ""  # what runs the engine's CPU GEMMs, and why (_C.cpu_gemm_reason)
 
     @classmethod
     def describe(cls, device: str, sgemm: dict[str, float], sgemm_error: str) -> Machine:
+        from ortmodule import _C
+
         return cls(device, cpu_name(), os.cpu_count() or 0, torch.get_num_threads(), sgemm,
-                   sgemm_error, load_average(), date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+                   sgemm_error, load_average(), date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+                   engine_gemm=_C.cpu_gemm_reason() if device == "cpu" else "")
 
     def finish(self) -> None:
         self.load_at_end = load_average()
@@ -192,7 +204,8 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         (f"- machine: {host.cpu}, {host.cores} cores, {host.threads} threads, device "
         f"{host.device}; torch {torch.__version__}, Python {platform.python_version()}; "
         f"SGEMM ceiling {f'{ceiling:.0f} GFLOP/s' if ceiling else 'n/a'} "
-        f"(torch.mm float32 best GFLOP/s, MxKxN: {sgemm})"),
+        f"(float32 best GFLOP/s of torch.mm and the engine's GEMM, MxKxN: {sgemm}"
+        f"{'; engine GEMM: ' + host.engine_gemm if host.engine_gemm else ''})"),
         f"- load average (1/5/15 min) at start {host.load_at_start}, at end "
         f"{host.load_at_end}" + (f"; {args.note}" if args.note else ""),
         (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "

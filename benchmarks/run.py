@@ -10,8 +10,9 @@ Reported per model and runner:
 - ms/step, and ORTModule's speed relative to eager and to torch.compile;
 - achieved GFLOP/s: model FLOPs (3x the forward's GEMM/convolution FLOPs, counted by
   FlopCounterMode) per step time, and the share of the machine's SGEMM ceiling (the best
-  torch.mm float32 GFLOP/s over a few shapes, measured at the same thread count before the
-  first model and again after each, the best kept: a loaded machine lowers it less);
+  float32 GFLOP/s over a few shapes of torch.mm and, on the CPU, of the engine's own GEMM,
+  measured at the same thread count before the first model and again after each, the best
+  kept: a loaded machine lowers it less);
 - peak memory: each runner runs again in a child process of its own (one process's resident
   set mixes all runners: PyTorch's and glibc's caches keep memory of one runner resident for
   the next), which reports its peak resident set over --memory-steps steady-state steps
@@ -53,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -358,8 +360,30 @@ def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> d
 
 # ---- the machine ----
 
+def engine_matmul(m: int, k: int, n: int) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """One MatMul node through the engine (its CPU GEMM: torch's BLAS or the packed one)."""
+    import onnx
+    from onnx import helper
+
+    from ortmodule import _C
+
+    infos = [helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [m, k]),
+             helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [k, n])]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [m, n])
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm", infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = _C.Program(model.SerializeToString(), [], ["a", "b"])
+
+    def run(a: torch.Tensor, b: torch.Tensor) -> None:
+        with torch.no_grad():
+            _C.run(program, [a, b])
+
+    return run
+
+
 def sgemm_gflops(device: torch.device, quick: bool) -> dict[str, float]:
-    """Best torch.mm float32 GFLOP/s per shape (M x K x N) at the current thread count."""
+    """Best float32 GFLOP/s per GEMM and shape (M x K x N) at the current thread count: torch.mm
+    and, on the CPU, the engine's GEMM (which may not be torch's BLAS: runtime/cpu_gemm.h)."""
     shapes = [(1024, 1024, 1024), (1024, 256, 1024), (1024, 1024, 256)]
     repeats, calls = (2, 2) if quick else (7, 5)
     best: dict[str, float] = {}
@@ -367,16 +391,20 @@ def sgemm_gflops(device: torch.device, quick: bool) -> dict[str, float]:
         a = torch.randn(m, k, device=device)
         b = torch.randn(k, n, device=device)
         out = torch.empty(m, n, device=device)
-        torch.mm(a, b, out=out)
-        times = []
-        for _ in range(repeats):
-            synchronize(device)
-            start = time.perf_counter()
-            for _ in range(calls):
-                torch.mm(a, b, out=out)
-            synchronize(device)
-            times.append((time.perf_counter() - start) / calls)
-        best[f"{m}x{k}x{n}"] = 2.0 * m * n * k / min(times) / 1e9
+        gemms = {"torch.mm": lambda a, b, out=out: torch.mm(a, b, out=out)}
+        if device.type == "cpu":
+            gemms["engine"] = engine_matmul(m, k, n)
+        for name, gemm in gemms.items():
+            gemm(a, b)
+            times = []
+            for _ in range(repeats):
+                synchronize(device)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    gemm(a, b)
+                synchronize(device)
+                times.append((time.perf_counter() - start) / calls)
+            best[f"{name} {m}x{k}x{n}"] = 2.0 * m * n * k / min(times) / 1e9
     return best
 
 

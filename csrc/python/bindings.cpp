@@ -8,6 +8,7 @@
 #include "python/torch_boundary.h"
 #include "python/torch_call.h"
 #include "runtime/allocator.h"
+#include "runtime/cpu_gemm.h"
 #include "runtime/profiler.h"
 #include "runtime/program.h"
 
@@ -213,6 +214,13 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "set_cpu_isa", [](const std::string& name) { set_cpu_isa(parse_cpu_isa(name)); },
       py::arg("name"), "Switches the vector kernels (tests and benchmarks compare the paths).");
+  m.def(
+      "cpu_gemm", [] { return std::string(use_packed_sgemm() ? "packed" : "blas"); },
+      "What runs float32 CPU GEMMs now: packed (the engine's) or blas (torch's BLAS).");
+  m.def("cpu_gemm_reason", &cpu_gemm_reason, "cpu_gemm() and why it was chosen, for reports.");
+  m.def(
+      "set_cpu_gemm", [](const std::string& name) { set_cpu_gemm(parse_cpu_gemm(name)); },
+      py::arg("name"), "auto, blas or packed (tests and benchmarks compare the paths).");
   m.def("allocator_empty_cache", &allocator_empty_cache);
   bind_training(m);
   bind_checkpoint(m);

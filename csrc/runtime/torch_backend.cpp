@@ -1,5 +1,6 @@
 // The engine's thread pool and CPU GEMM, borrowed from libtorch so there is one
-// pool (governed by torch.set_num_threads) and one BLAS.
+// pool (governed by torch.set_num_threads) and one BLAS; float32 GEMMs take the engine's
+// packed GEMM instead where runtime/cpu_gemm.h says so.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -10,8 +11,10 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/sgemm.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "runtime/cpu_gemm.h"
 #include "runtime/profiler.h"
 
 namespace ortmodule {
@@ -112,6 +115,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   GemmTimer timer(trans_a, trans_b, 1, M, N, K);
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_packed_sgemm()) {
+      packed_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+  }
   if (K > 0 && direct_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, opts);
@@ -148,6 +157,19 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     return;
   }
   GemmTimer timer(trans_a, trans_b, batch, M, N, K);
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_packed_sgemm()) {
+      // Products in parallel, each on one thread, when there are enough of them to share out;
+      // else one after the other, each product using every thread.
+      const int64_t grain = batch >= at::get_num_threads() ? 1 : batch;
+      parallel_for(0, batch, grain, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i)
+          packed_sgemm(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b,
+                       ldb, beta, C + i * stride_c, ldc);
+      });
+      return;
+    }
+  }
   auto opts = at::TensorOptions().dtype(scalar_type<T>());
   // Strided views over the caller's memory (a stride of 0 repeats one matrix); ATen's bmm
   // hands the whole batch to the BLAS's batched GEMM.

@@ -30,7 +30,8 @@ def make_pair(name: str, p: float = 0.0, device: str = "cpu"
 
 
 def assert_params_match(ort: ORTModule, eager: torch.nn.Module, what: str,
-                        noise_driven: frozenset[str] = frozenset(), max_move: float = 0.0) -> None:
+                        noise_driven: frozenset[str] = frozenset(), max_move: float = 0.0,
+                        noise_elements: dict[str, torch.Tensor] | None = None) -> None:
     for (name, got), (_, want) in zip(ort.module.named_parameters(), eager.named_parameters()):
         if name in noise_driven:
             # Its gradient is zero in exact arithmetic, so AdamW moves it by normalised
@@ -39,6 +40,17 @@ def assert_params_match(ort: ORTModule, eager: torch.nn.Module, what: str,
             for p in (got, want):
                 assert p.detach().abs().max() <= max_move, f"{what} '{name}' moved too far"
             continue
+        got, want = got.detach(), want.detach()
+        noise = (noise_elements or {}).get(name)
+        if noise is not None and noise.any():
+            # The same for single elements whose gradient was at rounding level in some step
+            # (a GELU unit that was dead on the first batch): Adam's step there,
+            # lr * g / (|g| + eps) with |g| near eps, is decided by rounding (two summation
+            # orders disagree in g's leading digit); both runs moved them by at most AdamW's
+            # bound from the same start.
+            gap = (got - want).abs()[noise]
+            assert gap.max() <= 2 * max_move, f"{what} '{name}' noise-driven elements moved too far"
+            got, want = got[~noise], want[~noise]
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, n=name: f"{what} '{n}': {m}")
 
@@ -50,6 +62,22 @@ def zero_gradient_parameters(eager: torch.nn.Module) -> frozenset[str]:
     return frozenset(n for n, p in eager.named_parameters()
                      if p.grad is not None and not p.detach().any()
                      and p.grad.abs().max() < 1e-9)
+
+
+# An element's gradient is rounding noise when it is below this share of its parameter's
+# largest gradient: ~8 float32 ulps of the gradient's scale, where two summation orders (two
+# BLAS libraries, two thread counts) already disagree in the leading digit.
+NOISE_SHARE = 1e-6
+
+
+def track_noise_elements(eager: torch.nn.Module, lows: dict[str, torch.Tensor]) -> None:
+    """Keeps per element the smallest |gradient| relative to its parameter's largest, over the
+    steps seen so far (call after each backward)."""
+    for name, p in eager.named_parameters():
+        if p.grad is None:
+            continue
+        share = p.grad.abs() / p.grad.abs().max().clamp_min(torch.finfo(p.dtype).tiny)
+        lows[name] = torch.minimum(lows[name], share) if name in lows else share
 
 
 def assert_grads_match(ort: ORTModule, eager: torch.nn.Module) -> None:
@@ -67,6 +95,7 @@ def test_ten_adamw_steps_match_eager(name: str, device: str) -> None:
     ort, eager = make_pair(name, device=device)
     opt_ort = torch.optim.AdamW(ort.parameters(), lr=1e-3)
     opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    lows: dict[str, torch.Tensor] = {}
     for step in range(10):
         batch = on_device(family.batch(4, 16 if name == "resnet" else 8, step), device)
         ort_loss = ort(**batch).loss
@@ -75,6 +104,7 @@ def test_ten_adamw_steps_match_eager(name: str, device: str) -> None:
                                    msg=lambda m, s=step: f"loss at step {s}: {m}")
         ort_loss.backward()
         eager_loss.backward()
+        track_noise_elements(eager, lows)
         if step == 0:
             assert_grads_match(ort, eager)
             noise_driven = zero_gradient_parameters(eager)
@@ -84,7 +114,8 @@ def test_ten_adamw_steps_match_eager(name: str, device: str) -> None:
         opt_eager.zero_grad()
     # Adam's step is bounded by lr * (1 - beta1) / sqrt(1 - beta2) (Kingma & Ba, 2.1).
     assert_params_match(ort, eager, "after 10 AdamW steps, parameter", noise_driven,
-                        max_move=10 * 1e-3 * 0.1 / math.sqrt(1e-3))
+                        max_move=10 * 1e-3 * 0.1 / math.sqrt(1e-3),
+                        noise_elements={n: share < NOISE_SHARE for n, share in lows.items()})
     for (bname, got), (_, want) in zip(ort.module.named_buffers(), eager.named_buffers()):
         torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, n=bname: f"buffer '{n}': {m}")

@@ -17,9 +17,11 @@ constexpr int64_t kKc = 256;
 // A panels per thread task: 8 x 14 rows x kKc floats = 112 KiB of packed A, kept in L2 while
 // the task sweeps every B panel.
 constexpr int64_t kPanelsPerTask = 8;
-// Tasks a call is cut into at least (when the B panels allow): enough for the threads of a
-// small machine to share out evenly.
+// Blocks of A panels from which the tasks are these blocks alone. With fewer, B's panels are
+// split too, into kSplitTasks tasks at least (when the panels allow): a few tasks per thread
+// of a small machine, so that none waits long for the last one.
 constexpr int64_t kMinTasks = 8;
+constexpr int64_t kSplitTasks = 16;
 
 // Rows [r0, r0 + rows) x columns [k0, k0 + kc) of op(X) as a panel: dst[k * width + r],
 // rows past `rows` (up to width) zero.
@@ -35,12 +37,8 @@ void pack_panel(const float* X, int64_t ld, bool trans, int64_t r0, int64_t rows
     }
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* src = X + (r0 + r) * ld + k0;
-    for (int64_t k = 0; k < kc; ++k) dst[k * width + r] = src[k];
-  }
-  for (int64_t r = rows; r < width; ++r)
-    for (int64_t k = 0; k < kc; ++k) dst[k * width + r] = 0.0f;
+  // op(X)[r, k] = X[r, k]: a transpose, in registers.
+  vec_kernels().pack_transposed(X + r0 * ld + k0, ld, rows, kc, width, dst);
 }
 
 float* aligned_buffer(std::vector<float>& storage, size_t floats) {
@@ -68,37 +66,56 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   const int64_t blocks = K <= kKc + kKc / 4 ? 1 : (K + kKc - 1) / kKc;
   const int64_t kc_max = (K + blocks - 1) / blocks;
-  // Tasks: blocks of A panels, each over a range of B panels; when A has fewer than
-  // kMinTasks blocks, the B panels are split too (each part packs its A block again).
+  // Tasks: blocks of A panels, each over a range of B panels.
   const int64_t m_tasks = (m_panels + kPanelsPerTask - 1) / kPanelsPerTask;
   const int64_t n_split =
-      std::min<int64_t>(n_panels, std::max<int64_t>(1, (kMinTasks + m_tasks - 1) / m_tasks));
-  thread_local std::vector<float> b_storage;
+      m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
+  // Split B panels share their A block: then A is packed once per K block, before the tasks
+  // (a small M, e.g. a batch of 64 rows, would otherwise pack all of A once per task).
+  const bool shared_a = n_split > 1;
+  thread_local std::vector<float> b_storage, shared_a_storage;
   float* bp = aligned_buffer(b_storage, static_cast<size_t>(n_panels * NR * kc_max));
+  float* ap_shared =
+      shared_a ? aligned_buffer(shared_a_storage, static_cast<size_t>(m_panels * MR * kc_max))
+               : nullptr;
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t k0 = blk * kc_max, kc = std::min(kc_max, K - k0);
-    parallel_for(0, n_panels, 4, [&](int64_t j0, int64_t j1) {
-      // op(B)[k, j] is op(B^T)[j, k]: B's panels pack like A's with the transpose flipped.
-      for (int64_t j = j0; j < j1; ++j)
-        pack_panel(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0, kc, NR,
-                   bp + j * NR * kc);
+    // op(B)[k, j] is op(B^T)[j, k]: B's panels pack like A's with the transpose flipped.
+    // One parallel region packs B's panels, then A's when they are shared.
+    const int64_t packs = n_panels + (shared_a ? m_panels : 0);
+    parallel_for(0, packs, 4, [&](int64_t p0, int64_t p1) {
+      for (int64_t q = p0; q < p1; ++q) {
+        if (q < n_panels) {
+          pack_panel(B, ldb, !trans_b, q * NR, std::min<int64_t>(NR, N - q * NR), k0, kc, NR,
+                     bp + q * NR * kc);
+        } else {
+          const int64_t i = q - n_panels;
+          pack_panel(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
+                     ap_shared + i * MR * kc);
+        }
+      }
     });
     parallel_for(0, m_tasks * n_split, 1, [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> a_storage;
-      float* ap = aligned_buffer(a_storage, static_cast<size_t>(kPanelsPerTask * MR * kc));
+      float* ap = shared_a
+                      ? nullptr
+                      : aligned_buffer(a_storage, static_cast<size_t>(kPanelsPerTask * MR * kc));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t mt = t / n_split, part = t % n_split;
         const int64_t i0 = mt * kPanelsPerTask, i1 = std::min(m_panels, i0 + kPanelsPerTask);
         const int64_t j0 = n_panels * part / n_split, j1 = n_panels * (part + 1) / n_split;
-        for (int64_t i = i0; i < i1; ++i)
-          pack_panel(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
-                     ap + (i - i0) * MR * kc);
+        const float* a_block = shared_a ? ap_shared + i0 * MR * kc : ap;
+        if (!shared_a) {
+          for (int64_t i = i0; i < i1; ++i)
+            pack_panel(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
+                       ap + (i - i0) * MR * kc);
+        }
         for (int64_t j = j0; j < j1; ++j)
           for (int64_t i = i0; i < i1; ++i)
-            vk.gemm_tile(kc, ap + (i - i0) * MR * kc, bp + j * NR * kc, C + i * MR * ldc + j * NR,
-                         ldc, static_cast<int>(std::min<int64_t>(MR, M - i * MR)),
-                         static_cast<int>(std::min<int64_t>(NR, N - j * NR)), alpha, beta,
-                         blk == 0);
+            vk.gemm_tile(
+                kc, a_block + (i - i0) * MR * kc, bp + j * NR * kc, C + i * MR * ldc + j * NR, ldc,
+                static_cast<int>(std::min<int64_t>(MR, M - i * MR)),
+                static_cast<int>(std::min<int64_t>(NR, N - j * NR)), alpha, beta, blk == 0);
       }
     });
   }

@@ -1,9 +1,11 @@
-// A packed float32 GEMM of the engine's own, for builds without a BLAS (the standalone C++
-// training library, runtime/thread_backend.cpp): row-major
+// A packed float32 GEMM of the engine's own: the GEMM of builds without a BLAS (the standalone
+// C++ training library, runtime/thread_backend.cpp), and of the torch backend where the BLAS
+// leaves the CPU's vector units idle (runtime/cpu_gemm.h). Row-major
 //   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C    (kernels/gemm.h's contract)
 // Panels of op(B) (K blocks of kc rows, gemm_nr columns) are packed once per call and shared
-// by the threads; each thread packs blocks of gemm_mr-row panels of op(A) and runs the
-// instruction set's micro-kernel (VecKernels::gemm_tile: AVX-512 14x32, AVX2 6x16 tiles)
+// by the threads; each thread packs blocks of gemm_mr-row panels of op(A) (or, when several
+// threads split one block's B panels, the panels of A are packed once and shared too) and runs
+// the instruction set's micro-kernel (VecKernels::gemm_tile: AVX-512 14x32, AVX2 6x16 tiles)
 // over them, so transposed operands cost nothing beyond the packing.
 #pragma once
 

@@ -48,6 +48,11 @@ struct VecKernels {
                     float alpha, float beta, bool first);
   int gemm_mr;
   int gemm_nr;
+  // Packs rows of a row-major matrix as columns of a GEMM panel: dst[k * width + r] =
+  // x[r * ld + k] for r < rows, k < kc; 0 for rows <= r < width (8x8 blocks transposed in
+  // registers).
+  void (*pack_transposed)(const float* x, int64_t ld, int64_t rows, int64_t kc, int width,
+                          float* dst);
 };
 
 // Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.

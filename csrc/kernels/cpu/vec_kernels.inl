@@ -309,6 +309,41 @@ void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
   }
 }
 
+// 8 rows of 8 floats at x (row stride ld) -> 8 columns at dst (row stride width), transposed
+// with the classic unpack / shuffle / permute sequence (AVX2: both vector files have it).
+inline void transpose_8x8(const float* x, int64_t ld, float* dst, int width) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * width, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * width, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+void pack_transposed(const float* x, int64_t ld, int64_t rows, int64_t kc, int width, float* dst) {
+  const int64_t full_rows = rows / 8 * 8, full_k = kc / 8 * 8;
+  for (int64_t k = 0; k < full_k; k += 8) {
+    for (int64_t r = 0; r < full_rows; r += 8)
+      transpose_8x8(x + r * ld + k, ld, dst + k * width + r, width);
+    for (int64_t r = full_rows; r < rows; ++r)
+      for (int64_t j = 0; j < 8; ++j) dst[(k + j) * width + r] = x[r * ld + k + j];
+  }
+  for (int64_t k = full_k; k < kc; ++k)
+    for (int64_t r = 0; r < rows; ++r) dst[k * width + r] = x[r * ld + k];
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = rows; r < width; ++r) dst[k * width + r] = 0.0f;
+}
+
 template <typename V>
 VecKernels make_vec_kernels() {
   VecKernels k{};
@@ -326,6 +361,7 @@ VecKernels make_vec_kernels() {
   k.gemm_tile = gemm_tile<V>;
   k.gemm_mr = gemm_mr<V>();
   k.gemm_nr = 2 * V::kWidth;
+  k.pack_transposed = pack_transposed;
   return k;
 }
 

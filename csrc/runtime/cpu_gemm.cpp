@@ -1,0 +1,128 @@
+#include "runtime/cpu_gemm.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/sgemm.h"
+
+namespace ortmodule {
+namespace {
+
+constexpr const char* kGemmEnv = "ORTMODULE_CPU_GEMM";
+
+bool cpu_is_intel() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  char vendor[13];
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  vendor[12] = '\0';
+  return std::strcmp(vendor, "GenuineIntel") == 0;
+#else
+  return false;
+#endif
+}
+
+// MKL's own CPU-vendor check, which libtorch_cpu exports when MKL is linked into it.
+bool torch_blas_is_mkl() {
+  void* const library = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD);
+  return library != nullptr && dlsym(library, "mkl_serv_intel_cpu_true") != nullptr;
+}
+
+// auto's preference, fixed for the process (the instruction set is checked per call, since
+// tests switch it).
+bool auto_prefers_packed() {
+  static const bool prefers = torch_blas_is_mkl() && !cpu_is_intel();
+  return prefers;
+}
+
+CpuGemm resolve_from_environment() {
+  const char* env = std::getenv(kGemmEnv);
+  if (!env || !*env) return CpuGemm::kAuto;
+  try {
+    return parse_cpu_gemm(env);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string(kGemmEnv) + ": " + e.what());
+  }
+}
+
+std::atomic<int> g_mode{-1};
+
+}  // namespace
+
+const char* cpu_gemm_name(CpuGemm mode) {
+  switch (mode) {
+    case CpuGemm::kAuto:
+      return "auto";
+    case CpuGemm::kBlas:
+      return "blas";
+    case CpuGemm::kPacked:
+      return "packed";
+  }
+  return "unknown";
+}
+
+CpuGemm parse_cpu_gemm(const std::string& name) {
+  for (CpuGemm mode : {CpuGemm::kAuto, CpuGemm::kBlas, CpuGemm::kPacked})
+    if (name == cpu_gemm_name(mode)) return mode;
+  throw std::invalid_argument("\"" + name +
+                              "\" is not a CPU GEMM choice; expected auto, blas or packed");
+}
+
+void set_cpu_gemm(CpuGemm mode) {
+  if (mode == CpuGemm::kPacked && !packed_sgemm_available()) {
+    throw std::invalid_argument(
+        std::string("the packed GEMM needs the avx2 or avx512 instruction set, but the active "
+                    "one is ") +
+        cpu_isa_name(active_cpu_isa()) + "; choose blas or auto");
+  }
+  g_mode.store(static_cast<int>(mode));
+}
+
+CpuGemm cpu_gemm_mode() {
+  static const bool resolved = [] {
+    const CpuGemm mode = resolve_from_environment();
+    int unset = -1;
+    g_mode.compare_exchange_strong(unset, static_cast<int>(mode));
+    return true;
+  }();
+  (void)resolved;
+  return static_cast<CpuGemm>(g_mode.load());
+}
+
+bool use_packed_sgemm() {
+  switch (cpu_gemm_mode()) {
+    case CpuGemm::kBlas:
+      return false;
+    case CpuGemm::kPacked:
+      return packed_sgemm_available();
+    case CpuGemm::kAuto:
+      break;
+  }
+  return auto_prefers_packed() && active_cpu_isa() == CpuIsa::kAvx512;
+}
+
+std::string cpu_gemm_reason() {
+  const std::string mode = cpu_gemm_name(cpu_gemm_mode());
+  const std::string used = use_packed_sgemm() ? "packed" : "blas";
+  if (cpu_gemm_mode() != CpuGemm::kAuto) return used + " (" + kGemmEnv + " or set: " + mode + ")";
+  if (!torch_blas_is_mkl()) return used + " (auto: torch's BLAS is not MKL)";
+  if (cpu_is_intel()) return used + " (auto: MKL on an Intel CPU)";
+  if (active_cpu_isa() != CpuIsa::kAvx512)
+    return used + " (auto: MKL on a non-Intel CPU, but the instruction set is " +
+           cpu_isa_name(active_cpu_isa()) + ")";
+  return used + " (auto: MKL on a non-Intel AVX-512 CPU runs its AVX2 kernels)";
+}
+
+}  // namespace ortmodule

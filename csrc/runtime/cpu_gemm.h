@@ -1,0 +1,32 @@
+// Which implementation runs the engine's float32 CPU GEMMs (kernels/gemm.h): the BLAS that
+// libtorch links (runtime/torch_backend.cpp) or the engine's packed GEMM (kernels/cpu/sgemm.h).
+//
+// The choice is the mode ORTMODULE_CPU_GEMM=auto|blas|packed names (auto when unset), read
+// once here, or the last set_cpu_gemm. auto takes the packed GEMM where the BLAS leaves the
+// CPU's AVX-512 units idle: torch's BLAS is MKL and the CPU is not Intel's (MKL dispatches
+// its AVX-512 kernels by CPU vendor; on other AVX-512 CPUs it runs its AVX2 ones, which on an
+// AMD Zen 5 measured half the packed kernel's throughput), and the active instruction set
+// (cpu_isa.h) is AVX-512. Everywhere else auto keeps the BLAS. float64 always takes the BLAS.
+#pragma once
+
+#include <string>
+
+namespace ortmodule {
+
+enum class CpuGemm { kAuto, kBlas, kPacked };
+
+// "auto", "blas", "packed".
+const char* cpu_gemm_name(CpuGemm mode);
+// Inverse of cpu_gemm_name; throws std::invalid_argument naming the accepted values.
+CpuGemm parse_cpu_gemm(const std::string& name);
+// Sets the mode for later GEMM calls; packed throws std::invalid_argument where the active
+// instruction set has no GEMM micro-kernel (the baseline).
+void set_cpu_gemm(CpuGemm mode);
+// The mode: the last set_cpu_gemm, else ORTMODULE_CPU_GEMM (a bad value throws here).
+CpuGemm cpu_gemm_mode();
+// What a float32 GEMM runs now: true for the packed GEMM, false for the BLAS.
+bool use_packed_sgemm();
+// Why auto chose what it chose, for reports: e.g. "packed: MKL on a non-Intel AVX-512 CPU".
+std::string cpu_gemm_reason();
+
+}  // namespace ortmodule

@@ -1,0 +1,168 @@
+"""The two implementations of float32 CPU GEMMs (runtime/cpu_gemm.h): torch's BLAS and the
+engine's packed GEMM, through whole ops and a model's training step, each against float64
+references or eager PyTorch with explicit tolerances; and ORTMODULE_CPU_GEMM's validation.
+Both paths run on any machine with AVX2, whichever of them `auto` picks there.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import onnx
+import pytest
+import torch
+from onnx import helper
+from torch import nn
+
+from ortmodule import _C, ORTModule
+
+PACKED = _C.cpu_isa_supported("avx2")
+MODES = ["blas", "packed"] if PACKED else ["blas"]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def restore_gemm() -> Iterator[None]:
+    isa = _C.cpu_isa()
+    torch.set_num_threads(2)
+    yield
+    _C.set_cpu_isa(isa)
+    _C.set_cpu_gemm("auto")
+
+
+def matmul_program(a_shape: list[int], b_shape: list[int], trans_b: bool) -> object:
+    """y = MatMul(a, b) or MatMul(a, Transpose(b)) (the transpose folds into the GEMM)."""
+    infos = [
+        helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, a_shape),
+        helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, b_shape),
+    ]
+    nodes = []
+    rhs = "b"
+    if trans_b:
+        perm = list(range(len(b_shape)))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        nodes.append(helper.make_node("Transpose", ["b"], ["bt"], perm=perm))
+        rhs = "bt"
+    nodes.append(helper.make_node("MatMul", ["a", rhs], ["y"]))
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "mm", infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _C.Program(model.SerializeToString(), [], ["a", "b"])
+
+
+# Shapes past the packed kernel's tiles and K blocks, ragged edges, a batch of products
+# (split across threads) and a broadcast right operand.
+MATMUL_CASES = [
+    ([64, 784], [784, 512], False),
+    ([37, 300], [45, 300], True),
+    ([3, 129, 70], [3, 70, 33], False),
+    ([8, 128, 64], [8, 128, 64], True),
+    ([2, 50, 641], [641, 17], False),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("a_shape,b_shape,trans_b", MATMUL_CASES)
+def test_matmul_forward_and_gradients_match_float64(
+    mode: str, a_shape: list[int], b_shape: list[int], trans_b: bool
+) -> None:
+    _C.set_cpu_gemm(mode)
+    assert _C.cpu_gemm() == mode
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randn(a_shape, generator=gen).requires_grad_(True)
+    b = torch.randn(b_shape, generator=gen).requires_grad_(True)
+    y = _C.run(matmul_program(a_shape, b_shape, trans_b), [a, b])[0]
+    dy = torch.randn(y.shape, generator=gen)
+    y.backward(dy)
+    a64, b64 = a.detach().double().requires_grad_(True), b.detach().double().requires_grad_(True)
+    y64 = a64 @ (b64.transpose(-1, -2) if trans_b else b64)
+    y64.backward(dy.double())
+    k = a_shape[-1]
+    # float32 products summed over K terms of O(1): error grows like sqrt(K) ulps of the sum.
+    tol = 4e-6 * k**0.5 * 4
+    torch.testing.assert_close(y.detach().double(), y64.detach(), rtol=0, atol=tol)
+    torch.testing.assert_close(a.grad.double(), a64.grad, rtol=0, atol=tol * 4)
+    torch.testing.assert_close(b.grad.double(), b64.grad, rtol=0, atol=tol * 8)
+
+
+class TinyEncoderLayer(nn.Module):
+    """Linear layers on 3-D activations and attention's batched products."""
+
+    def __init__(self, d: int = 96, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+        h = self.out((att @ v).transpose(1, 2).reshape(b, s, d))
+        x = self.norm(x + h)
+        return x + self.ff(x)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_training_steps_match_eager(mode: str) -> None:
+    _C.set_cpu_gemm(mode)
+    torch.manual_seed(0)
+    eager = TinyEncoderLayer()
+    wrapped = ORTModule(copy.deepcopy(eager))
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05)
+    opt_o = torch.optim.SGD(wrapped.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        x = torch.randn(4, 40, 96, generator=gen)
+        for model, opt in ((eager, opt_e), (wrapped, opt_o)):
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    for (name, p_e), p_o in zip(eager.named_parameters(), wrapped.parameters()):
+        torch.testing.assert_close(p_o, p_e, rtol=1e-4, atol=2e-5, msg=f"{mode} {name}")
+
+
+def test_packed_follows_the_instruction_set() -> None:
+    if not PACKED:
+        with pytest.raises(ValueError, match="avx2 or avx512"):
+            _C.set_cpu_gemm("packed")
+        return
+    _C.set_cpu_gemm("packed")
+    _C.set_cpu_isa("baseline")  # no micro-kernel: the BLAS runs
+    assert _C.cpu_gemm() == "blas"
+    y = _C.run(matmul_program([5, 7], [7, 3], False), [torch.ones(5, 7), torch.ones(7, 3)])[0]
+    torch.testing.assert_close(y, torch.full((5, 3), 7.0))
+
+
+def gemm_in_fresh_process(value: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ORTMODULE_CPU_GEMM=value)
+    code = "from ortmodule import _C; print(_C.cpu_gemm()); print(_C.cpu_gemm_reason())"
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, env=env, cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def test_environment_override_selects_and_validates() -> None:
+    for mode in MODES:
+        done = gemm_in_fresh_process(mode)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split()[0] == mode
+        assert "ORTMODULE_CPU_GEMM" in done.stdout
+    auto = gemm_in_fresh_process("auto")
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.split()[0] in ("blas", "packed") and "(auto:" in auto.stdout
+    bad = gemm_in_fresh_process("cublas")
+    assert bad.returncode != 0
+    assert "ORTMODULE_CPU_GEMM" in bad.stderr and "auto, blas or packed" in bad.stderr
+
+
+def test_set_cpu_gemm_refuses_unknown_names() -> None:
+    with pytest.raises(ValueError, match="auto, blas or packed"):
+        _C.set_cpu_gemm("mkl")
