@@ -166,3 +166,50 @@ def test_environment_override_selects_and_validates() -> None:
 def test_set_cpu_gemm_refuses_unknown_names() -> None:
     with pytest.raises(ValueError, match="auto, blas or packed"):
         _C.set_cpu_gemm("mkl")
+
+
+def conv_program(x_shape: list[int], w_shape: list[int], pads: int) -> object:
+    infos = [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape),
+        helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, w_shape),
+    ]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[pads] * 4)
+    graph = helper.make_graph([node], "conv", infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _C.Program(model.SerializeToString(), [], ["x", "w"])
+
+
+# 3x3 stride-1 convolutions the Winograd kernels take (forward and input gradient on the
+# micro-kernel's packed panels under `packed`): tiles that fill panels partly, channel counts
+# off the micro-kernel's row count, odd outputs, pads 0 and 1.
+CONV_CASES = [
+    ([3, 16, 12, 12], [20, 16, 3, 3], 1),
+    ([2, 24, 11, 10], [16, 24, 3, 3], 0),
+    ([5, 33, 8, 8], [29, 33, 3, 3], 1),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("x_shape,w_shape,pads", CONV_CASES)
+def test_winograd_conv_matches_float64(
+    mode: str, x_shape: list[int], w_shape: list[int], pads: int
+) -> None:
+    _C.set_cpu_gemm(mode)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(x_shape, generator=gen).requires_grad_(True)
+    w = torch.randn(w_shape, generator=gen).requires_grad_(True)
+    y = _C.run(conv_program(x_shape, w_shape, pads), [x, w])[0]
+    dy = torch.randn(y.shape, generator=gen)
+    y.backward(dy)
+    x64, w64 = x.detach().double().requires_grad_(True), w.detach().double().requires_grad_(True)
+    y64 = torch.nn.functional.conv2d(x64, w64, padding=pads)
+    y64.backward(dy.double())
+    # Winograd's transforms add and scale by 1/2: a few ulps more than a direct sum of
+    # C * 9 terms of O(1) per output; gradients sum over images and pixels too.
+    terms = x_shape[1] * 9
+    tol = 1e-5 * terms**0.5
+    torch.testing.assert_close(y.detach().double(), y64.detach(), rtol=0, atol=tol)
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=0, atol=tol * 2)
+    pixels = x_shape[0] * y.shape[2] * y.shape[3]
+    torch.testing.assert_close(w.grad.double(), w64.grad, rtol=0, atol=1e-5 * pixels**0.5 * 2)
