@@ -92,7 +92,11 @@ void winograd_forward_packed(const Conv2dParams& p, const float* x, const float*
   const Tiles t = tiles_of(p);
   const int64_t m_panels = (p.M + MR - 1) / MR, ue = m_panels * MR * p.C;
   Scratch<float> U(16 * ue);
-  transform_weights_packed(p.M, p.C, w, sm, sc, flip, MR, U.data(), ue);
+  if (flip) {
+    transform_weights_packed<true>(p.M, p.C, w, sm, sc, MR, U.data(), ue);
+  } else {
+    transform_weights_packed<false>(p.M, p.C, w, sm, sc, MR, U.data(), ue);
+  }
   const int64_t per_image = 16 * std::max(p.C, p.M) * t.per_image;
   const int64_t chunk = std::max<int64_t>(1, std::min(p.N, kChunkElems / per_image));
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {

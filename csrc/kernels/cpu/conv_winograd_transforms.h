@@ -29,12 +29,13 @@ inline Tiles tiles_of(const Conv2dParams& p) {
 }
 
 // The 4x4 transformed filter u = G g G^T of one 3x3 filter g (taps read in reverse order when
-// `flip`: the filter rotated by 180 degrees), where
-// G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]; u[i * 4 + j].
-template <typename T>
-void weight_tile(const T* g9, bool flip, T* u) {
+// Flip: the filter rotated by 180 degrees), where
+// G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]; u[i * 4 + j]. Called per
+// filter in the weight transforms' inner loops: always inlined.
+template <bool Flip, typename T>
+__attribute__((always_inline)) inline void weight_tile(const T* g9, T* u) {
   T g[9];
-  for (int k = 0; k < 9; ++k) g[k] = g9[flip ? 8 - k : k];
+  for (int k = 0; k < 9; ++k) g[k] = g9[Flip ? 8 - k : k];
   T gg[4][3];  // G g
   for (int j = 0; j < 3; ++j) {
     gg[0][j] = g[j];
@@ -58,18 +59,19 @@ void transform_weights(int64_t M, int64_t C, const T* w, T* U) {
                  T u[16];
                  for (int64_t m = m0; m < m1; ++m) {
                    for (int64_t c = 0; c < C; ++c) {
-                     weight_tile(w + (m * C + c) * 9, false, u);
+                     weight_tile<false>(w + (m * C + c) * 9, u);
                      for (int e = 0; e < 16; ++e) U[(e * M + m) * C + c] = u[e];
                    }
                  }
                });
 }
 
-// Filters g(m, c) = w + m * sm + c * sc (flipped when `flip`) -> U as the micro-kernel's packed
+// Filters g(m, c) = w + m * sm + c * sc (flipped when Flip) -> U as the micro-kernel's packed
 // A panels: element e's panel mp at Up + e * ue + mp * C * MR holds [c][r] = U[e][mp * MR + r][c],
 // rows past M zero.
-inline void transform_weights_packed(int64_t M, int64_t C, const float* w, int64_t sm, int64_t sc,
-                                     bool flip, int MR, float* Up, int64_t ue) {
+template <bool Flip>
+void transform_weights_packed(int64_t M, int64_t C, const float* w, int64_t sm, int64_t sc, int MR,
+                              float* Up, int64_t ue) {
   const int64_t panels = (M + MR - 1) / MR;
   parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
     float u[16];
@@ -78,7 +80,7 @@ inline void transform_weights_packed(int64_t M, int64_t C, const float* w, int64
       for (int64_t c = 0; c < C; ++c) {
         float* dst = Up + (mp * C + c) * MR;
         for (int64_t r = 0; r < rows; ++r) {
-          weight_tile(w + (mp * MR + r) * sm + c * sc, flip, u);
+          weight_tile<Flip>(w + (mp * MR + r) * sm + c * sc, u);
           for (int e = 0; e < 16; ++e) dst[e * ue + r] = u[e];
         }
         for (int64_t r = rows; r < MR; ++r)
