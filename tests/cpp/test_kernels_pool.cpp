@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/pool.h"
 
 namespace ortmodule {
@@ -56,6 +57,10 @@ std::vector<PoolCase> pool_cases() {
       make_pool("asym_pads", 2, 1, 5, 5, 2, 2, 2, 2, 0, 1, 1, 0, 1, 1, false),
       make_pool("pool1d", 2, 3, 1, 10, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, false),
       make_pool("many_planes", 4, 16, 32, 32, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false),
+      // Rows of 35 outputs: two full 16-wide vector groups and a masked tail; with a pad,
+      // the inside windows start at column 1.
+      make_pool("wide_rows", 1, 2, 4, 71, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false),
+      make_pool("wide_pad", 1, 1, 5, 69, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1, false),
   };
 }
 
@@ -172,8 +177,8 @@ class PoolKernelTest : public ::testing::Test {};
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(PoolKernelTest, FloatTypes);
 
-TYPED_TEST(PoolKernelTest, MaxPoolMatchesReference) {
-  using T = TypeParam;
+template <typename T>
+void check_maxpool_cases() {
   for (const auto& tc : pool_cases()) {
     SCOPED_TRACE(tc.name);
     const Pool2dParams& p = tc.p;
@@ -204,6 +209,25 @@ TYPED_TEST(PoolKernelTest, MaxPoolMatchesReference) {
       expect_close(dx, ref_dx, "dx");
     }
   }
+}
+
+// Every instruction set this CPU runs (the AVX-512 build has a vector 2x2 stride-2 row).
+std::vector<CpuIsa> supported_isas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+TYPED_TEST(PoolKernelTest, MaxPoolMatchesReference) {
+  using T = TypeParam;
+  const CpuIsa saved = active_cpu_isa();
+  for (CpuIsa isa : supported_isas()) {
+    set_cpu_isa(isa);
+    SCOPED_TRACE(cpu_isa_name(isa));
+    check_maxpool_cases<T>();
+  }
+  set_cpu_isa(saved);
 }
 
 TYPED_TEST(PoolKernelTest, MaxPoolPropagatesNaNAndHandlesEmptyWindows) {

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/pool.h"
 #include "kernels/parallel.h"
 
@@ -159,6 +161,13 @@ void maxpool_row_inside(const Pool2dParams& p, const T* xp, int64_t row0, int64_
   const T* r0 = xp + row0;
   const bool dense = p.dil_h == 1 && p.dil_w == 1;
   if (dense && p.kH == 2 && p.kW == 2 && p.stride_w == 2) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto row = vec_kernels().maxpool2x2s2_row) {
+        row(r0 + lo * 2, p.W, hi - lo, first_at + lo * 2, y + lo,
+            idx != nullptr ? idx + lo : nullptr);
+        return;
+      }
+    }
     if (idx != nullptr) {
       maxpool_row_fixed<2, 2, 2, true>(r0, p.W, lo, hi, first_at, y, idx);
     } else {

@@ -53,6 +53,12 @@ struct VecKernels {
   // registers).
   void (*pack_transposed)(const float* x, int64_t ld, int64_t rows, int64_t kc, int width,
                           float* dst);
+  // One output row of a 2x2, stride-2 max pool whose windows lie inside the input: for ow <
+  // n, y[ow] = the max of r[2 ow], r[2 ow + 1], r[W + 2 ow], r[W + 2 ow + 1] taken in that order
+  // (a later tap replaces the best when greater or NaN: pool_max_replaces), and, when idx is
+  // not null, idx[ow] = first_at + 2 ow + the winning tap's offset. Null without AVX-512.
+  void (*maxpool2x2s2_row)(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
+                           int64_t* idx);
 };
 
 // Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.

@@ -344,6 +344,55 @@ void pack_transposed(const float* x, int64_t ld, int64_t rows, int64_t kc, int w
     for (int64_t r = rows; r < width; ++r) dst[k * width + r] = 0.0f;
 }
 
+#if defined(__AVX512F__)
+// 16 outputs at a time: each row's 32 inputs split into even and odd columns by two
+// permutes; the last group takes masked loads and stores, so short rows (a 14-wide output)
+// are one group.
+void maxpool2x2s2_row(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
+                      int64_t* idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m512i offs[4] = {_mm512_setzero_si512(), _mm512_set1_epi32(1),
+                           _mm512_set1_epi32(static_cast<int32_t>(W)),
+                           _mm512_set1_epi32(static_cast<int32_t>(W + 1))};
+  for (int64_t ow = 0; ow < n; ow += 16) {
+    const int64_t left = std::min<int64_t>(16, n - ow);
+    const __mmask16 out_mask = static_cast<__mmask16>((1u << left) - 1u);
+    const int64_t in = 2 * left;  // inputs of this group per row
+    const __mmask16 lo_mask = static_cast<__mmask16>(in >= 16 ? 0xFFFFu : (1u << in) - 1u);
+    const __mmask16 hi_mask = static_cast<__mmask16>(in <= 16 ? 0u : (1u << (in - 16)) - 1u);
+    __m512 taps[4];
+    for (int row = 0; row < 2; ++row) {
+      const float* src = r + row * W + 2 * ow;
+      const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src);
+      const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, src + 16);
+      taps[2 * row] = _mm512_permutex2var_ps(lo, even, hi);
+      taps[2 * row + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+    }
+    __m512 best = taps[0];
+    __m512i off = offs[0];
+    for (int t = 1; t < 4; ++t) {
+      const __mmask16 replaces = _mm512_cmp_ps_mask(taps[t], best, _CMP_GT_OQ) |
+                                 _mm512_cmp_ps_mask(taps[t], taps[t], _CMP_UNORD_Q);
+      best = _mm512_mask_blend_ps(replaces, best, taps[t]);
+      off = _mm512_mask_blend_epi32(replaces, off, offs[t]);
+    }
+    _mm512_mask_storeu_ps(y + ow, out_mask, best);
+    if (idx == nullptr) continue;
+    for (int half = 0; half < 2; ++half) {
+      const __m256i off8 =
+          half == 0 ? _mm512_castsi512_si256(off) : _mm512_extracti64x4_epi64(off, 1);
+      const __m512i base =
+          _mm512_add_epi64(_mm512_set1_epi64(first_at + 2 * (ow + 8 * half)), lane2);
+      const __mmask8 m8 = static_cast<__mmask8>(out_mask >> (8 * half));
+      _mm512_mask_storeu_epi64(idx + ow + 8 * half, m8,
+                               _mm512_add_epi64(base, _mm512_cvtepi32_epi64(off8)));
+    }
+  }
+}
+#endif
+
 template <typename V>
 VecKernels make_vec_kernels() {
   VecKernels k{};
@@ -362,6 +411,9 @@ VecKernels make_vec_kernels() {
   k.gemm_mr = gemm_mr<V>();
   k.gemm_nr = 2 * V::kWidth;
   k.pack_transposed = pack_transposed;
+#if defined(__AVX512F__)
+  k.maxpool2x2s2_row = V::kWidth == 16 ? maxpool2x2s2_row : nullptr;
+#endif
   return k;
 }
 
