@@ -1,7 +1,8 @@
 """The two implementations of float32 CPU GEMMs (runtime/cpu_gemm.h): torch's BLAS and the
 engine's packed GEMM, through whole ops and a model's training step, each against float64
 references or eager PyTorch with explicit tolerances; and ORTMODULE_CPU_GEMM's validation.
-Both paths run on any machine with AVX2, whichever of them `auto` picks there.
+Both paths run on any machine with AVX2, whichever of them `auto` picks there, the packed one
+on every micro-kernel the CPU runs (AVX2 6x16, AVX-512 14x32 tiles).
 """
 
 from __future__ import annotations
@@ -22,6 +23,19 @@ from ortmodule import _C, ORTModule
 
 PACKED = _C.cpu_isa_supported("avx2")
 MODES = ["blas", "packed"] if PACKED else ["blas"]
+# The packed GEMM's micro-kernel per instruction set: AVX-512 14x32 tiles, AVX2 6x16.
+VECTOR_ISAS = [isa for isa in ("avx2", "avx512") if _C.cpu_isa_supported(isa)]
+# (mode, isa) pairs: the BLAS once, the packed GEMM on every micro-kernel this CPU runs.
+PATHS = [("blas", None)] + [("packed", isa) for isa in VECTOR_ISAS]
+
+
+def use_path(mode: str, isa: str | None) -> None:
+    if isa is not None:
+        _C.set_cpu_isa(isa)
+    _C.set_cpu_gemm(mode)
+    assert _C.cpu_gemm() == mode
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -65,13 +79,12 @@ MATMUL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode,isa", PATHS)
 @pytest.mark.parametrize("a_shape,b_shape,trans_b", MATMUL_CASES)
 def test_matmul_forward_and_gradients_match_float64(
-    mode: str, a_shape: list[int], b_shape: list[int], trans_b: bool
+    mode: str, isa: str | None, a_shape: list[int], b_shape: list[int], trans_b: bool
 ) -> None:
-    _C.set_cpu_gemm(mode)
-    assert _C.cpu_gemm() == mode
+    use_path(mode, isa)
     gen = torch.Generator().manual_seed(1)
     a = torch.randn(a_shape, generator=gen).requires_grad_(True)
     b = torch.randn(b_shape, generator=gen).requires_grad_(True)
@@ -190,12 +203,12 @@ CONV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode,isa", PATHS)
 @pytest.mark.parametrize("x_shape,w_shape,pads", CONV_CASES)
 def test_winograd_conv_matches_float64(
-    mode: str, x_shape: list[int], w_shape: list[int], pads: int
+    mode: str, isa: str | None, x_shape: list[int], w_shape: list[int], pads: int
 ) -> None:
-    _C.set_cpu_gemm(mode)
+    use_path(mode, isa)
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(x_shape, generator=gen).requires_grad_(True)
     w = torch.randn(w_shape, generator=gen).requires_grad_(True)
