@@ -79,27 +79,40 @@ MATMUL_CASES = [
 ]
 
 
+def engine_and_float64(
+    program: object, shapes: list[list[int]], reference, seed: int
+) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, list[torch.Tensor]]:
+    """Random inputs of `shapes` through the program, backward of a random output gradient;
+    the same in float64 through `reference`. Returns y, the input gradients, y64, theirs."""
+    gen = torch.Generator().manual_seed(seed)
+    inputs = [torch.randn(s, generator=gen).requires_grad_(True) for s in shapes]
+    y = _C.run(program, inputs)[0]
+    dy = torch.randn(y.shape, generator=gen)
+    y.backward(dy)
+    inputs64 = [t.detach().double().requires_grad_(True) for t in inputs]
+    y64 = reference(*inputs64)
+    y64.backward(dy.double())
+    return y.detach(), [t.grad for t in inputs], y64.detach(), [t.grad for t in inputs64]
+
+
 @pytest.mark.parametrize("mode,isa", PATHS)
 @pytest.mark.parametrize("a_shape,b_shape,trans_b", MATMUL_CASES)
 def test_matmul_forward_and_gradients_match_float64(
     mode: str, isa: str | None, a_shape: list[int], b_shape: list[int], trans_b: bool
 ) -> None:
     use_path(mode, isa)
-    gen = torch.Generator().manual_seed(1)
-    a = torch.randn(a_shape, generator=gen).requires_grad_(True)
-    b = torch.randn(b_shape, generator=gen).requires_grad_(True)
-    y = _C.run(matmul_program(a_shape, b_shape, trans_b), [a, b])[0]
-    dy = torch.randn(y.shape, generator=gen)
-    y.backward(dy)
-    a64, b64 = a.detach().double().requires_grad_(True), b.detach().double().requires_grad_(True)
-    y64 = a64 @ (b64.transpose(-1, -2) if trans_b else b64)
-    y64.backward(dy.double())
+    y, (a_grad, b_grad), y64, (a64_grad, b64_grad) = engine_and_float64(
+        matmul_program(a_shape, b_shape, trans_b),
+        [a_shape, b_shape],
+        lambda a, b: a @ (b.transpose(-1, -2) if trans_b else b),
+        seed=1,
+    )
     k = a_shape[-1]
     # float32 products summed over K terms of O(1): error grows like sqrt(K) ulps of the sum.
     tol = 4e-6 * k**0.5 * 4
-    torch.testing.assert_close(y.detach().double(), y64.detach(), rtol=0, atol=tol)
-    torch.testing.assert_close(a.grad.double(), a64.grad, rtol=0, atol=tol * 4)
-    torch.testing.assert_close(b.grad.double(), b64.grad, rtol=0, atol=tol * 8)
+    torch.testing.assert_close(y.double(), y64, rtol=0, atol=tol)
+    torch.testing.assert_close(a_grad.double(), a64_grad, rtol=0, atol=tol * 4)
+    torch.testing.assert_close(b_grad.double(), b64_grad, rtol=0, atol=tol * 8)
 
 
 class TinyEncoderLayer(nn.Module):
@@ -209,20 +222,17 @@ def test_winograd_conv_matches_float64(
     mode: str, isa: str | None, x_shape: list[int], w_shape: list[int], pads: int
 ) -> None:
     use_path(mode, isa)
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(x_shape, generator=gen).requires_grad_(True)
-    w = torch.randn(w_shape, generator=gen).requires_grad_(True)
-    y = _C.run(conv_program(x_shape, w_shape, pads), [x, w])[0]
-    dy = torch.randn(y.shape, generator=gen)
-    y.backward(dy)
-    x64, w64 = x.detach().double().requires_grad_(True), w.detach().double().requires_grad_(True)
-    y64 = torch.nn.functional.conv2d(x64, w64, padding=pads)
-    y64.backward(dy.double())
+    y, (x_grad, w_grad), y64, (x64_grad, w64_grad) = engine_and_float64(
+        conv_program(x_shape, w_shape, pads),
+        [x_shape, w_shape],
+        lambda x, w: torch.nn.functional.conv2d(x, w, padding=pads),
+        seed=3,
+    )
     # Winograd's transforms add and scale by 1/2: a few ulps more than a direct sum of
     # C * 9 terms of O(1) per output; gradients sum over images and pixels too.
     terms = x_shape[1] * 9
     tol = 1e-5 * terms**0.5
-    torch.testing.assert_close(y.detach().double(), y64.detach(), rtol=0, atol=tol)
-    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=0, atol=tol * 2)
+    torch.testing.assert_close(y.double(), y64, rtol=0, atol=tol)
+    torch.testing.assert_close(x_grad.double(), x64_grad, rtol=0, atol=tol * 2)
     pixels = x_shape[0] * y.shape[2] * y.shape[3]
-    torch.testing.assert_close(w.grad.double(), w64.grad, rtol=0, atol=1e-5 * pixels**0.5 * 2)
+    torch.testing.assert_close(w_grad.double(), w64_grad, rtol=0, atol=1e-5 * pixels**0.5 * 2)
