@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_isa.h"
 
 namespace ortmodule {
 namespace {
@@ -54,6 +55,10 @@ std::vector<ConvCase> conv_cases() {
       // outputs): odd outputs (zero-padded edge tiles), then asymmetric pads of 0 to 2.
       {"winograd_odd_outputs", make_conv(3, 16, 11, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"winograd_asym_pads", make_conv(2, 16, 10, 12, 16, 3, 3, 1, 1, 1, 0, 2, 2, 1, 1, 1)},
+      // Rows of more than 16 tiles (the vector transforms' registers), odd on both sides, and
+      // 4x4 outputs (Winograd with the vector transforms only).
+      {"winograd_wide_rows", make_conv(2, 16, 37, 35, 17, 3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 1)},
+      {"winograd_4x4", make_conv(5, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
   };
 }
 
@@ -142,8 +147,22 @@ class ConvKernelTest : public ::testing::Test {};
 using FloatTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(ConvKernelTest, FloatTypes);
 
-TYPED_TEST(ConvKernelTest, ForwardMatchesReference) {
-  using T = TypeParam;
+// Every instruction set this CPU runs: with AVX-512 the float Winograd transforms are vector
+// kernels (vec_winograd.inl).
+template <typename Fn>
+void for_each_isa(const Fn& fn) {
+  const CpuIsa saved = active_cpu_isa();
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!cpu_isa_supported(isa)) continue;
+    set_cpu_isa(isa);
+    SCOPED_TRACE(cpu_isa_name(isa));
+    fn();
+  }
+  set_cpu_isa(saved);
+}
+
+template <typename T>
+void check_forward_cases() {
   for (const auto& tc : conv_cases()) {
     SCOPED_TRACE(tc.name);
     const Conv2dParams& p = tc.p;
@@ -159,8 +178,12 @@ TYPED_TEST(ConvKernelTest, ForwardMatchesReference) {
   }
 }
 
-TYPED_TEST(ConvKernelTest, BackwardMatchesReference) {
-  using T = TypeParam;
+TYPED_TEST(ConvKernelTest, ForwardMatchesReference) {
+  for_each_isa([] { check_forward_cases<TypeParam>(); });
+}
+
+template <typename T>
+void check_backward_cases() {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   for (const auto& tc : conv_cases()) {
     SCOPED_TRACE(tc.name);
@@ -187,6 +210,10 @@ TYPED_TEST(ConvKernelTest, BackwardMatchesReference) {
     conv2d_backward<T>(p, xt.data(), wt.data(), dyt.data(), nullptr, nullptr, only.data());
     expect_close(only, ref.dbias, "dbias_only");
   }
+}
+
+TYPED_TEST(ConvKernelTest, BackwardMatchesReference) {
+  for_each_isa([] { check_backward_cases<TypeParam>(); });
 }
 
 // Central differences of L = sum(conv(x, w, b) * r): its gradients are the backward's outputs

@@ -199,3 +199,48 @@ def test_conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[i
     for name, g, g_ref in zip("xwb", grads, grads_ref):
         scale = float(g_ref.abs().max())
         torch.testing.assert_close(g, g_ref, rtol=rtol, atol=atol * scale, msg=f"d{name}")
+
+
+# Winograd on every path this CPU runs: the scalar tile transforms (baseline), the AVX-512
+# ones (vec_winograd.inl, vectorised over a plane's tiles), each with torch's BLAS and with the
+# packed GEMM whose panels the transforms write directly. (x shape, output channels, pads.)
+WINOGRAD_PATHS = [("baseline", "blas")] + [
+    (isa, mode) for isa in ("avx2", "avx512") if _C.cpu_isa_supported(isa)
+    for mode in ("blas", "packed")]
+WINOGRAD_SHAPES = [
+    ((3, 16, 37, 35), 17, [1, 2, 1, 0]),   # rows of 19 and 18 tiles: two registers, odd edges
+    ((8, 32, 14, 14), 64, [1, 1, 1, 1]),   # the CNN's second conv: 49 tiles, panels of 32
+    ((6, 256, 4, 4), 256, [1, 1, 1, 1]),   # 4x4 outputs: Winograd with the vector transforms
+    ((1, 16, 20, 20), 24, [2, 2, 0, 1]),   # one image, pads of 0 to 2
+]
+
+
+@pytest.mark.parametrize("isa,mode", WINOGRAD_PATHS)
+@pytest.mark.parametrize("xs,m,pads", WINOGRAD_SHAPES)
+def test_conv_winograd_every_path(xs: tuple[int, ...], m: int, pads: list[int], isa: str,
+                                  mode: str) -> None:
+    saved_isa = _C.cpu_isa()
+    _C.set_cpu_isa(isa)
+    _C.set_cpu_gemm(mode)
+    try:
+        gen = torch.Generator().manual_seed(5)
+        ws = (m, xs[1], 3, 3)
+        feed = [torch.randn(xs, generator=gen),
+                torch.randn(ws, generator=gen) / float(np.sqrt(9 * xs[1])),
+                torch.randn(m, generator=gen)]
+        prog = _program("Conv", {"x": xs, "w": ws, "b": (m,)}, 1, ["x", "w", "b"], pads=pads)
+        ours = [t.clone().requires_grad_(True) for t in feed]
+        ref = [t.double().requires_grad_(True) for t in feed]
+        (y,) = _C.run(prog, ours)
+        y_ref = F.conv2d(F.pad(ref[0], [pads[1], pads[3], pads[0], pads[2]]), ref[1], ref[2])
+        torch.testing.assert_close(y.double(), y_ref, rtol=1e-4, atol=1e-5)
+        dy = torch.randn(y_ref.shape, generator=gen)
+        grads = torch.autograd.grad(y, ours, dy)
+        grads_ref = torch.autograd.grad(y_ref, ref, dy.double())
+        for name, g, g_ref in zip("xwb", grads, grads_ref):
+            scale = float(g_ref.abs().max())
+            torch.testing.assert_close(g.double(), g_ref, rtol=1e-4, atol=1e-5 * scale,
+                                       msg=f"d{name}")
+    finally:
+        _C.set_cpu_isa(saved_isa)
+        _C.set_cpu_gemm("auto")

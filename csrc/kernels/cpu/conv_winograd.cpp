@@ -70,11 +70,15 @@ bool conv2d_winograd_applies(const Conv2dParams& p) {
   // 16x16 with 64 channels 0.7x). The weight gradient takes the same rule: it won at every
   // eligible shape measured (one thread, dw alone against im2col + GEMM: ResNet's 16x16 with
   // 64 channels 0.67x, 8x8 with 128 channels 0.65x, 8x8 with 512 channels 0.63x, batch 2 of
-  // 8x8 with 16 channels 0.86x, one 32x32 image with 64 channels 0.60x).
+  // 8x8 with 16 channels 0.86x, one 32x32 image with 64 channels 0.60x). With the vector
+  // transforms (AVX-512) 4x4 outputs pay too (ResNet's 256 channels, 2 threads: 0.64 ms
+  // against 1.00 for im2col + the packed GEMM forward, 1.52 against 1.89 backward); 2x2 ones,
+  // one tile per image, do not (4x slower).
+  const int64_t min_side = vec_kernels().winograd_input != nullptr ? 4 : 8;
   const auto pad_ok = [](int64_t pad) { return pad >= 0 && pad <= 2; };
   return shape && pad_ok(p.pad_top) && pad_ok(p.pad_left) && pad_ok(pad_bottom) &&
-         pad_ok(pad_right) && p.C >= 16 && p.M >= 16 && p.outH >= 8 && p.outW >= 8 && p.H >= 8 &&
-         p.W >= 8;
+         pad_ok(pad_right) && p.C >= 16 && p.M >= 16 && p.outH >= min_side && p.outW >= min_side &&
+         p.H >= min_side && p.W >= min_side;
 }
 
 namespace {
@@ -103,7 +107,8 @@ void winograd_forward_packed(const Conv2dParams& p, const float* x, const float*
     const int64_t max_b = balanced_chunk(chunk, n_end - n_begin);
     const int64_t max_ld = max_b * t.per_image, max_panels = (max_ld + NR - 1) / NR;
     const int64_t v_es = max_panels * NR * p.C + kStreamPad, m_es = p.M * max_ld + kStreamPad;
-    Scratch<float> V(16 * v_es), Mo(16 * m_es), plane(t.Hp * t.Wp), rows(4 * t.Wp), a(8 * t.tw);
+    Scratch<float> V(16 * v_es), Mo(16 * m_es), plane(winograd_detail::plane_scratch(t)),
+        rows(4 * t.Wp), a(winograd_detail::plane_scratch(t));
     const PanelColumns cols{V.data(), p.C, NR};
     for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
       const int64_t B = std::min(max_b, n_end - n0), ld = B * t.per_image;
@@ -160,7 +165,8 @@ void conv2d_winograd_forward(const Conv2dParams& p, const T* x, const T* w, cons
     // Element strides padded off powers of two, so the 16 element streams of a transform do
     // not all map to the same cache sets.
     const int64_t v_es = p.C * max_ld + kStreamPad, m_es = p.M * max_ld + kStreamPad;
-    Scratch<T> V(16 * v_es), Mo(16 * m_es), plane(t.Hp * t.Wp), rows(4 * t.Wp), a(8 * t.tw);
+    Scratch<T> V(16 * v_es), Mo(16 * m_es), plane(winograd_detail::plane_scratch(t)),
+        rows(4 * t.Wp), a(winograd_detail::plane_scratch(t));
     for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
       const int64_t B = std::min(max_b, n_end - n0), ld = B * t.per_image;
       for (int64_t b = 0; b < B; ++b) {
@@ -234,7 +240,7 @@ void conv2d_winograd_backward_weight(const Conv2dParams& p, const T* x, const T*
     const int64_t max_b = balanced_chunk(chunk, n_end - n_begin);
     const int64_t max_ld = max_b * t.per_image;
     const int64_t v_es = p.C * max_ld + kStreamPad, d_es = p.M * max_ld + kStreamPad;
-    Scratch<T> V(16 * v_es), D(16 * d_es), plane(t.Hp * t.Wp), rows(4 * t.Wp);
+    Scratch<T> V(16 * v_es), D(16 * d_es), plane(winograd_detail::plane_scratch(t)), rows(4 * t.Wp);
     Partial part{n_begin, Scratch<T>(16 * MC)};
     for (int64_t n0 = n_begin; n0 < n_end; n0 += max_b) {
       const int64_t B = std::min(max_b, n_end - n0), ld = B * t.per_image;

@@ -1,12 +1,17 @@
 // The tile transforms of the Winograd F(2x2, 3x3) convolutions (conv_winograd.cpp): filters,
 // input tiles, output tiles and their gradients, each over one image or one set of filters,
 // writing the plain [16, rows, ld] layout or the packed GEMM's panels (kernels/cpu/sgemm.h).
+// The scalar loops here are the baseline path; with AVX-512, float input, output and
+// output-gradient transforms run the vector kernels of vec_winograd.inl (same arithmetic, same
+// order of operations), vectorised over all of a plane's tiles rather than along a tile row.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -26,6 +31,12 @@ inline Tiles tiles_of(const Conv2dParams& p) {
   t.Hp = 2 * t.th + 2;
   t.Wp = 2 * t.tw + 2;
   return t;
+}
+
+// Scratch floats a transform of one image takes (its `plane` and `a` arguments): the padded
+// plane of the scalar loops, or the phase planes of the vector kernels.
+inline int64_t plane_scratch(const Tiles& t) {
+  return std::max(t.Hp * t.Wp, winograd_scratch_floats({0, 0, 0, 0, t.th, t.tw}));
 }
 
 // The 4x4 transformed filter u = G g G^T of one 3x3 filter g (taps read in reverse order when
@@ -100,6 +111,9 @@ struct PlainColumns {
     *run = ld - t;
     return V + c * ld + t;
   }
+  WinogradColumns columns(int64_t c, int64_t t0, int64_t es) const {
+    return {V + c * ld, es, t0, ld, 0};
+  }
 };
 
 // The micro-kernel's packed B panels: panel t / NR at V + (t / NR) * C * NR holds [c][t % NR].
@@ -110,6 +124,9 @@ struct PanelColumns {
     *run = NR - t % NR;
     return V + (t / NR) * C * NR + c * NR + t % NR;
   }
+  WinogradColumns columns(int64_t c, int64_t t0, int64_t es) const {
+    return {V + c * NR, es, t0, NR, C * NR};
+  }
 };
 
 // One image x: [C, H, W] -> columns [t0, t0 + per_image) of V: [16, C, ld] with element e at
@@ -117,10 +134,17 @@ struct PanelColumns {
 // 2 ty, column 2 tx, B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]].
 // B^T combines rows (a loop along the row), B columns (a loop over tiles with stride-2
 // loads): both run over contiguous memory, so the compiler vectorises them.
-// plane: [Hp, Wp] and rows: [4, Wp] scratch.
+// plane: [plane_scratch(t)] and rows: [4, Wp] scratch.
 template <typename T, typename Columns>
 void transform_input(const Conv2dParams& p, const Tiles& t, const T* x, const Columns& cols,
                      int64_t es, int64_t t0, T* plane, T* rows) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().winograd_input) {
+      const WinogradPlane g{p.H, p.W, p.pad_top, p.pad_left, t.th, t.tw};
+      for (int64_t c = 0; c < p.C; ++c) vec(g, x + c * p.H * p.W, cols.columns(c, t0, es), plane);
+      return;
+    }
+  }
   const int64_t in_rows = std::min(p.H, t.Hp - p.pad_top);
   const int64_t in_cols = std::min(p.W, t.Wp - p.pad_left);
   const int64_t Wp = t.Wp;
@@ -163,10 +187,19 @@ void transform_input(const Conv2dParams& p, const Tiles& t, const T* x, const Co
 
 // Columns [t0, t0 + per_image) of Mo: [16, M, ld] (element e at Mo + e * es) -> one image
 // y: [M, outH, outW] (+ bias): Y = A^T m A with A^T = [[1, 1, 1, 0], [0, 1, -1, -1]], clipped
-// at the bottom/right edges. a: [2, 4, tw] scratch.
+// at the bottom/right edges. a: [plane_scratch(t)] scratch.
 template <typename T>
 void transform_output(const Conv2dParams& p, const Tiles& t, const T* Mo, int64_t ld, int64_t es,
                       int64_t t0, const T* bias, T* y, T* a) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().winograd_output) {
+      const WinogradPlane g{p.outH, p.outW, 0, 0, t.th, t.tw};
+      for (int64_t m = 0; m < p.M; ++m) {
+        vec(g, Mo + m * ld + t0, es, bias != nullptr ? bias[m] : 0.0f, y + m * p.outH * p.outW, a);
+      }
+      return;
+    }
+  }
   const int64_t tw = t.tw, full = p.outW / 2;  // tiles whose two columns are both inside
   for (int64_t m = 0; m < p.M; ++m) {
     const T b = bias != nullptr ? bias[m] : T(0);
@@ -202,10 +235,18 @@ void transform_output(const Conv2dParams& p, const Tiles& t, const T* Mo, int64_
 // 2 tx, A = [[1, 0], [1, 1], [1, -1], [0, -1]] (the transpose of the output transform's A^T).
 // Tiles past the bottom/right edges of an odd output read zeros: their clipped outputs had no
 // gradient. As transform_input: rows first (a loop along the row), then columns (stride-2
-// loads over tiles). plane: [2 th, 2 tw] and rows: [4, 2 tw] scratch.
+// loads over tiles). plane: [plane_scratch(t)] and rows: [4, 2 tw] scratch.
 template <typename T>
 void transform_output_gradient(const Conv2dParams& p, const Tiles& t, const T* dy, T* D, int64_t ld,
                                int64_t es, int64_t t0, T* plane, T* rows) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().winograd_output_gradient) {
+      const WinogradPlane g{p.outH, p.outW, 0, 0, t.th, t.tw};
+      for (int64_t m = 0; m < p.M; ++m)
+        vec(g, dy + m * p.outH * p.outW, D + m * ld + t0, es, plane);
+      return;
+    }
+  }
   const int64_t Wq = 2 * t.tw, Hq = 2 * t.th;
   const bool padded = Wq != p.outW || Hq != p.outH;
   if (padded) std::fill(plane, plane + Hq * Wq, T(0));

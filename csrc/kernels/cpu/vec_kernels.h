@@ -10,6 +10,21 @@ namespace ortmodule {
 // Element-wise activations with a vector form (kernels/math/vec_math.h).
 enum class VecActivation { kExp, kSigmoid, kTanh };
 
+// One plane of a Winograd F(2x2, 3x3) tile transform (kernels/cpu/conv_winograd_transforms.h,
+// whose scalar loops define the arithmetic): the plane read is [H, W], placed at row pad_top,
+// column pad_left of the zero-padded plane the tiles cover; th x tw tiles, tile t = ty * tw + tx.
+struct WinogradPlane {
+  int64_t H, W, pad_top, pad_left, th, tw;
+};
+
+// Where a transform writes its tiles: tile t of the plane, element e, at
+// base + ((t0 + t) / run) * run_stride + (t0 + t) % run + e * es. A plain [16, C, ld] block has
+// run = ld; the packed GEMM's B panels run = their width.
+struct WinogradColumns {
+  float* base;
+  int64_t es, t0, run, run_stride;
+};
+
 // Each entry runs over one contiguous chunk (the callers split work with parallel_for).
 // A null entry means the caller's baseline loop runs.
 struct VecKernels {
@@ -59,7 +74,25 @@ struct VecKernels {
   // not null, idx[ow] = first_at + 2 ow + the winning tap's offset. Null without AVX-512.
   void (*maxpool2x2s2_row)(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
                            int64_t* idx);
+  // The Winograd transforms of one plane, vectorised over the plane's tiles (null without
+  // AVX-512). scratch: winograd_scratch_floats(g) floats.
+  // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.
+  void (*winograd_input)(const WinogradPlane& g, const float* x, const WinogradColumns& dst,
+                         float* scratch);
+  // Output tiles: m (element e of tile t at m[e * es + t]) -> y [H, W] = A^T m A + bias,
+  // clipped at the bottom and right edges.
+  void (*winograd_output)(const WinogradPlane& g, const float* m, int64_t es, float bias, float* y,
+                          float* scratch);
+  // Output-gradient tiles: dy [H, W] -> (A dY A^T) per tile at d[e * es + t]; tiles past the
+  // edges read zeros.
+  void (*winograd_output_gradient)(const WinogradPlane& g, const float* dy, float* d, int64_t es,
+                                   float* scratch);
 };
+
+// The scratch a winograd_* entry takes for one plane: eight [th + 1, tw] phase planes.
+static inline int64_t winograd_scratch_floats(const WinogradPlane& g) {
+  return 8 * (g.th + 1) * g.tw;
+}
 
 // Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.
 const VecKernels* vec_kernels_avx2();

@@ -391,6 +391,8 @@ void maxpool2x2s2_row(const float* r, int64_t W, int64_t n, int64_t first_at, fl
     }
   }
 }
+
+#include "kernels/cpu/vec_winograd.inl"
 #endif
 
 template <typename V>
@@ -413,6 +415,9 @@ VecKernels make_vec_kernels() {
   k.pack_transposed = pack_transposed;
 #if defined(__AVX512F__)
   k.maxpool2x2s2_row = V::kWidth == 16 ? maxpool2x2s2_row : nullptr;
+  k.winograd_input = V::kWidth == 16 ? winograd_avx512::input : nullptr;
+  k.winograd_output = V::kWidth == 16 ? winograd_avx512::output : nullptr;
+  k.winograd_output_gradient = V::kWidth == 16 ? winograd_avx512::output_gradient : nullptr;
 #endif
   return k;
 }
