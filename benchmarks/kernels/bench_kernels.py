@@ -105,18 +105,19 @@ def conv_case(name: str, n: int, c: int, h: int, m: int, k: int = 3, pad: int = 
                 ["y"], ["x", "w", "b"], kernels)
 
 
-def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
+def maxpool_case(name: str, n: int, c: int, h: int, kernel: int = 2, stride: int = 2,
+                 pad: int = 0) -> Case:
     def kernels(t: dict[str, torch.Tensor]) -> tuple[Callable, Callable]:
         saved = {}
 
         def fwd() -> torch.Tensor:
-            y, saved["idx"] = F.max_pool2d(t["x"], 2, 2, return_indices=True)
+            y, saved["idx"] = F.max_pool2d(t["x"], kernel, stride, pad, return_indices=True)
             return y
 
         def bwd(dy: torch.Tensor) -> tuple:
             return (
                 torch.ops.aten.max_pool2d_with_indices_backward(
-                    dy, t["x"], [2, 2], [2, 2], [0, 0], [1, 1], False, saved["idx"]
+                    dy, t["x"], [kernel] * 2, [stride] * 2, [pad] * 2, [1, 1], False, saved["idx"]
                 ),
             )
 
@@ -126,7 +127,7 @@ def maxpool_case(name: str, n: int, c: int, h: int) -> Case:
         name,
         "MaxPool",
         {"x": torch.randn(n, c, h, h)},
-        {"kernel_shape": [2, 2], "strides": [2, 2]},
+        {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pad] * 4},
         ["y"],
         ["x"],
         kernels,
@@ -303,6 +304,7 @@ def cases() -> list[Case]:
         conv_case("conv 32->64 14x14", 64, 32, 14, 64),
         maxpool_case("maxpool 32x28x28", 64, 32, 28),
         maxpool_case("maxpool 64x14x14", 64, 64, 14),
+        maxpool_case("maxpool 3x3/2 64x32x32 resnet", 16, 64, 32, 3, 2, 1),
         batchnorm_case("batchnorm 32x28x28", 64, 32, 28),
         batchnorm_case("batchnorm 64x14x14", 64, 64, 14),
         # ResNet-18 layout at 64x64 (batch 16): the stride-1 3x3 convs of its first two stages,

@@ -61,6 +61,10 @@ std::vector<PoolCase> pool_cases() {
       // the inside windows start at column 1.
       make_pool("wide_rows", 1, 2, 4, 71, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false),
       make_pool("wide_pad", 1, 1, 5, 69, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1, false),
+      // 3x3 windows, stride 2: 33 outputs per row, the last window ending at the last column
+      // (the third column's masked loads must stop there); then ResNet's padded stem pool.
+      make_pool("wide_3x3", 1, 2, 7, 67, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, false),
+      make_pool("wide_3x3_pad", 2, 3, 8, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false),
   };
 }
 

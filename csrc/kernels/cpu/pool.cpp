@@ -160,14 +160,15 @@ void maxpool_row_inside(const Pool2dParams& p, const T* xp, int64_t row0, int64_
                         int64_t lo, int64_t hi, T* y, int64_t* idx, int32_t* off) {
   const T* r0 = xp + row0;
   const bool dense = p.dil_h == 1 && p.dil_w == 1;
-  if (dense && p.kH == 2 && p.kW == 2 && p.stride_w == 2) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (const auto row = vec_kernels().maxpool2x2s2_row) {
-        row(r0 + lo * 2, p.W, hi - lo, first_at + lo * 2, y + lo,
-            idx != nullptr ? idx + lo : nullptr);
-        return;
-      }
+  if constexpr (std::is_same_v<T, float>) {
+    const auto row = vec_kernels().maxpool_s2_row;
+    if (row != nullptr && dense && p.kH == p.kW && (p.kH == 2 || p.kH == 3) && p.stride_w == 2) {
+      row(r0 + lo * 2, p.W, static_cast<int>(p.kH), hi - lo, first_at + lo * 2, y + lo,
+          idx != nullptr ? idx + lo : nullptr);
+      return;
     }
+  }
+  if (dense && p.kH == 2 && p.kW == 2 && p.stride_w == 2) {
     if (idx != nullptr) {
       maxpool_row_fixed<2, 2, 2, true>(r0, p.W, lo, hi, first_at, y, idx);
     } else {

@@ -68,12 +68,13 @@ struct VecKernels {
   // registers).
   void (*pack_transposed)(const float* x, int64_t ld, int64_t rows, int64_t kc, int width,
                           float* dst);
-  // One output row of a 2x2, stride-2 max pool whose windows lie inside the input: for ow <
-  // n, y[ow] = the max of r[2 ow], r[2 ow + 1], r[W + 2 ow], r[W + 2 ow + 1] taken in that order
-  // (a later tap replaces the best when greater or NaN: pool_max_replaces), and, when idx is
-  // not null, idx[ow] = first_at + 2 ow + the winning tap's offset. Null without AVX-512.
-  void (*maxpool2x2s2_row)(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
-                           int64_t* idx);
+  // One output row of a k x k (k = 2 or 3), stride-2 max pool whose windows lie inside the
+  // input: for ow < n, y[ow] = the max of r[j W + 2 ow + i] over rows j < k and columns i < k,
+  // taken in row-major order (a later tap replaces the best when greater or NaN:
+  // pool_max_replaces), and, when idx is not null, idx[ow] = first_at + 2 ow + the winning
+  // tap's offset j W + i. Null without AVX-512.
+  void (*maxpool_s2_row)(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
+                         int64_t* idx);
   // The Winograd transforms of one plane, vectorised over the plane's tiles (null without
   // AVX-512). scratch: winograd_scratch_floats(g) floats.
   // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.

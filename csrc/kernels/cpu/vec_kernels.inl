@@ -346,37 +346,45 @@ void pack_transposed(const float* x, int64_t ld, int64_t rows, int64_t kc, int w
 
 #if defined(__AVX512F__)
 // 16 outputs at a time: each row's 32 inputs split into even and odd columns by two
-// permutes; the last group takes masked loads and stores, so short rows (a 14-wide output)
-// are one group.
-void maxpool2x2s2_row(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
-                      int64_t* idx) {
+// permutes (a 3-wide window's third column is the even split of the row two columns on);
+// the last group takes masked loads and stores, so short rows (a 14-wide output) are one group.
+void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
+                    int64_t* idx) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-  const __m512i offs[4] = {_mm512_setzero_si512(), _mm512_set1_epi32(1),
-                           _mm512_set1_epi32(static_cast<int32_t>(W)),
-                           _mm512_set1_epi32(static_cast<int32_t>(W + 1))};
+  const auto lanes = [](int64_t count) {  // the first `count` lanes (clipped to 0..16)
+    return static_cast<__mmask16>(count >= 16 ? 0xFFFFu : count <= 0 ? 0u : (1u << count) - 1u);
+  };
   for (int64_t ow = 0; ow < n; ow += 16) {
     const int64_t left = std::min<int64_t>(16, n - ow);
-    const __mmask16 out_mask = static_cast<__mmask16>((1u << left) - 1u);
-    const int64_t in = 2 * left;  // inputs of this group per row
-    const __mmask16 lo_mask = static_cast<__mmask16>(in >= 16 ? 0xFFFFu : (1u << in) - 1u);
-    const __mmask16 hi_mask = static_cast<__mmask16>(in <= 16 ? 0u : (1u << (in - 16)) - 1u);
-    __m512 taps[4];
-    for (int row = 0; row < 2; ++row) {
+    const __mmask16 out_mask = lanes(left);
+    __m512 taps[9];
+    int32_t tap_off[9];
+    int t = 0;
+    for (int row = 0; row < k; ++row) {
       const float* src = r + row * W + 2 * ow;
-      const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, src);
-      const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, src + 16);
-      taps[2 * row] = _mm512_permutex2var_ps(lo, even, hi);
-      taps[2 * row + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+      const int64_t in = 2 * left;  // columns 2 ow .. 2 ow + 2 left - 1 of this group
+      const __m512 lo = _mm512_maskz_loadu_ps(lanes(in), src);
+      const __m512 hi = _mm512_maskz_loadu_ps(lanes(in - 16), src + 16);
+      taps[t] = _mm512_permutex2var_ps(lo, even, hi);
+      tap_off[t++] = static_cast<int32_t>(row * W);
+      taps[t] = _mm512_permutex2var_ps(lo, odd, hi);
+      tap_off[t++] = static_cast<int32_t>(row * W + 1);
+      if (k == 3) {  // columns 2 ow + 2: the last window ends at column 2 left
+        const __m512 lo2 = _mm512_maskz_loadu_ps(lanes(in - 1), src + 2);
+        const __m512 hi2 = _mm512_maskz_loadu_ps(lanes(in - 17), src + 18);
+        taps[t] = _mm512_permutex2var_ps(lo2, even, hi2);
+        tap_off[t++] = static_cast<int32_t>(row * W + 2);
+      }
     }
     __m512 best = taps[0];
-    __m512i off = offs[0];
-    for (int t = 1; t < 4; ++t) {
-      const __mmask16 replaces = _mm512_cmp_ps_mask(taps[t], best, _CMP_GT_OQ) |
-                                 _mm512_cmp_ps_mask(taps[t], taps[t], _CMP_UNORD_Q);
-      best = _mm512_mask_blend_ps(replaces, best, taps[t]);
-      off = _mm512_mask_blend_epi32(replaces, off, offs[t]);
+    __m512i off = _mm512_setzero_si512();
+    for (int i = 1; i < t; ++i) {
+      const __mmask16 replaces = _mm512_cmp_ps_mask(taps[i], best, _CMP_GT_OQ) |
+                                 _mm512_cmp_ps_mask(taps[i], taps[i], _CMP_UNORD_Q);
+      best = _mm512_mask_blend_ps(replaces, best, taps[i]);
+      off = _mm512_mask_blend_epi32(replaces, off, _mm512_set1_epi32(tap_off[i]));
     }
     _mm512_mask_storeu_ps(y + ow, out_mask, best);
     if (idx == nullptr) continue;
@@ -414,7 +422,7 @@ VecKernels make_vec_kernels() {
   k.gemm_nr = 2 * V::kWidth;
   k.pack_transposed = pack_transposed;
 #if defined(__AVX512F__)
-  k.maxpool2x2s2_row = V::kWidth == 16 ? maxpool2x2s2_row : nullptr;
+  k.maxpool_s2_row = V::kWidth == 16 ? maxpool_s2_row : nullptr;
   k.winograd_input = V::kWidth == 16 ? winograd_avx512::input : nullptr;
   k.winograd_output = V::kWidth == 16 ? winograd_avx512::output : nullptr;
   k.winograd_output_gradient = V::kWidth == 16 ? winograd_avx512::output_gradient : nullptr;
