@@ -56,9 +56,9 @@ std::vector<ConvCase> conv_cases() {
       {"winograd_odd_outputs", make_conv(3, 16, 11, 9, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"winograd_asym_pads", make_conv(2, 16, 10, 12, 16, 3, 3, 1, 1, 1, 0, 2, 2, 1, 1, 1)},
       // Rows of more than 16 tiles (the vector transforms' registers), odd on both sides, and
-      // 4x4 outputs (Winograd with the vector transforms only).
+      // the smallest Winograd outputs, 8x8: one register of 16 tiles per image.
       {"winograd_wide_rows", make_conv(2, 16, 37, 35, 17, 3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 1)},
-      {"winograd_4x4", make_conv(5, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"winograd_8x8", make_conv(5, 16, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
   };
 }
 

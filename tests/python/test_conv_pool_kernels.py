@@ -210,7 +210,7 @@ WINOGRAD_PATHS = [("baseline", "blas")] + [
 WINOGRAD_SHAPES = [
     ((3, 16, 37, 35), 17, [1, 2, 1, 0]),   # rows of 19 and 18 tiles: two registers, odd edges
     ((8, 32, 14, 14), 64, [1, 1, 1, 1]),   # the CNN's second conv: 49 tiles, panels of 32
-    ((6, 256, 4, 4), 256, [1, 1, 1, 1]),   # 4x4 outputs: Winograd with the vector transforms
+    ((6, 128, 8, 8), 96, [1, 1, 1, 1]),    # 8x8 outputs: one register of 16 tiles per image
     ((1, 16, 20, 20), 24, [2, 2, 0, 1]),   # one image, pads of 0 to 2
 ]
 

@@ -71,10 +71,11 @@ bool conv2d_winograd_applies(const Conv2dParams& p) {
   // eligible shape measured (one thread, dw alone against im2col + GEMM: ResNet's 16x16 with
   // 64 channels 0.67x, 8x8 with 128 channels 0.65x, 8x8 with 512 channels 0.63x, batch 2 of
   // 8x8 with 16 channels 0.86x, one 32x32 image with 64 channels 0.60x). With the vector
-  // transforms (AVX-512) 4x4 outputs pay too (ResNet's 256 channels, 2 threads: 0.64 ms
-  // against 1.00 for im2col + the packed GEMM forward, 1.52 against 1.89 backward); 2x2 ones,
-  // one tile per image, do not (4x slower).
-  const int64_t min_side = vec_kernels().winograd_input != nullptr ? 4 : 8;
+  // transforms (AVX-512), 4x4 outputs with 256 channels are faster at best (2 threads: 0.64
+  // ms against 1.00 forward) but slower in the median of alternating calls (1.08 against
+  // 0.92 forward, 2.55 against 1.98 backward): their transformed weights, 16 x 256 x 256
+  // floats, outweigh the images. So 8x8 stays the bound.
+  constexpr int64_t min_side = 8;
   const auto pad_ok = [](int64_t pad) { return pad >= 0 && pad <= 2; };
   return shape && pad_ok(p.pad_top) && pad_ok(p.pad_left) && pad_ok(pad_bottom) &&
          pad_ok(pad_right) && p.C >= 16 && p.M >= 16 && p.outH >= min_side && p.outW >= min_side &&

@@ -22,6 +22,11 @@ constexpr int64_t kPanelsPerTask = 8;
 // of a small machine, so that none waits long for the last one.
 constexpr int64_t kMinTasks = 8;
 constexpr int64_t kSplitTasks = 16;
+// Up to this many B panels, A's full panels are read in place (VecKernels::gemm_tile_a)
+// instead of packed: each A element then serves at most two micro-kernel calls, too few to
+// repay writing and reading back a packed copy (a convolution's weights against the few
+// columns of a small output: ResNet's 2x2 layers, 32-64 columns per product).
+constexpr int64_t kDirectAPanels = 2;
 
 // Rows [r0, r0 + rows) x columns [k0, k0 + kc) of op(X) as a panel: dst[k * width + r],
 // rows past `rows` (up to width) zero.
@@ -70,9 +75,10 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const int64_t m_tasks = (m_panels + kPanelsPerTask - 1) / kPanelsPerTask;
   const int64_t n_split =
       m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
+  const bool direct_a = n_panels <= kDirectAPanels && vk.gemm_tile_a != nullptr;
   // Split B panels share their A block: then A is packed once per K block, before the tasks
   // (a small M, e.g. a batch of 64 rows, would otherwise pack all of A once per task).
-  const bool shared_a = n_split > 1;
+  const bool shared_a = !direct_a && n_split > 1;
   thread_local std::vector<float> b_storage, shared_a_storage;
   float* bp = aligned_buffer(b_storage, static_cast<size_t>(n_panels * NR * kc_max));
   float* ap_shared =
@@ -105,17 +111,29 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
         const int64_t i0 = mt * kPanelsPerTask, i1 = std::min(m_panels, i0 + kPanelsPerTask);
         const int64_t j0 = n_panels * part / n_split, j1 = n_panels * (part + 1) / n_split;
         const float* a_block = shared_a ? ap_shared + i0 * MR * kc : ap;
+        const auto full = [&](int64_t i) { return (i + 1) * MR <= M; };
         if (!shared_a) {
-          for (int64_t i = i0; i < i1; ++i)
+          for (int64_t i = i0; i < i1; ++i) {
+            if (direct_a && full(i)) continue;  // read in place
             pack_panel(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
                        ap + (i - i0) * MR * kc);
+          }
         }
-        for (int64_t j = j0; j < j1; ++j)
-          for (int64_t i = i0; i < i1; ++i)
-            vk.gemm_tile(
-                kc, a_block + (i - i0) * MR * kc, bp + j * NR * kc, C + i * MR * ldc + j * NR, ldc,
-                static_cast<int>(std::min<int64_t>(MR, M - i * MR)),
-                static_cast<int>(std::min<int64_t>(NR, N - j * NR)), alpha, beta, blk == 0);
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const int rows = static_cast<int>(std::min<int64_t>(MR, M - i * MR));
+            const int cols = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
+            float* c = C + i * MR * ldc + j * NR;
+            if (direct_a && full(i)) {
+              const float* a = trans_a ? A + k0 * lda + i * MR : A + i * MR * lda + k0;
+              vk.gemm_tile_a(kc, a, lda, trans_a, bp + j * NR * kc, c, ldc, rows, cols, alpha, beta,
+                             blk == 0);
+            } else {
+              vk.gemm_tile(kc, a_block + (i - i0) * MR * kc, bp + j * NR * kc, c, ldc, rows, cols,
+                           alpha, beta, blk == 0);
+            }
+          }
+        }
       }
     });
   }

@@ -61,6 +61,10 @@ struct VecKernels {
   // `first`, C = alpha * a*b + beta * C (beta == 0: C is not read); else C += alpha * a*b.
   void (*gemm_tile)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                     float alpha, float beta, bool first);
+  // gemm_tile with A read in place rather than packed: all gemm_mr rows of op(A) at column k
+  // are a[k * lda + i] (trans) or a[i * lda + k], for i < gemm_mr.
+  void (*gemm_tile_a)(int64_t kc, const float* a, int64_t lda, bool trans, const float* b, float* c,
+                      int64_t ldc, int m, int n, float alpha, float beta, bool first);
   int gemm_mr;
   int gemm_nr;
   // Packs rows of a row-major matrix as columns of a GEMM panel: dst[k * width + r] =

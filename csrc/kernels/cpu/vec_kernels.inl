@@ -259,9 +259,12 @@ constexpr int gemm_mr() {
   return V::kWidth == 16 ? 14 : 6;
 }
 
-template <typename V>
-void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
-               float alpha, float beta, bool first) {
+// The micro-kernel over any layout of A: load_a(i, k) is row i, column k of the A panel.
+template <typename V, typename LoadA>
+__attribute__((always_inline)) inline void gemm_tile_impl(int64_t kc, const LoadA& load_a,
+                                                          const float* b, float* c, int64_t ldc,
+                                                          int m, int n, float alpha, float beta,
+                                                          bool first) {
   using F = typename V::F;
   constexpr int MR = gemm_mr<V>();
   constexpr int W = V::kWidth;
@@ -272,11 +275,10 @@ void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     const F b0 = V::load(b), b1 = V::load(b + W);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const F ai = V::set1(a[i]);
+      const F ai = V::set1(load_a(i, k));
       acc[i][0] = V::fmadd(ai, b0, acc[i][0]);
       acc[i][1] = V::fmadd(ai, b1, acc[i][1]);
     }
-    a += MR;
     b += 2 * W;
   }
   const F va = V::set1(alpha), vb = V::set1(beta);
@@ -307,6 +309,28 @@ void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
     float* row = c + i * ldc;
     for (int j = 0; j < n; ++j) row[j] = read_c ? tile[i][j] + kept * row[j] : tile[i][j];
   }
+}
+
+template <typename V>
+void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+               float alpha, float beta, bool first) {
+  constexpr int MR = gemm_mr<V>();
+  gemm_tile_impl<V>(
+      kc, [a](int i, int64_t k) { return a[k * MR + i]; }, b, c, ldc, m, n, alpha, beta, first);
+}
+
+template <typename V>
+void gemm_tile_a(int64_t kc, const float* a, int64_t lda, bool trans, const float* b, float* c,
+                 int64_t ldc, int m, int n, float alpha, float beta, bool first) {
+  if (trans) {
+    gemm_tile_impl<V>(
+        kc, [a, lda](int i, int64_t k) { return a[k * lda + i]; }, b, c, ldc, m, n, alpha, beta,
+        first);
+    return;
+  }
+  gemm_tile_impl<V>(
+      kc, [a, lda](int i, int64_t k) { return a[i * lda + k]; }, b, c, ldc, m, n, alpha, beta,
+      first);
 }
 
 // 8 rows of 8 floats at x (row stride ld) -> 8 columns at dst (row stride width), transposed
@@ -418,6 +442,7 @@ VecKernels make_vec_kernels() {
   k.rmsnorm_forward_row = rmsnorm_forward_row<V>;
   k.rmsnorm_backward_row = rmsnorm_backward_row<V>;
   k.gemm_tile = gemm_tile<V>;
+  k.gemm_tile_a = gemm_tile_a<V>;
   k.gemm_mr = gemm_mr<V>();
   k.gemm_nr = 2 * V::kWidth;
   k.pack_transposed = pack_transposed;
