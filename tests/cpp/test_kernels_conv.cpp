@@ -59,6 +59,9 @@ std::vector<ConvCase> conv_cases() {
       // the smallest Winograd outputs, 8x8: one register of 16 tiles per image.
       {"winograd_wide_rows", make_conv(2, 16, 37, 35, 17, 3, 3, 1, 1, 1, 1, 2, 1, 0, 1, 1)},
       {"winograd_8x8", make_conv(5, 16, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      // Stride 2 with output rows of 20 (im2col's vector stride-2 rows: a full register and
+      // a masked tail).
+      {"strided_wide_rows", make_conv(2, 3, 41, 39, 4, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1)},
   };
 }
 

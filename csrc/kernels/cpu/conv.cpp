@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu/conv_common.h"
 #include "kernels/cpu/conv_winograd.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -136,9 +138,13 @@ int64_t channel_grain(const Conv2dParams& p) {
 template <typename T>
 void im2col(const Conv2dParams& p, const ConvDims& d, const T* xp, T* col, int64_t ld) {
   const int64_t outW = p.outW, sw = p.stride_w;
+  const auto copy_stride2 = vec_kernels().copy_stride2;
   auto copy_row = [&](int64_t row, int64_t at, int64_t oh) {
     const T* in = xp + at;
     T* out = col + row * ld + oh * outW;
+    if constexpr (std::is_same_v<T, float>) {
+      if (sw == 2 && outW >= 16 && copy_stride2 != nullptr) return copy_stride2(in, outW, out);
+    }
     if (sw == 1) {
       for (int64_t ow = 0; ow < outW; ++ow) out[ow] = in[ow];
     } else {

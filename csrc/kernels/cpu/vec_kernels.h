@@ -79,6 +79,8 @@ struct VecKernels {
   // tap's offset j W + i. Null without AVX-512.
   void (*maxpool_s2_row)(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
                          int64_t* idx);
+  // y[i] = x[2 i] for i < n (im2col's rows for stride 2). Null without AVX-512.
+  void (*copy_stride2)(const float* x, int64_t n, float* y);
   // The Winograd transforms of one plane, vectorised over the plane's tiles (null without
   // AVX-512). scratch: winograd_scratch_floats(g) floats.
   // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.

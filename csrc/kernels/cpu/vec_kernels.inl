@@ -424,6 +424,21 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
   }
 }
 
+// 16 outputs per two masked loads and a permute.
+void copy_stride2(const float* x, int64_t n, float* y) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = std::min<int64_t>(16, n - i),
+                  in = 2 * left - 1;  // the last read: 2 (n - 1)
+    const auto lanes = [](int64_t count) {
+      return static_cast<__mmask16>(count >= 16 ? 0xFFFFu : count <= 0 ? 0u : (1u << count) - 1u);
+    };
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes(in), x + 2 * i);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes(in - 16), x + 2 * i + 16);
+    _mm512_mask_storeu_ps(y + i, lanes(left), _mm512_permutex2var_ps(lo, even, hi));
+  }
+}
+
 #include "kernels/cpu/vec_winograd.inl"
 #endif
 
@@ -448,6 +463,7 @@ VecKernels make_vec_kernels() {
   k.pack_transposed = pack_transposed;
 #if defined(__AVX512F__)
   k.maxpool_s2_row = V::kWidth == 16 ? maxpool_s2_row : nullptr;
+  k.copy_stride2 = V::kWidth == 16 ? copy_stride2 : nullptr;
   k.winograd_input = V::kWidth == 16 ? winograd_avx512::input : nullptr;
   k.winograd_output = V::kWidth == 16 ? winograd_avx512::output : nullptr;
   k.winograd_output_gradient = V::kWidth == 16 ? winograd_avx512::output_gradient : nullptr;
