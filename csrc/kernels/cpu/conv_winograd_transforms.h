@@ -1,7 +1,7 @@
 // The tile transforms of the Winograd F(2x2, 3x3) convolutions (conv_winograd.cpp): filters,
 // input tiles, output tiles and their gradients, each over one image or one set of filters,
 // writing the plain [16, rows, ld] layout or the packed GEMM's panels (kernels/cpu/sgemm.h).
-// The scalar loops here are the baseline path; with AVX-512, float input, output and
+// The scalar loops here are the baseline path; with AVX2 or AVX-512, float input, output and
 // output-gradient transforms run the vector kernels of vec_winograd.inl (same arithmetic, same
 // order of operations), vectorised over all of a plane's tiles rather than along a tile row.
 #pragma once

@@ -81,8 +81,8 @@ struct VecKernels {
                          int64_t* idx);
   // y[i] = x[2 i] for i < n (im2col's rows for stride 2). Null without AVX-512.
   void (*copy_stride2)(const float* x, int64_t n, float* y);
-  // The Winograd transforms of one plane, vectorised over the plane's tiles (null without
-  // AVX-512). scratch: winograd_scratch_floats(g) floats.
+  // The Winograd transforms of one plane, vectorised over the plane's tiles. scratch:
+  // winograd_scratch_floats(g) floats.
   // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.
   void (*winograd_input)(const WinogradPlane& g, const float* x, const WinogradColumns& dst,
                          float* scratch);

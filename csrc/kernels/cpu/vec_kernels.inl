@@ -439,8 +439,9 @@ void copy_stride2(const float* x, int64_t n, float* y) {
   }
 }
 
-#include "kernels/cpu/vec_winograd.inl"
 #endif
+
+#include "kernels/cpu/vec_winograd.inl"
 
 template <typename V>
 VecKernels make_vec_kernels() {
@@ -461,12 +462,12 @@ VecKernels make_vec_kernels() {
   k.gemm_mr = gemm_mr<V>();
   k.gemm_nr = 2 * V::kWidth;
   k.pack_transposed = pack_transposed;
+  k.winograd_input = winograd::input<V>;
+  k.winograd_output = winograd::output<V>;
+  k.winograd_output_gradient = winograd::output_gradient<V>;
 #if defined(__AVX512F__)
   k.maxpool_s2_row = V::kWidth == 16 ? maxpool_s2_row : nullptr;
   k.copy_stride2 = V::kWidth == 16 ? copy_stride2 : nullptr;
-  k.winograd_input = V::kWidth == 16 ? winograd_avx512::input : nullptr;
-  k.winograd_output = V::kWidth == 16 ? winograd_avx512::output : nullptr;
-  k.winograd_output_gradient = V::kWidth == 16 ? winograd_avx512::output_gradient : nullptr;
 #endif
   return k;
 }
