@@ -3,7 +3,10 @@
 // This file is compiled with -ffp-contract=off, so a*b + c is rounded twice unless it is
 // written as an explicit fma, and with -fno-math-errno, so sqrt vectorizes. The fused
 // variants are compiled for AVX2+FMA (selected at run time); the loops are plain
-// element-wise code over restrict pointers that the compiler vectorizes.
+// element-wise code over restrict pointers that the compiler vectorizes. AdamW's moments pass
+// has an AVX-512 clone too (its square root and division are the cost where the buffers sit
+// in cache), taken when the active instruction set (kernels/cpu/cpu_isa.h) is AVX-512: the
+// same IEEE operations, so the same results.
 #include "optim/multi_tensor.h"
 
 #include <algorithm>
@@ -12,13 +15,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/optim.h"
 #include "kernels/parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define ORTMODULE_TARGET_FMA __attribute__((target("avx2,fma")))
+#define ORTMODULE_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define ORTMODULE_TARGET_FMA
+#define ORTMODULE_TARGET_AVX512
 #endif
 #define ORTMODULE_ALWAYS_INLINE __attribute__((always_inline)) inline
 
@@ -115,6 +121,11 @@ ORTMODULE_TARGET_FMA void adamw_moments_fused(ORTMODULE_ADAMW_MOMENTS_ARGS) {
 }
 
 template <typename T, bool kAmsgrad, bool kIeeeSqrt>
+ORTMODULE_TARGET_AVX512 void adamw_moments_fused_avx512(ORTMODULE_ADAMW_MOMENTS_ARGS) {
+  adamw_moments<T, FusedMulAdd, kAmsgrad, kIeeeSqrt>(ORTMODULE_ADAMW_MOMENTS_CALL);
+}
+
+template <typename T, bool kAmsgrad, bool kIeeeSqrt>
 void adamw_moments_separate(ORTMODULE_ADAMW_MOMENTS_ARGS) {
   adamw_moments<T, SeparateMulAdd, kAmsgrad, kIeeeSqrt>(ORTMODULE_ADAMW_MOMENTS_CALL);
 }
@@ -124,6 +135,10 @@ using AdamWMomentsFn = void (*)(ORTMODULE_ADAMW_MOMENTS_ARGS);
 
 template <typename T, bool kIeeeSqrt>
 AdamWMomentsFn<T> adamw_moments_fn(MultiplyAdd mode, bool amsgrad) {
+  if (mode == MultiplyAdd::kFused && active_cpu_isa() == CpuIsa::kAvx512) {
+    return amsgrad ? &adamw_moments_fused_avx512<T, true, kIeeeSqrt>
+                   : &adamw_moments_fused_avx512<T, false, kIeeeSqrt>;
+  }
   if (mode == MultiplyAdd::kFused) {
     return amsgrad ? &adamw_moments_fused<T, true, kIeeeSqrt>
                    : &adamw_moments_fused<T, false, kIeeeSqrt>;
