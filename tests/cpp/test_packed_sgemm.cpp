@@ -1,6 +1,7 @@
 // The packed float32 GEMM (kernels/cpu/sgemm.h) of every instruction set this CPU runs,
 // against a double-precision reference: all transpose combinations, alpha/beta, padded
-// leading dimensions, edges smaller than a tile, K split into blocks, A read in place (at most
+// leading dimensions, edges smaller than a tile, K split into blocks (with few rows: threads
+// split B's panels over all K blocks), A read in place (at most
 // two B panels: full A panels unpacked, the partial one packed) and beta == 0 with NaN in C
 // (C must not be read then).
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ void check_isa(CpuIsa isa) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const Case cases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},   {15, 33, 40},
                         {6, 16, 300},   {113, 70, 333}, {64, 784, 96}, {200, 129, 641},
-                        {113, 64, 700}, {60, 20, 530}};
+                        {113, 64, 700}, {60, 20, 530},  {64, 200, 800}};
   for (const Case& c : cases) {
     for (int trans = 0; trans < 4; ++trans) {
       const bool ta = trans & 1, tb = trans & 2;

@@ -76,6 +76,42 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const int64_t n_split =
       m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
   const bool direct_a = n_panels <= kDirectAPanels && vk.gemm_tile_a != nullptr;
+  const auto full = [&](int64_t i) { return (i + 1) * MR <= M; };
+  const auto tile = [&](int64_t i, int64_t j, const float* a_panel, const float* b_panel,
+                        int64_t k0, int64_t kc, bool first) {
+    const int rows = static_cast<int>(std::min<int64_t>(MR, M - i * MR));
+    const int cols = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
+    float* c = C + i * MR * ldc + j * NR;
+    if (direct_a && full(i)) {
+      const float* a = trans_a ? A + k0 * lda + i * MR : A + i * MR * lda + k0;
+      vk.gemm_tile_a(kc, a, lda, trans_a, b_panel, c, ldc, rows, cols, alpha, beta, first);
+    } else {
+      vk.gemm_tile(kc, a_panel, b_panel, c, ldc, rows, cols, alpha, beta, first);
+    }
+  };
+  if (m_tasks == 1) {
+    // Few rows (a batch of up to 112): the threads split B's panels and run every K block on
+    // their own, each packing all of A, so no thread waits on another between K blocks (one
+    // parallel region instead of two per K block: the MLP's products have four).
+    parallel_for(0, n_panels, 1, [&](int64_t j0, int64_t j1) {
+      thread_local std::vector<float> a_storage, b_storage_one;
+      float* ap = aligned_buffer(a_storage, static_cast<size_t>(m_panels * MR * kc_max));
+      float* bq = aligned_buffer(b_storage_one, static_cast<size_t>(NR * kc_max));
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t k0 = blk * kc_max, kc = std::min(kc_max, K - k0);
+        for (int64_t i = 0; i < m_panels; ++i) {
+          if (direct_a && full(i)) continue;  // read in place
+          pack_panel(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
+                     ap + i * MR * kc);
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          pack_panel(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0, kc, NR, bq);
+          for (int64_t i = 0; i < m_panels; ++i) tile(i, j, ap + i * MR * kc, bq, k0, kc, blk == 0);
+        }
+      }
+    });
+    return;
+  }
   // Split B panels share their A block: then A is packed once per K block, before the tasks
   // (a small M, e.g. a batch of 64 rows, would otherwise pack all of A once per task).
   const bool shared_a = !direct_a && n_split > 1;
@@ -111,7 +147,6 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
         const int64_t i0 = mt * kPanelsPerTask, i1 = std::min(m_panels, i0 + kPanelsPerTask);
         const int64_t j0 = n_panels * part / n_split, j1 = n_panels * (part + 1) / n_split;
         const float* a_block = shared_a ? ap_shared + i0 * MR * kc : ap;
-        const auto full = [&](int64_t i) { return (i + 1) * MR <= M; };
         if (!shared_a) {
           for (int64_t i = i0; i < i1; ++i) {
             if (direct_a && full(i)) continue;  // read in place
@@ -119,21 +154,9 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
                        ap + (i - i0) * MR * kc);
           }
         }
-        for (int64_t j = j0; j < j1; ++j) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const int rows = static_cast<int>(std::min<int64_t>(MR, M - i * MR));
-            const int cols = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
-            float* c = C + i * MR * ldc + j * NR;
-            if (direct_a && full(i)) {
-              const float* a = trans_a ? A + k0 * lda + i * MR : A + i * MR * lda + k0;
-              vk.gemm_tile_a(kc, a, lda, trans_a, bp + j * NR * kc, c, ldc, rows, cols, alpha, beta,
-                             blk == 0);
-            } else {
-              vk.gemm_tile(kc, a_block + (i - i0) * MR * kc, bp + j * NR * kc, c, ldc, rows, cols,
-                           alpha, beta, blk == 0);
-            }
-          }
-        }
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t i = i0; i < i1; ++i)
+            tile(i, j, a_block + (i - i0) * MR * kc, bp + j * NR * kc, k0, kc, blk == 0);
       }
     });
   }
