@@ -56,11 +56,6 @@ constexpr int64_t kStreamPad = 64;
 // Tiles a chunk of the weight gradient's GEMMs sums over at least (see its chunk size).
 constexpr int64_t kMinChunkTiles = 64;
 
-// The weight gradient's budget for V and D together: 512 KiB of float, half of L2 (ResNet's
-// 16x16 layer with 64 channels then takes one image per chunk: its backward 2.41 -> 2.23 ms
-// against twice the budget, alternating calls; the 8x8 and CNN layers are unchanged).
-constexpr int64_t kWeightGradChunkElems = 1 << 17;
-
 }  // namespace
 
 bool conv2d_winograd_applies(const Conv2dParams& p) {
@@ -227,15 +222,15 @@ template <typename T>
 void conv2d_winograd_backward_weight(const Conv2dParams& p, const T* x, const T* dy, T* dw) {
   const Tiles t = tiles_of(p);
   const int64_t MC = p.M * p.C;
-  // Both transformed buffers, V and D, count against the chunk's budget, kWeightGradChunkElems
-  // (sized on one of them, as the forward, ResNet's 16x16 layer ran 1.5x slower), but a chunk has
-  // kMinChunkTiles tiles at least: every chunk reads and writes all of S, [16, M, C], which a GEMM
-  // over 16 tiles (one 8x8 image) with 512 channels does for 16 multiply-adds per element (3.3x
-  // slower than im2col + GEMM; 0.64x with 64 tiles).
+  // Both transformed buffers, V and D, count against the chunk's budget (sized on one of them,
+  // as the forward, ResNet's 16x16 layer ran 1.5x slower), but a chunk has kMinChunkTiles tiles
+  // at least: every chunk reads and writes all of S, [16, M, C], which a GEMM over 16 tiles (one
+  // 8x8 image) with 512 channels does for 16 multiply-adds per element (3.3x slower than
+  // im2col + GEMM; 0.64x with 64 tiles).
   const int64_t per_image = 16 * (p.C + p.M) * t.per_image;
   const int64_t by_tiles = (kMinChunkTiles + t.per_image - 1) / t.per_image;
   const int64_t chunk =
-      std::max<int64_t>(1, std::min(p.N, std::max(by_tiles, kWeightGradChunkElems / per_image)));
+      std::max<int64_t>(1, std::min(p.N, std::max(by_tiles, kChunkElems / per_image)));
   struct Partial {
     int64_t n_begin;
     Scratch<T> S;  // [16, M, C], written by the range's first chunk (beta 0)
