@@ -208,11 +208,16 @@ def conv_program(x_shape: list[int], w_shape: list[int], pads: int) -> object:
 
 # 3x3 stride-1 convolutions the Winograd kernels take (forward and input gradient on the
 # micro-kernel's packed panels under `packed`): tiles that fill panels partly, channel counts
-# off the micro-kernel's row count, odd outputs, pads 0 and 1.
+# off the micro-kernel's row count, odd outputs, pads 0 and 1; for the vector tile transforms
+# (vec_winograd.inl) rows of more than 16 tiles, the CNN's 14x14 layer (49 tiles per image)
+# and 8x8 outputs with many channels.
 CONV_CASES = [
     ([3, 16, 12, 12], [20, 16, 3, 3], 1),
     ([2, 24, 11, 10], [16, 24, 3, 3], 0),
     ([5, 33, 8, 8], [29, 33, 3, 3], 1),
+    ([3, 16, 37, 35], [17, 16, 3, 3], 1),
+    ([8, 32, 14, 14], [64, 32, 3, 3], 1),
+    ([6, 128, 8, 8], [96, 128, 3, 3], 1),
 ]
 
 

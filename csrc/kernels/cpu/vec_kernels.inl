@@ -369,6 +369,11 @@ void pack_transposed(const float* x, int64_t ld, int64_t rows, int64_t kc, int w
 }
 
 #if defined(__AVX512F__)
+// The first `count` of 16 lanes (count clipped to 0..16).
+inline __mmask16 lanes(int64_t count) {
+  return static_cast<__mmask16>(count >= 16 ? 0xFFFFu : count <= 0 ? 0u : (1u << count) - 1u);
+}
+
 // 16 outputs at a time: each row's 32 inputs split into even and odd columns by two
 // permutes (a 3-wide window's third column is the even split of the row two columns on);
 // the last group takes masked loads and stores, so short rows (a 14-wide output) are one group.
@@ -377,9 +382,6 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-  const auto lanes = [](int64_t count) {  // the first `count` lanes (clipped to 0..16)
-    return static_cast<__mmask16>(count >= 16 ? 0xFFFFu : count <= 0 ? 0u : (1u << count) - 1u);
-  };
   for (int64_t ow = 0; ow < n; ow += 16) {
     const int64_t left = std::min<int64_t>(16, n - ow);
     const __mmask16 out_mask = lanes(left);
@@ -430,9 +432,6 @@ void copy_stride2(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; i += 16) {
     const int64_t left = std::min<int64_t>(16, n - i),
                   in = 2 * left - 1;  // the last read: 2 (n - 1)
-    const auto lanes = [](int64_t count) {
-      return static_cast<__mmask16>(count >= 16 ? 0xFFFFu : count <= 0 ? 0u : (1u << count) - 1u);
-    };
     const __m512 lo = _mm512_maskz_loadu_ps(lanes(in), x + 2 * i);
     const __m512 hi = _mm512_maskz_loadu_ps(lanes(in - 16), x + 2 * i + 16);
     _mm512_mask_storeu_ps(y + i, lanes(left), _mm512_permutex2var_ps(lo, even, hi));
