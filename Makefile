@@ -155,6 +155,7 @@ CUDA_PY := $(abspath $(CUDA_VENV))/bin/python
 CUDA_STAMP := $(CUDA_VENV)/.requirements-stamp
 CUDA_TREE := build/cuda-tree
 CUDA_CHECK_TESTS ?= tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py tests/python/test_ops.py tests/python/test_autograd_boundary.py \
+                    tests/python/test_low_precision_products.py \
                     tests/python/test_models_api.py tests/python/test_docs.py
 # $(call torch_venv,VENV,SED): a venv with requirements.txt, its pins rewritten by sed's SED.
 define torch_venv

@@ -1,4 +1,6 @@
-// Gemm, MatMul and com.microsoft FusedMatMul (used by MatMul's gradient).
+// Gemm, MatMul and com.microsoft FusedMatMul (used by MatMul's gradient). float16 and
+// bfloat16 products compute natively (tensor-core GEMMs on CUDA, float32 accumulation; on
+// the CPU the float32 kernel between exact widening and one rounding, ops/widened_kernel.h).
 #include <cstdint>
 
 #include "grad/gradient_builder.h"
@@ -7,6 +9,7 @@
 #include "kernels/gemm.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/widened_kernel.h"
 
 namespace ortmodule {
 
@@ -36,6 +39,7 @@ std::vector<OutputInfo> shape_gemm(const OpContext& ctx) {
 }
 
 void cpu_gemm(OpContext& ctx) {
+  if (has_low_precision(ctx)) return run_widened(ctx, cpu_gemm);
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   Tensor& y = ctx.out(0);
@@ -108,6 +112,7 @@ std::vector<OutputInfo> shape_fused_matmul(const OpContext& ctx) {
 }
 
 void cpu_fused_matmul(OpContext& ctx) {
+  if (has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul);
   Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
   bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   if (a.size() == 1) a = {1, a[0]};
@@ -202,6 +207,7 @@ std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext& ctx) {
 }
 
 void cpu_fused_matmul_sum(OpContext& ctx) {
+  if (has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul_sum);
   bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   double alpha = ctx.node.attr_float("alpha", 1.0);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,

@@ -24,6 +24,28 @@ bool keeps_low_precision(const Node& n) {
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
 }
 
+// Products with every floating operand and result in one 16-bit type: their kernels take
+// float16/bfloat16 themselves (float32 accumulation, one rounding of each result; on CUDA
+// tensor-core GEMMs), so they are left as they are.
+bool computes_low_precision(const Node& n) {
+  static const std::unordered_set<std::string> ops = {"MatMul", "Gemm", "FusedMatMul",
+                                                      "FusedMatMulSumToShape"};
+  if (!ops.count(n.op_type) || !n.def || n.def->host_call) return false;
+  DType low = DType::Undefined;
+  auto same = [&low](const Value* v) {
+    if (!v || !dtype_is_floating(v->dtype)) return true;
+    if (!dtype_is_low_precision(v->dtype) || (low != DType::Undefined && v->dtype != low))
+      return false;
+    low = v->dtype;
+    return true;
+  };
+  for (const Value* v : n.inputs)
+    if (!same(v)) return false;
+  for (const Value* v : n.outputs)
+    if (!same(v)) return false;
+  return low != DType::Undefined;
+}
+
 // The dtype of output k of n from its inputs' dtypes and attributes (what the ops' shape
 // rules compute), so values the model declares no type for are still found; Undefined
 // where it depends on something unknown (bridge nodes run by the host framework).
@@ -72,7 +94,7 @@ int compute_low_precision_in_float32(Graph& graph) {
       Value* out = n->outputs[k];
       if (out && out->dtype == DType::Undefined) out->dtype = inferred_dtype(*n, k);
     }
-    if (keeps_low_precision(*n)) continue;
+    if (keeps_low_precision(*n) || computes_low_precision(*n)) continue;
     bool any = false;
     for (Value* v : n->inputs) any = any || (v && dtype_is_low_precision(v->dtype));
     for (Value* v : n->outputs) any = any || (v && dtype_is_low_precision(v->dtype));

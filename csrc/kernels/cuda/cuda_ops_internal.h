@@ -12,12 +12,17 @@ namespace ortmodule {
 void cuda_sum_to_shape_into(OpContext& ctx, const Tensor& x, Tensor& y);
 
 // matmul.cu: out = FusedMatMul(in 0, in 1; transA, transB, alpha) of the node in `ctx`,
-// written to `out` (shaped as the product, on the inputs' device).
+// written to `out` (shaped as the product, on the inputs' device; of the inputs' dtype, or
+// float32 for float16/bfloat16 inputs: the float32 accumulation, unrounded).
 void cuda_fused_matmul_into(OpContext& ctx, Tensor& out);
+
+// matmul.cu: y (float16 or bfloat16) = x (float32, y's shape) rounded to nearest even.
+void cuda_round_float32_into(OpContext& ctx, const Tensor& x, Tensor& y);
 
 // matmul.cu: row-major Y_i[M, N] = alpha * op(A_i) op(B_i) for i < batch in one strided cuBLAS
 // call, A_i = a + i * sa, B_i = b + i * sb (elements), Y_i = y + i * M * N; op(A_i) is
-// [M, K], op(B_i) [K, N]. a, b and y share y's dtype (float32 or float64).
+// [M, K], op(B_i) [K, N]. a, b and y share y's dtype (float32, float64, or float16/bfloat16:
+// tensor cores, float32 accumulation, one rounding).
 void cuda_strided_gemm(OpContext& ctx, Tensor& y, bool ta, bool tb, int64_t batch, int64_t M,
                        int64_t N, int64_t K, double alpha, const Tensor& a, int64_t sa,
                        const Tensor& b, int64_t sb);

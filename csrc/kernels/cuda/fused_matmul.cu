@@ -5,7 +5,8 @@
 //   FusedMatMulSumToShape(a, b, shape) -> the product summed down to `shape` (host input):
 //     the product directly when nothing is summed, one GEMM over the stacked batches when
 //     every batch sums into one matrix (a Linear's weight gradient), else the product into a
-//     temporary and SumToShape's kernel (reduce.cu).
+//     temporary and SumToShape's kernel (reduce.cu); for float16/bfloat16 operands that
+//     temporary and its sum are float32, rounded once at the end.
 #include <algorithm>
 #include <cstdint>
 
@@ -84,6 +85,15 @@ void cuda_fused_matmul_sum(OpContext& ctx) {
   }
   full.push_back(M);
   full.push_back(N);
+  if (dtype_is_low_precision(y.dtype())) {
+    // 16-bit operands: the products and their sum in float32, rounded once.
+    Tensor product = Tensor::empty(DType::Float32, full, y.device());
+    cuda_fused_matmul_into(ctx, product);
+    Tensor sum = Tensor::empty(DType::Float32, ys, y.device());
+    cuda_sum_to_shape_into(ctx, product, sum);
+    cuda_round_float32_into(ctx, sum, y);
+    return;
+  }
   Tensor product = Tensor::empty(y.dtype(), full, y.device());
   cuda_fused_matmul_into(ctx, product);
   cuda_sum_to_shape_into(ctx, product, y);

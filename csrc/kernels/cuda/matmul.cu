@@ -2,9 +2,13 @@
 // stream). Row-major products are computed as their column-major transposes:
 //   C[M,N] = op(A) op(B)  <=>  C^T[N,M] = op(B)^T op(A)^T,
 // so B is cuBLAS's first operand and A its second, with the same transpose flags.
+// float16 and bfloat16 products run on tensor cores (cublasGemmStridedBatchedEx, float32
+// accumulation, each result rounded once); where a result is added to (Gemm's C) or summed
+// further (FusedMatMulSumToShape), they accumulate into float32 and are rounded at the end.
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
@@ -24,11 +28,26 @@ int as_int(const OpContext& ctx, int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+using cuda::blas_scalar_t;
+
+// The dtypes of the products: float32, float64 and the 16-bit tags.
+#define ORTM_DISPATCH_GEMM(DTYPE, CTX, ...)                                                       \
+  switch (DTYPE) {                                                                                \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                  \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                                 \
+    ORTM_DTYPE_CASE(Float16, cuda::F16, __VA_ARGS__)                                              \
+    ORTM_DTYPE_CASE(BFloat16, cuda::BF16, __VA_ARGS__)                                            \
+    default:                                                                                      \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                                   \
+                 " is not supported by the CUDA products (float32, float64, float16, bfloat16)"); \
+  }
+
 // Row-major C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i] for i < batch, A[i] = A + i * sa.
-template <typename T>
+// C has the operands' type, or float32 for 16-bit operands.
+template <typename T, typename Out = T>
 void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t batch, int64_t M,
-                     int64_t N, int64_t K, T alpha, const T* A, int64_t sa, const T* B, int64_t sb,
-                     T beta, T* C) {
+                     int64_t N, int64_t K, blas_scalar_t<T> alpha, const T* A, int64_t sa,
+                     const T* B, int64_t sb, blas_scalar_t<T> beta, Out* C) {
   if (batch == 0 || M == 0 || N == 0) return;
   const int m = as_int(ctx, M, "M"), n = as_int(ctx, N, "N"), k = as_int(ctx, K, "K");
   // Leading dims are at least 1 even for an empty K (cuBLAS then computes C = beta * C).
@@ -44,7 +63,7 @@ void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t ba
 // Batch dims that broadcast otherwise ([2, 1] against [3], [2, 1] against [1, 2]): one strided
 // batch along the output's last batch dim (an operand's stride 0 where it broadcasts there)
 // per index of the dims before it.
-template <typename T>
+template <typename T, typename Out>
 void broadcast_product(OpContext& ctx, Tensor& out, bool ta, bool tb, Shape a_batch, Shape b_batch,
                        int64_t M, int64_t N, int64_t K) {
   const size_t rank = std::max(a_batch.size(), b_batch.size());
@@ -65,7 +84,7 @@ void broadcast_product(OpContext& ctx, Tensor& out, bool ta, bool tb, Shape a_ba
   }
   const int64_t inner = out_batch[rank - 1];
   const int64_t outer = dims_product(out_batch, 0, rank - 1);
-  const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
+  const auto alpha = static_cast<blas_scalar_t<T>>(ctx.node.attr_float("alpha", 1.0));
   const T* A = ctx.in(0).data<T>();
   const T* B = ctx.in(1).data<T>();
   for (int64_t o = 0; o < outer; ++o) {
@@ -76,13 +95,13 @@ void broadcast_product(OpContext& ctx, Tensor& out, bool ta, bool tb, Shape a_ba
       a_off += at * a_stride[d];
       b_off += at * b_stride[d];
     }
-    strided_product<T>(ctx, out.device(), ta, tb, inner, M, N, K, alpha, A + a_off,
-                       a_stride[rank - 1], B + b_off, b_stride[rank - 1], T(0),
-                       out.data<T>() + o * inner * M * N);
+    strided_product<T, Out>(ctx, out.device(), ta, tb, inner, M, N, K, alpha, A + a_off,
+                            a_stride[rank - 1], B + b_off, b_stride[rank - 1], 0,
+                            out.data<Out>() + o * inner * M * N);
   }
 }
 
-template <typename T>
+template <typename T, typename Out>
 void run_fused_matmul(OpContext& ctx, Tensor& out) {
   Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
   const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
@@ -107,12 +126,12 @@ void run_fused_matmul(OpContext& ctx, Tensor& out) {
     batch = nb;
     sa = 0;
   } else {
-    broadcast_product<T>(ctx, out, ta, tb, a_batch, b_batch, M, N, K);
+    broadcast_product<T, Out>(ctx, out, ta, tb, a_batch, b_batch, M, N, K);
     return;
   }
-  const T alpha = static_cast<T>(ctx.node.attr_float("alpha", 1.0));
-  strided_product<T>(ctx, out.device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(), sa,
-                     ctx.in(1).data<T>(), sb, T(0), out.data<T>());
+  const auto alpha = static_cast<blas_scalar_t<T>>(ctx.node.attr_float("alpha", 1.0));
+  strided_product<T, Out>(ctx, out.device(), ta, tb, batch, M, N, K, alpha, ctx.in(0).data<T>(), sa,
+                          ctx.in(1).data<T>(), sb, 0, out.data<Out>());
 }
 
 // Matrix pointers of the three operands of a pointer-array batched GEMM.
@@ -166,16 +185,32 @@ void matrix_batched_product(OpContext& ctx, const GemmOperand& y, bool ta, bool 
 }
 
 // y[i, j] = beta * c[i or 0, j or 0]: Gemm's C broadcast to [M, N] ([], [N], [1, N], [M, 1]
-// or [M, N]).
-template <typename T>
+// or [M, N]), computed in c's arithmetic type (float for 16-bit C) and stored as Y.
+template <typename T, typename Y>
 __global__ void fill_scaled(int64_t M, int64_t N, const T* c, int64_t c_rows, int64_t c_cols,
-                            T beta, T* y) {
+                            blas_scalar_t<T> beta, Y* y) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
        i += step) {
     const int64_t r = c_rows == 1 ? 0 : i / N, col = c_cols == 1 ? 0 : i % N;
-    y[i] = beta * c[r * c_cols + col];
+    y[i] = static_cast<Y>(beta * cuda::widen(c[r * c_cols + col]));
   }
+}
+
+template <typename T>
+__global__ void round_float_kernel(int64_t n, const float* x, T* y) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    y[i] = cuda::from_float<T>(x[i]);
+}
+
+template <typename T>
+void round_float(const Tensor& x, Tensor& y) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  round_float_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(
+      n, x.data<float>(), y.data<T>());
+  cuda::check_launch("rounding a float32 product to 16 bits");
 }
 
 template <typename T>
@@ -186,35 +221,62 @@ void run_gemm(OpContext& ctx) {
   const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   const double alpha = ctx.node.attr_float("alpha", 1.0), beta = ctx.node.attr_float("beta", 1.0);
   const int64_t M = y.dim(0), N = y.dim(1), K = ta ? a.dim(0) : a.dim(1);
-  T gemm_beta = 0;
-  if (ctx.has_input(2) && beta != 0.0 && M * N > 0) {
-    const Tensor& c = ctx.in(2);
-    const int64_t rows = c.rank() == 2 ? c.dim(0) : 1;
-    const int64_t cols = c.rank() >= 1 ? c.dim(c.rank() - 1) : 1;
-    fill_scaled<T><<<cuda::blocks_for(M * N), cuda::kThreads, 0, cuda::stream(y.device())>>>(
-        M, N, c.data<T>(), rows, cols, static_cast<T>(beta), y.data<T>());
-    cuda::check_launch("Gemm (C)");
-    gemm_beta = 1;
+  using S = blas_scalar_t<T>;
+  if (!ctx.has_input(2) || beta == 0.0 || M * N == 0) {
+    strided_product<T>(ctx, y.device(), ta, tb, 1, M, N, K, static_cast<S>(alpha), a.data<T>(), 0,
+                       b.data<T>(), 0, S(0), y.data<T>());
+    return;
   }
-  strided_product<T>(ctx, y.device(), ta, tb, 1, M, N, K, static_cast<T>(alpha), a.data<T>(), 0,
-                     b.data<T>(), 0, gemm_beta, y.data<T>());
+  // y = beta * C, then the product accumulated onto it (beta = 1); 16-bit products
+  // accumulate onto a float32 beta * C and are rounded once.
+  const Tensor& c = ctx.in(2);
+  const int64_t rows = c.rank() == 2 ? c.dim(0) : 1;
+  const int64_t cols = c.rank() >= 1 ? c.dim(c.rank() - 1) : 1;
+  using Acc = std::conditional_t<cuda::kIs16Bit<T>, float, T>;
+  Tensor acc = cuda::kIs16Bit<T> ? Tensor::empty(DType::Float32, y.shape(), y.device()) : y;
+  fill_scaled<T, Acc><<<cuda::blocks_for(M * N), cuda::kThreads, 0, cuda::stream(y.device())>>>(
+      M, N, c.data<T>(), rows, cols, static_cast<S>(beta), acc.data<Acc>());
+  cuda::check_launch("Gemm (C)");
+  strided_product<T, Acc>(ctx, y.device(), ta, tb, 1, M, N, K, static_cast<S>(alpha), a.data<T>(),
+                          0, b.data<T>(), 0, S(1), acc.data<Acc>());
+  if constexpr (cuda::kIs16Bit<T>) round_float<T>(acc, y);
 }
 
 }  // namespace
 
 void cuda_fused_matmul_into(OpContext& ctx, Tensor& out) {
   expect_same_dtype(ctx, 1);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_fused_matmul<scalar_t>(ctx, out));
+  const DType in = ctx.in(0).dtype();
+  if (out.dtype() != in && !(dtype_is_low_precision(in) && out.dtype() == DType::Float32)) {
+    ctx.fail("a " + dtype_name(in) + " product cannot be written as " + dtype_name(out.dtype()));
+  }
+  ORTM_DISPATCH_GEMM(in, ctx, {
+    if constexpr (cuda::kIs16Bit<scalar_t>) {
+      if (out.dtype() == DType::Float32) return run_fused_matmul<scalar_t, float>(ctx, out);
+    }
+    run_fused_matmul<scalar_t, scalar_t>(ctx, out);
+  });
 }
 
 void cuda_strided_gemm(OpContext& ctx, Tensor& y, bool ta, bool tb, int64_t batch, int64_t M,
                        int64_t N, int64_t K, double alpha, const Tensor& a, int64_t sa,
                        const Tensor& b, int64_t sb) {
-  ORTM_DISPATCH_FLOAT(
+  ORTM_DISPATCH_GEMM(
       y.dtype(), ctx,
       strided_product<scalar_t>(ctx, y.device(), ta, tb, batch, M, N, K,
-                                static_cast<scalar_t>(alpha), a.data<scalar_t>(), sa,
-                                b.data<scalar_t>(), sb, scalar_t(0), y.data<scalar_t>()));
+                                static_cast<blas_scalar_t<scalar_t>>(alpha), a.data<scalar_t>(), sa,
+                                b.data<scalar_t>(), sb, 0, y.data<scalar_t>()));
+}
+
+void cuda_round_float32_into(OpContext& ctx, const Tensor& x, Tensor& y) {
+  switch (y.dtype()) {
+    case DType::Float16:
+      return round_float<cuda::F16>(x, y);
+    case DType::BFloat16:
+      return round_float<cuda::BF16>(x, y);
+    default:
+      ctx.fail("rounding float32 to " + dtype_name(y.dtype()) + " (float16 or bfloat16 only)");
+  }
 }
 
 void cuda_matrix_batched_gemm(OpContext& ctx, const GemmOperand& y, bool ta, bool tb, int64_t batch,
@@ -229,7 +291,8 @@ void cuda_fused_matmul(OpContext& ctx) { cuda_fused_matmul_into(ctx, ctx.out(0))
 
 void cuda_gemm(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_gemm<scalar_t>(ctx));
+  if (ctx.has_input(2)) expect_same_dtype(ctx, 2);
+  ORTM_DISPATCH_GEMM(ctx.in(0).dtype(), ctx, run_gemm<scalar_t>(ctx));
 }
 
 }  // namespace ortmodule

@@ -1,0 +1,62 @@
+#include "ops/widened_kernel.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/math/bfloat16.h"
+#include "kernels/math/cast.h"
+#include "kernels/math/float16.h"
+
+namespace ortmodule {
+
+namespace {
+
+Tensor widen(const Tensor& x) {
+  Tensor f = Tensor::empty(DType::Float32, x.shape());
+  const uint16_t* p = x.data<uint16_t>();
+  if (x.dtype() == DType::BFloat16) {
+    unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::bf16_to_float(v); });
+  } else {
+    unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::half_to_float(v); });
+  }
+  return f;
+}
+
+void round_into(const Tensor& f, Tensor& y) {
+  const float* p = f.data<float>();
+  if (y.dtype() == DType::BFloat16) {
+    unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreBFloat16());
+  } else {
+    unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreFloat16());
+  }
+}
+
+bool is_low(const Tensor* t) { return t && t->defined() && dtype_is_low_precision(t->dtype()); }
+
+}  // namespace
+
+bool has_low_precision(const OpContext& ctx) {
+  for (const Tensor* t : ctx.inputs)
+    if (is_low(t)) return true;
+  for (const Tensor& t : ctx.outputs)
+    if (is_low(&t)) return true;
+  return false;
+}
+
+void run_widened(OpContext& ctx, KernelFn float_kernel) {
+  std::vector<Tensor> widened(ctx.inputs.size());
+  OpContext wide{ctx.node, ctx.inputs, {}, ctx.seed};
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (!is_low(ctx.inputs[i])) continue;
+    widened[i] = widen(*ctx.inputs[i]);
+    wide.inputs[i] = &widened[i];
+  }
+  for (const Tensor& y : ctx.outputs)
+    wide.outputs.push_back(is_low(&y) ? Tensor::empty(DType::Float32, y.shape()) : y);
+  float_kernel(wide);
+  for (size_t k = 0; k < ctx.outputs.size(); ++k)
+    if (is_low(&ctx.outputs[k])) round_into(wide.outputs[k], ctx.outputs[k]);
+}
+
+}  // namespace ortmodule

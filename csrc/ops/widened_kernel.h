@@ -1,0 +1,19 @@
+// float16/bfloat16 steps of ops whose float32 kernel does the arithmetic: the 16-bit inputs
+// are widened to float32 (exactly), the float32 kernel runs, and each 16-bit output is
+// rounded to nearest even once. The values are those of the op computed in float32 between
+// Casts (passes/low_precision.h), in one step: ops that compute natively in 16-bit on a GPU
+// (the matrix products) run this way on the CPU.
+#pragma once
+
+#include "ops/op_table.h"
+
+namespace ortmodule {
+
+// Runs `float_kernel` on float32 copies of ctx's float16/bfloat16 inputs and outputs; other
+// inputs (shapes, indices) and outputs are passed through as they are.
+void run_widened(OpContext& ctx, KernelFn float_kernel);
+
+// Whether any input or output of the step is float16 or bfloat16.
+bool has_low_precision(const OpContext& ctx);
+
+}  // namespace ortmodule

@@ -1,0 +1,194 @@
+"""float16/bfloat16 matrix products computed natively: MatMul, FusedMatMul, Gemm and
+FusedMatMulSumToShape take 16-bit operands, accumulate in float32 and round each result once
+(on CUDA through tensor-core GEMMs), instead of running in float32 between Casts.
+
+On the CPU the result must be bit for bit the float32 product rounded once (what the Casts
+around a float32 product computed before). On a GPU the products are compared with float32
+products of the same operands rounded to the 16-bit type, within one unit of that type's
+last place. Autocast training graphs keep their products in 16 bits: no Cast to float32 in
+front of a product and none to 16 bits after it.
+"""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+import torch
+from onnx import TensorProto
+
+from ortmodule import _C, ORTModule
+from tests.python.test_matmul_kernels import MATMUL_SHAPES, SUM_CASES, _model, _stored, _sum_to
+
+LOW = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
+# One unit in the last place of each type (relative), for results compared across devices.
+ULP = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+HAS_GPU = _C.cuda_info()["compiled"] and torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not HAS_GPU, reason="no CUDA device visible (or a build without CUDA kernels): the "
+    "tensor-core products run only on a machine with a GPU"))]
+
+
+def _operands(shapes: tuple, trans: tuple[int, int], dtype: torch.dtype,
+              seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(_stored(shapes[0], bool(trans[0])), generator=gen).to(dtype)
+    b = torch.randn(_stored(shapes[1], bool(trans[1])), generator=gen).to(dtype)
+    return a, b
+
+
+def _op(x: torch.Tensor, trans: int) -> torch.Tensor:
+    return x.transpose(-1, -2) if trans else x
+
+
+def _float32_program(model: bytes) -> _C.Program:
+    """The same single-op model with its 16-bit inputs declared float32."""
+    proto = onnx.load_from_string(model)
+    for v in proto.graph.input:
+        if v.type.tensor_type.elem_type in LOW.values():
+            v.type.tensor_type.elem_type = TensorProto.FLOAT
+    return _C.Program(proto.SerializeToString(), [], [])
+
+
+def _check(model: bytes, inputs: list[torch.Tensor], expected: torch.Tensor, dtype: torch.dtype,
+           device: str) -> None:
+    (got,) = _C.run(_C.Program(model, [], []), [t.to(device) for t in inputs])
+    assert got.dtype == dtype and got.device.type == device
+    assert got.shape == expected.shape
+    if device == "cpu":
+        # The float32 engine's product, rounded once: bit for bit.
+        wide = [t.float() if t.dtype == dtype else t for t in inputs]
+        (f32,) = _C.run(_float32_program(model), wide)
+        assert torch.equal(got, f32.to(dtype))
+    # float32 accumulation in another order, then one rounding: within one unit of the last
+    # place of the 16-bit type (plus float32 rounding where terms cancel).
+    torch.testing.assert_close(got.cpu().float(), expected.float(), rtol=ULP[dtype], atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)], ids=str)
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_fused_matmul(shapes: tuple, trans: tuple[int, int], dtype: torch.dtype,
+                      device: str) -> None:
+    a, b = _operands(shapes, trans, dtype, seed=0)
+    model = _model("FusedMatMul", "com.microsoft", [("a", LOW[dtype]), ("b", LOW[dtype])],
+                   transA=trans[0], transB=trans[1], alpha=0.5)
+    expected = (0.5 * (_op(a.float(), trans[0]) @ _op(b.float(), trans[1]))).to(dtype)
+    _check(model, [a, b], expected, dtype, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("shapes", [((7, 5), (5, 6)), ((2, 3, 4, 5), (5, 6)), ((5,), (2, 5, 3))],
+                         ids=str)
+def test_matmul(shapes: tuple, dtype: torch.dtype, device: str) -> None:
+    a, b = _operands(shapes, (0, 0), dtype, seed=1)
+    model = _model("MatMul", "", [("a", LOW[dtype]), ("b", LOW[dtype])])
+    _check(model, [a, b], (a.float() @ b.float()).to(dtype), dtype, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("trans", [(0, 0), (1, 1)], ids=str)
+@pytest.mark.parametrize("case", SUM_CASES, ids=str)
+def test_fused_matmul_sum_to_shape(case: tuple, trans: tuple[int, int], dtype: torch.dtype,
+                                   device: str) -> None:
+    a_shape, b_shape, target = case
+    if target == (96, 80):  # stored as the weight gradient's operands: [.., S, M], [.., S, N]
+        a_shape, b_shape = (8, 96, 128), (8, 128, 80)
+    a, b = _operands((a_shape, b_shape), trans, dtype, seed=2)
+    model = _model("FusedMatMulSumToShape", "ai.ortmodule",
+                   [("a", LOW[dtype]), ("b", LOW[dtype]), ("s", TensorProto.INT64)],
+                   transA=trans[0], transB=trans[1], alpha=2.0)
+    product = 2.0 * (_op(a.float(), trans[0]) @ _op(b.float(), trans[1]))
+    expected = torch.from_numpy(_sum_to(product.numpy(), target)).to(dtype)
+    _check(model, [a, b, torch.tensor(target)], expected, dtype, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("c_shape,attrs", [
+    (None, {}),
+    ((6,), {}),
+    ((4, 1), {"beta": 2.0, "alpha": 0.5}),
+    ((4, 6), {"transA": 1, "transB": 1, "beta": -1.5}),
+    ((1, 6), {"beta": 0.0}),
+], ids=str)
+def test_gemm(c_shape: tuple | None, attrs: dict, dtype: torch.dtype, device: str) -> None:
+    ta, tb = attrs.get("transA", 0), attrs.get("transB", 0)
+    a, b = _operands(((4, 5), (5, 6)), (ta, tb), dtype, seed=3)
+    names = [("a", LOW[dtype]), ("b", LOW[dtype])]
+    inputs = [a, b]
+    expected = attrs.get("alpha", 1.0) * (_op(a.float(), ta) @ _op(b.float(), tb))
+    if c_shape is not None:
+        c = torch.randn(c_shape, generator=torch.Generator().manual_seed(4)).to(dtype)
+        names.append(("c", LOW[dtype]))
+        inputs.append(c)
+        expected = expected + attrs.get("beta", 1.0) * c.float()
+    _check(_model("Gemm", "", names, **attrs), inputs, expected.to(dtype), dtype, device)
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        p = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+        return self.norm(self.out(p @ v) + x).float().square().mean()
+
+
+def _products_stay_16_bit(graph: onnx.GraphProto) -> list[str]:
+    """Products reading a Cast to float32 or read by a Cast to 16 bits (the widening the
+    engine applies to ops that compute in float32)."""
+    producer = {o: n for n in graph.node for o in n.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+
+    def cast_to(n: onnx.NodeProto | None, types: set[int]) -> bool:
+        return n is not None and n.op_type == "Cast" and any(
+            a.name == "to" and a.i in types for a in n.attribute)
+
+    bad = []
+    for n in graph.node:
+        if n.op_type not in ("MatMul", "FusedMatMul", "Gemm", "FusedMatMulSumToShape"):
+            continue
+        if any(cast_to(producer.get(i), {TensorProto.FLOAT}) for i in n.input[:2]):
+            bad.append(f"{n.op_type} {n.name} reads a Cast to float32")
+        if any(cast_to(r, set(LOW.values())) for r in readers.get(n.output[0], [])):
+            bad.append(f"{n.op_type} {n.name} is rounded by a Cast after it")
+    return bad
+
+
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+def test_autocast_training_graph_keeps_products_in_16_bit(dtype: torch.dtype) -> None:
+    """Under torch.autocast the forward products and every gradient product (input and
+    weight gradients, the attention products' gradients) take 16-bit operands; the loss
+    and parameter gradients still match eager autocast."""
+    torch.manual_seed(0)
+    model = _Attention()
+    reference = _Attention()
+    reference.load_state_dict(model.state_dict())
+    wrapped = ORTModule(model)
+    x = torch.randn(2, 8, 16)
+    with torch.autocast("cpu", dtype=dtype):
+        loss = wrapped(x)
+        expected = reference(x)
+    loss.backward()
+    expected.backward()
+    entry = next(iter(wrapped._cache.values()))[0]
+    graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
+    products = [n for n in graph.node if n.op_type in ("MatMul", "FusedMatMul", "Gemm",
+                                                       "FusedMatMulSumToShape")]
+    # 4 forward products (qkv, scores, p @ v, out) and 7 gradient products (two for each
+    # but qkv, whose input x needs no gradient).
+    assert len(products) == 11, [n.op_type for n in products]
+    assert _products_stay_16_bit(graph) == []
+    torch.testing.assert_close(loss, expected, rtol=2 * ULP[dtype], atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0.05, atol=2e-3, msg=name)
