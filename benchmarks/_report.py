@@ -209,7 +209,8 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         f"- load average (1/5/15 min) at start {host.load_at_start}, at end "
         f"{host.load_at_end}" + (f"; {args.note}" if args.note else ""),
         (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "
-        f"step timed as first call), median of {args.steps} steps; AdamW ({args.adamw})"),
+        f"step timed as first call), median of {args.steps} steps; AdamW ({args.adamw})"
+        + (f"; torch.autocast {args.autocast}" if getattr(args, "autocast", None) else "")),
         f"- command: `{command}`; method: see the docstring of benchmarks/run.py",
         *([f"- partial: the run has not measured {', '.join(pending)} yet"] if pending else []),
         "",

@@ -3,6 +3,7 @@
     python benchmarks/profile_ops.py --model cnn28 --steps 20
     python benchmarks/profile_ops.py --model bert --steps 5    # any model of run.py
     python benchmarks/profile_ops.py --model bert-base --device cuda --steps 5
+    python benchmarks/profile_ops.py --model bert-base --device cuda --autocast bf16
 
 On cuda the engine's op times are host times (a kernel launch returns before the kernel
 ends), so the GPU's own kernel times are listed as well, from torch.profiler (CUPTI): every
@@ -33,6 +34,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--kernels", type=int, default=40, help="kernel rows listed on cuda")
+    parser.add_argument("--autocast", default=None, choices=["bf16", "fp16"],
+                        help="forward under torch.autocast in this 16-bit type (fp16: with "
+                        "a GradScaler)")
     args = parser.parse_args()
     device = torch.device(args.device)
     if args.threads:
@@ -50,18 +54,30 @@ def main() -> None:
         workload = WORKLOADS[args.model]
         model = ORTModule(workload.build().to(device))
         batch = {k: v.to(device) for k, v in workload.batch().items()}
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.autocast or "")
+        scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+
+        def backward() -> None:
+            with torch.autocast(device.type, dtype=dtype or torch.float32,
+                                enabled=dtype is not None):
+                loss = loss_of(model(**batch))
+            (scaler.scale(loss) if scaler else loss).backward()
+
         if device.type == "cuda":
             from ortmodule.optim import FusedAdamW
 
             optimizer = FusedAdamW(model.parameters(), lr=1e-4, match_torch_sqrt=False)
 
             def step() -> None:
-                loss_of(model(**batch)).backward()
-                optimizer.step()
+                backward()
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
                 optimizer.zero_grad()
         else:
-            def step() -> None:
-                loss_of(model(**batch)).backward()
+            step = backward
     for _ in range(3):
         step()
     if device.type == "cuda":

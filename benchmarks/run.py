@@ -27,6 +27,8 @@ Reported per model and runner:
 - first-call latency: the first step; for ORTModule split into trace (torch.export), ONNX
   lowering and engine build; torch.compile's uses Inductor's on-disk cache as it finds it
   (an earlier run of the same model makes it shorter);
+- --autocast bf16|fp16: every runner's forward and loss under torch.autocast(device, dtype)
+  (fp16 with a torch.amp.GradScaler per runner, whose step and update are part of the step);
 - ORTModule framework time: after the timed rounds, ORTModule runs --steps more steps with the
   engine's op profiler on; framework time is the step's time minus the time inside the
   engine's op steps (an op step is its shape rule, output allocation and kernel), as a median
@@ -39,6 +41,7 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py --models bert gpt2 --runners eager ortmodule --steps 30
     python benchmarks/run.py --quick --models mlp  # a smoke run of a few seconds
     python benchmarks/run.py --device cuda         # BERT-base, GPT-2-small, ResNet-50 on a GPU
+    python benchmarks/run.py --device cuda --autocast bf16  # mixed precision, every runner
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
                                                    # (after each model, then the whole)
 """
@@ -82,6 +85,22 @@ class Runner:
     first_call_s: float = 0.0
     stages: dict[str, float] = field(default_factory=dict)  # ORTModule's first-call stages
     times: list[float] = field(default_factory=list)
+    autocast: torch.dtype | None = None  # --autocast
+    scaler: torch.amp.GradScaler | None = None  # float16 autocast
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def loss_and_backward(runner: Runner, batch: dict[str, torch.Tensor],
+                      device: torch.device) -> torch.Tensor:
+    """The forward and loss (under autocast when asked) and backward; returns the loss."""
+    assert runner.model is not None
+    with torch.autocast(device.type, dtype=runner.autocast or torch.float32,
+                        enabled=runner.autocast is not None):
+        loss = loss_of(runner.model(**batch))
+    (runner.scaler.scale(loss) if runner.scaler else loss).backward()
+    return loss
 
 
 def short_error(error: BaseException) -> str:
@@ -131,9 +150,12 @@ def train_step(runner: Runner, batch: dict[str, torch.Tensor], device: torch.dev
     assert runner.model is not None and runner.optimizer is not None
     synchronize(device)
     start = time.perf_counter()
-    loss = loss_of(runner.model(**batch))
-    loss.backward()
-    runner.optimizer.step()
+    loss = loss_and_backward(runner, batch, device)
+    if runner.scaler:
+        runner.scaler.step(runner.optimizer)
+        runner.scaler.update()
+    else:
+        runner.optimizer.step()
     runner.optimizer.zero_grad()
     synchronize(device)
     elapsed = time.perf_counter() - start
@@ -142,19 +164,21 @@ def train_step(runner: Runner, batch: dict[str, torch.Tensor], device: torch.dev
     return elapsed
 
 
-def forward_backward(model: torch.nn.Module, batch: dict[str, torch.Tensor],
+def forward_backward(runner: Runner, batch: dict[str, torch.Tensor],
                      device: torch.device) -> float:
     synchronize(device)
     start = time.perf_counter()
-    loss_of(model(**batch)).backward()
+    loss_and_backward(runner, batch, device)
     synchronize(device)
     return time.perf_counter() - start
 
 
 def start_runner(name: str, base: torch.nn.Module, batch: dict[str, torch.Tensor],
-                 device: torch.device, adamw: str) -> Runner:
+                 device: torch.device, adamw: str, autocast: str | None = None) -> Runner:
     """Builds the runner and times its first step (export, compilation, first allocations)."""
-    runner = Runner(name)
+    runner = Runner(name, autocast=AUTOCAST_DTYPES[autocast] if autocast else None)
+    if runner.autocast == torch.float16:
+        runner.scaler = torch.amp.GradScaler(device.type)
     try:
         check_device(device)
         runner.model = wrap(copy.deepcopy(base).to(device), name)
@@ -204,7 +228,7 @@ def framework_times(runner: Runner, batch: dict[str, torch.Tensor], device: torc
             full.append(elapsed - op_seconds)
             kernels.append(op_seconds)
         for _ in range(steps):
-            elapsed = forward_backward(runner.model, batch, device)
+            elapsed = forward_backward(runner, batch, device)
             op_seconds = sum(s for _, s in _C.profile_snapshot(reset=True).values())
             runner.optimizer.zero_grad()
             alone.append(elapsed - op_seconds)
@@ -230,7 +254,7 @@ def measure_model(args: argparse.Namespace, model_name: str) -> ModelResult:
     runners = []
     for name in args.runners:
         print(f"  {model_name} / {name}: first step ...", file=sys.stderr, flush=True)
-        runners.append(start_runner(name, base, batch, device, args.adamw))
+        runners.append(start_runner(name, base, batch, device, args.adamw, args.autocast))
     round_robin(runners, batch, device, args.warmup - 1, record=False)
     engine_peak = None
     ort = next((r for r in runners if r.name == "ortmodule" and not r.error), None)
@@ -311,7 +335,7 @@ def memory_child(args: argparse.Namespace) -> dict[str, Any]:
     settle_process(runner_name)
     gc.collect()
     rss_before_kib = proc_status_kib("VmRSS")
-    runner = start_runner(runner_name, base, batch, device, args.adamw)
+    runner = start_runner(runner_name, base, batch, device, args.adamw, args.autocast)
     if runner.error:
         return {"memory_error": runner.error}
     for _ in range(args.warmup - 1):
@@ -329,7 +353,7 @@ def cuda_memory_child(args: argparse.Namespace, runner_name: str, base: torch.nn
                       batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, Any]:
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
-    runner = start_runner(runner_name, base, batch, device, args.adamw)
+    runner = start_runner(runner_name, base, batch, device, args.adamw, args.autocast)
     if runner.error:
         return {"memory_error": runner.error}
     for _ in range(args.warmup - 1):
@@ -346,6 +370,8 @@ def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> d
                "--memory-steps", str(args.memory_steps), "--adamw", args.adamw]
     if args.threads:
         command += ["--threads", str(args.threads)]
+    if args.autocast:
+        command += ["--autocast", args.autocast]
     try:
         done = subprocess.run(command, check=False, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -449,6 +475,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="torch.optim.AdamW implementation for every runner; best: "
                         "fused=True for eager and compile, ortmodule.optim.FusedAdamW for "
                         "ORTModule")
+    parser.add_argument("--autocast", default=None, choices=list(AUTOCAST_DTYPES),
+                        help="mixed precision: every runner's forward under torch.autocast "
+                        "(fp16 with a GradScaler)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")

@@ -29,6 +29,11 @@ cublasHandle_t blas_handle(Device device) {
   return at::cuda::getCurrentCUDABlasHandle();
 }
 
+cublasLtHandle_t blas_lt_handle(Device device) {
+  stream(device);
+  return at::cuda::getCurrentCUDABlasLtHandle();
+}
+
 void check_blas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw std::runtime_error(std::string(what) +

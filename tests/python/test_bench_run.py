@@ -57,3 +57,17 @@ def test_missing_device_becomes_a_row() -> None:
         cells = table_row(done.stdout, f"mlp | {runner}")
         assert cells[2].startswith("failed: RuntimeError: --device cuda"), cells
     assert "SGEMM ceiling n/a" in done.stdout
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_autocast_run_trains_every_runner_in_mixed_precision(precision: str) -> None:
+    """--autocast: each runner's forward under torch.autocast (fp16 with a GradScaler, in the
+    memory children too); the header says so."""
+    done = run_bench("--quick", "--models", "mlp", "--steps", "1", "--warmup", "1",
+                     "--runners", "eager", "ortmodule", "--autocast", precision)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"; torch.autocast {precision}" in done.stdout
+    for runner in ("eager", "ortmodule"):
+        cells = table_row(done.stdout, f"mlp | {runner}")
+        assert float(cells[2]) > 0, cells
+        assert re.fullmatch(r"-?\d+ \(-?\d+\) \+-?\d+", cells[7]), cells

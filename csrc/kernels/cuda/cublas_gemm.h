@@ -97,6 +97,28 @@ inline cublasStatus_t gemm_strided(cublasHandle_t h, cublasOperation_t ob, cubla
                                    sc, batch);
 }
 
+// One product (cublas<t>gemm, cublasGemmEx for 16-bit operands): the calls torch's mm makes,
+// whose kernel choices can differ from a strided batch of one.
+inline cublasStatus_t gemm_one(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
+                               int m, int k, const float* alpha, const float* b, int ldb,
+                               const float* a, int lda, const float* beta, float* c, int ldc) {
+  return cublasSgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+inline cublasStatus_t gemm_one(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
+                               int m, int k, const double* alpha, const double* b, int ldb,
+                               const double* a, int lda, const double* beta, double* c, int ldc) {
+  return cublasDgemm(h, ob, oa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+template <typename T, typename Out, std::enable_if_t<kIs16Bit<T>, int> = 0>
+inline cublasStatus_t gemm_one(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa, int n,
+                               int m, int k, const float* alpha, const T* b, int ldb, const T* a,
+                               int lda, const float* beta, Out* c, int ldc) {
+  static_assert(std::is_same_v<Out, T> || std::is_same_v<Out, float>, "16-bit or float32 C");
+  return cublasGemmEx(h, ob, oa, n, m, k, alpha, b, BlasType<T>::kType, ldb, a, BlasType<T>::kType,
+                      lda, beta, c, BlasType<Out>::kType, ldc, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+}
+
 // Batched through arrays of matrix pointers (in device memory).
 inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ob, cublasOperation_t oa,
                                    int n, int m, int k, const float* alpha, const float* const* b,

@@ -3,6 +3,7 @@
 // handles come from torch (runtime/cuda_backend.cpp), so the kernels carry no torch headers.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -23,6 +24,9 @@ cudaStream_t stream(Device device);
 // torch.backends.cuda.matmul.allow_tf32 (TF32 only when the user opts in there).
 cublasHandle_t blas_handle(Device device);
 void check_blas(cublasStatus_t status, const char* what);
+// torch's cuBLASLt handle for `device` (the products with a bias epilogue,
+// kernels/cuda/lt_gemm.cu).
+cublasLtHandle_t blas_lt_handle(Device device);
 
 // Throws std::runtime_error naming `what` and the CUDA error when `err` is not cudaSuccess.
 void check(cudaError_t err, const char* what);

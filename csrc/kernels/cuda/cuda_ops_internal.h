@@ -16,6 +16,14 @@ void cuda_sum_to_shape_into(OpContext& ctx, const Tensor& x, Tensor& y);
 // float32 for float16/bfloat16 inputs: the float32 accumulation, unrounded).
 void cuda_fused_matmul_into(OpContext& ctx, Tensor& out);
 
+// lt_gemm.cu: y[..., N] = alpha * x[..., K] op(w) + bias[N] (op(w) = w^T when trans_w, w
+// [N, K]; else w [K, N]) through cuBLASLt's bias epilogue, x's leading dims as rows; all of
+// y's dtype (float32, float16, bfloat16). Returns false, computing nothing, where cuBLASLt is
+// switched off (ORTMODULE_CUDA_BLASLT=0), for other dtypes, empty products, or when cuBLASLt
+// has no algorithm: the caller's GEMM and bias kernel then compute the same values.
+bool cuda_lt_matmul_bias(OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         bool trans_w, double alpha, Tensor& y);
+
 // matmul.cu: y (float16 or bfloat16) = x (float32, y's shape) rounded to nearest even.
 void cuda_round_float32_into(OpContext& ctx, const Tensor& x, Tensor& y);
 

@@ -1,7 +1,9 @@
 // CUDA twins of the fused products of passes/matmul_bias_fusion.h:
 //   FusedMatMulBias(a, b, bias; transA, transB, alpha, activation) -> y, pre?
-//     cuBLAS GEMM (matmul.cu) into pre (or y), then one kernel adding the bias and applying
-//     the activation (math::matmul_activate, the CPU epilogue's per-element math);
+//     rows of a times a weight matrix: cuBLASLt's GEMM with its bias epilogue into pre (or
+//     y, lt_gemm.cu), then the activation (math::matmul_activate, the CPU epilogue's
+//     per-element math); otherwise (float64, a transposed or batched weight) cuBLAS's GEMM
+//     (matmul.cu) and one kernel adding the bias and applying the activation;
 //   FusedMatMulSumToShape(a, b, shape) -> the product summed down to `shape` (host input):
 //     the product directly when nothing is summed, one GEMM over the stacked batches when
 //     every batch sums into one matrix (a Linear's weight gradient), else the product into a
@@ -20,28 +22,34 @@ namespace ortmodule {
 
 namespace {
 
-// x, y, pre: [rows, N]: v = x + bias[col]; pre = v (when given), y = act(v). x may be pre or
-// y (each element is read before it is written, by the same thread).
+// x, y, pre: [rows, N]: v = x + bias[col] (x alone without a bias); pre = v (when given),
+// y = act(v). x may be pre or y (each element is read before it is written, by the same
+// thread).
 template <typename T>
 __global__ void bias_activation_kernel(int64_t n, int64_t N, const T* x, const T* bias,
                                        MatMulActivation act, T* pre, T* y) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const T v = x[i] + bias[i % N];
+    const T v = bias ? x[i] + bias[i % N] : x[i];
     if (pre) pre[i] = v;
     y[i] = math::matmul_activate(act, v);
   }
 }
 
+// with_bias: acc is the product (bias and activation to apply, the sum written to the
+// pre-activation output when there is one); otherwise acc holds the biased sum already and
+// only the activation remains.
 template <typename T>
-void launch_bias_activation(OpContext& ctx, const Tensor& acc, MatMulActivation act) {
+void launch_bias_activation(OpContext& ctx, const Tensor& acc, MatMulActivation act,
+                            bool with_bias) {
   Tensor& y = ctx.out(0);
   const int64_t n = y.numel();
   const int64_t N = y.shape().back();
   if (n == 0) return;
-  T* pre = ctx.has_output(1) ? ctx.out(1).data<T>() : nullptr;
+  T* pre = with_bias && ctx.has_output(1) ? ctx.out(1).data<T>() : nullptr;
+  const T* bias = with_bias ? ctx.in(2).data<T>() : nullptr;
   bias_activation_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(
-      n, N, acc.data<T>(), ctx.in(2).data<T>(), act, pre, y.data<T>());
+      n, N, acc.data<T>(), bias, act, pre, y.data<T>());
   cuda::check_launch("FusedMatMulBias (bias, activation)");
 }
 
@@ -53,8 +61,21 @@ void cuda_fused_matmul_bias(OpContext& ctx) {
   // The product goes where the bias add reads it: the pre-activation output when there is
   // one, else y (activated in place).
   Tensor& acc = ctx.has_output(1) ? ctx.out(1) : ctx.out(0);
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  // Every row of a times one weight matrix: cuBLASLt's GEMM with the bias epilogue, then the
+  // activation alone (none: done).
+  if (!ctx.node.attr_int("transA", 0) && a.rank() >= 2 && b.rank() == 2 &&
+      cuda_lt_matmul_bias(ctx, a, b, ctx.in(2), ctx.node.attr_int("transB", 0) != 0,
+                          ctx.node.attr_float("alpha", 1.0), acc)) {
+    if (act == MatMulActivation::kNone) return;
+    ORTM_DISPATCH_FLOAT(a.dtype(), ctx,
+                        launch_bias_activation<scalar_t>(ctx, acc, act, /*with_bias=*/false));
+    return;
+  }
   cuda_fused_matmul_into(ctx, acc);
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, launch_bias_activation<scalar_t>(ctx, acc, act));
+  ORTM_DISPATCH_FLOAT(a.dtype(), ctx,
+                      launch_bias_activation<scalar_t>(ctx, acc, act, /*with_bias=*/true));
 }
 
 void cuda_fused_matmul_sum(OpContext& ctx) {

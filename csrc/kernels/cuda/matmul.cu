@@ -53,6 +53,14 @@ void strided_product(OpContext& ctx, Device device, bool ta, bool tb, int64_t ba
   // Leading dims are at least 1 even for an empty K (cuBLAS then computes C = beta * C).
   const int lda = std::max(1, ta ? m : k), ldb = std::max(1, tb ? k : n), ldc = std::max(1, n);
   cublasHandle_t handle = cuda::blas_handle(device);
+  const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch == 1) {
+    cuda::check_blas(
+        cuda::gemm_one(handle, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc),
+        "MatMul (cublas<t>gemm)");
+    return;
+  }
   cuda::check_blas(
       cuda::gemm_strided(handle, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
                          m, k, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, M * N,
@@ -119,6 +127,13 @@ void run_fused_matmul(OpContext& ctx, Tensor& out) {
     batch = std::max(na, nb);
     if (a_batch.empty()) sa = 0;
     if (b_batch.empty()) sb = 0;
+  } else if (nb == 1 && !ta) {
+    // One weight matrix for every batch of a (nn.Linear over [batch, seq, features]): a's
+    // batches stacked are one [na * M, K] matrix, so one GEMM, as torch's Linear runs it.
+    const auto alpha = static_cast<blas_scalar_t<T>>(ctx.node.attr_float("alpha", 1.0));
+    strided_product<T, Out>(ctx, out.device(), ta, tb, 1, na * M, N, K, alpha, ctx.in(0).data<T>(),
+                            0, ctx.in(1).data<T>(), 0, 0, out.data<Out>());
+    return;
   } else if (nb == 1) {
     batch = na;
     sb = 0;
