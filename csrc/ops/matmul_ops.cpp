@@ -2,6 +2,7 @@
 // bfloat16 products compute natively (tensor-core GEMMs on CUDA, float32 accumulation; on
 // the CPU the float32 kernel between exact widening and one rounding, ops/widened_kernel.h).
 #include <cstdint>
+#include <vector>
 
 #include "grad/gradient_builder.h"
 #include "kernels/cpu/elementwise.h"
@@ -156,13 +157,16 @@ std::vector<OutputInfo> shape_fused_matmul_bias(const OpContext& ctx) {
   return out;
 }
 
-void cpu_fused_matmul_bias(OpContext& ctx) {
+namespace {
+
+// y = act(alpha * op(a) op(b) + bias) into ctx's output 0, the sum into output 1 when there
+// is one (float32, float64).
+void biased_product(OpContext& ctx, MatMulActivation act) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   Tensor& y = ctx.out(0);
   const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   const double alpha = ctx.node.attr_float("alpha", 1.0);
-  const MatMulActivation act = matmul_activation(ctx);
   const int64_t N = y.shape().back(), rows = N ? y.numel() / N : 0;
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
     scalar_t* pre = ctx.has_output(1) ? ctx.out(1).data<scalar_t>() : nullptr;
@@ -178,6 +182,41 @@ void cpu_fused_matmul_bias(OpContext& ctx) {
       bias_activation<scalar_t>(rows, N, yp, bias, act, pre, yp);
     }
   });
+}
+
+// float16/bfloat16 operands: the biased sum computed in float32 from the exactly widened
+// operands and rounded once (as eager's addmm rounds a Linear's output); the activation reads
+// the rounded sum, computes in float32 (the float32 epilogue's activation) and is rounded once.
+void biased_product_low(OpContext& ctx, MatMulActivation act) {
+  std::vector<Tensor> wide(ctx.num_inputs());
+  OpContext w{ctx.node, ctx.inputs, {}, ctx.seed};
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    wide[i] = widen_to_float32(ctx.in(i));
+    w.inputs[i] = &wide[i];
+  }
+  Tensor& y = ctx.out(0);
+  w.outputs.push_back(Tensor::empty(DType::Float32, y.shape()));
+  biased_product(w, MatMulActivation::kNone);
+  Tensor& sum = w.outputs[0];
+  if (act == MatMulActivation::kNone) {
+    round_from_float32(sum, y);
+    if (ctx.has_output(1)) round_from_float32(sum, ctx.out(1));
+    return;
+  }
+  Tensor pre = ctx.has_output(1) ? ctx.out(1) : Tensor::empty(y.dtype(), y.shape());
+  round_from_float32(sum, pre);
+  Tensor rounded = widen_to_float32(pre);
+  apply_activation(act, rounded.numel(), rounded.data<float>(), rounded.data<float>());
+  round_from_float32(rounded, y);
+}
+
+}  // namespace
+
+void cpu_fused_matmul_bias(OpContext& ctx) {
+  const MatMulActivation act = matmul_activation(ctx);
+  if (has_low_precision(ctx)) return biased_product_low(ctx, act);
+  biased_product(ctx, act);
 }
 
 // ---- FusedMatMulSumToShape (ai.ortmodule): FusedMatMul summed down to a shape ----

@@ -12,7 +12,11 @@ namespace ortmodule {
 
 namespace {
 
-Tensor widen(const Tensor& x) {
+bool is_low(const Tensor* t) { return t && t->defined() && dtype_is_low_precision(t->dtype()); }
+
+}  // namespace
+
+Tensor widen_to_float32(const Tensor& x) {
   Tensor f = Tensor::empty(DType::Float32, x.shape());
   const uint16_t* p = x.data<uint16_t>();
   if (x.dtype() == DType::BFloat16) {
@@ -23,7 +27,7 @@ Tensor widen(const Tensor& x) {
   return f;
 }
 
-void round_into(const Tensor& f, Tensor& y) {
+void round_from_float32(const Tensor& f, Tensor& y) {
   const float* p = f.data<float>();
   if (y.dtype() == DType::BFloat16) {
     unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreBFloat16());
@@ -31,10 +35,6 @@ void round_into(const Tensor& f, Tensor& y) {
     unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreFloat16());
   }
 }
-
-bool is_low(const Tensor* t) { return t && t->defined() && dtype_is_low_precision(t->dtype()); }
-
-}  // namespace
 
 bool has_low_precision(const OpContext& ctx) {
   for (const Tensor* t : ctx.inputs)
@@ -49,14 +49,14 @@ void run_widened(OpContext& ctx, KernelFn float_kernel) {
   OpContext wide{ctx.node, ctx.inputs, {}, ctx.seed};
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     if (!is_low(ctx.inputs[i])) continue;
-    widened[i] = widen(*ctx.inputs[i]);
+    widened[i] = widen_to_float32(*ctx.inputs[i]);
     wide.inputs[i] = &widened[i];
   }
   for (const Tensor& y : ctx.outputs)
     wide.outputs.push_back(is_low(&y) ? Tensor::empty(DType::Float32, y.shape()) : y);
   float_kernel(wide);
   for (size_t k = 0; k < ctx.outputs.size(); ++k)
-    if (is_low(&ctx.outputs[k])) round_into(wide.outputs[k], ctx.outputs[k]);
+    if (is_low(&ctx.outputs[k])) round_from_float32(wide.outputs[k], ctx.outputs[k]);
 }
 
 }  // namespace ortmodule

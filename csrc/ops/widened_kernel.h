@@ -16,4 +16,9 @@ void run_widened(OpContext& ctx, KernelFn float_kernel);
 // Whether any input or output of the step is float16 or bfloat16.
 bool has_low_precision(const OpContext& ctx);
 
+// x (float16 or bfloat16, on the CPU) as a new float32 tensor, exactly.
+Tensor widen_to_float32(const Tensor& x);
+// y (float16 or bfloat16) = f (float32, y's element count) rounded to nearest even.
+void round_from_float32(const Tensor& f, Tensor& y);
+
 }  // namespace ortmodule

@@ -24,12 +24,13 @@ bool keeps_low_precision(const Node& n) {
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
 }
 
-// Products with every floating operand and result in one 16-bit type: their kernels take
-// float16/bfloat16 themselves (float32 accumulation, one rounding of each result; on CUDA
-// tensor-core GEMMs), so they are left as they are.
+// Products (and the biased ones of passes/matmul_bias_fusion.h) with every floating operand
+// and result in one 16-bit type: their kernels take float16/bfloat16 themselves (float32
+// accumulation, one rounding of each result; on CUDA tensor-core GEMMs), so they are left as
+// they are.
 bool computes_low_precision(const Node& n) {
   static const std::unordered_set<std::string> ops = {"MatMul", "Gemm", "FusedMatMul",
-                                                      "FusedMatMulSumToShape"};
+                                                      "FusedMatMulSumToShape", "FusedMatMulBias"};
   if (!ops.count(n.op_type) || !n.def || n.def->host_call) return false;
   DType low = DType::Undefined;
   auto same = [&low](const Value* v) {

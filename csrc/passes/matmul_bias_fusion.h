@@ -4,6 +4,11 @@
 // bias and activates each block of rows while it is in cache. Runs after gradient building
 // (the rules of the original nodes built backward): the sum stays available as the fused
 // node's second output when a gradient rule (GeluGrad, ReluGrad) or another node reads it.
+// Under autocast (16-bit products, every other op in float32 between Casts,
+// passes/low_precision.h) the product, the widening of its result, the Add of the widened
+// 16-bit bias, the rounding of the sum and optionally the widened activation and its rounding
+// become one 16-bit FusedMatMulBias: the sum rounded once, the activation computed from the
+// rounded sum, as eager's addmm and activation round.
 #pragma once
 
 #include <vector>

@@ -168,6 +168,47 @@ int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Nod
   return copies;
 }
 
+int recompute_widening_casts(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
+                             const std::vector<Value*>& output_grads) {
+  graph.rebuild_consumers();
+  const std::vector<Node*> nodes = graph.nodes();
+  const std::unordered_set<const Node*> backward = backward_nodes(nodes, output_grads);
+  std::unordered_set<const Value*> graph_outputs(graph.outputs().begin(), graph.outputs().end());
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
+  int copies = 0;
+  for (Node* p : nodes) {
+    if (!forward_nodes.count(p) || backward.count(p) || p->run_in_backward ||
+        p->checkpoint_region >= 0 || p->recomputes || !p->domain.empty() || p->op_type != "Cast" ||
+        p->inputs.size() != 1 || p->outputs.size() != 1)
+      continue;
+    Value* x = p->input(0);
+    Value* y = p->output(0);
+    if (!x || !y || !dtype_is_low_precision(x->dtype) ||
+        p->attr_int("to", -1) != static_cast<int64_t>(DType::Float32) || graph_outputs.count(y))
+      continue;
+    const Node* first_reader = nullptr;
+    for (const Node* reader : y->consumers)
+      if (backward.count(reader) &&
+          (!first_reader || position.at(reader) < position.at(first_reader)))
+        first_reader = reader;
+    if (!first_reader) continue;
+    Node* copy = add_recompute_copy(graph, p, {x});
+    graph.move_before(copy, first_reader);
+    for (Node* reader : y->consumers) {
+      if (!backward.count(reader)) continue;
+      for (Value*& in : reader->inputs)
+        if (in == y) in = copy->output(0);
+    }
+    ++copies;
+  }
+  if (copies) {
+    graph.rebuild_consumers();
+    graph.topological_sort();
+  }
+  return copies;
+}
+
 int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
                                  const std::vector<Value*>& output_grads) {
   const std::vector<Node*> nodes = graph.nodes();

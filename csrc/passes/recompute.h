@@ -37,4 +37,15 @@ int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const No
 int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
                                 const std::vector<Value*>& output_grads);
 
+// Widening Casts of 16-bit values to float32 (passes/low_precision.h puts one in front of
+// every op that computes a 16-bit value in float32): where backward reads the float32 value
+// (GeluGrad reading the widened pre-activation, a LayerNorm's gradient its widened input),
+// it reads a copy made in backward from the 16-bit value instead, so forward keeps the
+// 16-bit value, as eager autocast keeps it, and not a float32 copy of twice the size. The
+// copies compute what the originals did, bit for bit. Runs after gradient building (and
+// after the fusions that read the widened values); `forward_nodes` and `output_grads` as
+// above. Returns the number of copies made.
+int recompute_widening_casts(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
+                             const std::vector<Value*>& output_grads);
+
 }  // namespace ortmodule

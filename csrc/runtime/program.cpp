@@ -9,6 +9,7 @@
 #include "onnx/saver.h"
 #include "passes/attention_fusion.h"
 #include "passes/attention_softmax_fusion.h"
+#include "passes/cast_like_targets.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/elementwise_fusion.h"
@@ -87,6 +88,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     // float32 too, rounded like autograd's accumulation in the value's dtype.
     compute_low_precision_in_float32(*graph_);
     if (options.graph_optimizations) {
+      // Before CSE and recompute: the gradients of Casts read forward values for their dtype
+      // only, which must not keep those values (or their recomputation) alive.
+      simplify_cast_like_targets(*graph_);
       // Transposes that gradient rules put in front of products (Gemm's, or a product's
       // gradient reading a forward Transpose that stays for another reader).
       std::vector<Value*> keep = state_values;
@@ -118,6 +122,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
       // Once gradients are built, so that backward is built from the plain nodes' rules. The
       // product nodes are rewritten in place, so forward_nodes still names forward.
       fuse_matmul_bias(*graph_, keep);
+      recompute_widening_casts(*graph_, forward_nodes, info.output_grads);
     }
     recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
     request.output_grads = output_grads_ = info.output_grads;

@@ -14,9 +14,9 @@ from __future__ import annotations
 import onnx
 import pytest
 import torch
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
-from ortmodule import _C, ORTModule
+from ortmodule import _C, DebugOptions, ORTModule
 from tests.python.test_matmul_kernels import MATMUL_SHAPES, SUM_CASES, _model, _stored, _sum_to
 
 LOW = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
@@ -128,6 +128,126 @@ def test_gemm(c_shape: tuple | None, attrs: dict, dtype: torch.dtype, device: st
     _check(_model("Gemm", "", names, **attrs), inputs, expected.to(dtype), dtype, device)
 
 
+PRODUCTS = ("MatMul", "FusedMatMul", "Gemm", "FusedMatMulSumToShape", "FusedMatMulBias")
+
+
+ACTIVATIONS = {"": lambda x: x, "Relu": torch.relu, "Gelu": torch.nn.functional.gelu,
+               "GeluTanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh")}
+
+
+def _biased_model(dtype: int, activation: str, with_pre: bool, trans_b: int,
+                  alpha: float) -> bytes:
+    """One FusedMatMulBias node: y (and pre, the biased sum before the activation)."""
+    ins = [helper.make_tensor_value_info(n, dtype, None) for n in ("a", "b", "bias")]
+    names = ["y", "pre"] if with_pre else ["y"]
+    outs = [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in names]
+    node = helper.make_node("FusedMatMulBias", ["a", "b", "bias"], names, domain="ai.ortmodule",
+                            transB=trans_b, alpha=alpha, activation=activation)
+    graph = helper.make_graph([node], "g", ins, outs)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.ortmodule", 1)]
+    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+
+
+def _float32_biased(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, activation: str,
+                    trans_b: int, alpha: float) -> torch.Tensor:
+    """The float32 engine's FusedMatMulBias of the operands widened (no rounding)."""
+    model = _biased_model(TensorProto.FLOAT, activation, False, trans_b, alpha)
+    (y,) = _C.run(_C.Program(model, [], []), [a.float(), b.float(), bias.float()])
+    return y
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+@pytest.mark.parametrize("with_pre", [False, True], ids=["y", "y+pre"])
+@pytest.mark.parametrize("a_shape,trans_b", [((7, 5), 0), ((2, 3, 5), 1), ((8, 64, 96), 1)],
+                         ids=str)
+def test_fused_matmul_bias(a_shape: tuple, trans_b: int, with_pre: bool, activation: str,
+                           dtype: torch.dtype, device: str) -> None:
+    """A Linear layer with its activation in 16 bits: the biased sum computed in float32 and
+    rounded once (pre), the activation computed in float32 from that rounded sum and
+    rounded once (y), as eager's addmm and activation compute them."""
+    n, k = 6 if a_shape[-1] < 64 else 130, a_shape[-1]
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(a_shape, generator=gen).to(dtype)
+    b = torch.randn((n, k) if trans_b else (k, n), generator=gen).to(dtype)
+    bias = torch.randn(n, generator=gen).to(dtype)
+    alpha = 0.5
+    model = _biased_model(LOW[dtype], activation, with_pre, trans_b, alpha)
+    got = _C.run(_C.Program(model, [], []), [t.to(device) for t in (a, b, bias)])
+    assert len(got) == (2 if with_pre else 1)
+    assert all(t.dtype == dtype and t.device.type == device for t in got)
+    y = got[0].cpu()
+    # Independent reference: float32 torch, each rounding where eager rounds.
+    pre_ref = (alpha * (a.float() @ _op(b.float(), trans_b)) + bias.float()).to(dtype)
+    y_ref = ACTIVATIONS[activation](pre_ref.float()).to(dtype)
+    torch.testing.assert_close(y.float(), y_ref.float(), rtol=ULP[dtype], atol=1e-4)
+    if with_pre:
+        torch.testing.assert_close(got[1].cpu().float(), pre_ref.float(), rtol=ULP[dtype],
+                                   atol=1e-4)
+    if device == "cpu":
+        # Bit for bit: the float32 engine's biased sum rounded once, and the float32
+        # engine's activation of that rounded sum (a product with the identity and a zero
+        # bias is exact) rounded once.
+        pre = _float32_biased(a, b, bias, "", trans_b, alpha).to(dtype)
+        rows = pre.reshape(-1, n)
+        act = _float32_biased(rows, torch.eye(n), torch.zeros(n), activation, 0, 1.0)
+        assert torch.equal(y, act.to(dtype).reshape(y.shape))
+        if with_pre:
+            assert torch.equal(got[1], pre)
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, activation: str) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(16, 32)
+        self.act = {"Relu": torch.nn.ReLU(), "Gelu": torch.nn.GELU(),
+                    "GeluTanh": torch.nn.GELU(approximate="tanh")}[activation]
+        self.down = torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x))).float().square().mean()
+
+
+@pytest.mark.parametrize("dtype", list(LOW), ids=str)
+@pytest.mark.parametrize("activation", ["Relu", "Gelu", "GeluTanh"])
+def test_autocast_linear_activation_fuses_in_16_bit(activation: str, dtype: torch.dtype) -> None:
+    """Under autocast a Linear and its activation become one 16-bit FusedMatMulBias (no
+    Casts around it); loss and gradients match eager autocast, and the graph without
+    optimizations."""
+    torch.manual_seed(0)
+    model = _Mlp(activation)
+    reference = _Mlp(activation)
+    reference.load_state_dict(model.state_dict())
+    plain = _Mlp(activation)
+    plain.load_state_dict(model.state_dict())
+    wrapped = ORTModule(model)
+    unoptimized = ORTModule(plain, debug_options=DebugOptions(graph_optimizations=False))
+    x = torch.randn(4, 8, 16)
+    losses = []
+    with torch.autocast("cpu", dtype=dtype):
+        for m in (wrapped, reference, unoptimized):
+            losses.append(m(x))
+    for loss in losses:
+        loss.backward()
+    entry = next(iter(wrapped._cache.values()))[0]
+    graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
+    fused = [n for n in graph.node if n.op_type == "FusedMatMulBias"]
+    activations = [next(a.s.decode() for a in n.attribute if a.name == "activation")
+                   for n in fused if any(a.name == "activation" for a in n.attribute)]
+    assert activations == [activation], [n.op_type for n in graph.node]
+    assert len(fused) == 2
+    assert _products_stay_16_bit(graph) == []
+    torch.testing.assert_close(losses[0], losses[1], rtol=4 * ULP[dtype], atol=1e-5)
+    torch.testing.assert_close(losses[0], losses[2], rtol=4 * ULP[dtype], atol=1e-5)
+    for (name, p), q, r in zip(model.named_parameters(), reference.parameters(),
+                               plain.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0.05, atol=2e-3, msg=name)
+        torch.testing.assert_close(p.grad, r.grad, rtol=0.05, atol=2e-3, msg=name)
+
+
+
+
 class _Attention(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -156,7 +276,7 @@ def _products_stay_16_bit(graph: onnx.GraphProto) -> list[str]:
 
     bad = []
     for n in graph.node:
-        if n.op_type not in ("MatMul", "FusedMatMul", "Gemm", "FusedMatMulSumToShape"):
+        if n.op_type not in PRODUCTS:
             continue
         if any(cast_to(producer.get(i), {TensorProto.FLOAT}) for i in n.input[:2]):
             bad.append(f"{n.op_type} {n.name} reads a Cast to float32")
@@ -183,11 +303,11 @@ def test_autocast_training_graph_keeps_products_in_16_bit(dtype: torch.dtype) ->
     expected.backward()
     entry = next(iter(wrapped._cache.values()))[0]
     graph = onnx.load_from_string(entry.program.training_graph_onnx()).graph
-    products = [n for n in graph.node if n.op_type in ("MatMul", "FusedMatMul", "Gemm",
-                                                       "FusedMatMulSumToShape")]
+    products = [n for n in graph.node if n.op_type in PRODUCTS]
     # 4 forward products (qkv, scores, p @ v, out) and 7 gradient products (two for each
-    # but qkv, whose input x needs no gradient).
+    # but qkv, whose input x needs no gradient); the Linear layers' with their biases.
     assert len(products) == 11, [n.op_type for n in products]
+    assert sum(n.op_type == "FusedMatMulBias" for n in products) == 2, products
     assert _products_stay_16_bit(graph) == []
     torch.testing.assert_close(loss, expected, rtol=2 * ULP[dtype], atol=1e-5)
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):

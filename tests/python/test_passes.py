@@ -343,3 +343,73 @@ def test_norm_output_is_recomputed_in_backward_not_kept(norm: type[nn.Module], o
     assert any(f"{op} " in line and "[recompute]" in line
                for line in backward.splitlines()), plans[True]
     assert "[recompute]" not in plans[False], plans[False]
+
+
+class AutocastBlock(nn.Module):
+    """Linear, GELU, Linear, residual and LayerNorm: under autocast every op between the
+    products computes in float32 between Casts, and each Cast's gradient is a CastLike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(16, 48), nn.GELU(), nn.Linear(48, 16)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.fc2(self.act(self.fc1(x))) + x)
+        return h.float().square().mean()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cast_gradients_keep_no_forward_value_for_its_dtype(dtype: torch.dtype) -> None:
+    """The gradient of a Cast is CastLike(dY, X): it reads X for its dtype only. With graph
+    optimizations such reads move to where the dtype is known by definition
+    (passes/cast_like_targets.h): no CastLike reads a forward value but a graph input, so
+    backward neither keeps nor recomputes an activation for its dtype. Values widened to
+    float32 for backward are widened again there from the kept 16-bit values. The results
+    are the unoptimized graph's and eager's."""
+    torch.manual_seed(0)
+    eager = AutocastBlock()
+    x = torch.randn(4, 8, 16)
+    grads, losses, graphs, plans = {}, {}, {}, {}
+    for optimize in (True, False):
+        ort = ORTModule(copy.deepcopy(eager), DebugOptions(graph_optimizations=optimize))
+        with torch.autocast("cpu", dtype=dtype):
+            losses[optimize] = ort(x)
+        losses[optimize].backward()
+        grads[optimize] = {n: p.grad for n, p in ort.named_parameters()}
+        entry = next(iter(ort._cache.values()))[0]
+        graphs[optimize] = onnx.load_from_string(entry.program.training_graph_onnx()).graph
+        plans[optimize] = entry.program.plan_description()
+    with torch.autocast("cpu", dtype=dtype):
+        expected = eager(x)
+    expected.backward()
+
+    def cast_like_targets(graph: onnx.GraphProto) -> list[str]:
+        return [n.input[1] for n in graph.node if n.op_type == "CastLike"]
+
+    inputs = {v.name for v in graphs[True].input}
+    # The unoptimized graph's CastLikes read forward values; the optimized one's read graph
+    # inputs (parameters) only.
+    assert any(t not in inputs for t in cast_like_targets(graphs[False]))
+    assert all(t in inputs for t in cast_like_targets(graphs[True])), cast_like_targets(
+        graphs[True])
+    backward = plans[True].split("backward:", 1)[1]
+    assert "  Gelu '" not in backward, backward  # no recomputed activation
+
+    # Forward keeps no float32 widening of a 16-bit value (passes/recompute.h,
+    # recompute_widening_casts): backward widens the kept 16-bit value again.
+    def kept_widenings(optimize: bool) -> set[str]:
+        stash = set(plans[optimize].split("stash:", 1)[1].split("\n", 1)[0].split())
+        widened = {n.output[0] for n in graphs[optimize].node if n.op_type == "Cast"
+                   and n.attribute[0].i == onnx.TensorProto.FLOAT}
+        return stash & widened
+
+    assert kept_widenings(False), plans[False]
+    assert not kept_widenings(True), plans[True]
+    assert "[recompute]" in backward, backward
+    torch.testing.assert_close(losses[True], losses[False], rtol=1e-2, atol=1e-5)
+    torch.testing.assert_close(losses[True], expected, rtol=1e-2, atol=1e-5)
+    for name, q in eager.named_parameters():
+        torch.testing.assert_close(grads[True][name], grads[False][name], rtol=0.05, atol=2e-3,
+                                   msg=name)
+        torch.testing.assert_close(grads[True][name], q.grad, rtol=0.05, atol=2e-3, msg=name)

@@ -202,6 +202,13 @@ void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulA
   });
 }
 
+template <typename T>
+void apply_activation(MatMulActivation act, int64_t n, const T* x, T* y) {
+  parallel_for(0, n, (int64_t{64} << 10) / sizeof(T), [&](int64_t begin, int64_t end) {
+    activate(act, end - begin, x + begin, y + begin);
+  });
+}
+
 #define ORTM_INSTANTIATE_MATMUL(T)                                                                \
   template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,                    \
                                   const std::vector<int64_t>&, const T*, bool, T,                 \
@@ -211,7 +218,9 @@ void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulA
                                       const std::vector<int64_t>&, T*);                           \
   template void matmul_bias_activation<T>(int64_t, int64_t, int64_t, const T*, const T*, bool, T, \
                                           const T*, MatMulActivation, T*, T*);                    \
-  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*, T*);
+  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*,    \
+                                   T*);                                                           \
+  template void apply_activation<T>(MatMulActivation, int64_t, const T*, T*);
 ORTM_INSTANTIATE_MATMUL(float)
 ORTM_INSTANTIATE_MATMUL(double)
 #undef ORTM_INSTANTIATE_MATMUL

@@ -40,6 +40,11 @@ template <typename T>
 void bias_activation(int64_t rows, int64_t N, const T* x, const T* bias, MatMulActivation act,
                      T* pre, T* y);
 
+// y[n] = act(x[n]) (y may be x), in threaded chunks: the epilogue's activation alone, for
+// a sum computed elsewhere (FusedMatMulBias over 16-bit operands activates the rounded sum).
+template <typename T>
+void apply_activation(MatMulActivation act, int64_t n, const T* x, T* y);
+
 // The batch dims of broadcast(a_batch, b_batch) for operands of rank >= 2.
 std::vector<int64_t> matmul_batch_shape(const std::vector<int64_t>& a_shape,
                                         const std::vector<int64_t>& b_shape);

@@ -12,6 +12,7 @@
 
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/float16.h"
+#include "ops/op_utils.h"
 
 namespace ortmodule {
 namespace cuda {
@@ -68,6 +69,19 @@ ORTM_HOST_DEVICE T from_float(float v) {
     return v;
   }
 }
+
+// Runs the body with `scalar_t` bound to float, double or the 16-bit tags F16/BF16: the
+// dtypes of the CUDA products and of their epilogues.
+#define ORTM_DISPATCH_GEMM(DTYPE, CTX, ...)                                                       \
+  switch (DTYPE) {                                                                                \
+    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                  \
+    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                                 \
+    ORTM_DTYPE_CASE(Float16, cuda::F16, __VA_ARGS__)                                              \
+    ORTM_DTYPE_CASE(BFloat16, cuda::BF16, __VA_ARGS__)                                            \
+    default:                                                                                      \
+      (CTX).fail("dtype " + dtype_name(DTYPE) +                                                   \
+                 " is not supported by the CUDA products (float32, float64, float16, bfloat16)"); \
+  }
 
 // 16-bit operands A and B, C (and the result) of type Out: the operands' type or float32.
 template <typename T, typename Out, std::enable_if_t<kIs16Bit<T>, int> = 0>

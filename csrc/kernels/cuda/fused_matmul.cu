@@ -3,7 +3,9 @@
 //     rows of a times a weight matrix: cuBLASLt's GEMM with its bias epilogue into pre (or
 //     y, lt_gemm.cu), then the activation (math::matmul_activate, the CPU epilogue's
 //     per-element math); otherwise (float64, a transposed or batched weight) cuBLAS's GEMM
-//     (matmul.cu) and one kernel adding the bias and applying the activation;
+//     (matmul.cu) and one kernel adding the bias and applying the activation. float16 and
+//     bfloat16: the sum computed in float32 and rounded once, the activation computed in
+//     float32 from the rounded sum and rounded once;
 //   FusedMatMulSumToShape(a, b, shape) -> the product summed down to `shape` (host input):
 //     the product directly when nothing is summed, one GEMM over the stacked batches when
 //     every batch sums into one matrix (a Linear's weight gradient), else the product into a
@@ -13,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_ops_internal.h"
 #include "kernels/math/matmul_epilogue.h"
@@ -22,24 +25,39 @@ namespace ortmodule {
 
 namespace {
 
-// x, y, pre: [rows, N]: v = x + bias[col] (x alone without a bias); pre = v (when given),
-// y = act(v). x may be pre or y (each element is read before it is written, by the same
-// thread).
-template <typename T>
-__global__ void bias_activation_kernel(int64_t n, int64_t N, const T* x, const T* bias,
+// An element of T from a value computed in T's arithmetic (float for the 16-bit tags):
+// rounded to nearest even for the tags, unchanged otherwise.
+template <typename T, typename W>
+__device__ T to_element(W v) {
+  if constexpr (cuda::kIs16Bit<T>) {
+    return cuda::from_float<T>(v);
+  } else {
+    return v;
+  }
+}
+
+// x: [rows, N] of X (T, or the float32 accumulation of a 16-bit product); y, pre: [rows, N]
+// of T. v = x + bias[col] (x alone without a bias), rounded to T; pre = v (when given),
+// y = act(v), computed from v widened and rounded to T: for 16-bit T the sum is rounded once
+// and the activation reads the rounded sum, as eager's Linear and activation do (the CPU
+// kernel's arithmetic, ops/matmul_ops.cpp). x may be pre or y (each element is read before
+// it is written, by the same thread).
+template <typename T, typename X>
+__global__ void bias_activation_kernel(int64_t n, int64_t N, const X* x, const T* bias,
                                        MatMulActivation act, T* pre, T* y) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const T v = bias ? x[i] + bias[i % N] : x[i];
+    const T v =
+        to_element<T>(bias ? cuda::widen(x[i]) + cuda::widen(bias[i % N]) : cuda::widen(x[i]));
     if (pre) pre[i] = v;
-    y[i] = math::matmul_activate(act, v);
+    y[i] = to_element<T>(math::matmul_activate(act, cuda::widen(v)));
   }
 }
 
 // with_bias: acc is the product (bias and activation to apply, the sum written to the
 // pre-activation output when there is one); otherwise acc holds the biased sum already and
 // only the activation remains.
-template <typename T>
+template <typename T, typename X>
 void launch_bias_activation(OpContext& ctx, const Tensor& acc, MatMulActivation act,
                             bool with_bias) {
   Tensor& y = ctx.out(0);
@@ -48,8 +66,9 @@ void launch_bias_activation(OpContext& ctx, const Tensor& acc, MatMulActivation 
   if (n == 0) return;
   T* pre = with_bias && ctx.has_output(1) ? ctx.out(1).data<T>() : nullptr;
   const T* bias = with_bias ? ctx.in(2).data<T>() : nullptr;
-  bias_activation_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(
-      n, N, acc.data<T>(), bias, act, pre, y.data<T>());
+  bias_activation_kernel<T, X>
+      <<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(
+          n, N, acc.data<X>(), bias, act, pre, y.data<T>());
   cuda::check_launch("FusedMatMulBias (bias, activation)");
 }
 
@@ -63,19 +82,32 @@ void cuda_fused_matmul_bias(OpContext& ctx) {
   Tensor& acc = ctx.has_output(1) ? ctx.out(1) : ctx.out(0);
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
-  // Every row of a times one weight matrix: cuBLASLt's GEMM with the bias epilogue, then the
-  // activation alone (none: done).
+  // Every row of a times one weight matrix: cuBLASLt's GEMM with the bias epilogue (16-bit
+  // sums rounded once), then the activation alone.
   if (!ctx.node.attr_int("transA", 0) && a.rank() >= 2 && b.rank() == 2 &&
       cuda_lt_matmul_bias(ctx, a, b, ctx.in(2), ctx.node.attr_int("transB", 0) != 0,
                           ctx.node.attr_float("alpha", 1.0), acc)) {
-    if (act == MatMulActivation::kNone) return;
-    ORTM_DISPATCH_FLOAT(a.dtype(), ctx,
-                        launch_bias_activation<scalar_t>(ctx, acc, act, /*with_bias=*/false));
+    // No activation and no pre-activation output: the sum is y already. With one, y is
+    // act(pre) (pre itself without an activation).
+    if (act == MatMulActivation::kNone && !ctx.has_output(1)) return;
+    ORTM_DISPATCH_GEMM(a.dtype(), ctx,
+                       launch_bias_activation<scalar_t, scalar_t>(ctx, acc, act,
+                                                                  /*with_bias=*/false));
+    return;
+  }
+  if (dtype_is_low_precision(a.dtype())) {
+    // The product's float32 accumulation, the bias added to it and the sum rounded once.
+    Tensor product = Tensor::empty(DType::Float32, acc.shape(), acc.device());
+    cuda_fused_matmul_into(ctx, product);
+    ORTM_DISPATCH_GEMM(a.dtype(), ctx,
+                       launch_bias_activation<scalar_t, float>(ctx, product, act,
+                                                               /*with_bias=*/true));
     return;
   }
   cuda_fused_matmul_into(ctx, acc);
-  ORTM_DISPATCH_FLOAT(a.dtype(), ctx,
-                      launch_bias_activation<scalar_t>(ctx, acc, act, /*with_bias=*/true));
+  ORTM_DISPATCH_GEMM(a.dtype(), ctx,
+                     launch_bias_activation<scalar_t, scalar_t>(ctx, acc, act,
+                                                                /*with_bias=*/true));
 }
 
 void cuda_fused_matmul_sum(OpContext& ctx) {

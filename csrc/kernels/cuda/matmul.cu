@@ -30,18 +30,6 @@ int as_int(const OpContext& ctx, int64_t v, const char* what) {
 
 using cuda::blas_scalar_t;
 
-// The dtypes of the products: float32, float64 and the 16-bit tags.
-#define ORTM_DISPATCH_GEMM(DTYPE, CTX, ...)                                                       \
-  switch (DTYPE) {                                                                                \
-    ORTM_DTYPE_CASE(Float32, float, __VA_ARGS__)                                                  \
-    ORTM_DTYPE_CASE(Float64, double, __VA_ARGS__)                                                 \
-    ORTM_DTYPE_CASE(Float16, cuda::F16, __VA_ARGS__)                                              \
-    ORTM_DTYPE_CASE(BFloat16, cuda::BF16, __VA_ARGS__)                                            \
-    default:                                                                                      \
-      (CTX).fail("dtype " + dtype_name(DTYPE) +                                                   \
-                 " is not supported by the CUDA products (float32, float64, float16, bfloat16)"); \
-  }
-
 // Row-major C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i] for i < batch, A[i] = A + i * sa.
 // C has the operands' type, or float32 for 16-bit operands.
 template <typename T, typename Out = T>
