@@ -3,6 +3,8 @@
 # make cpp-example : trains an MLP from on-device training artifacts in plain C++
 # make example-gpt2 : trains a small GPT-2 on text shipped with scikit-learn, next to eager
 # make wheel   : builds the CPU wheel into dist/ (make wheel-test: installs it into a clean venv)
+# make gpu-bundle : packs protobuf/flatbuffers and the protobuf source into .gpu/ for building
+#                on a GPU machine without them (tools/gpu_check.sh there; docs/install.md)
 # make bench   : eager vs torch.compile vs ORTModule training steps (benchmarks/run.py)
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
@@ -18,7 +20,7 @@ DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make
                    dpkg-dev
 
 .PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
-        fuzz-build test-cpp-asan wheel wheel-test cuda-check torch-range-check
+        fuzz-build test-cpp-asan wheel wheel-test cuda-check torch-range-check gpu-bundle
 
 example: build
 	$(PY) examples/train_digits_cnn.py
@@ -91,6 +93,9 @@ wheel-test: build
 
 bench: build
 	$(PY) benchmarks/run.py
+
+gpu-bundle: build
+	tools/gpu_bundle.sh
 
 docs: build
 	$(PY) tools/gen_ops_doc.py
