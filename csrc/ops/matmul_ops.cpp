@@ -206,9 +206,9 @@ void biased_product_low(OpContext& ctx, MatMulActivation act) {
   }
   Tensor pre = ctx.has_output(1) ? ctx.out(1) : Tensor::empty(y.dtype(), y.shape());
   round_from_float32(sum, pre);
-  Tensor rounded = widen_to_float32(pre);
-  apply_activation(act, rounded.numel(), rounded.data<float>(), rounded.data<float>());
-  round_from_float32(rounded, y);
+  widen_into_float32(pre, sum);  // the rounded sum, in the float32 buffer
+  apply_activation(act, sum.numel(), sum.data<float>(), sum.data<float>());
+  round_from_float32(sum, y);
 }
 
 }  // namespace

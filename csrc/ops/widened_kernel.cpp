@@ -16,14 +16,18 @@ bool is_low(const Tensor* t) { return t && t->defined() && dtype_is_low_precisio
 
 }  // namespace
 
-Tensor widen_to_float32(const Tensor& x) {
-  Tensor f = Tensor::empty(DType::Float32, x.shape());
+void widen_into_float32(const Tensor& x, Tensor& f) {
   const uint16_t* p = x.data<uint16_t>();
   if (x.dtype() == DType::BFloat16) {
     unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::bf16_to_float(v); });
   } else {
     unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::half_to_float(v); });
   }
+}
+
+Tensor widen_to_float32(const Tensor& x) {
+  Tensor f = Tensor::empty(DType::Float32, x.shape());
+  widen_into_float32(x, f);
   return f;
 }
 

@@ -16,8 +16,10 @@ void run_widened(OpContext& ctx, KernelFn float_kernel);
 // Whether any input or output of the step is float16 or bfloat16.
 bool has_low_precision(const OpContext& ctx);
 
-// x (float16 or bfloat16, on the CPU) as a new float32 tensor, exactly.
+// x (float16 or bfloat16, on the CPU) as a new float32 tensor, exactly; or into f (float32,
+// x's element count).
 Tensor widen_to_float32(const Tensor& x);
+void widen_into_float32(const Tensor& x, Tensor& f);
 // y (float16 or bfloat16) = f (float32, y's element count) rounded to nearest even.
 void round_from_float32(const Tensor& f, Tensor& y);
 

@@ -52,6 +52,19 @@ Node* add_recompute_copy(Graph& graph, const Node* p, const std::vector<Value*>&
   return copy;
 }
 
+// The backward node that reads one of `values` first in graph order (where recomputed
+// copies go, so that sorting the graph leaves every reader where it was), or nullptr.
+const Node* first_backward_reader(const std::vector<Value*>& values,
+                                  const std::unordered_set<const Node*>& backward,
+                                  const std::unordered_map<const Node*, size_t>& position) {
+  const Node* first = nullptr;
+  for (const Value* v : values)
+    for (const Node* reader : v->consumers)
+      if (backward.count(reader) && (!first || position.at(reader) < position.at(first)))
+        first = reader;
+  return first;
+}
+
 // Unary element-wise activations: one input, one output of its size, a few operations
 // per element (far cheaper to repeat than the product that reads the output).
 bool is_cheap_activation(const Node* n) {
@@ -135,14 +148,7 @@ int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Nod
     bool read = false;
     for (Value* v : chain) read = read || read_by_backward.count(v) != 0;
     if (escapes || !read) continue;
-    // The copies go right before the first backward reader, so that sorting the graph
-    // leaves every reader where it was.
-    const Node* first_reader = nullptr;
-    for (Value* v : chain)
-      for (const Node* reader : v->consumers)
-        if (backward.count(reader) &&
-            (!first_reader || position.at(reader) < position.at(first_reader)))
-          first_reader = reader;
+    const Node* first_reader = first_backward_reader(chain, backward, position);
     std::unordered_map<const Value*, Value*> copy_of;  // chain value -> its recomputed copy
     for (Value* v : chain) {
       const Node* original = v->producer;
@@ -187,11 +193,7 @@ int recompute_widening_casts(Graph& graph, const std::unordered_set<const Node*>
     if (!x || !y || !dtype_is_low_precision(x->dtype) ||
         p->attr_int("to", -1) != static_cast<int64_t>(DType::Float32) || graph_outputs.count(y))
       continue;
-    const Node* first_reader = nullptr;
-    for (const Node* reader : y->consumers)
-      if (backward.count(reader) &&
-          (!first_reader || position.at(reader) < position.at(first_reader)))
-        first_reader = reader;
+    const Node* first_reader = first_backward_reader({y}, backward, position);
     if (!first_reader) continue;
     Node* copy = add_recompute_copy(graph, p, {x});
     graph.move_before(copy, first_reader);
