@@ -15,4 +15,7 @@ namespace ortmodule {
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
+// The threads a parallel_for shares its chunks among.
+int parallel_threads();
+
 }  // namespace ortmodule

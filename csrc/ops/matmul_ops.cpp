@@ -1,10 +1,13 @@
 // Gemm, MatMul and com.microsoft FusedMatMul (used by MatMul's gradient). float16 and
 // bfloat16 products compute natively (tensor-core GEMMs on CUDA, float32 accumulation; on
-// the CPU the float32 kernel between exact widening and one rounding, ops/widened_kernel.h).
+// the CPU bfloat16 operands go to the packed bfloat16 GEMM where the CPU has AVX512-BF16
+// (kernels/cpu/bgemm.h), and otherwise the float32 kernel runs between exact widening and
+// one rounding, ops/widened_kernel.h).
 #include <cstdint>
 #include <vector>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/bgemm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/gemm.h"
@@ -13,6 +16,26 @@
 #include "ops/widened_kernel.h"
 
 namespace ortmodule {
+
+namespace {
+
+// Whether the step's product reads bfloat16 operands as they are, through the packed bfloat16
+// GEMM (the shape functions require the operands' dtypes to agree).
+bool bf16_native(const OpContext& ctx) {
+  return ctx.in(0).dtype() == DType::BFloat16 && packed_bgemm_available();
+}
+
+// The float32 sums of a bfloat16 product, rounded once into output 0.
+template <typename Fn>
+void round_sum_into_output(OpContext& ctx, const Fn& compute_sum) {
+  Tensor sum = Tensor::empty(DType::Float32, ctx.out(0).shape());
+  compute_sum(sum.data<float>());
+  round_from_float32(sum, ctx.out(0));
+}
+
+const uint16_t* bits(const Tensor& t) { return t.data<uint16_t>(); }
+
+}  // namespace
 
 // ---- Gemm: y[M,N] = alpha * op(a) @ op(b) + beta * c ----
 
@@ -39,7 +62,29 @@ std::vector<OutputInfo> shape_gemm(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), {M, N});
 }
 
+namespace {
+// Gemm over bfloat16 operands: alpha * op(a) op(b) in float32, plus beta * c (widened), rounded
+// once.
+void bf16_gemm(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  const double alpha = ctx.node.attr_float("alpha", 1.0), beta = ctx.node.attr_float("beta", 1.0);
+  const Shape& y_shape = ctx.out(0).shape();
+  round_sum_into_output(ctx, [&](float* sum) {
+    batched_matmul<float, uint16_t>(a.shape(), bits(a), ta, b.shape(), bits(b), tb,
+                                    static_cast<float>(alpha), y_shape, sum);
+    if (!ctx.has_input(2) || beta == 0.0) return;
+    const Tensor c = widen_to_float32(ctx.in(2));
+    const float bt = static_cast<float>(beta);
+    binary_map(c.shape(), c.data<float>(), y_shape, sum, y_shape, sum,
+               [bt](float p, float q) { return q + bt * p; });
+  });
+}
+}  // namespace
+
 void cpu_gemm(OpContext& ctx) {
+  if (bf16_native(ctx)) return bf16_gemm(ctx);
   if (has_low_precision(ctx)) return run_widened(ctx, cpu_gemm);
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
@@ -113,7 +158,8 @@ std::vector<OutputInfo> shape_fused_matmul(const OpContext& ctx) {
 }
 
 void cpu_fused_matmul(OpContext& ctx) {
-  if (has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul);
+  const bool native = bf16_native(ctx);
+  if (!native && has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul);
   Shape a = ctx.in(0).shape(), b = ctx.in(1).shape();
   bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   if (a.size() == 1) a = {1, a[0]};
@@ -123,6 +169,13 @@ void cpu_fused_matmul(OpContext& ctx) {
   y.push_back(ta ? a[a.size() - 1] : a[a.size() - 2]);
   y.push_back(tb ? b[b.size() - 2] : b[b.size() - 1]);
   double alpha = ctx.node.attr_float("alpha", 1.0);
+  if (native) {
+    round_sum_into_output(ctx, [&](float* sum) {
+      batched_matmul<float, uint16_t>(a, bits(ctx.in(0)), ta, b, bits(ctx.in(1)), tb,
+                                      static_cast<float>(alpha), y, sum);
+    });
+    return;
+  }
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       batched_matmul<scalar_t>(a, ctx.in(0).data<scalar_t>(), ta, b, ctx.in(1).data<scalar_t>(), tb,
@@ -187,18 +240,46 @@ void biased_product(OpContext& ctx, MatMulActivation act) {
 // float16/bfloat16 operands: the biased sum computed in float32 from the exactly widened
 // operands and rounded once (as eager's addmm rounds a Linear's output); the activation reads
 // the rounded sum, computes in float32 (the float32 epilogue's activation) and is rounded once.
-void biased_product_low(OpContext& ctx, MatMulActivation act) {
-  std::vector<Tensor> wide(ctx.num_inputs());
-  OpContext w{ctx.node, ctx.inputs, {}, ctx.seed};
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    if (!ctx.has_input(i)) continue;
-    wide[i] = widen_to_float32(ctx.in(i));
-    w.inputs[i] = &wide[i];
+// The biased sum of bfloat16 operands through the packed bfloat16 GEMM, into sum (float32).
+void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
+  const float alpha = static_cast<float>(ctx.node.attr_float("alpha", 1.0));
+  const int64_t N = sum.shape().back(), rows = N ? sum.numel() / N : 0;
+  const Tensor bias = widen_to_float32(ctx.in(2));
+  float* sp = sum.data<float>();
+  if (!ta && a.rank() >= 2 && b.rank() == 2) {
+    matmul_bias_activation<float, uint16_t>(rows, N, a.shape().back(), bits(a), bits(b), tb,
+                                            alpha, bias.data<float>(), MatMulActivation::kNone,
+                                            nullptr, sp);
+    return;
   }
+  Shape as = a.shape(), bs = b.shape();
+  if (as.size() == 1) as = {1, as[0]};
+  if (bs.size() == 1) bs = {bs[0], 1};
+  Shape ys = matmul_batch_shape(as, bs);
+  ys.push_back(ta ? as[as.size() - 1] : as[as.size() - 2]);
+  ys.push_back(tb ? bs[bs.size() - 2] : bs[bs.size() - 1]);
+  batched_matmul<float, uint16_t>(as, bits(a), ta, bs, bits(b), tb, alpha, ys, sp);
+  bias_activation<float>(rows, N, sp, bias.data<float>(), MatMulActivation::kNone, nullptr, sp);
+}
+
+void biased_product_low(OpContext& ctx, MatMulActivation act) {
   Tensor& y = ctx.out(0);
-  w.outputs.push_back(Tensor::empty(DType::Float32, y.shape()));
-  biased_product(w, MatMulActivation::kNone);
-  Tensor& sum = w.outputs[0];
+  Tensor sum = Tensor::empty(DType::Float32, y.shape());
+  if (bf16_native(ctx)) {
+    biased_sum_bf16(ctx, sum);
+  } else {
+    std::vector<Tensor> wide(ctx.num_inputs());
+    OpContext w{ctx.node, ctx.inputs, {sum}, ctx.seed};
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      wide[i] = widen_to_float32(ctx.in(i));
+      w.inputs[i] = &wide[i];
+    }
+    biased_product(w, MatMulActivation::kNone);
+  }
   if (act == MatMulActivation::kNone) {
     round_from_float32(sum, y);
     if (ctx.has_output(1)) round_from_float32(sum, ctx.out(1));
@@ -246,9 +327,18 @@ std::vector<OutputInfo> shape_fused_matmul_sum(const OpContext& ctx) {
 }
 
 void cpu_fused_matmul_sum(OpContext& ctx) {
-  if (has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul_sum);
+  const bool native = bf16_native(ctx);
+  if (!native && has_low_precision(ctx)) return run_widened(ctx, cpu_fused_matmul_sum);
   bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   double alpha = ctx.node.attr_float("alpha", 1.0);
+  if (native) {
+    round_sum_into_output(ctx, [&](float* sum) {
+      batched_matmul_sum<float, uint16_t>(ctx.in(0).shape(), bits(ctx.in(0)), ta,
+                                          ctx.in(1).shape(), bits(ctx.in(1)), tb,
+                                          static_cast<float>(alpha), ctx.out(0).shape(), sum);
+    });
+    return;
+  }
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
                       batched_matmul_sum<scalar_t>(
                           ctx.in(0).shape(), ctx.in(0).data<scalar_t>(), ta, ctx.in(1).shape(),

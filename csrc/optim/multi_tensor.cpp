@@ -135,7 +135,7 @@ using AdamWMomentsFn = void (*)(ORTMODULE_ADAMW_MOMENTS_ARGS);
 
 template <typename T, bool kIeeeSqrt>
 AdamWMomentsFn<T> adamw_moments_fn(MultiplyAdd mode, bool amsgrad) {
-  if (mode == MultiplyAdd::kFused && active_cpu_isa() == CpuIsa::kAvx512) {
+  if (mode == MultiplyAdd::kFused && cpu_isa_has_avx512(active_cpu_isa())) {
     return amsgrad ? &adamw_moments_fused_avx512<T, true, kIeeeSqrt>
                    : &adamw_moments_fused_avx512<T, false, kIeeeSqrt>;
   }

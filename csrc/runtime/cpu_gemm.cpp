@@ -110,7 +110,7 @@ bool use_packed_sgemm() {
     case CpuGemm::kAuto:
       break;
   }
-  return auto_prefers_packed() && active_cpu_isa() == CpuIsa::kAvx512;
+  return auto_prefers_packed() && cpu_isa_has_avx512(active_cpu_isa());
 }
 
 std::string cpu_gemm_reason() {
@@ -119,7 +119,7 @@ std::string cpu_gemm_reason() {
   if (cpu_gemm_mode() != CpuGemm::kAuto) return used + " (" + kGemmEnv + " or set: " + mode + ")";
   if (!torch_blas_is_mkl()) return used + " (auto: torch's BLAS is not MKL)";
   if (cpu_is_intel()) return used + " (auto: MKL on an Intel CPU)";
-  if (active_cpu_isa() != CpuIsa::kAvx512)
+  if (!cpu_isa_has_avx512(active_cpu_isa()))
     return used + " (auto: MKL on a non-Intel CPU, but the instruction set is " +
            cpu_isa_name(active_cpu_isa()) + ")";
   return used + " (auto: MKL on a non-Intel AVX-512 CPU runs its AVX2 kernels)";

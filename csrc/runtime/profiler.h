@@ -38,6 +38,27 @@ void record_gemm_time(bool trans_a, bool trans_b, int64_t batch, int64_t M, int6
                       double seconds);
 std::map<std::string, GemmTiming> gemm_snapshot(bool reset);
 
+// Times one GEMM call into the profiler's shape table while profiling is on.
+class GemmTimer {
+ public:
+  GemmTimer(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K)
+      : on_(profiling_enabled()), ta_(trans_a), tb_(trans_b), batch_(batch), m_(M), n_(N), k_(K) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  ~GemmTimer() {
+    if (!on_) return;
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+    record_gemm_time(ta_, tb_, batch_, m_, n_, k_, elapsed.count());
+  }
+  GemmTimer(const GemmTimer&) = delete;
+  GemmTimer& operator=(const GemmTimer&) = delete;
+
+ private:
+  bool on_, ta_, tb_;
+  int64_t batch_, m_, n_, k_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // Records the time from construction to destruction as `phase` while profiling is on.
 class PhaseTimer {
  public:

@@ -15,6 +15,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   fn(begin, end);
 }
 
+int parallel_threads() { return 1; }
+
 bool gemm_uses_packed_kernels() { return false; }
 
 template <typename T>

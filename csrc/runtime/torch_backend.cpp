@@ -29,27 +29,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   at::parallel_for(begin, end, grain, fn);
 }
 
-namespace {
-// Times one GEMM call into the profiler's shape table while profiling is on.
-class GemmTimer {
- public:
-  GemmTimer(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K)
-      : on_(profiling_enabled()), ta_(trans_a), tb_(trans_b), batch_(batch), m_(M), n_(N), k_(K) {
-    if (on_) start_ = std::chrono::steady_clock::now();
-  }
-  ~GemmTimer() {
-    if (!on_) return;
-    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
-    record_gemm_time(ta_, tb_, batch_, m_, n_, k_, elapsed.count());
-  }
-  GemmTimer(const GemmTimer&) = delete;
-  GemmTimer& operator=(const GemmTimer&) = delete;
+int parallel_threads() { return at::get_num_threads(); }
 
- private:
-  bool on_, ta_, tb_;
-  int64_t batch_, m_, n_, k_;
-  std::chrono::steady_clock::time_point start_;
-};
+namespace {
 
 // The Fortran BLAS GEMM that libtorch_cpu exports (MKL or OpenBLAS, the one at::mm calls):
 // called directly, a product skips ATen's tensor wrapping and dispatch (a few microseconds a

@@ -20,6 +20,9 @@ from onnx import helper
 from ortmodule import _C
 
 VECTOR_ISAS = [isa for isa in ("avx2", "avx512") if _C.cpu_isa_supported(isa)]
+# The AVX-512 kernels plus the packed bfloat16 GEMM (tested in test_low_precision_products.py
+# and tests/cpp/test_packed_bgemm.cpp).
+BF16_ISAS = [isa for isa in ("avx512bf16",) if _C.cpu_isa_supported(isa)]
 EPS = 2.0**-23  # float32 machine epsilon
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -220,19 +223,19 @@ def isa_in_fresh_process(value: str) -> subprocess.CompletedProcess:
 
 
 def test_environment_override_selects_and_validates() -> None:
-    for isa in ["baseline", *VECTOR_ISAS]:
+    for isa in ["baseline", *VECTOR_ISAS, *BF16_ISAS]:
         done = isa_in_fresh_process(isa)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == isa
     bad = isa_in_fresh_process("sse9")
     assert bad.returncode != 0
-    assert "ORTMODULE_CPU_ISA" in bad.stderr and "baseline, avx2 or avx512" in bad.stderr
-    for isa in ("avx2", "avx512"):
+    assert "ORTMODULE_CPU_ISA" in bad.stderr and "baseline, avx2, avx512 or avx512bf16" in bad.stderr
+    for isa in ("avx2", "avx512", "avx512bf16"):
         if not _C.cpu_isa_supported(isa):
             refused = isa_in_fresh_process(isa)
             assert refused.returncode != 0 and "ORTMODULE_CPU_ISA" in refused.stderr
 
 
 def test_set_cpu_isa_refuses_unknown_names() -> None:
-    with pytest.raises(ValueError, match="baseline, avx2 or avx512"):
+    with pytest.raises(ValueError, match="baseline, avx2, avx512 or avx512bf16"):
         _C.set_cpu_isa("sse9")

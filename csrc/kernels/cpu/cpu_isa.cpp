@@ -21,6 +21,9 @@ bool cpu_has(CpuIsa isa) {
     case CpuIsa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
              __builtin_cpu_supports("fma");
+    case CpuIsa::kAvx512Bf16:
+      return cpu_has(CpuIsa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 #else
@@ -35,6 +38,8 @@ const VecKernels* kernels_of(CpuIsa isa) {
       return vec_kernels_avx2();
     case CpuIsa::kAvx512:
       return vec_kernels_avx512();
+    case CpuIsa::kAvx512Bf16:
+      return vec_kernels_avx512_bf16();
     case CpuIsa::kBaseline:
       break;
   }
@@ -42,6 +47,7 @@ const VecKernels* kernels_of(CpuIsa isa) {
 }
 
 CpuIsa best_supported() {
+  if (cpu_isa_supported(CpuIsa::kAvx512Bf16)) return CpuIsa::kAvx512Bf16;
   if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kBaseline;
@@ -77,16 +83,21 @@ const char* cpu_isa_name(CpuIsa isa) {
       return "avx2";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "unknown";
 }
 
 CpuIsa parse_cpu_isa(const std::string& name) {
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512})
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
     if (name == cpu_isa_name(isa)) return isa;
-  throw std::invalid_argument("\"" + name +
-                              "\" is not a CPU instruction set; expected baseline, avx2 or avx512");
+  throw std::invalid_argument(
+      "\"" + name +
+      "\" is not a CPU instruction set; expected baseline, avx2, avx512 or avx512bf16");
 }
+
+bool cpu_isa_has_avx512(CpuIsa isa) { return isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16; }
 
 bool cpu_isa_supported(CpuIsa isa) { return cpu_has(isa) && kernels_of(isa) != nullptr; }
 

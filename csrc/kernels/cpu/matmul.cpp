@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/bgemm.h"
 #include "kernels/gemm.h"
 #include "kernels/math/elementwise.h"
 #include "kernels/parallel.h"
@@ -43,6 +44,29 @@ void batch_offsets(const std::vector<int64_t>& shape, int64_t bi, const std::vec
   }
 }
 
+// The GEMMs of one operand type: kernels/gemm.h's for float32 and float64 operands, the packed
+// bfloat16 GEMM's (kernels/cpu/bgemm.h) for bfloat16 bits into float32.
+template <typename T>
+void gemm_of(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+             const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  gemm<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm_of(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+             int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  packed_bgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+template <typename T>
+void gemm_batched_of(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha,
+                     const T* A, int64_t lda, int64_t sa, const T* B, int64_t ldb, int64_t sb,
+                     T beta, T* C, int64_t ldc, int64_t sc) {
+  gemm_batched<T>(ta, tb, batch, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
+}
+void gemm_batched_of(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     float alpha, const uint16_t* A, int64_t lda, int64_t sa, const uint16_t* B,
+                     int64_t ldb, int64_t sb, float beta, float* C, int64_t ldc, int64_t sc) {
+  packed_bgemm_batched(ta, tb, batch, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
+}
+
 int64_t product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -62,9 +86,9 @@ std::vector<int64_t> matmul_batch_shape(const std::vector<int64_t>& a_shape,
   return batch;
 }
 
-template <typename T>
-void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
-                    const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
+template <typename T, typename In>
+void batched_matmul(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
+                    const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
                     const std::vector<int64_t>& y_shape, T* y) {
   const size_t ra = a_shape.size(), rb = b_shape.size(), ry = y_shape.size();
   const int64_t M = y_shape[ry - 2], N = y_shape[ry - 1];
@@ -79,7 +103,7 @@ void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_
   const int64_t kb = batch_strides(batch, b_shape, sb);
   // Batches with a broadcast b and contiguous a collapse into one big product.
   if (!trans_a && kb == 1 && ka == batches) {
-    gemm<T>(false, trans_b, batches * M, N, K, alpha, a, lda, b, ldb, T(0), y, N);
+    gemm_of(false, trans_b, batches * M, N, K, alpha, a, lda, b, ldb, T(0), y, N);
     return;
   }
   // The trailing batch dims over which each operand is either contiguous or broadcast run as
@@ -106,14 +130,14 @@ void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_
   for (int64_t bi = 0; bi < outer; ++bi) {
     int64_t oa = 0, ob = 0;
     if (!outer_shape.empty()) batch_offsets(outer_shape, bi, sa, sb, oa, ob);
-    gemm_batched<T>(trans_a, trans_b, inner, M, N, K, alpha, a + oa * a_mat, lda, stride_a,
+    gemm_batched_of(trans_a, trans_b, inner, M, N, K, alpha, a + oa * a_mat, lda, stride_a,
                     b + ob * b_mat, ldb, stride_b, T(0), y + bi * inner * M * N, N, M * N);
   }
 }
 
-template <typename T>
-void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
-                        const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
+template <typename T, typename In>
+void batched_matmul_sum(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
+                        const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
                         const std::vector<int64_t>& y_shape, T* y) {
   const size_t ra = a_shape.size(), rb = b_shape.size(), ry = y_shape.size();
   const int64_t M = y_shape[ry - 2], N = y_shape[ry - 1];
@@ -124,7 +148,7 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
   full.push_back(M);
   full.push_back(N);
   if (kept == batches) {  // nothing to sum: y has the product's layout
-    batched_matmul(a_shape, a, trans_a, b_shape, b, trans_b, alpha, full, y);
+    batched_matmul<T, In>(a_shape, a, trans_a, b_shape, b, trans_b, alpha, full, y);
     return;
   }
   const std::vector<int64_t> batch(full.begin(), full.end() - 2);
@@ -132,7 +156,7 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
   // of the stacked [batches * K, M]^T and [batches * K, N] matrices.
   if (kept == 1 && trans_a && !trans_b && ra == rb &&
       std::equal(a_shape.begin(), a_shape.end() - 2, b_shape.begin())) {
-    gemm<T>(true, false, M, N, batches * K, alpha, a, M, b, N, T(0), y, N);
+    gemm_of(true, false, M, N, batches * K, alpha, a, M, b, N, T(0), y, N);
     return;
   }
   // Otherwise accumulate each product into the y matrix it sums to.
@@ -147,7 +171,7 @@ void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool tr
     int64_t oa = 0, ob = 0, oy = 0, unused = 0;
     batch_offsets(batch, bi, sa, sb, oa, ob);
     batch_offsets(batch, bi, sy, sy, oy, unused);
-    gemm<T>(trans_a, trans_b, M, N, K, alpha, a + oa * a_mat, a_shape[ra - 1], b + ob * b_mat,
+    gemm_of(trans_a, trans_b, M, N, K, alpha, a + oa * a_mat, a_shape[ra - 1], b + ob * b_mat,
             b_shape[rb - 1], T(1), y + oy * M * N, N);
   }
 }
@@ -172,14 +196,14 @@ void activate(MatMulActivation act, int64_t n, const T* x, T* y) {
 
 }  // namespace
 
-template <typename T>
-void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
+template <typename T, typename In>
+void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const In* a, const In* b,
                             bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
                             T* y) {
   // One GEMM over all rows: splitting it into blocks of rows (to activate each block while it
   // is in cache) repacks the weight per block and costs more than it saves.
   T* acc = pre ? pre : y;
-  gemm<T>(false, trans_b, rows, N, K, alpha, a, K, b, trans_b ? K : N, T(0), acc, N);
+  gemm_of(false, trans_b, rows, N, K, alpha, a, K, b, trans_b ? K : N, T(0), acc, N);
   bias_activation(rows, N, acc, bias, act, pre, y);
 }
 
@@ -209,20 +233,24 @@ void apply_activation(MatMulActivation act, int64_t n, const T* x, T* y) {
   });
 }
 
-#define ORTM_INSTANTIATE_MATMUL(T)                                                                \
-  template void batched_matmul<T>(const std::vector<int64_t>&, const T*, bool,                    \
-                                  const std::vector<int64_t>&, const T*, bool, T,                 \
-                                  const std::vector<int64_t>&, T*);                               \
-  template void batched_matmul_sum<T>(const std::vector<int64_t>&, const T*, bool,                \
-                                      const std::vector<int64_t>&, const T*, bool, T,             \
+#define ORTM_INSTANTIATE_PRODUCTS(T, In)                                                          \
+  template void batched_matmul<T, In>(const std::vector<int64_t>&, const In*, bool,               \
+                                      const std::vector<int64_t>&, const In*, bool, T,            \
                                       const std::vector<int64_t>&, T*);                           \
-  template void matmul_bias_activation<T>(int64_t, int64_t, int64_t, const T*, const T*, bool, T, \
-                                          const T*, MatMulActivation, T*, T*);                    \
+  template void batched_matmul_sum<T, In>(const std::vector<int64_t>&, const In*, bool,           \
+                                          const std::vector<int64_t>&, const In*, bool, T,        \
+                                          const std::vector<int64_t>&, T*);                       \
+  template void matmul_bias_activation<T, In>(int64_t, int64_t, int64_t, const In*, const In*,    \
+                                              bool, T, const T*, MatMulActivation, T*, T*);
+#define ORTM_INSTANTIATE_MATMUL(T)                                                                \
+  ORTM_INSTANTIATE_PRODUCTS(T, T)                                                                 \
   template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*,    \
                                    T*);                                                           \
   template void apply_activation<T>(MatMulActivation, int64_t, const T*, T*);
 ORTM_INSTANTIATE_MATMUL(float)
 ORTM_INSTANTIATE_MATMUL(double)
+ORTM_INSTANTIATE_PRODUCTS(float, uint16_t)
+#undef ORTM_INSTANTIATE_PRODUCTS
 #undef ORTM_INSTANTIATE_MATMUL
 
 }  // namespace ortmodule

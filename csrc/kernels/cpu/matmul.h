@@ -1,4 +1,6 @@
-// Batched matrix products over contiguous row-major tensors.
+// Batched matrix products over contiguous row-major tensors. The products take operands of
+// their own type T (float32, float64), or bfloat16 bits (In = uint16_t) into float32 results
+// through the packed bfloat16 GEMM (kernels/cpu/bgemm.h; requires packed_bgemm_available()).
 #pragma once
 
 #include <cstdint>
@@ -11,26 +13,26 @@ namespace ortmodule {
 // a: [...a_batch, M, K] (or [..., K, M] when trans_a), b: [...b_batch, K, N] (or [..., N, K])
 // -> y: [...broadcast(a_batch, b_batch), M, N] = alpha * op(a) @ op(b)
 // Shapes given with rank >= 2; batch dims broadcast numpy-style.
-template <typename T>
-void batched_matmul(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
-                    const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
+template <typename T, typename In = T>
+void batched_matmul(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
+                    const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
                     const std::vector<int64_t>& y_shape, T* y);
 
 // The product batched_matmul computes, summed down to y_shape: y's batch dims are those of the
 // product with some missing or 1 (they broadcast to it), its last two are [M, N]. This is the
 // gradient of a broadcast MatMul operand (a Linear's weight over [batch, sequence] inputs) in
 // one call, without the full [...batch, M, N] product in memory.
-template <typename T>
-void batched_matmul_sum(const std::vector<int64_t>& a_shape, const T* a, bool trans_a,
-                        const std::vector<int64_t>& b_shape, const T* b, bool trans_b, T alpha,
+template <typename T, typename In = T>
+void batched_matmul_sum(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
+                        const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
                         const std::vector<int64_t>& y_shape, T* y);
 
 // pre[rows, N] = alpha * a[rows, K] @ op(b) + bias[N] and y = act(pre), for a weight b of
 // [K, N] (or [N, K] when trans_b): the GEMM, then one pass that adds the bias and activates
 // chunk by chunk while each is in cache (instead of a pass for each and a tensor between
 // them). pre may be null (only y is written).
-template <typename T>
-void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const T* a, const T* b,
+template <typename T, typename In = T>
+void matmul_bias_activation(int64_t rows, int64_t N, int64_t K, const In* a, const In* b,
                             bool trans_b, T alpha, const T* bias, MatMulActivation act, T* pre,
                             T* y);
 

@@ -1,4 +1,4 @@
-// The table of vectorized float32 kernels one instruction set provides (see cpu_isa.h
+// The table of vectorized kernels one instruction set provides (see cpu_isa.h
 // for how one is chosen). Kept free of library headers: vec_avx2.cpp and vec_avx512.cpp
 // include it while compiled with wider target flags.
 #pragma once
@@ -67,6 +67,19 @@ struct VecKernels {
                       int64_t ldc, int m, int n, float alpha, float beta, bool first);
   int gemm_mr;
   int gemm_nr;
+  // The micro-kernel of the packed bfloat16 GEMM (kernels/cpu/bgemm.cpp), on CPUs with
+  // AVX512-BF16 (the avx512bf16 instruction set; null in every other table): one gemm_mr x
+  // gemm_nr tile of float32 C from kp steps of packed pairs a: [kp][gemm_mr] and
+  // b: [kp][gemm_nr], each a 32-bit word holding two bfloat16 values along K (the lower
+  // column of K in the low half). Each step adds a0 * b0 + a1 * b1 to the float32 sums
+  // (products exact; bfloat16 subnormals read as zero). m, n, alpha, beta, first: gemm_tile's.
+  void (*bf16_gemm_tile)(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                         int m, int n, float alpha, float beta, bool first);
+  // Rows [r0, r0 + rows) x columns [k0, k0 + kc) of op(X) as a panel of such pairs:
+  // dst[p * width + r] holds op(X)[r0 + r, k0 + 2p] and op(X)[r0 + r, k0 + 2p + 1] (zero past
+  // kc), rows <= r < width zero. x: bfloat16 bits, row stride ld; op(X) = X^T when trans.
+  void (*bf16_pack_pairs)(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int64_t rows,
+                          int64_t k0, int64_t kc, int width, uint32_t* dst);
   // Packs rows of a row-major matrix as columns of a GEMM panel: dst[k * width + r] =
   // x[r * ld + k] for r < rows, k < kc; 0 for rows <= r < width (8x8 blocks transposed in
   // registers).
@@ -101,8 +114,10 @@ static inline int64_t winograd_scratch_floats(const WinogradPlane& g) {
   return 8 * (g.th + 1) * g.tw;
 }
 
-// Defined in vec_avx2.cpp / vec_avx512.cpp: null where the build lacks the ISA.
+// Defined in vec_avx2.cpp / vec_avx512.cpp / vec_avx512_bf16.cpp: null where the build lacks
+// the ISA. The avx512bf16 table is the avx512 one with the bfloat16 GEMM entries.
 const VecKernels* vec_kernels_avx2();
 const VecKernels* vec_kernels_avx512();
+const VecKernels* vec_kernels_avx512_bf16();
 
 }  // namespace ortmodule

@@ -1,0 +1,177 @@
+// The blocking and threading of the engine's packed GEMMs (kernels/cpu/sgemm.h for float32
+// operands, kernels/cpu/bgemm.h for bfloat16 ones), over any operand type and micro-kernel:
+//   C[M,N] (float32) = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
+// Panels of op(B) (K blocks of up to kKc columns of K, nr columns of N) are packed once per
+// call and shared by the threads; each thread packs blocks of mr-row panels of op(A) (or,
+// when several threads split one block's B panels, the panels of A are packed once and shared
+// too) and runs the micro-kernel over them, so transposed operands cost nothing beyond the
+// packing. A panel holds `depth(kc)` steps of the micro-kernel for kc columns of K: kc for
+// float32 (one value per step), ceil(kc / 2) for bfloat16 (pairs of values per step).
+//
+// A Kernel provides:
+//   using In;      the operands' element type
+//   using Packed;  a packed panel's element type
+//   int mr, nr;    the micro-kernel's tile
+//   int64_t k_step;   columns of K per step (K blocks start at multiples of it)
+//   void pack(const In* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
+//             int64_t kc, int width, Packed* dst) const;
+//       rows [r0, r0 + rows) x columns [k0, k0 + kc) of op(X) (op(X) = X^T when trans) as a
+//       panel of `width` rows, rows past `rows` zero
+//   void tile(int64_t kc, const Packed* a, const Packed* b, float* c, int64_t ldc, int m,
+//             int n, bool first) const;
+//       one mr x nr tile of C from an A panel and a B panel of kc columns of K (the first m
+//       rows and n columns written; `first`: C = alpha*ab + beta*C, else C += alpha*ab)
+//   bool direct_a() const;  whether tile_a reads full A panels in place
+//   void tile_a(int64_t kc, const In* a, int64_t lda, bool trans, const Packed* b, float* c,
+//               int64_t ldc, int m, int n, bool first) const;
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+namespace packed_gemm {
+
+// Columns of K per block: a packed B panel (kKc x 32 floats with AVX-512: 32 KiB) and an A
+// panel stream through L1 and L2 per micro-kernel call. K up to 1.25 blocks stays whole.
+constexpr int64_t kKc = 256;
+// A panels per thread task: 8 x 14 rows x kKc floats = 112 KiB of packed A, kept in L2 while
+// the task sweeps every B panel.
+constexpr int64_t kPanelsPerTask = 8;
+// Blocks of A panels from which the tasks are these blocks alone. With fewer, B's panels are
+// split too, into kSplitTasks tasks at least (when the panels allow): a few tasks per thread
+// of a small machine, so that none waits long for the last one.
+constexpr int64_t kMinTasks = 8;
+constexpr int64_t kSplitTasks = 16;
+// Up to this many B panels, A's full panels are read in place (Kernel::tile_a) instead of
+// packed: each A element then serves at most two micro-kernel calls, too few to repay writing
+// and reading back a packed copy (a convolution's weights against the few columns of a small
+// output: ResNet's 2x2 layers, 32-64 columns per product).
+constexpr int64_t kDirectAPanels = 2;
+
+// A 64-byte aligned buffer of at least `count` elements in `storage`.
+template <typename P>
+P* aligned_buffer(std::vector<P>& storage, size_t count) {
+  const size_t pad = 64 / sizeof(P);
+  if (storage.size() < count + pad) storage.resize(count + pad);
+  auto p = reinterpret_cast<uintptr_t>(storage.data());
+  return reinterpret_cast<P*>((p + 63) & ~static_cast<uintptr_t>(63));
+}
+
+// C = alpha * op(A) op(B) + beta * C for M, N, K > 0 (the kernel holds alpha and beta).
+template <typename Kernel>
+void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+         const typename Kernel::In* A, int64_t lda, const typename Kernel::In* B, int64_t ldb,
+         float* C, int64_t ldc) {
+  using Packed = typename Kernel::Packed;
+  const int MR = kern.mr, NR = kern.nr;
+  const int64_t step = kern.k_step;
+  const auto depth = [step](int64_t kc) { return (kc + step - 1) / step; };
+  const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
+  const int64_t even_blocks = K <= kKc + kKc / 4 ? 1 : (K + kKc - 1) / kKc;
+  // Blocks start at multiples of the step: each but the last holds whole steps.
+  const int64_t kc_max = ((K + even_blocks - 1) / even_blocks + step - 1) / step * step;
+  const int64_t blocks = (K + kc_max - 1) / kc_max;
+  const int64_t d_max = depth(kc_max);
+  // Tasks: blocks of A panels, each over a range of B panels.
+  const int64_t m_tasks = (m_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const int64_t n_split =
+      m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
+  const bool direct_a = n_panels <= kDirectAPanels && kern.direct_a();
+  const auto full = [&](int64_t i) { return (i + 1) * MR <= M; };
+  const auto tile = [&](int64_t i, int64_t j, const Packed* a_panel, const Packed* b_panel,
+                        int64_t k0, int64_t kc, bool first) {
+    const int rows = static_cast<int>(std::min<int64_t>(MR, M - i * MR));
+    const int cols = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
+    float* c = C + i * MR * ldc + j * NR;
+    if (direct_a && full(i)) {
+      const auto* a = trans_a ? A + k0 * lda + i * MR : A + i * MR * lda + k0;
+      kern.tile_a(kc, a, lda, trans_a, b_panel, c, ldc, rows, cols, first);
+    } else {
+      kern.tile(kc, a_panel, b_panel, c, ldc, rows, cols, first);
+    }
+  };
+  const auto pack_a = [&](int64_t i, int64_t k0, int64_t kc, Packed* dst) {
+    kern.pack(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR, dst);
+  };
+  // op(B)[k, j] is op(B^T)[j, k]: B's panels pack like A's with the transpose flipped.
+  const auto pack_b = [&](int64_t j, int64_t k0, int64_t kc, Packed* dst) {
+    kern.pack(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0, kc, NR, dst);
+  };
+  if (m_tasks == 1) {
+    // Few rows (a batch of up to 112): the threads split B's panels and run every K block on
+    // their own, each packing all of A, so no thread waits on another between K blocks (one
+    // parallel region instead of two per K block: the MLP's products have four).
+    parallel_for(0, n_panels, 1, [&](int64_t j0, int64_t j1) {
+      thread_local std::vector<Packed> a_storage, b_storage_one;
+      Packed* ap = aligned_buffer(a_storage, static_cast<size_t>(m_panels * MR * d_max));
+      Packed* bq = aligned_buffer(b_storage_one, static_cast<size_t>(NR * d_max));
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t k0 = blk * kc_max, kc = std::min(kc_max, K - k0), d = depth(kc);
+        for (int64_t i = 0; i < m_panels; ++i) {
+          if (direct_a && full(i)) continue;  // read in place
+          pack_a(i, k0, kc, ap + i * MR * d);
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          pack_b(j, k0, kc, bq);
+          for (int64_t i = 0; i < m_panels; ++i) tile(i, j, ap + i * MR * d, bq, k0, kc, blk == 0);
+        }
+      }
+    });
+    return;
+  }
+  // Split B panels share their A block: then A is packed once per K block, before the tasks
+  // (a small M, e.g. a batch of 64 rows, would otherwise pack all of A once per task).
+  const bool shared_a = !direct_a && n_split > 1;
+  thread_local std::vector<Packed> b_storage, shared_a_storage;
+  Packed* bp = aligned_buffer(b_storage, static_cast<size_t>(n_panels * NR * d_max));
+  Packed* ap_shared =
+      shared_a ? aligned_buffer(shared_a_storage, static_cast<size_t>(m_panels * MR * d_max))
+               : nullptr;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t k0 = blk * kc_max, kc = std::min(kc_max, K - k0), d = depth(kc);
+    // One parallel region packs B's panels, then A's when they are shared.
+    const int64_t packs = n_panels + (shared_a ? m_panels : 0);
+    parallel_for(0, packs, 4, [&](int64_t p0, int64_t p1) {
+      for (int64_t q = p0; q < p1; ++q) {
+        if (q < n_panels)
+          pack_b(q, k0, kc, bp + q * NR * d);
+        else
+          pack_a(q - n_panels, k0, kc, ap_shared + (q - n_panels) * MR * d);
+      }
+    });
+    parallel_for(0, m_tasks * n_split, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<Packed> a_storage;
+      Packed* ap = shared_a
+                       ? nullptr
+                       : aligned_buffer(a_storage, static_cast<size_t>(kPanelsPerTask * MR * d));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t mt = t / n_split, part = t % n_split;
+        const int64_t i0 = mt * kPanelsPerTask, i1 = std::min(m_panels, i0 + kPanelsPerTask);
+        const int64_t j0 = n_panels * part / n_split, j1 = n_panels * (part + 1) / n_split;
+        const Packed* a_block = shared_a ? ap_shared + i0 * MR * d : ap;
+        if (!shared_a) {
+          for (int64_t i = i0; i < i1; ++i) {
+            if (direct_a && full(i)) continue;  // read in place
+            pack_a(i, k0, kc, ap + (i - i0) * MR * d);
+          }
+        }
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t i = i0; i < i1; ++i)
+            tile(i, j, a_block + (i - i0) * MR * d, bp + j * NR * d, k0, kc, blk == 0);
+      }
+    });
+  }
+}
+
+// C = beta * C (K == 0: the product is empty).
+inline void scale_only(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+}
+
+}  // namespace packed_gemm
+}  // namespace ortmodule
