@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "grad/gradient_builder.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/cast.h"
@@ -92,6 +93,11 @@ void cpu_cast(OpContext& ctx) {
     if (y.raw() != x.raw() && x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
+  // The autocast casts, through the vector conversion (the same bits as the loops below).
+  if (x.dtype() == DType::Float32 && y.dtype() == DType::BFloat16)
+    return float_to_bf16_array(y.numel(), x.data<float>(), y.data<uint16_t>());
+  if (x.dtype() == DType::BFloat16 && y.dtype() == DType::Float32)
+    return bf16_to_float_array(y.numel(), x.data<uint16_t>(), y.data<float>());
   switch (x.dtype()) {
     case DType::Float32:
       return cast_from(ctx, x.data<float>(), y);

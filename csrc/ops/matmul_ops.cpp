@@ -250,9 +250,9 @@ void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
   const Tensor bias = widen_to_float32(ctx.in(2));
   float* sp = sum.data<float>();
   if (!ta && a.rank() >= 2 && b.rank() == 2) {
-    matmul_bias_activation<float, uint16_t>(rows, N, a.shape().back(), bits(a), bits(b), tb,
-                                            alpha, bias.data<float>(), MatMulActivation::kNone,
-                                            nullptr, sp);
+    matmul_bias_activation<float, uint16_t>(rows, N, a.shape().back(), bits(a), bits(b), tb, alpha,
+                                            bias.data<float>(), MatMulActivation::kNone, nullptr,
+                                            sp);
     return;
   }
   Shape as = a.shape(), bs = b.shape();
@@ -333,9 +333,9 @@ void cpu_fused_matmul_sum(OpContext& ctx) {
   double alpha = ctx.node.attr_float("alpha", 1.0);
   if (native) {
     round_sum_into_output(ctx, [&](float* sum) {
-      batched_matmul_sum<float, uint16_t>(ctx.in(0).shape(), bits(ctx.in(0)), ta,
-                                          ctx.in(1).shape(), bits(ctx.in(1)), tb,
-                                          static_cast<float>(alpha), ctx.out(0).shape(), sum);
+      batched_matmul_sum<float, uint16_t>(ctx.in(0).shape(), bits(ctx.in(0)), ta, ctx.in(1).shape(),
+                                          bits(ctx.in(1)), tb, static_cast<float>(alpha),
+                                          ctx.out(0).shape(), sum);
     });
     return;
   }

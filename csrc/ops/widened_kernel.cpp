@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/cast.h"
@@ -19,7 +20,7 @@ bool is_low(const Tensor* t) { return t && t->defined() && dtype_is_low_precisio
 void widen_into_float32(const Tensor& x, Tensor& f) {
   const uint16_t* p = x.data<uint16_t>();
   if (x.dtype() == DType::BFloat16) {
-    unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::bf16_to_float(v); });
+    bf16_to_float_array(x.numel(), p, f.data<float>());
   } else {
     unary_map(x.numel(), p, f.data<float>(), [](uint16_t v) { return math::half_to_float(v); });
   }
@@ -34,7 +35,7 @@ Tensor widen_to_float32(const Tensor& x) {
 void round_from_float32(const Tensor& f, Tensor& y) {
   const float* p = f.data<float>();
   if (y.dtype() == DType::BFloat16) {
-    unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreBFloat16());
+    float_to_bf16_array(y.numel(), p, y.data<uint16_t>());
   } else {
     unary_map(y.numel(), p, y.data<uint16_t>(), math::StoreFloat16());
   }

@@ -214,6 +214,44 @@ def test_layernorm(isa: str, op: str) -> None:
             assert_close(got, g_base[name], 0, atol, f"{what} d{name} vs baseline")
 
 
+def _cast(x: torch.Tensor, to: int) -> torch.Tensor:
+    src = {torch.float32: onnx.TensorProto.FLOAT, torch.bfloat16: onnx.TensorProto.BFLOAT16}
+    infos = [helper.make_tensor_value_info("x", src[x.dtype], list(x.shape))]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=to)], "c", infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    return _C.run(_C.Program(model.SerializeToString(), [], []), [x])[0]
+
+
+@pytest.mark.parametrize("isa", VECTOR_ISAS + BF16_ISAS)
+def test_bfloat16_casts(isa: str) -> None:
+    """float32 <-> bfloat16 Casts (the autocast casts, vectorized with AVX-512): the bits of
+    torch's conversion and of the baseline loop, over ties, the rounding carry into the
+    exponent, the largest finite values (rounding to infinity), subnormals, infinities and
+    NaNs with payloads (quiet NaN out), in lengths that leave a partial last vector."""
+    bits = torch.tensor([
+        0x3F808000, 0x3F818000, 0x3F80_7FFF, 0x3F80_8001, 0x3FFF_8000, 0x7F7F_FFFF, 0xFF7F_FFFF,
+        0x7F7F_7FFF, 0x0000_0001, 0x0000_8000, 0x0001_8000, 0x807F_FFFF, 0x7F80_0000,
+        0xFF80_0000, 0x7F80_0001, 0xFF81_2345, 0x7FC0_0000, 0x0000_0000, 0x8000_0000,
+    ], dtype=torch.int64).to(torch.int32)
+    special = bits.view(torch.float32)
+    x = torch.cat([special, torch.randn(100_003, generator=torch.Generator().manual_seed(0)),
+                   special])
+    _C.set_cpu_isa("baseline")
+    y_base = _cast(x, onnx.TensorProto.BFLOAT16)
+    back_base = _cast(y_base, onnx.TensorProto.FLOAT)
+    _C.set_cpu_isa(isa)
+    y = _cast(x, onnx.TensorProto.BFLOAT16)
+    back = _cast(y, onnx.TensorProto.FLOAT)
+    as_bits = lambda t: t.view(torch.int16) if t.dtype == torch.bfloat16 else t.view(torch.int32)
+    assert torch.equal(as_bits(y), as_bits(y_base))
+    assert torch.equal(as_bits(back), as_bits(back_base))
+    finite = ~torch.isnan(x)
+    assert torch.equal(as_bits(y[finite]), as_bits(x[finite].to(torch.bfloat16)))
+    assert torch.isnan(y[~finite].float()).all() and torch.isnan(back[~finite]).all()
+    assert torch.equal(as_bits(back[finite]), as_bits(y[finite].float()))
+
+
 def isa_in_fresh_process(value: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, ORTMODULE_CPU_ISA=value)
     code = "from ortmodule import _C; print(_C.cpu_isa())"

@@ -61,9 +61,9 @@ void gemm_batched_of(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int6
                      T beta, T* C, int64_t ldc, int64_t sc) {
   gemm_batched<T>(ta, tb, batch, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
 }
-void gemm_batched_of(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
-                     float alpha, const uint16_t* A, int64_t lda, int64_t sa, const uint16_t* B,
-                     int64_t ldb, int64_t sb, float beta, float* C, int64_t ldc, int64_t sc) {
+void gemm_batched_of(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                     const uint16_t* A, int64_t lda, int64_t sa, const uint16_t* B, int64_t ldb,
+                     int64_t sb, float beta, float* C, int64_t ldc, int64_t sc) {
   packed_bgemm_batched(ta, tb, batch, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
 }
 
@@ -233,19 +233,19 @@ void apply_activation(MatMulActivation act, int64_t n, const T* x, T* y) {
   });
 }
 
-#define ORTM_INSTANTIATE_PRODUCTS(T, In)                                                          \
-  template void batched_matmul<T, In>(const std::vector<int64_t>&, const In*, bool,               \
-                                      const std::vector<int64_t>&, const In*, bool, T,            \
-                                      const std::vector<int64_t>&, T*);                           \
-  template void batched_matmul_sum<T, In>(const std::vector<int64_t>&, const In*, bool,           \
-                                          const std::vector<int64_t>&, const In*, bool, T,        \
-                                          const std::vector<int64_t>&, T*);                       \
-  template void matmul_bias_activation<T, In>(int64_t, int64_t, int64_t, const In*, const In*,    \
+#define ORTM_INSTANTIATE_PRODUCTS(T, In)                                                       \
+  template void batched_matmul<T, In>(const std::vector<int64_t>&, const In*, bool,            \
+                                      const std::vector<int64_t>&, const In*, bool, T,         \
+                                      const std::vector<int64_t>&, T*);                        \
+  template void batched_matmul_sum<T, In>(const std::vector<int64_t>&, const In*, bool,        \
+                                          const std::vector<int64_t>&, const In*, bool, T,     \
+                                          const std::vector<int64_t>&, T*);                    \
+  template void matmul_bias_activation<T, In>(int64_t, int64_t, int64_t, const In*, const In*, \
                                               bool, T, const T*, MatMulActivation, T*, T*);
-#define ORTM_INSTANTIATE_MATMUL(T)                                                                \
-  ORTM_INSTANTIATE_PRODUCTS(T, T)                                                                 \
-  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*,    \
-                                   T*);                                                           \
+#define ORTM_INSTANTIATE_MATMUL(T)                                                             \
+  ORTM_INSTANTIATE_PRODUCTS(T, T)                                                              \
+  template void bias_activation<T>(int64_t, int64_t, const T*, const T*, MatMulActivation, T*, \
+                                   T*);                                                        \
   template void apply_activation<T>(MatMulActivation, int64_t, const T*, T*);
 ORTM_INSTANTIATE_MATMUL(float)
 ORTM_INSTANTIATE_MATMUL(double)

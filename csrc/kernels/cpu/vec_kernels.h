@@ -94,6 +94,10 @@ struct VecKernels {
                          int64_t* idx);
   // y[i] = x[2 i] for i < n (im2col's rows for stride 2). Null without AVX-512.
   void (*copy_stride2)(const float* x, int64_t n, float* y);
+  // float32 <-> bfloat16 bits over n elements, as math::float_to_bf16 / bf16_to_float
+  // (kernels/cpu/convert.h). Null without AVX-512.
+  void (*float_to_bf16)(int64_t n, const float* x, uint16_t* y);
+  void (*bf16_to_float)(int64_t n, const uint16_t* x, float* y);
   // The Winograd transforms of one plane, vectorised over the plane's tiles. scratch:
   // winograd_scratch_floats(g) floats.
   // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.
