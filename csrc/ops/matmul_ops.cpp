@@ -75,8 +75,16 @@ void bf16_gemm(OpContext& ctx) {
     batched_matmul<float, uint16_t>(a.shape(), bits(a), ta, b.shape(), bits(b), tb,
                                     static_cast<float>(alpha), y_shape, sum);
     if (!ctx.has_input(2) || beta == 0.0) return;
-    const Tensor c = widen_to_float32(ctx.in(2));
+    Tensor c = widen_to_float32(ctx.in(2));
     const float bt = static_cast<float>(beta);
+    const int64_t N = y_shape[1];
+    if (c.numel() == N && N > 1 && c.shape().back() == N) {
+      // A bias row (Linear layers exported as Gemm): added row by row, in threaded chunks.
+      float* cp = c.data<float>();
+      for (int64_t j = 0; j < N; ++j) cp[j] *= bt;
+      bias_activation<float>(y_shape[0], N, sum, cp, MatMulActivation::kNone, nullptr, sum);
+      return;
+    }
     binary_map(c.shape(), c.data<float>(), y_shape, sum, y_shape, sum,
                [bt](float p, float q) { return q + bt * p; });
   });

@@ -71,13 +71,19 @@ void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, i
   const int64_t step = kern.k_step;
   const auto depth = [step](int64_t kc) { return (kc + step - 1) / step; };
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
-  const int64_t even_blocks = K <= kKc + kKc / 4 ? 1 : (K + kKc - 1) / kKc;
+  const int64_t kc_target = kKc * step;
+  const int64_t even_blocks = K <= kc_target + kc_target / 4 ? 1 : (K + kc_target - 1) / kc_target;
   // Blocks start at multiples of the step: each but the last holds whole steps.
   const int64_t kc_max = ((K + even_blocks - 1) / even_blocks + step - 1) / step * step;
   const int64_t blocks = (K + kc_max - 1) / kc_max;
   const int64_t d_max = depth(kc_max);
   // Tasks: blocks of A panels, each over a range of B panels.
   const int64_t m_tasks = (m_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  // The A panels shared out evenly among the m tasks (19 panels: 7, 6 and 6, not 8, 8 and 3).
+  const auto m_range = [&](int64_t mt, int64_t& i0, int64_t& i1) {
+    i0 = m_panels * mt / m_tasks;
+    i1 = m_panels * (mt + 1) / m_tasks;
+  };
   const int64_t n_split =
       m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
   const bool direct_a = n_panels <= kDirectAPanels && kern.direct_a();
@@ -150,7 +156,8 @@ void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, i
                        : aligned_buffer(a_storage, static_cast<size_t>(kPanelsPerTask * MR * d));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t mt = t / n_split, part = t % n_split;
-        const int64_t i0 = mt * kPanelsPerTask, i1 = std::min(m_panels, i0 + kPanelsPerTask);
+        int64_t i0, i1;
+        m_range(mt, i0, i1);
         const int64_t j0 = n_panels * part / n_split, j1 = n_panels * (part + 1) / n_split;
         const Packed* a_block = shared_a ? ap_shared + i0 * MR * d : ap;
         if (!shared_a) {

@@ -18,7 +18,7 @@ enum class ElementwiseOpcode : int64_t {
   kSub,
   kMul,
   kDiv,
-  kPow,   // with the Pow kernel's fast paths for a one-element exponent of 1, 2 or 0.5
+  kPow,   // with the Pow kernel's fast paths for a one-element exponent of 1, 2, 3 or 0.5
   kCopy,  // Identity
   kNeg,
   kSqrt,
