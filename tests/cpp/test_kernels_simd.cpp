@@ -110,13 +110,13 @@ double gelu_grad_ref(double dy, double x, bool tanh) {
 }
 
 TEST(CpuIsa, NamesParseAndUnknownNamesAreRefused) {
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512})
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
     EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
   try {
     parse_cpu_isa("sse9");
     FAIL() << "parse_cpu_isa accepted an unknown name";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("baseline, avx2 or avx512"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("baseline, avx2, avx512 or avx512bf16"), std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(cpu_isa_supported(CpuIsa::kBaseline));
@@ -124,11 +124,13 @@ TEST(CpuIsa, NamesParseAndUnknownNamesAreRefused) {
   set_cpu_isa(CpuIsa::kBaseline);
   EXPECT_EQ(active_cpu_isa(), CpuIsa::kBaseline);
   EXPECT_EQ(vec_kernels().gelu_forward, nullptr);
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (cpu_isa_supported(isa)) {
       set_cpu_isa(isa);
       EXPECT_EQ(active_cpu_isa(), isa);
       EXPECT_NE(vec_kernels().gelu_forward, nullptr);
+      // Only avx512bf16 has the bfloat16 GEMM.
+      EXPECT_EQ(vec_kernels().bf16_gemm_tile != nullptr, isa == CpuIsa::kAvx512Bf16);
     } else {
       EXPECT_THROW(set_cpu_isa(isa), std::invalid_argument);
     }
