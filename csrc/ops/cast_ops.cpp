@@ -131,15 +131,24 @@ void cpu_cast(OpContext& ctx) {
   }
 }
 
+namespace {
+// A cast to the input's own dtype is a view of its input (as Identity is): no copy.
+std::vector<OutputInfo> cast_output(const OpContext& ctx, DType to) {
+  std::vector<OutputInfo> out = one_output(to, ctx.in(0).shape());
+  if (to == ctx.in(0).dtype()) out[0].alias_of = 0;
+  return out;
+}
+}  // namespace
+
 std::vector<OutputInfo> shape_cast(const OpContext& ctx) {
   int64_t to = ctx.node.attr_int("to", 0);
   if (!dtype_is_supported(static_cast<int32_t>(to)))
     ctx.fail("unsupported target type " + std::to_string(to));
-  return one_output(static_cast<DType>(to), ctx.in(0).shape());
+  return cast_output(ctx, static_cast<DType>(to));
 }
 
 std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
-  return one_output(ctx.in(1).dtype(), ctx.in(0).shape());
+  return cast_output(ctx, ctx.in(1).dtype());
 }
 
 void grad_cast(GradContext& g) {

@@ -277,3 +277,23 @@ def test_environment_override_selects_and_validates() -> None:
 def test_set_cpu_isa_refuses_unknown_names() -> None:
     with pytest.raises(ValueError, match="baseline, avx2, avx512 or avx512bf16"):
         _C.set_cpu_isa("sse9")
+
+
+def test_cast_to_its_own_dtype_is_a_view() -> None:
+    """Cast and CastLike to the input's own dtype return a view of it (no copy, as Identity),
+    and an op after them writes its own output: the input is left as it was."""
+    infos = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])]
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+            for n in ("same", "like", "doubled")]
+    nodes = [helper.make_node("Cast", ["x"], ["same"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("CastLike", ["same", "x"], ["like"]),
+             helper.make_node("Add", ["like", "like"], ["doubled"])]
+    model = helper.make_model(helper.make_graph(nodes, "c", infos, outs),
+                              opset_imports=[helper.make_opsetid("", 19)])
+    program = _C.Program(model.SerializeToString(), [], [])
+    x = torch.randn(3, 4)
+    kept = x.clone()
+    same, like, doubled = _C.run(program, [x])
+    assert torch.equal(same, x) and torch.equal(like, x) and torch.equal(doubled, 2 * kept)
+    assert same.data_ptr() == x.data_ptr() and like.data_ptr() == x.data_ptr()
+    assert torch.equal(x, kept)
