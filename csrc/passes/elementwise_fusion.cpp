@@ -162,8 +162,12 @@ class Fuser {
       if (absorbed.count(root) || !fusible(*root)) continue;
       std::vector<Node*> tree;
       collect(root, &tree);
-      if (tree.size() < 2) continue;
-      for (Node* n : tree) absorbed.insert(n);
+      // A lone round trip is worth a node too: one pass instead of two Casts.
+      if (tree.size() < 2 && !round_trip_inner(*root)) continue;
+      for (Node* n : tree) {
+        absorbed.insert(n);
+        if (Node* inner = round_trip_inner(*n)) absorbed.insert(inner);
+      }
       (backward_.count(root) ? counts.backward_nodes : counts.forward_nodes) +=
           static_cast<int>(tree.size());
       ++counts.fused_nodes;
@@ -182,39 +186,83 @@ class Fuser {
     return it == dtype_.end() ? (v ? v->dtype : DType::Undefined) : it->second;
   }
 
+  // Where n is Cast(to float32) of Cast(to bfloat16 or float16) of a float32 value, and
+  // nothing else reads the 16-bit value (the rounding autocast puts between two 16-bit ops
+  // that compute in float32), the inner Cast: the pair is one kRound* instruction.
+  Node* round_trip_inner(const Node& n) const {
+    if (n.op_type != "Cast" || !n.domain.empty() || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+        !n.output(0) || dtype(n.output(0)) != DType::Float32)
+      return nullptr;
+    const Value* v = n.input(0);
+    if (!v || !v->producer || v->consumers.size() != 1 || keep_.count(v)) return nullptr;
+    Node* p = v->producer;
+    const DType low = dtype(v);
+    if (p->op_type != "Cast" || !p->domain.empty() || p->inputs.size() != 1 ||
+        (low != DType::BFloat16 && low != DType::Float16) || !p->input(0) ||
+        dtype(p->input(0)) != DType::Float32 || p->checkpoint_region >= 0 || p->recomputes ||
+        backward_.count(p) != backward_.count(&n))
+      return nullptr;
+    return p;
+  }
+
+  Op op_of(const Node& n) const {
+    if (const Node* inner = round_trip_inner(n))
+      return dtype(inner->output(0)) == DType::BFloat16 ? Op::kRoundBFloat16 : Op::kRoundFloat16;
+    return opcode_of(n);
+  }
+
+  // What n's instruction reads: its inputs, or for a round trip the inner Cast's input.
+  const std::vector<Value*>& operands(const Node& n) const {
+    const Node* inner = round_trip_inner(n);
+    return inner ? inner->inputs : n.inputs;
+  }
+
   bool fusible(const Node& n) const {
-    const Op op = opcode_of(n);
+    const Op op = op_of(n);
     if (op == Op::kCount || n.checkpoint_region >= 0 || n.recomputes) return false;
     // Sum (of gradient contributions) adds its inputs left to right, as its kernel does.
-    const size_t arity = n.op_type == "Sum" ? std::max<size_t>(n.inputs.size(), 1)
+    const std::vector<Value*>& ins = operands(n);
+    const size_t arity = n.op_type == "Sum" ? std::max<size_t>(ins.size(), 1)
                                             : static_cast<size_t>(elementwise_opcode_arity(op));
-    if (n.inputs.size() != arity || n.outputs.size() != 1 || !n.output(0)) return false;
+    if (ins.size() != arity || n.outputs.size() != 1 || !n.output(0)) return false;
     const DType out = dtype(n.output(0));
     if (!is_float(out)) return false;
     for (size_t k = 0; k < arity; ++k) {
-      const Value* in = n.input(k);
+      const Value* in = ins[k];
       const DType want = op == Op::kWhere && k == 0 ? DType::Bool : out;
       if (!in || dtype(in) != want) return false;
     }
     return true;
   }
 
-  // Whether the producer of v joins `consumer`'s tree.
-  bool absorbable(const Value* v, const Node* consumer) const {
+  // Whether the producer of v joins `consumer`'s tree (reader: the node that reads v, the
+  // consumer itself or the inner Cast of a round trip).
+  bool absorbable(const Value* v, const Node* consumer, const Node* reader) const {
     const Node* p = v->producer;
-    return p && fusible(*p) && v->consumers.size() == 1 && v->consumers[0] == consumer &&
+    return p && fusible(*p) && v->consumers.size() == 1 && v->consumers[0] == reader &&
            !keep_.count(v) && backward_.count(p) == backward_.count(consumer);
   }
 
   // The tree rooted at n, producers before consumers.
   void collect(Node* n, std::vector<Node*>* tree) const {
-    const bool where = opcode_of(*n) == Op::kWhere;
-    for (size_t k = where ? 1 : 0; k < n->inputs.size(); ++k)
-      if (absorbable(n->input(k), n)) collect(n->input(k)->producer, tree);
+    const bool where = op_of(*n) == Op::kWhere;
+    const Node* inner = round_trip_inner(*n);
+    const std::vector<Value*>& ins = operands(*n);
+    for (size_t k = where ? 1 : 0; k < ins.size(); ++k)
+      if (absorbable(ins[k], n, inner ? inner : n)) collect(ins[k]->producer, tree);
     tree->push_back(n);
   }
 
   void replace(Node* root, const std::vector<Node*>& tree) {
+    // The round trips' inner Casts, and each node's operands, before the graph changes.
+    std::vector<Node*> removed = tree;
+    std::unordered_map<const Node*, std::vector<Value*>> reads;
+    std::unordered_map<const Node*, Op> ops;
+    for (Node* n : tree) {
+      if (Node* inner = round_trip_inner(*n)) removed.push_back(inner);
+      reads[n] = operands(*n);
+      ops[n] = op_of(*n);
+    }
     std::vector<Value*> leaves;
     std::unordered_map<const Value*, int64_t> reg;
     std::unordered_set<const Node*> members(tree.begin(), tree.end());
@@ -227,7 +275,7 @@ class Fuser {
     // Leaves first (their registers precede the instructions'), then one instruction per
     // node in tree order.
     for (Node* n : tree)
-      for (Value* in : n->inputs)
+      for (Value* in : reads.at(n))
         if (!in->producer || !members.count(in->producer)) leaf(in);
     std::vector<int64_t> program;
     int64_t next = static_cast<int64_t>(leaves.size());  // the register the next instruction writes
@@ -236,9 +284,9 @@ class Fuser {
       return next++;
     };
     for (Node* n : tree) {
-      const Op op = opcode_of(*n);
+      const Op op = ops.at(n);
       std::vector<int64_t> regs;
-      for (Value* v : n->inputs)
+      for (Value* v : reads.at(n))
         regs.push_back(v->producer && members.count(v->producer) ? reg.at(v) : leaf(v));
       int64_t out = -1;
       if (n->op_type == "Sum") {
@@ -254,8 +302,8 @@ class Fuser {
     Value* y = root->output(0);
     const std::string name = root->name, source = root->source;
     bool run_in_backward = false;
-    for (Node* n : tree) run_in_backward = run_in_backward || n->run_in_backward;
-    g_.remove_nodes(tree);
+    for (Node* n : removed) run_in_backward = run_in_backward || n->run_in_backward;
+    g_.remove_nodes(removed);
     Node* fused = g_.add_node("FusedElementwise", "ai.ortmodule", leaves, {y}, name + "/fused");
     fused->attrs["program"] = Attribute::make_ints(program);
     fused->def = find_op("ai.ortmodule", "FusedElementwise", g_.opset_version);

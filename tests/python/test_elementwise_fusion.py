@@ -196,3 +196,43 @@ def test_sum_adds_left_to_right_inside_a_tree(dtype: type) -> None:
              "c": _rand((3, 1), dtype, seed=7) * -1e8}
     ops = _run(_model(nodes, feeds, ["out"], dtype), feeds, [], dtype)
     assert ops == {"FusedElementwise": 1}, ops
+
+
+def test_16_bit_round_trips_fuse_as_roundings() -> None:
+    """Cast(to float32) of Cast(to bfloat16 / float16) of a float32 value (the rounding
+    autocast puts between 16-bit ops that compute in float32) is one rounding instruction
+    inside a tree, and alone a node of its own; a 16-bit value read elsewhere or returned
+    keeps its Casts. Results are those of the graph as built, bit for bit."""
+    bf16, f16, f32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["sq"]),
+        helper.make_node("Cast", ["sq"], ["sq16"], to=bf16),
+        helper.make_node("Cast", ["sq16"], ["sq32"], to=f32),
+        helper.make_node("Tanh", ["sq32"], ["t"]),
+        helper.make_node("Cast", ["t"], ["t16"], to=f16),
+        helper.make_node("Cast", ["t16"], ["t32"], to=f32),
+        helper.make_node("Add", ["t32", "x"], ["y"]),
+        # a lone round trip
+        helper.make_node("Cast", ["x"], ["x16"], to=bf16),
+        helper.make_node("Cast", ["x16"], ["z"], to=f32),
+    ]
+    x = _rand((5, 1300), np.float32, -3.0, 3.0)
+    model = _model(nodes, {"x": x}, ["y", "z"], np.float32)
+    counts = _run(model, {"x": x}, [], np.float32)
+    assert counts == collections.Counter({"FusedElementwise": 2}), counts
+    # The roundings happened: y differs from the same tree without them.
+    (y, z) = _C.run(_C.Program(model.SerializeToString(), [], []), [torch.from_numpy(x)])
+    xt = torch.from_numpy(x)
+    assert torch.equal(z, xt.to(torch.bfloat16).float())
+    t = torch.tanh((xt * xt).to(torch.bfloat16).float())
+    torch.testing.assert_close(y, t.half().float() + xt, rtol=0, atol=1e-6)
+
+    # The 16-bit value also returned, or read by another op: its Casts stay.
+    kept = nodes[:3] + [helper.make_node("Tanh", ["sq32"], ["y"]),
+                        helper.make_node("Cast", ["sq16"], ["w"], to=f32)]
+    model = _model(kept, {"x": x}, ["y", "w"], np.float32)
+    program = _C.Program(model.SerializeToString(), [], [])
+    y, w = _C.run(program, [xt])
+    assert _ops(program)["Cast"] == 3, _ops(program)
+    assert torch.equal(w, (xt * xt).to(torch.bfloat16).float())
+    torch.testing.assert_close(y, torch.tanh(w), rtol=0, atol=1e-6)

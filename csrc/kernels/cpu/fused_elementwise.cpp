@@ -106,6 +106,10 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
       return binary(std::integral_constant<Op, Op::kTanhGrad>{});
     case Op::kReluGrad:
       return binary(std::integral_constant<Op, Op::kReluGrad>{});
+    case Op::kRoundBFloat16:
+      return unary(std::integral_constant<Op, Op::kRoundBFloat16>{});
+    case Op::kRoundFloat16:
+      return unary(std::integral_constant<Op, Op::kRoundFloat16>{});
     case Op::kCount:
       break;
   }

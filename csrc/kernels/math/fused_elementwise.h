@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/math/bfloat16.h"
 #include "kernels/math/elementwise.h"
+#include "kernels/math/float16.h"
 #include "kernels/math/host_device.h"
 
 namespace ortmodule {
@@ -32,6 +34,10 @@ enum class ElementwiseOpcode : int64_t {
   kSigmoidGrad,  // (dy, y)
   kTanhGrad,     // (dy, y)
   kReluGrad,     // (dy, y)
+  // A float32 value rounded to the nearest bfloat16 / float16 and widened back: the two Casts
+  // autocast puts between 16-bit ops that compute in float32 (float32 registers only).
+  kRoundBFloat16,
+  kRoundFloat16,
   kCount,
 };
 
@@ -103,6 +109,10 @@ ORTM_HOST_DEVICE T fused_elementwise_apply(ElementwiseOpcode op, T a, T b, T c, 
       return tanh_grad(a, b);
     case ElementwiseOpcode::kReluGrad:
       return relu_grad(a, b);
+    case ElementwiseOpcode::kRoundBFloat16:
+      return static_cast<T>(bf16_to_float(float_to_bf16(static_cast<float>(a))));
+    case ElementwiseOpcode::kRoundFloat16:
+      return static_cast<T>(half_to_float(float_to_half(static_cast<float>(a))));
     case ElementwiseOpcode::kCount:
       break;
   }
