@@ -186,11 +186,13 @@ class Fuser {
     return it == dtype_.end() ? (v ? v->dtype : DType::Undefined) : it->second;
   }
 
-  // Where n is Cast(to float32) of Cast(to bfloat16 or float16) of a float32 value, and
-  // nothing else reads the 16-bit value (the rounding autocast puts between two 16-bit ops
-  // that compute in float32), the inner Cast: the pair is one kRound* instruction.
+  // Where n is Cast(to float32) (or CastLike to a float32 value: a Cast's gradient) of
+  // Cast(to bfloat16 or float16) of a float32 value, and nothing else reads the 16-bit value
+  // (the rounding autocast puts between two 16-bit ops that compute in float32), the inner
+  // Cast: the pair is one kRound* instruction.
   Node* round_trip_inner(const Node& n) const {
-    if (n.op_type != "Cast" || !n.domain.empty() || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+    const size_t arity = n.op_type == "Cast" ? 1 : n.op_type == "CastLike" ? 2 : 0;
+    if (!arity || !n.domain.empty() || n.inputs.size() != arity || n.outputs.size() != 1 ||
         !n.output(0) || dtype(n.output(0)) != DType::Float32)
       return nullptr;
     const Value* v = n.input(0);
