@@ -40,6 +40,26 @@ bool vector_activation(VecActivation op, int64_t n, const T* a, T* d) {
   return false;
 }
 
+// float32 rounded to bfloat16 and back through the active ISA's vector conversions (the
+// bits of math::float_to_bf16, as the unfused Casts run).
+template <typename T>
+bool vector_round_bf16(int64_t n, const T* a, T* d) {
+  if constexpr (std::is_same_v<T, float>) {
+    const VecKernels& vk = vec_kernels();
+    if (vk.float_to_bf16 && vk.bf16_to_float) {
+      uint16_t bits[kBlock];
+      for (int64_t i = 0; i < n; i += kBlock) {
+        const int64_t m = std::min(kBlock, n - i);
+        vk.float_to_bf16(m, a + i, bits);
+        vk.bf16_to_float(m, bits, d + i);
+      }
+      return true;
+    }
+  }
+  (void)n, (void)a, (void)d;
+  return false;
+}
+
 // b_is_scalar: operand b holds one value throughout (Pow's fast paths then apply).
 template <typename T>
 void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t n,
@@ -107,7 +127,8 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
     case Op::kReluGrad:
       return binary(std::integral_constant<Op, Op::kReluGrad>{});
     case Op::kRoundBFloat16:
-      return unary(std::integral_constant<Op, Op::kRoundBFloat16>{});
+      if (!vector_round_bf16(n, a, d)) unary(std::integral_constant<Op, Op::kRoundBFloat16>{});
+      return;
     case Op::kRoundFloat16:
       return unary(std::integral_constant<Op, Op::kRoundFloat16>{});
     case Op::kCount:
