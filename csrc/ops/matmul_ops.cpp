@@ -245,9 +245,6 @@ void biased_product(OpContext& ctx, MatMulActivation act) {
   });
 }
 
-// float16/bfloat16 operands: the biased sum computed in float32 from the exactly widened
-// operands and rounded once (as eager's addmm rounds a Linear's output); the activation reads
-// the rounded sum, computes in float32 (the float32 epilogue's activation) and is rounded once.
 // The biased sum of bfloat16 operands through the packed bfloat16 GEMM, into sum (float32).
 void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
   const Tensor& a = ctx.in(0);
@@ -273,6 +270,10 @@ void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
   bias_activation<float>(rows, N, sp, bias.data<float>(), MatMulActivation::kNone, nullptr, sp);
 }
 
+// float16/bfloat16 operands: the biased sum computed in float32 (by the bfloat16 GEMM, or from
+// the exactly widened operands) and rounded once (as eager's addmm rounds a Linear's output);
+// the activation reads the rounded sum, computes in float32 (the float32 epilogue's
+// activation) and is rounded once.
 void biased_product_low(OpContext& ctx, MatMulActivation act) {
   Tensor& y = ctx.out(0);
   Tensor sum = Tensor::empty(DType::Float32, y.shape());
