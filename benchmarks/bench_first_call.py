@@ -9,11 +9,13 @@ the median time of the steps after the first ("next": both lowerings should run 
 fast) and the ratio of the first-call totals.
 
   python benchmarks/bench_first_call.py --models bert gpt2 mlp --exporters fx dynamo --rounds 3
+  python benchmarks/bench_first_call.py --models bert gpt2 --autocast bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -29,13 +31,25 @@ from ortmodule import DebugOptions, ORTModule
 STAGES = ("trace", "lowering", "build", "step", "total", "next")
 
 
-def first_call(name: str, exporter: str, steady: int = 0) -> dict[str, float]:
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _region(autocast: str | None) -> contextlib.AbstractContextManager:
+    if autocast is None:
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=AUTOCAST[autocast])
+
+
+def first_call(name: str, exporter: str, steady: int = 0,
+               autocast: str | None = None) -> dict[str, float]:
     workload = WORKLOADS[name]
     model = workload.build()
     batch = workload.batch()
     ort = ORTModule(model, DebugOptions(exporter=exporter))
     start = time.perf_counter()
-    loss_of(ort(**batch)).backward()
+    with _region(autocast):
+        out = ort(**batch)
+    loss_of(out).backward()
     total = time.perf_counter() - start
     entry = next(e for entries in ort._cache.values() for e in entries)
     seconds = {k: entry.seconds.get(k, 0.0) for k in ("trace", "lowering", "build")}
@@ -45,7 +59,9 @@ def first_call(name: str, exporter: str, steady: int = 0) -> dict[str, float]:
     later = []
     for _ in range(steady):
         start = time.perf_counter()
-        loss_of(ort(**batch)).backward()
+        with _region(autocast):
+            out = ort(**batch)
+        loss_of(out).backward()
         later.append(time.perf_counter() - start)
     seconds["next"] = statistics.median(later) if later else float("nan")
     return seconds
@@ -59,20 +75,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steady", type=int, default=3,
                         help="later steps timed per first call (median shown as 'next')")
+    parser.add_argument("--autocast", choices=sorted(AUTOCAST), default=None,
+                        help="every call under torch.autocast('cpu') with this dtype")
     args = parser.parse_args()
     torch.manual_seed(0)
     for exporter in args.exporters:  # warm-up: imports and first-use costs of each path
-        first_call("mlp", exporter)
+        first_call("mlp", exporter, autocast=args.autocast)
     load = os.getloadavg()[0]
     print(f"# {os.cpu_count()} CPUs, load average {load:.1f} at start, "
-          f"torch {torch.__version__}, {args.rounds} rounds")
+          f"torch {torch.__version__}, {args.rounds} rounds, autocast {args.autocast}")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for r in range(args.rounds):
         for name in args.models:
             order = args.exporters if r % 2 == 0 else list(reversed(args.exporters))
             for exporter in order:
                 results.setdefault((name, exporter), []).append(
-                    first_call(name, exporter, args.steady))
+                    first_call(name, exporter, args.steady, args.autocast))
     print(f"{'model':8} {'exporter':9} " + " ".join(f"{s:>9}" for s in STAGES))
     for name in args.models:
         totals = {}

@@ -341,16 +341,15 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
             dynamic: bool) -> Captured:
     if exporter == "auto":
         # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
-        need = ("torch.autocast" if autocast is not None else
-                "FallbackPolicy.UNSUPPORTED_OP" if fallback_unsupported_ops else None)
-        if need is None:
+        if not fallback_unsupported_ops:
             from ortmodule import _fx_lower
 
             with _outside_autocast():
                 return _fx_lower.export(module, in_spec, tensors, verbose,
-                                        dynamo_when_untranslatable=True, dynamic=dynamic)
-        logger.info("exporting %s: %s needs torch.onnx's lowering (exporter \"dynamo\")",
-                    type(module).__name__, need)
+                                        dynamo_when_untranslatable=True, dynamic=dynamic,
+                                        autocast=autocast)
+        logger.info("exporting %s: FallbackPolicy.UNSUPPORTED_OP needs torch.onnx's "
+                    "lowering (exporter \"dynamo\")", type(module).__name__)
         exporter = "dynamo"
     if exporter == "dynamo":
         from ortmodule import _capture_dynamo
@@ -359,11 +358,10 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
         with _outside_autocast():
             return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast,
                                           fallback_unsupported_ops, dynamic)
-    if autocast is not None:
+    if autocast is not None and exporter == "torchscript":
         raise NotImplementedError(
-            "torch.autocast needs torch.onnx's lowering; the "
-            f"{'TorchScript' if exporter == 'torchscript' else exporter} exporter "
-            "cannot capture it: use the default exporter (DebugOptions(exporter=\"auto\"))")
+            "the TorchScript exporter cannot capture torch.autocast: use the default "
+            "exporter (DebugOptions(exporter=\"auto\"))")
     if exporter == "fx":
         from ortmodule import _fx_lower
 
@@ -373,7 +371,8 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                 "has no bridge for ops it cannot translate: use the default exporter "
                 "(DebugOptions(exporter=\"auto\"))")
         with _outside_autocast():
-            return _fx_lower.export(module, in_spec, tensors, verbose, dynamic=dynamic)
+            return _fx_lower.export(module, in_spec, tensors, verbose, dynamic=dynamic,
+                                    autocast=autocast)
     if exporter == "torchscript":
         from ortmodule import _capture_torchscript
 

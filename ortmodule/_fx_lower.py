@@ -344,6 +344,11 @@ def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
           calls: dict[int, Any]) -> tuple[onnx.ModelProto, int]:
     """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
     and the number of nodes in checkpoint regions."""
+    from ortmodule import _fx_autocast
+
+    casts = _fx_autocast.insert_casts(program.graph_module)
+    if casts:
+        logger.debug("autocast: %d casts made explicit", casts)
     lowering = Lowering(program, calls)
     signature = program.graph_signature
     from torch.export.graph_signature import InputKind, OutputKind
@@ -433,15 +438,17 @@ def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
 
 def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
            verbose: bool, dynamo_when_untranslatable: bool = False,
-           dynamic: bool = True) -> Captured:
-    """Traces ``module`` and lowers the program with the translation table. With
+           dynamic: bool = True, autocast: tuple[str, torch.dtype] | None = None) -> Captured:
+    """Traces ``module`` (its forward under ``torch.autocast(*autocast)`` when given) and
+    lowers the program with the translation table. With
     ``dynamo_when_untranslatable`` (the ``"auto"`` exporter), a program the table cannot
     lower is lowered by torch.onnx instead, from the same trace."""
     from ortmodule import _capture_dynamo
 
     hint = ((lambda e: _capture_dynamo._lowering_hint(e, False))
             if dynamo_when_untranslatable else (lambda e: ""))
-    with trace(module, in_spec, tensors, verbose, hint=hint, dynamic=dynamic) as traced:
+    with trace(module, in_spec, tensors, verbose, autocast, hint=hint,
+               dynamic=dynamic) as traced:
         untranslatable = None
         try:
             model, regions = lower(traced.program, traced.wrapper, traced.session.calls)

@@ -72,8 +72,9 @@ class DebugOptions:
     torch.export; they differ in who lowers the traced ATen graph to ONNX:
     ``"auto"`` (the default) lowers it with ortmodule's own translation table (``"fx"``)
     and hands it to torch.onnx's lowering (``"dynamo"``) only where that table cannot:
-    an op it has no translation for, ``torch.autocast``, or
-    ``FallbackPolicy.UNSUPPORTED_OP`` (the INFO log says which, and why). ``"fx"`` uses
+    an op it has no translation for, an autocast region holding a custom autograd
+    Function, or ``FallbackPolicy.UNSUPPORTED_OP`` (the INFO log says which, and why).
+    ``"fx"`` uses
     the translation table only (an op it lacks raises an error naming it and its source
     line); ``"dynamo"`` uses torch.onnx only (seconds slower on the first call of a
     transformer, the same graph). ``"torchscript"`` is the deprecated TorchScript

@@ -1,4 +1,5 @@
-"""Higher-order ops (``torch.no_grad()`` regions) and bridge nodes (``TorchCall``)."""
+"""Higher-order ops (``torch.no_grad()`` and ``torch.autocast`` regions) and bridge nodes
+(``TorchCall``)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,28 @@ def _wrap_with_set_grad_enabled(lw: Lowering, node: Any, enabled: bool, submodul
                                 *args: Any) -> Any:
     """The body of a ``torch.no_grad()`` (or enable_grad) region, inlined; the region's
     outputs were detached by ``_lowering.mark_no_grad_regions``."""
+    return _inline(lw, node, submodule, args)
+
+
+def _wrap_with_autocast(lw: Lowering, node: Any, device: str, dtype: Any, enabled: bool,
+                        cache_enabled: bool, submodule: Any, *args: Any) -> Any:
+    """The body of a ``torch.autocast`` region, inlined; ``_fx_autocast.insert_casts`` made
+    the casts autocast does explicit in it."""
+    return _inline(lw, node, submodule, args)
+
+
+def _inline(lw: Lowering, node: Any, submodule: Any, args: Any) -> Any:
+    from ortmodule._fx_autocast import SUBMODULE_KEY
     from ortmodule._fx_lower import _translate
 
-    graph_module = getattr(lw.program.graph_module, submodule.target)
+    graph_module = node.meta.get(SUBMODULE_KEY) or getattr(lw.program.graph_module,
+                                                          submodule.target)
     out = _translate(lw, graph_module.graph, [lw.value(a) for a in args])
     return list(out) if isinstance(out, (list, tuple)) else out
 
 
 TABLE[torch.ops.higher_order.wrap_with_set_grad_enabled] = _wrap_with_set_grad_enabled
+TABLE[torch.ops.higher_order.wrap_with_autocast] = _wrap_with_autocast
 
 
 def _torch_call(lw: Lowering, node: Any, callable_id: int, inputs: Any) -> Any:

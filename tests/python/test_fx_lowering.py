@@ -165,14 +165,22 @@ def test_benchmark_workload_matches_eager_and_dynamo(name: str) -> None:
     if name != "resnet":
         assert_same(got, want, f"{name} fx vs eager")
         return
-    # ResNet-18 on 16 images of 64x64: the engine's convolutions sum in another order than
-    # eager's over long reductions (the dynamo path deviates identically, checked above),
-    # so each gradient is compared by its relative norm.
+    # ResNet-18 on 16 images of 64x64: float32 convolutions summed in different orders over
+    # long reductions differ by more than RTOL (eager's own error reaches 6e-3 on some batch
+    # norm gradients with oneDNN's AVX2 kernels). Both are measured against eager in float64:
+    # each gradient of the engine is at least as close to it as eager's float32 one, or
+    # within 1e-4 of it (relative norm).
     torch.testing.assert_close(got[0], want[0], rtol=RTOL, atol=ATOL)
+    exact = eager_step(copy.deepcopy(model).double(),
+                       {k: v.double() if v.is_floating_point() else v for k, v in batch.items()})
     for n, g in got[1].items():
         if g is not None:
-            error = (g - want[1][n]).norm() / want[1][n].norm()
-            assert error < 5e-3, f"resnet fx vs eager gradient of {n}: relative error {error}"
+            ref = exact[1][n]
+            error = ((g.double() - ref).norm() / ref.norm()).item()
+            eager_error = ((want[1][n].double() - ref).norm() / ref.norm()).item()
+            assert error <= max(2 * eager_error, 1e-4), (
+                f"resnet fx gradient of {n}: relative error {error} against float64, "
+                f"eager's float32 {eager_error}")
 
 
 class OpMix(nn.Module):
@@ -286,14 +294,14 @@ def test_auto_lowers_an_uncovered_op_with_torch_onnx_and_says_why(
     assert "torch.addcmul(x, y, y" in reasons[0]
 
 
-def test_auto_lowers_autocast_and_fallback_with_torch_onnx() -> None:
+def test_auto_lowers_autocast_itself_and_fallback_with_torch_onnx() -> None:
     model = model_zoo.make_model("mlp")
     x = torch.randn(2, model_zoo.MLP_IN)
     ort = ORTModule(copy.deepcopy(model))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got, want = ort(x), model(x)
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
-    assert exporters_used(ort) == ["dynamo"]
+    assert exporters_used(ort) == ["fx"]  # tests/python/test_fx_autocast.py has the rest
     ort = ORTModule(copy.deepcopy(model), DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP))
     ort(x)
     assert exporters_used(ort) == ["dynamo"]
@@ -451,13 +459,8 @@ def test_the_option_and_environment_variable_select_it(monkeypatch: pytest.Monke
     assert set(entry.seconds) >= {"trace", "lowering", "build"}
 
 
-def test_fallback_and_autocast_say_they_need_dynamo() -> None:
+def test_fallback_says_it_needs_dynamo() -> None:
     ort = ORTModule(model_zoo.make_model("mlp"),
                     DebugOptions(exporter="fx", fallback=FallbackPolicy.UNSUPPORTED_OP))
     with pytest.raises(NotImplementedError, match="torch.onnx's lowering.*default exporter"):
-        ort(torch.randn(2, model_zoo.MLP_IN))
-    ort = ORTModule(model_zoo.make_model("mlp"), FX)
-    with torch.autocast("cpu", dtype=torch.bfloat16), \
-            pytest.raises(NotImplementedError,
-                          match="autocast needs torch.onnx's lowering.*default exporter"):
         ort(torch.randn(2, model_zoo.MLP_IN))

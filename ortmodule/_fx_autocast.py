@@ -1,0 +1,207 @@
+"""The casts of ``torch.autocast`` regions, made explicit for the fx lowering.
+
+torch.export records a forward run under ``torch.autocast`` as ``wrap_with_autocast`` calls
+whose bodies hold the ops as written: the casts autocast makes happen below the level
+export traces at. Their node values already carry the dtypes autocast gives (float32 inputs,
+a bfloat16 ``linear``); what is missing are the casts of each op's inputs. torch.onnx gets
+them by tracing the whole program a second time (``run_decompositions``: two more passes of
+the model under fake tensors); here each op of a region runs once on its recorded fake
+inputs under the region's autocast state, a dispatch mode below autocast records the casts
+autocast makes before the op, and those become ``aten._to_copy`` nodes in front of it. The
+policy is torch's own, whatever its version and device.
+
+Anything this cannot reproduce exactly is an ``UnsupportedOp`` (the ``"auto"`` exporter then
+lowers the trace with torch.onnx): an op whose own decomposition is cast midway, a result
+whose dtype differs from the one the trace recorded, a bridged call inside a region.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ortmodule._fx_lower import UnsupportedOp, source_line
+
+WRAP_AUTOCAST = torch.ops.higher_order.wrap_with_autocast
+WRAP_GRAD = torch.ops.higher_order.wrap_with_set_grad_enabled
+SUBMODULE_KEY = "ortmodule_submodule"  # node.meta: the body of a higher-order op
+_CASTS = (torch.ops.aten._to_copy.default,)
+_aten = torch.ops.aten
+_CAST_OPS = {_aten._to_copy.default, _aten.to.dtype, _aten.to.dtype_layout, _aten.to.device,
+             _aten.to.other, _aten.type_as.default}
+
+# The autocast regions a node runs in, outermost first: (device type, dtype, enabled). An
+# inner region of another device leaves the outer one in force, as in eager.
+State = tuple[tuple[str, Any, bool], ...]
+
+
+class _Record(TorchDispatchMode):
+    """The ops dispatched below autocast: (op, first argument, result) in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, Any, Any, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.namespace != "prim":  # metadata queries (prim.device) are no computation
+            self.calls.append((func, args[0] if args else None, out, kwargs))
+        return out
+
+
+def insert_casts(graph_module: torch.fx.GraphModule) -> int:
+    """Makes the casts of every autocast region of the program explicit, in place. Returns
+    the casts inserted."""
+    return _walk(graph_module, ())
+
+
+def _walk(gm: torch.fx.GraphModule, state: State) -> int:
+    inserted = 0
+    made: dict[tuple, torch.fx.Node] = {}  # (input, cast arguments) -> its cast, still valid
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is WRAP_AUTOCAST or node.target is WRAP_GRAD:
+            if node.target is WRAP_AUTOCAST:
+                region = (node.args[0], node.args[1], bool(node.args[2]))
+                body_state: State = (*state, region)
+                sub = node.args[4]
+            else:
+                body_state, sub = state, node.args[1]
+            body = getattr(gm, sub.target)
+            node.meta[SUBMODULE_KEY] = body
+            inserted += _walk(body, body_state)
+        elif _enabled(state):
+            inserted += _cast_inputs(gm.graph, node, state, made)
+        if getattr(getattr(node.target, "_schema", None), "is_mutable", False):
+            # An in-place op may write into any cast's source (or a view of it): casts made
+            # before it serve no later op.
+            made.clear()
+    if inserted:
+        gm.recompile()
+    return inserted
+
+
+def _enabled(state: State) -> bool:
+    """Whether autocast is on for some device in the innermost regions."""
+    on: dict[str, bool] = {}
+    for device, _, enabled in state:
+        on[device] = enabled
+    return any(on.values())
+
+
+def _probe(node: torch.fx.Node, state: State,
+           replace: dict[int, Any] | None = None) -> tuple[list, Any]:
+    """Runs the node's op on its inputs' recorded fake values (those ``replace`` names by
+    id swapped) inside the regions of ``state`` (none: autocast off): the dispatched calls
+    and the result."""
+    replace = replace or {}
+
+    def val(a: Any) -> Any:
+        v = _val(a)
+        return replace.get(id(v), v)
+
+    args = tree_map(val, node.args)
+    kwargs = tree_map(val, node.kwargs)
+    fake = torch._guards.detect_fake_mode(tree_flatten((args, kwargs))[0])
+    if fake is None:
+        raise UnsupportedOp(f"autocast: {node.target} (from {_where(node)}) has no recorded "
+                            "fake inputs to replay")
+    record = _Record()
+    with contextlib.ExitStack() as regions:
+        regions.enter_context(fake)
+        for device, dtype, enabled in state:
+            regions.enter_context(torch.autocast(device, dtype=dtype, enabled=enabled,
+                                                 cache_enabled=False))
+        regions.enter_context(record)
+        out = node.target(*args, **kwargs)
+    return record.calls, out
+
+
+def _cast_inputs(graph: torch.fx.Graph, node: torch.fx.Node, state: State,
+                 made: dict[tuple, torch.fx.Node]) -> int:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return 0  # getitem, integer arithmetic on sizes: nothing autocast touches
+    inputs = [a for a in tree_flatten((node.args, node.kwargs))[0]
+              if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor)]
+    if not any(_val(a).is_floating_point() for a in inputs):
+        return 0
+    if target in _CAST_OPS:
+        return 0  # no autocast policy names a cast
+    if target.namespace == "ortmodule":
+        raise UnsupportedOp(f"autocast: a bridged call (from {_where(node)}) inside an "
+                            "autocast region")
+    try:
+        calls, out = _probe(node, state)
+        # The casts autocast makes come first, of the op's own inputs.
+        ids = {id(_val(a)) for a in inputs}
+        k = 0
+        while k < len(calls) and calls[k][0] in _CASTS and id(calls[k][1]) in ids:
+            k += 1
+        casts = calls[:k]
+        if any(c[0] in _CASTS for c in calls[k:]):
+            # More casts once the op began: its own, or autocast's inside the op's
+            # decomposition, which the graph cannot hold. The op run without autocast on
+            # the cast inputs tells which.
+            cast = {id(c[1]): c[2] for c in casts}
+            plain, _ = _probe(node, (), cast)
+            if [c[0] for c in calls[k:]] != [c[0] for c in plain]:
+                raise UnsupportedOp(f"autocast casts inside the decomposition of {target} "
+                                    f"(from {_where(node)})")
+    except UnsupportedOp:
+        raise
+    except Exception as e:  # the op's own checks on fake inputs: say which op
+        raise UnsupportedOp(f"autocast: replaying {target} (from {_where(node)}) on fake "
+                            f"inputs failed: {type(e).__name__}: {e}") from e
+    _check_result(node, out)
+    by_value = {id(_val(a)): a for a in inputs}
+    inserted = 0
+    replace: dict[torch.fx.Node, torch.fx.Node] = {}
+    for _, source, result, kwargs in casts:
+        arg = by_value.get(id(source))
+        if arg is None:
+            raise UnsupportedOp(f"autocast cast a value {target} (from {_where(node)}) does "
+                                "not take as an input")
+        key = (arg, tuple(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        if key not in made:
+            made[key] = _cast_node(graph, node, arg, result, kwargs)
+            inserted += 1
+        replace[arg] = made[key]
+    if replace:
+        node.args = tree_map(lambda a: replace.get(a, a), node.args)
+        node.kwargs = tree_map(lambda a: replace.get(a, a), node.kwargs)
+    return inserted
+
+
+def _cast_node(graph: torch.fx.Graph, user: torch.fx.Node, arg: torch.fx.Node, result: Any,
+               kwargs: dict) -> torch.fx.Node:
+    """``aten._to_copy(arg, **kwargs)`` before ``user``, carrying its source line."""
+    with graph.inserting_before(user):
+        cast = graph.call_function(torch.ops.aten._to_copy.default, (arg,), dict(kwargs))
+    cast.meta = {k: v for k, v in user.meta.items() if k not in ("val", "tensor_meta")}
+    cast.meta["val"] = result
+    return cast
+
+
+def _check_result(node: torch.fx.Node, out: Any) -> None:
+    """The replayed op gives the dtypes the trace recorded, or the casts are not the ones
+    the trace ran with."""
+    got = [t.dtype for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    want = [t.dtype for t in tree_flatten(_val(node))[0] if isinstance(t, torch.Tensor)]
+    if got != want:
+        raise UnsupportedOp(f"autocast: {node.target} (from {_where(node)}) replayed gives "
+                            f"{got}, the trace recorded {want}")
+
+
+def _val(a: Any) -> Any:
+    return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+
+def _where(node: torch.fx.Node) -> str:
+    return source_line(node) or "an unknown line"
