@@ -57,10 +57,10 @@ class _Record(TorchDispatchMode):
 def insert_casts(graph_module: torch.fx.GraphModule) -> int:
     """Makes the casts of every autocast region of the program explicit, in place. Returns
     the casts inserted."""
-    return _walk(graph_module, ())
+    return _walk(graph_module, (), {})
 
 
-def _walk(gm: torch.fx.GraphModule, state: State) -> int:
+def _walk(gm: torch.fx.GraphModule, state: State, policies: dict[tuple, Any]) -> int:
     inserted = 0
     made: dict[tuple, torch.fx.Node] = {}  # (input, cast arguments) -> its cast, still valid
     for node in list(gm.graph.nodes):
@@ -75,9 +75,9 @@ def _walk(gm: torch.fx.GraphModule, state: State) -> int:
                 body_state, sub = state, node.args[1]
             body = getattr(gm, sub.target)
             node.meta[SUBMODULE_KEY] = body
-            inserted += _walk(body, body_state)
+            inserted += _walk(body, body_state, policies)
         elif _enabled(state):
-            inserted += _cast_inputs(gm.graph, node, state, made)
+            inserted += _cast_inputs(gm.graph, node, state, made, policies)
         if getattr(getattr(node.target, "_schema", None), "is_mutable", False):
             # An in-place op may write into any cast's source (or a view of it): casts made
             # before it serve no later op.
@@ -124,11 +124,12 @@ def _probe(node: torch.fx.Node, state: State,
 
 
 def _cast_inputs(graph: torch.fx.Graph, node: torch.fx.Node, state: State,
-                 made: dict[tuple, torch.fx.Node]) -> int:
+                 made: dict[tuple, torch.fx.Node], policies: dict[tuple, Any]) -> int:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return 0  # getitem, integer arithmetic on sizes: nothing autocast touches
-    inputs = [a for a in tree_flatten((node.args, node.kwargs))[0]
+    leaves = tree_flatten((node.args, node.kwargs))[0]
+    inputs = [a for a in leaves
               if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor)]
     if not any(_val(a).is_floating_point() for a in inputs):
         return 0
@@ -137,20 +138,58 @@ def _cast_inputs(graph: torch.fx.Graph, node: torch.fx.Node, state: State,
     if target.namespace == "ortmodule":
         raise UnsupportedOp(f"autocast: a bridged call (from {_where(node)}) inside an "
                             "autocast region")
+    # Autocast decides by the op, the regions and its inputs' dtypes (and arguments such as
+    # an explicit dtype), never by sizes: the layers of a model share one replay.
+    key = (target, state, tuple(_signature(a) for a in leaves))
+    policy = policies.get(key)
+    if policy is None or policy[1] != _dtypes(_val(node)):
+        policy = policies[key] = _replay(node, state, leaves)
+    casts = policy[0]
+    inserted = 0
+    replace: dict[torch.fx.Node, torch.fx.Node] = {}
+    for position, kwargs in casts:
+        arg = leaves[position]
+        cast_key = (arg, tuple(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        if cast_key not in made:
+            made[cast_key] = _cast_node(graph, node, arg, kwargs)
+            inserted += 1
+        replace[arg] = made[cast_key]
+    if replace:
+        node.args = tree_map(lambda a: replace.get(a, a), node.args)
+        node.kwargs = tree_map(lambda a: replace.get(a, a), node.kwargs)
+    return inserted
+
+
+def _signature(leaf: Any) -> Any:
+    if isinstance(leaf, torch.fx.Node):
+        v = _val(leaf)
+        return (v.dtype, v.device.type) if isinstance(v, torch.Tensor) else type(v).__name__
+    if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return type(leaf).__name__
+    return (type(leaf).__name__, leaf)
+
+
+def _replay(node: torch.fx.Node, state: State, leaves: list
+            ) -> tuple[list[tuple[int, dict]], list[torch.dtype]]:
+    """The casts autocast makes before the node's op: (position of the input among the
+    op's flattened arguments, the cast's arguments); and the dtypes of its results."""
+    target = node.target
+    position = {}
+    for k, a in enumerate(leaves):
+        if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor):
+            position.setdefault(id(_val(a)), k)
     try:
         calls, out = _probe(node, state)
         # The casts autocast makes come first, of the op's own inputs.
-        ids = {id(_val(a)) for a in inputs}
         k = 0
-        while k < len(calls) and calls[k][0] in _CASTS and id(calls[k][1]) in ids:
+        while k < len(calls) and calls[k][0] in _CASTS and id(calls[k][1]) in position:
             k += 1
         casts = calls[:k]
         if any(c[0] in _CASTS for c in calls[k:]):
             # More casts once the op began: its own, or autocast's inside the op's
             # decomposition, which the graph cannot hold. The op run without autocast on
             # the cast inputs tells which.
-            cast = {id(c[1]): c[2] for c in casts}
-            plain, _ = _probe(node, (), cast)
+            plain, _ = _probe(node, (), {id(c[1]): c[2] for c in casts})
             if [c[0] for c in calls[k:]] != [c[0] for c in plain]:
                 raise UnsupportedOp(f"autocast casts inside the decomposition of {target} "
                                     f"(from {_where(node)})")
@@ -160,28 +199,15 @@ def _cast_inputs(graph: torch.fx.Graph, node: torch.fx.Node, state: State,
         raise UnsupportedOp(f"autocast: replaying {target} (from {_where(node)}) on fake "
                             f"inputs failed: {type(e).__name__}: {e}") from e
     _check_result(node, out)
-    by_value = {id(_val(a)): a for a in inputs}
-    inserted = 0
-    replace: dict[torch.fx.Node, torch.fx.Node] = {}
-    for _, source, result, kwargs in casts:
-        arg = by_value.get(id(source))
-        if arg is None:
-            raise UnsupportedOp(f"autocast cast a value {target} (from {_where(node)}) does "
-                                "not take as an input")
-        key = (arg, tuple(sorted(kwargs.items(), key=lambda kv: kv[0])))
-        if key not in made:
-            made[key] = _cast_node(graph, node, arg, result, kwargs)
-            inserted += 1
-        replace[arg] = made[key]
-    if replace:
-        node.args = tree_map(lambda a: replace.get(a, a), node.args)
-        node.kwargs = tree_map(lambda a: replace.get(a, a), node.kwargs)
-    return inserted
+    return [(position[id(source)], kwargs) for _, source, _, kwargs in casts], _dtypes(out)
 
 
-def _cast_node(graph: torch.fx.Graph, user: torch.fx.Node, arg: torch.fx.Node, result: Any,
+def _cast_node(graph: torch.fx.Graph, user: torch.fx.Node, arg: torch.fx.Node,
                kwargs: dict) -> torch.fx.Node:
     """``aten._to_copy(arg, **kwargs)`` before ``user``, carrying its source line."""
+    source = _val(arg)
+    with source.fake_mode:
+        result = torch.ops.aten._to_copy.default(source, **kwargs)
     with graph.inserting_before(user):
         cast = graph.call_function(torch.ops.aten._to_copy.default, (arg,), dict(kwargs))
     cast.meta = {k: v for k, v in user.meta.items() if k not in ("val", "tensor_meta")}
@@ -189,11 +215,14 @@ def _cast_node(graph: torch.fx.Graph, user: torch.fx.Node, arg: torch.fx.Node, r
     return cast
 
 
+def _dtypes(value: Any) -> list[torch.dtype]:
+    return [t.dtype for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
 def _check_result(node: torch.fx.Node, out: Any) -> None:
     """The replayed op gives the dtypes the trace recorded, or the casts are not the ones
     the trace ran with."""
-    got = [t.dtype for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-    want = [t.dtype for t in tree_flatten(_val(node))[0] if isinstance(t, torch.Tensor)]
+    got, want = _dtypes(out), _dtypes(_val(node))
     if got != want:
         raise UnsupportedOp(f"autocast: {node.target} (from {_where(node)}) replayed gives "
                             f"{got}, the trace recorded {want}")
