@@ -25,14 +25,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ortmodule._fx_lower import UnsupportedOp, source_line
+from ortmodule._fx_ops import casts as fx_casts
 
 WRAP_AUTOCAST = torch.ops.higher_order.wrap_with_autocast
 WRAP_GRAD = torch.ops.higher_order.wrap_with_set_grad_enabled
 SUBMODULE_KEY = "ortmodule_submodule"  # node.meta: the body of a higher-order op
-_CASTS = (torch.ops.aten._to_copy.default,)
-_aten = torch.ops.aten
-_CAST_OPS = {_aten._to_copy.default, _aten.to.dtype, _aten.to.dtype_layout, _aten.to.device,
-             _aten.to.other, _aten.type_as.default}
+_CASTS = (torch.ops.aten._to_copy.default,)  # how autocast's casts reach the dispatcher
 
 # The autocast regions a node runs in, outermost first: (device type, dtype, enabled). An
 # inner region of another device leaves the outer one in force, as in eager.
@@ -40,7 +38,8 @@ State = tuple[tuple[str, Any, bool], ...]
 
 
 class _Record(TorchDispatchMode):
-    """The ops dispatched below autocast: (op, first argument, result) in order."""
+    """The ops dispatched below autocast, in order: (op, first argument, result, keyword
+    arguments)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,7 +132,7 @@ def _cast_inputs(graph: torch.fx.Graph, node: torch.fx.Node, state: State,
               if isinstance(a, torch.fx.Node) and isinstance(_val(a), torch.Tensor)]
     if not any(_val(a).is_floating_point() for a in inputs):
         return 0
-    if target in _CAST_OPS:
+    if target in fx_casts.CASTS:
         return 0  # no autocast policy names a cast
     if target.namespace == "ortmodule":
         raise UnsupportedOp(f"autocast: a bridged call (from {_where(node)}) inside an "

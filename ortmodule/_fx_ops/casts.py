@@ -26,8 +26,12 @@ def _detach(lw: Lowering, node: Any, x: Any) -> Any:
     return lw.op("StopGradient", [lw.tensor(x)], domain=OWN_DOMAIN)
 
 
-@register(aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten._to_copy.default,
-          aten.to.other, aten.type_as.default)
+# The ops that convert a tensor to another dtype or device (none is on an autocast list).
+CASTS = (aten.to.dtype, aten.to.dtype_layout, aten.to.device, aten._to_copy.default,
+         aten.to.other, aten.type_as.default)
+
+
+@register(*CASTS)
 def _to(lw: Lowering, node: Any, x: Any, *rest: Any) -> Any:
     want = _out(node).dtype
     value = lw.tensor(x)
