@@ -42,6 +42,15 @@ def load_average() -> str:
         return "n/a"
 
 
+def tf32_settings() -> str:
+    """torch's TF32 switches: eager, torch.compile and ORTModule (cuBLAS products, cuDNN
+    convolutions through torch) all follow them."""
+    on = {True: "on", False: "off"}
+    return (f"TF32 for float32 products {on[torch.backends.cuda.matmul.allow_tf32]} "
+            f"(torch.backends.cuda.matmul.allow_tf32), for convolutions "
+            f"{on[torch.backends.cudnn.allow_tf32]} (torch.backends.cudnn.allow_tf32)")
+
+
 @dataclass
 class Machine:
     device: str
@@ -54,6 +63,7 @@ class Machine:
     load_at_end: str = ""
     date: str = ""
     engine_gemm: str = ""  # what runs the engine's CPU GEMMs, and why (_C.cpu_gemm_reason)
+    cuda_math: str = ""  # torch's TF32 switches, which every runner follows on a GPU
 
     @classmethod
     def describe(cls, device: str, sgemm: dict[str, float], sgemm_error: str) -> Machine:
@@ -61,7 +71,8 @@ class Machine:
 
         return cls(device, cpu_name(), os.cpu_count() or 0, torch.get_num_threads(), sgemm,
                    sgemm_error, load_average(), date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-                   engine_gemm=_C.cpu_gemm_reason() if device == "cpu" else "")
+                   engine_gemm=_C.cpu_gemm_reason() if device == "cpu" else "",
+                   cuda_math=tf32_settings() if device == "cuda" else "")
 
     def finish(self) -> None:
         self.load_at_end = load_average()
@@ -205,7 +216,8 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         f"{host.device}; torch {torch.__version__}, Python {platform.python_version()}; "
         f"SGEMM ceiling {f'{ceiling:.0f} GFLOP/s' if ceiling else 'n/a'} "
         f"(float32 best GFLOP/s of torch.mm and the engine's GEMM, MxKxN: {sgemm}"
-        f"{'; engine GEMM: ' + host.engine_gemm if host.engine_gemm else ''})"),
+        f"{'; engine GEMM: ' + host.engine_gemm if host.engine_gemm else ''})"
+        f"{'; ' + host.cuda_math if host.cuda_math else ''}"),
         f"- load average (1/5/15 min) at start {host.load_at_start}, at end "
         f"{host.load_at_end}" + (f"; {args.note}" if args.note else ""),
         (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "

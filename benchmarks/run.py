@@ -42,6 +42,7 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py --quick --models mlp  # a smoke run of a few seconds
     python benchmarks/run.py --device cuda         # BERT-base, GPT-2-small, ResNet-50 on a GPU
     python benchmarks/run.py --device cuda --autocast bf16  # mixed precision, every runner
+    python benchmarks/run.py --device cuda --tf32 off       # float32 products and convolutions
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
                                                    # (after each model, then the whole)
 """
@@ -372,6 +373,7 @@ def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> d
         command += ["--threads", str(args.threads)]
     if args.autocast:
         command += ["--autocast", args.autocast]
+    command += ["--tf32", args.tf32]
     try:
         done = subprocess.run(command, check=False, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -478,6 +480,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--autocast", default=None, choices=list(AUTOCAST_DTYPES),
                         help="mixed precision: every runner's forward under torch.autocast "
                         "(fp16 with a GradScaler)")
+    parser.add_argument("--tf32", default="torch", choices=["torch", "off", "on"],
+                        help="--device cuda: TF32 for float32 products and convolutions, for "
+                        "every runner (torch.backends.cuda.matmul.allow_tf32 and "
+                        "torch.backends.cudnn.allow_tf32); torch: as torch has them (its "
+                        "defaults: products off, convolutions on)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
@@ -505,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.tf32 != "torch":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
     if args.memory_child:
         try:
             result = memory_child(args)

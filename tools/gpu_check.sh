@@ -3,13 +3,14 @@
 # and checks it in one go: the CUDA tests, then the GPU benchmarks. Each stage's log goes to
 # $LOGS (default: build/gpu-check); a failing stage does not stop the later ones, and the
 # script exits non-zero if any failed.
-# Use: tools/gpu_check.sh [all|build|test|bench]   (BENCH_MODELS, BENCH_STEPS, TEST_WORKERS,
-#      TEST_FILTER override the defaults below)
+# Use: tools/gpu_check.sh [all|build|test|bench]   (BENCH_MODELS, CNN_MODELS, BENCH_STEPS,
+#      TEST_WORKERS, TEST_FILTER override the defaults below; CNN_MODELS= skips the CNN run)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${1:-all}
 LOGS=${LOGS:-build/gpu-check}
 BENCH_MODELS=${BENCH_MODELS:-bert-base gpt2-small}
+CNN_MODELS=${CNN_MODELS:-resnet50}
 BENCH_STEPS=${BENCH_STEPS:-10}
 TEST_WORKERS=${TEST_WORKERS:-8}
 TEST_FILTER=${TEST_FILTER:-cuda}
@@ -62,10 +63,16 @@ if [ "$STAGE" = all ] || [ "$STAGE" = test ]; then
     tests/python/test_models_api.py tests/python/test_models_modes.py
 fi
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
-  # float32 (TF32 off for every runner), then bfloat16 autocast for every runner.
+  # float32 (TF32 off for every runner), then bfloat16 autocast for every runner; the CNNs
+  # in float32 with TF32 off (products and cuDNN convolutions alike).
   # shellcheck disable=SC2086
   stage bench-fp32 "$PYTHON" benchmarks/run.py --device cuda --models $BENCH_MODELS \
-    --steps "$BENCH_STEPS" --warmup 2 --no-memory --adamw best
+    --steps "$BENCH_STEPS" --warmup 2 --no-memory --adamw best --tf32 off
+  if [ -n "$CNN_MODELS" ]; then
+    # shellcheck disable=SC2086
+    stage bench-cnn "$PYTHON" benchmarks/run.py --device cuda --models $CNN_MODELS \
+      --steps "$BENCH_STEPS" --warmup 2 --no-memory --adamw best --tf32 off
+  fi
   # shellcheck disable=SC2086
   stage bench-bf16 "$PYTHON" benchmarks/run.py --device cuda --models $BENCH_MODELS \
     --steps "$BENCH_STEPS" --warmup 2 --no-memory --adamw best --autocast bf16

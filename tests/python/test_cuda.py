@@ -25,6 +25,11 @@ needs_gpu = pytest.mark.skipif(
     reason="no CUDA device visible (or a build without CUDA kernels): the CUDA kernels run "
     "only on a machine with a GPU",
 )
+if HAS_GPU:
+    # Convolutions on CUDA run torch's cuDNN convolution, which follows torch's TF32 switch
+    # (on by default); products follow torch.backends.cuda.matmul.allow_tf32 (off by default).
+    # The tolerances here are full float32's.
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def test_build_reports_its_cuda_kernels() -> None:
@@ -219,6 +224,43 @@ def test_cnn_on_cuda_matches_cpu_and_eager() -> None:
             torch.testing.assert_close(got, on_cpu, rtol=1e-4, atol=1e-5)
             torch.testing.assert_close(got, in_eager, rtol=1e-4, atol=1e-5)
 
+
+
+class _Convs(torch.nn.Module):
+    """A padded Conv and a strided one after an uneven F.pad (a Pad op of its own). The Conv
+    rows with uneven ONNX pads, which run the engine's im2col kernels instead of cuDNN, are
+    test_ops.py's CUDA cases."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 4, 3, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.nn.functional.pad(torch.relu(self.a(x)), (0, 2, 1, 0)))
+
+
+@needs_gpu
+@pytest.mark.parametrize("tf32", [False, True])
+def test_conv_follows_torch_cudnn_settings(tf32: bool) -> None:
+    """Convolutions on CUDA agree with eager's on the same GPU under torch's TF32 switch for
+    cuDNN, either way (full float32: tight; TF32: TF32's rounding)."""
+    torch.manual_seed(0)
+    reference = _Convs().cuda()
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    tolerance = {"rtol": 2e-3, "atol": 2e-3} if tf32 else {"rtol": 1e-5, "atol": 1e-5}
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        runs = []
+        for model in (copy.deepcopy(reference), ORTModule(copy.deepcopy(reference))):
+            y = model(x)
+            (y * y).sum().backward()
+            runs.append([y.detach(), *(p.grad for p in model.parameters())])
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+    for got, eager in zip(runs[1], runs[0]):
+        torch.testing.assert_close(got, eager, **tolerance)
 
 def _row_without_cuda_kernel() -> tuple[str, Any] | None:
     """An op of the default domain without a CUDA kernel (its row's cuda column empty: not

@@ -163,6 +163,10 @@ def test_gradient_matches_finite_differences(row: dict, sample: Sample) -> None:
 CUDA_ROWS = [r for r in ROWS if r["cuda"] == "yes"]
 CUDA_DTYPES = (np.float32, np.float64, np.int64)
 HAS_GPU = _C.cuda_info()["compiled"] and torch.cuda.is_available()
+if HAS_GPU:
+    # The CUDA Conv kernels run torch's cuDNN convolution, which follows torch's TF32 switch
+    # (on by default): the float32 tolerances below are full float32's.
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def _cuda_cases() -> list:

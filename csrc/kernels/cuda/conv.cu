@@ -1,6 +1,10 @@
 // CUDA twins of Conv and ConvGrad (com.microsoft), 1-D, 2-D and 3-D through one 3-D form
-// (conv_geometry in ops/window.h: lower ranks have leading spatial dims of 1), as im2col,
-// cuBLAS GEMM and col2im; no cuDNN.
+// (conv_geometry in ops/window.h: lower ranks have leading spatial dims of 1).
+//
+// A geometry torch's convolution computes (both ends of every axis padded alike:
+// aten_conv_fits) runs there, which is cuDNN (runtime/aten_conv.h; it follows torch's cuDNN
+// settings, TF32 included). The others (ONNX pads that differ between the two ends of an
+// axis) run here, as im2col, cuBLAS GEMM and col2im:
 //
 // Images go in chunks of B. A chunk's column buffer is col: [C * taps, L], L = B * P, with
 // image b in columns [b * P, (b + 1) * P) of every row, so group g's rows are one block
@@ -22,6 +26,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 #include "ops/window.h"
+#include "runtime/aten_conv.h"
 
 namespace ortmodule {
 
@@ -185,6 +190,13 @@ void gemm_batched(OpContext& ctx, Device device, bool ta, bool tb, int64_t batch
                    "Conv (cublas<t>gemmStridedBatched)");
 }
 
+// The convolution for torch, where its geometry fits (see the file comment).
+bool run_in_torch(const Tensor& x, const Conv3dParams& p, AtenConv* conv) {
+  if (!aten_conv_fits(p)) return false;
+  *conv = AtenConv{p, static_cast<int>(x.rank()) - 2, x.device(), x.dtype()};
+  return true;
+}
+
 // Images per chunk: as many as keep the column and permute buffers under kChunkElems.
 int64_t chunk_images(const ConvGeom& g, int64_t N) {
   const int64_t per_image = std::max<int64_t>(1, std::max(g.C * g.taps, g.M) * g.P);
@@ -217,8 +229,15 @@ void run_conv(OpContext& ctx) {
   const Tensor& w = ctx.in(1);
   Tensor& y = ctx.out(0);
   const int64_t N = x.dim(0);
-  const ConvGeom g = make_geom(conv_geometry(ctx, x.shape(), w.shape()));
+  const Conv3dParams params = conv_geometry(ctx, x.shape(), w.shape());
   if (y.numel() == 0) return;
+  AtenConv conv;
+  if (run_in_torch(x, params, &conv)) {
+    aten_conv_forward(conv, x.raw(), w.raw(), ctx.has_input(2) ? ctx.in(2).raw() : nullptr,
+                      y.raw());
+    return;
+  }
+  const ConvGeom g = make_geom(params);
   const Device device = y.device();
   cudaStream_t stream = cuda::stream(device);
   const int64_t Mg = g.M / g.group, K = g.C / g.group * g.taps;
@@ -249,11 +268,18 @@ void run_conv_grad(OpContext& ctx) {
   const Tensor& x = ctx.in(1);
   const Tensor& w = ctx.in(2);
   const int64_t N = x.dim(0);
-  const ConvGeom g = make_geom(conv_geometry(ctx, x.shape(), w.shape()));
-  const Device device = dy.device();
-  cudaStream_t stream = cuda::stream(device);
+  const Conv3dParams params = conv_geometry(ctx, x.shape(), w.shape());
   T* dx = ctx.has_output(0) && ctx.out(0).numel() > 0 ? ctx.out(0).data<T>() : nullptr;
   T* dw = ctx.has_output(1) && ctx.out(1).numel() > 0 ? ctx.out(1).data<T>() : nullptr;
+  AtenConv conv;
+  if (run_in_torch(x, params, &conv)) {
+    aten_conv_backward(conv, dy.raw(), x.raw(), w.raw(), dx, dw,
+                       ctx.has_output(2) ? ctx.out(2).raw() : nullptr);
+    return;
+  }
+  const ConvGeom g = make_geom(params);
+  const Device device = dy.device();
+  cudaStream_t stream = cuda::stream(device);
   if (ctx.has_output(2) && g.M > 0) {
     channel_sum_kernel<T><<<cuda::item_blocks(g.M), cuda::kReduceThreads, 0, stream>>>(
         N, g.M, g.P, dy.data<T>(), ctx.out(2).data<T>());
