@@ -7,6 +7,7 @@
 #include "kernels/cpu/conv.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/widened_kernel.h"
 #include "ops/window.h"
 
 namespace ortmodule {
@@ -111,7 +112,11 @@ std::vector<OutputInfo> shape_conv(const OpContext& ctx) {
   return one_output(ctx.in(0).dtype(), window_out_shape(win, w[0]));
 }
 
+// float16/bfloat16 (autocast keeps Conv in 16 bits, passes/low_precision.h): the float32
+// kernel between an exact widening and one rounding of each result, as eager's 16-bit
+// convolutions accumulate in float32 and round once.
 void cpu_conv(OpContext& ctx) {
+  if (has_low_precision(ctx)) return run_widened(ctx, cpu_conv);
   if (ctx.in(0).shape().size() == 5) {
     const Conv3dParams p = conv3d_params(ctx, ctx.in(0).shape(), ctx.in(1).shape());
     ORTM_DISPATCH_FLOAT(
@@ -154,6 +159,7 @@ std::vector<OutputInfo> shape_conv_grad(const OpContext& ctx) {
 }
 
 void cpu_conv_grad(OpContext& ctx) {
+  if (has_low_precision(ctx)) return run_widened(ctx, cpu_conv_grad);
   if (ctx.in(1).shape().size() == 5) {
     const Conv3dParams p = conv3d_params(ctx, ctx.in(1).shape(), ctx.in(2).shape());
     ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {

@@ -24,14 +24,31 @@ bool keeps_low_precision(const Node& n) {
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
 }
 
-// Products (and the biased ones of passes/matmul_bias_fusion.h) with every floating operand
-// and result in one 16-bit type: their kernels take float16/bfloat16 themselves (float32
-// accumulation, one rounding of each result; on CUDA tensor-core GEMMs), so they are left as
-// they are.
+// A Conv (or ConvGrad) whose pads are the same at both ends of every axis: the ones the
+// CUDA kernels hand to torch's convolution (cuDNN) in any floating type, see
+// runtime/aten_conv.h. Uneven pads (explicit, or from auto_pad SAME_*) compute in float32.
+bool conv_pads_even(const Node& n) {
+  const Attribute* auto_pad = n.attr("auto_pad");
+  if (auto_pad && auto_pad->s != "NOTSET" && auto_pad->s != "VALID") return false;
+  const Attribute* pads = n.attr("pads");
+  if (!pads) return true;
+  const std::vector<int64_t>& p = pads->ints;
+  const size_t half = p.size() / 2;
+  for (size_t i = 0; i < half; ++i)
+    if (p[i] != p[i + half]) return false;
+  return true;
+}
+
+// Products (and the biased ones of passes/matmul_bias_fusion.h), and convolutions with even
+// pads, with every floating operand and result in one 16-bit type: their kernels take
+// float16/bfloat16 themselves (float32 accumulation, one rounding of each result; on CUDA
+// tensor-core GEMMs and cuDNN), so they are left as they are.
 bool computes_low_precision(const Node& n) {
-  static const std::unordered_set<std::string> ops = {"MatMul", "Gemm", "FusedMatMul",
-                                                      "FusedMatMulSumToShape", "FusedMatMulBias"};
+  static const std::unordered_set<std::string> ops = {
+      "MatMul",          "Gemm", "FusedMatMul", "FusedMatMulSumToShape",
+      "FusedMatMulBias", "Conv", "ConvGrad"};
   if (!ops.count(n.op_type) || !n.def || n.def->host_call) return false;
+  if ((n.op_type == "Conv" || n.op_type == "ConvGrad") && !conv_pads_even(n)) return false;
   DType low = DType::Undefined;
   auto same = [&low](const Value* v) {
     if (!v || !dtype_is_floating(v->dtype)) return true;

@@ -3,9 +3,10 @@
 // each value is rounded exactly where eager PyTorch and numpy round it (once per op, after
 // computing in float32; reductions, softmax, normalisation and GEMM accumulate in float32).
 // Ops that only move elements run on the 16-bit data directly, and so do the matrix
-// products (MatMul, Gemm, FusedMatMul, FusedMatMulSumToShape): their kernels take 16-bit
-// operands, accumulate in float32 and round each result once (ops/widened_kernel.h on the
-// CPU, tensor-core GEMMs on CUDA), as eager's 16-bit products do.
+// products (MatMul, Gemm, FusedMatMul, FusedMatMulSumToShape, FusedMatMulBias) and the
+// convolutions whose pads are even (Conv, ConvGrad): their kernels take 16-bit operands,
+// accumulate in float32 and round each result once (ops/widened_kernel.h on the CPU,
+// tensor-core GEMMs and cuDNN on CUDA), as eager's 16-bit products and convolutions do.
 #pragma once
 
 #include "ir/graph.h"

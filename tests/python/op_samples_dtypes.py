@@ -184,6 +184,11 @@ def _low_precision(dtype: np.dtype) -> dict[str, list[Sample]]:
     def pos(*shape: int) -> np.ndarray:  # no cancellation: sums stay away from zero
         return rng.uniform(0.25, 1.0, size=shape).astype(dtype)
 
+    conv_rng = np.random.default_rng(11)
+
+    def conv_pos(*shape: int) -> np.ndarray:
+        return conv_rng.uniform(0.25, 1.0, size=shape).astype(dtype)
+
     special = np.array([1.0, np.nan, -np.inf, np.inf, 0.0, -2.5]).astype(dtype)
     return {
         "Relu": [S({"x": r(3, 4)})],
@@ -203,6 +208,12 @@ def _low_precision(dtype: np.dtype) -> dict[str, list[Sample]]:
               expected=simplified_layernorm_reference(), reference_rtol=tol * 4)],
         "Gemm": [S({"a": pos(3, 4), "b": pos(4, 5), "c": pos(5)}, reference_rtol=tol * 4)],
         "MatMul": [S({"a": pos(2, 3, 4), "b": pos(4, 5)}, reference_rtol=tol * 4)],
+        # Even pads (a 16-bit kernel), then uneven ones (float32 between Casts); values of
+        # their own generator, so the samples above keep theirs.
+        "Conv": [S({"x": conv_pos(1, 2, 5, 5), "w": conv_pos(3, 2, 3, 3), "b": conv_pos(3)},
+                   attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]}, reference_rtol=tol * 4),
+                 S({"x": conv_pos(2, 2, 4, 5), "w": conv_pos(2, 1, 2, 3)},
+                   attrs={"pads": [0, 1, 1, 2], "group": 2}, reference_rtol=tol * 4)],
         "IsNaN": [S({"x": special})],
         "IsInf": [S({"x": special}), S({"x": special}, attrs={"detect_negative": 0})],
     }

@@ -162,6 +162,77 @@ def test_16_bit_inputs_and_parameters_without_autocast(dtype: torch.dtype) -> No
         torch.testing.assert_close(q.grad, p.grad, rtol=RTOL, atol=ATOL)
 
 
+
+class ConvNet(nn.Module):
+    """Padded, strided-grouped and 1x1 convolutions with batch norm, and one after an uneven
+    F.pad (its own Pad op)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2), nn.ReLU(), nn.Conv2d(8, 6, 1))
+        self.last = nn.Conv2d(6, 4, 2)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.last(F.pad(self.features(x), (0, 1, 1, 0)))
+        return self.fc(h.mean((2, 3)))
+
+
+def convolutions_read_float32(model: ORTModule) -> list[str]:
+    """The Conv and ConvGrad nodes of `model`'s optimized training graph with an input widened
+    to float32 by a Cast."""
+    import onnx
+
+    program = next(iter(model._cache.values()))[0].program
+    graph = onnx.load_from_string(program.training_graph_onnx()).graph
+    producer = {out: node for node in graph.node for out in node.output}
+    widened = []
+    for node in graph.node:
+        if node.op_type in ("Conv", "ConvGrad"):
+            for name in node.input:
+                cast = producer.get(name)
+                if cast is not None and cast.op_type == "Cast" and any(
+                        a.name == "to" and a.i == 1 for a in cast.attribute):
+                    widened.append(f"{node.name} input {name}")
+    return widened
+
+
+def train_cnn_like_eager(device: str, dtype: torch.dtype, steps: int = 3) -> None:
+    """ConvNet under torch.autocast(device, dtype), eagerly and through ORTModule (SGD): the
+    losses and parameters agree, and the engine's convolutions take the 16-bit operands
+    autocast gives them (no float32 Conv between Casts)."""
+    torch.manual_seed(0)
+    eager = ConvNet().to(device)
+    ort = ORTModule(copy.deepcopy(eager))
+    runs = []
+    for model in (eager, ort):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        torch.manual_seed(1)
+        losses = []
+        for _ in range(steps):
+            x = torch.randn(4, 3, 10, 10, device=device)
+            target = torch.randint(0, 3, (4,), device=device)
+            opt.zero_grad()
+            with torch.autocast(device, dtype=dtype):
+                out = model(x)
+                loss = F.cross_entropy(out, target)
+            assert out.dtype == dtype
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+        runs.append(torch.stack(losses))
+    torch.testing.assert_close(runs[1], runs[0], rtol=RTOL, atol=ATOL)
+    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
+        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+    assert convolutions_read_float32(ort) == []
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convolutions_train_in_16_bits_like_eager(dtype: torch.dtype) -> None:
+    train_cnn_like_eager("cpu", dtype)
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])

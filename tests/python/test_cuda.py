@@ -351,3 +351,13 @@ def test_cuda_autocast_trains_like_eager(dtype: torch.dtype) -> None:
     train_like_eager_with_scaler("cuda", dtype, steps=8)
 
 
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_autocast_convolutions_run_in_16_bits(dtype: torch.dtype) -> None:
+    """Convolutions under torch.autocast('cuda') run on torch's 16-bit cuDNN convolution and
+    train like eager's."""
+    from tests.python.test_autocast import train_cnn_like_eager
+
+    train_cnn_like_eager("cuda", dtype)
+
+

@@ -321,13 +321,47 @@ void run_conv_grad(OpContext& ctx) {
   }
 }
 
+// float16/bfloat16 Conv and ConvGrad (autocast keeps convolutions with even pads in 16 bits,
+// passes/low_precision.h): torch's convolution alone computes them.
+void conv_low_precision(OpContext& ctx, bool grad) {
+  const Tensor& x = ctx.in(grad ? 1 : 0);
+  const Tensor& w = ctx.in(grad ? 2 : 1);
+  const Conv3dParams params = conv_geometry(ctx, x.shape(), w.shape());
+  AtenConv conv;
+  if (!run_in_torch(x, params, &conv)) {
+    bool empty = params.N == 0;
+    for (int i = 0; i < 3; ++i) empty = empty || params.out[i] == 0;
+    if (empty) {
+      // No output cell (an empty batch or window): every gradient is zeros.
+      cudaStream_t stream = cuda::stream(x.device());
+      for (size_t k = 0; grad && k < 3; ++k) {
+        if (!ctx.has_output(k)) continue;
+        cuda::check(cudaMemsetAsync(ctx.out(k).raw(), 0, ctx.out(k).nbytes(), stream),
+                    "ConvGrad (zero gradients)");
+      }
+      return;
+    }
+    ctx.fail("a " + dtype_name(x.dtype()) +
+             " convolution on CUDA needs the same pads at both ends of every axis (torch's "
+             "convolution computes it); this one's differ. Cast its inputs to float32");
+  }
+  auto out = [&ctx](size_t k) { return ctx.has_output(k) ? ctx.out(k).raw() : nullptr; };
+  if (!grad) {
+    aten_conv_forward(conv, x.raw(), w.raw(), ctx.has_input(2) ? ctx.in(2).raw() : nullptr, out(0));
+    return;
+  }
+  aten_conv_backward(conv, ctx.in(0).raw(), x.raw(), w.raw(), out(0), out(1), out(2));
+}
+
 }  // namespace
 
 void cuda_conv(OpContext& ctx) {
+  if (dtype_is_low_precision(ctx.in(0).dtype())) return conv_low_precision(ctx, false);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_conv<scalar_t>(ctx));
 }
 
 void cuda_conv_grad(OpContext& ctx) {
+  if (dtype_is_low_precision(ctx.in(0).dtype())) return conv_low_precision(ctx, true);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_conv_grad<scalar_t>(ctx));
 }
 
