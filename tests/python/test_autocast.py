@@ -101,42 +101,60 @@ def test_autocast_state_is_part_of_the_cache_key() -> None:
         torch.testing.assert_close(ort(x), plain, rtol=0, atol=0)
 
 
+def _train_under_autocast(model: nn.Module, device: str, dtype: torch.dtype, steps: int,
+                          shape: tuple[int, ...], init_scale: float
+                          ) -> tuple[list[float], torch.Tensor]:
+    """SGD steps on random batches of `shape` (3 classes) under torch.autocast(device, dtype),
+    with a GradScaler from `init_scale` for float16: the scale after each step and the
+    losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler(device, init_scale=init_scale, growth_interval=2,
+                                  enabled=dtype == torch.float16)
+    torch.manual_seed(1)
+    scales, losses = [], []
+    for _ in range(steps):
+        x = torch.randn(*shape, device=device)
+        target = torch.randint(0, 3, (shape[0],), device=device)
+        opt.zero_grad()
+        with torch.autocast(device, dtype=dtype):
+            out = model(x)
+            loss = F.cross_entropy(out, target)
+        assert out.dtype == dtype
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        losses.append(loss.detach())
+    return scales, torch.stack(losses)
+
+
+def _train_like_eager(build: type[nn.Module], device: str, dtype: torch.dtype, steps: int,
+                      shape: tuple[int, ...], init_scale: float
+                      ) -> tuple[ORTModule, list[float]]:
+    """The model `build` makes, trained eagerly and through ORTModule from the same state
+    (_train_under_autocast): the scales (the skipped steps), the losses and the parameters
+    agree. Returns the ORTModule and the scales."""
+    torch.manual_seed(0)
+    eager = build().to(device)
+    ort = ORTModule(copy.deepcopy(eager))
+    (scales_e, losses_e), (scales_o, losses_o) = (
+        _train_under_autocast(model, device, dtype, steps, shape, init_scale)
+        for model in (eager, ort))
+    assert scales_o == scales_e
+    torch.testing.assert_close(losses_o, losses_e, rtol=RTOL, atol=ATOL)
+    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
+        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+    return ort, scales_e
+
+
 def train_like_eager_with_scaler(device: str, dtype: torch.dtype, steps: int) -> None:
     """Trains Block on `device` under torch.autocast(device, dtype), with GradScaler for
     float16, eagerly and through ORTModule, and checks that the scales (the skipped steps),
     the losses and the parameters agree. The first scale (2**24) makes float16 gradients
     overflow in both runs; the scale then halves until the steps go through."""
-    torch.manual_seed(0)
-    eager = Block().to(device)
-    ort = ORTModule(copy.deepcopy(eager))
-    runs = []
-    for model in (eager, ort):
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        scaler = torch.amp.GradScaler(device, init_scale=2.0**24, growth_interval=2,
-                                      enabled=dtype == torch.float16)
-        torch.manual_seed(1)
-        scales, losses = [], []
-        for _ in range(steps):
-            x = torch.randn(4, 5, 8, device=device)
-            target = torch.randint(0, 3, (4,), device=device)
-            opt.zero_grad()
-            with torch.autocast(device, dtype=dtype):
-                out = model(x)
-                loss = F.cross_entropy(out, target)
-            assert out.dtype == dtype
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            scales.append(scaler.get_scale())
-            losses.append(loss.detach())
-        runs.append((scales, torch.stack(losses)))
-    (scales_e, losses_e), (scales_o, losses_o) = runs
-    assert scales_o == scales_e
+    _, scales = _train_like_eager(Block, device, dtype, steps, (4, 5, 8), 2.0**24)
     if dtype == torch.float16:
-        assert scales_e[0] < 2.0**24, "the first step should overflow and be skipped"
-    torch.testing.assert_close(losses_o, losses_e, rtol=RTOL, atol=ATOL)
-    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+        assert scales[0] < 2.0**24, "the first step should overflow and be skipped"
 
 
 def test_float16_autocast_with_grad_scaler_scales_unscales_and_skips_like_eager() -> None:
@@ -199,33 +217,11 @@ def convolutions_read_float32(model: ORTModule) -> list[str]:
     return widened
 
 
-def train_cnn_like_eager(device: str, dtype: torch.dtype, steps: int = 3) -> None:
-    """ConvNet under torch.autocast(device, dtype), eagerly and through ORTModule (SGD): the
-    losses and parameters agree, and the engine's convolutions take the 16-bit operands
-    autocast gives them (no float32 Conv between Casts)."""
-    torch.manual_seed(0)
-    eager = ConvNet().to(device)
-    ort = ORTModule(copy.deepcopy(eager))
-    runs = []
-    for model in (eager, ort):
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        torch.manual_seed(1)
-        losses = []
-        for _ in range(steps):
-            x = torch.randn(4, 3, 10, 10, device=device)
-            target = torch.randint(0, 3, (4,), device=device)
-            opt.zero_grad()
-            with torch.autocast(device, dtype=dtype):
-                out = model(x)
-                loss = F.cross_entropy(out, target)
-            assert out.dtype == dtype
-            loss.backward()
-            opt.step()
-            losses.append(loss.detach())
-        runs.append(torch.stack(losses))
-    torch.testing.assert_close(runs[1], runs[0], rtol=RTOL, atol=ATOL)
-    for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-        torch.testing.assert_close(q, p, rtol=RTOL, atol=ATOL, msg=name)
+def train_cnn_like_eager(device: str, dtype: torch.dtype, steps: int = 4) -> None:
+    """ConvNet under torch.autocast(device, dtype) (float16 with a GradScaler), eagerly and
+    through ORTModule: the scales, losses and parameters agree, and the engine's convolutions
+    take the 16-bit operands autocast gives them (no float32 Conv between Casts)."""
+    ort, _ = _train_like_eager(ConvNet, device, dtype, steps, (4, 3, 10, 10), 2.0**10)
     assert convolutions_read_float32(ort) == []
 
 
