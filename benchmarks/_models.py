@@ -15,6 +15,13 @@ Every model computes its own loss, so one call is the whole forward a runner rep
   resnet  ResNetForImageClassification, basic blocks [64, 128, 256, 512] x [2, 2, 2, 2]
           (ResNet-18 layout), 10 labels, on [16, 3, 64, 64].
 
+  bert-mlm
+          BertForMaskedLM with bert's encoder and its masked-LM head (vocab 4096); 15% of the
+          tokens carry a label, the rest -100; the call returns the loss alone.
+  gpt2-sft
+          gpt2 whose labels are -100 on the first 3/4 of each sequence (a fine-tuning
+          prompt); the call returns the loss alone.
+
   bert-sdpa, gpt2-sdpa
           bert and gpt2 with transformers' default attention, scaled_dot_product_attention
           (a boolean padding or causal mask; eager PyTorch runs its fused CPU kernel).
@@ -74,6 +81,18 @@ class WithCrossEntropy(nn.Module):
 
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.loss(self.model(inputs), labels)
+
+
+class LossOnly(nn.Module):
+    """Returns a Hugging Face model's loss alone, as a training script's module that computes
+    its loss does (the model's logits are then no output of the call)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
+        return self.model(**batch).loss
 
 
 def loss_of(output: object) -> torch.Tensor:
@@ -166,6 +185,35 @@ def _lm_batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+def _bert_mlm() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return LossOnly(tf.BertForMaskedLM(tf.BertConfig(
+        vocab_size=VOCAB, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+        intermediate_size=1024, max_position_embeddings=SEQUENCE,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager")))
+
+
+def _mlm_batch() -> dict[str, torch.Tensor]:
+    """15% of the tokens carry a label (the masked ones of BERT's pre-training), the rest -100."""
+    gen = _generator()
+    ids = torch.randint(0, VOCAB, (TEXT_BATCH, SEQUENCE), generator=gen)
+    masked = torch.rand(TEXT_BATCH, SEQUENCE, generator=gen) < 0.15
+    return {"input_ids": ids, "labels": torch.where(masked, ids, torch.full_like(ids, -100))}
+
+
+def _gpt2_sft() -> nn.Module:
+    return LossOnly(_gpt2())
+
+
+def _sft_batch() -> dict[str, torch.Tensor]:
+    """A fine-tuning batch: the first 3/4 of each sequence is the prompt (labels -100), the
+    model learns the last quarter."""
+    batch = _lm_batch()
+    batch["labels"][:, : SEQUENCE * 3 // 4] = -100
+    return batch
+
+
 def _resnet() -> nn.Module:
     tf = _transformers()
     torch.manual_seed(0)
@@ -232,6 +280,10 @@ WORKLOADS = {w.name: w for w in (
              functools.partial(_bert, "sdpa"), _bert_batch),
     Workload("gpt2-sdpa", "gpt2 with scaled_dot_product_attention (transformers' default)",
              functools.partial(_gpt2, "sdpa"), _lm_batch),
+    Workload("bert-mlm", "BertForMaskedLM 4x256 (bert's encoder), masked-LM head, 15% of the "
+                         "tokens labelled, loss returned alone", _bert_mlm, _mlm_batch),
+    Workload("gpt2-sft", "gpt2 fine-tuned on the last quarter of each sequence (the prompt's "
+                         "labels -100), loss returned alone", _gpt2_sft, _sft_batch),
     Workload("resnet", "ResNet-18 layout (basic [64..512]x[2,2,2,2]), 64x64, batch 16",
              _resnet, _resnet_batch),
     Workload("bert-base", "BERT-base 12x768, 12 heads, seq 128, batch 32, dropout 0.1, sdpa",

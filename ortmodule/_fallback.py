@@ -35,12 +35,16 @@ TORCHSCRIPT_HINT = ("FallbackPolicy.UNSUPPORTED_OP needs the default exporter: d
 
 def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
                   state_outputs: list[tuple[str, str]], exporter: str,
-                  graph_optimizations: bool = True) -> Any:
+                  graph_optimizations: bool = True, label_sparsity: str = "auto",
+                  sample_inputs: dict[str, torch.Tensor] | None = None) -> Any:
     """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
-    ``graph_optimizations=False`` skips the engine's rewrites (DebugOptions)."""
+    ``graph_optimizations=False`` skips the engine's rewrites, ``label_sparsity`` picks when
+    losses compute only the rows they do not ignore (DebugOptions); ``sample_inputs`` are the
+    first call's integer inputs by graph input name, from which it measures that."""
     try:
         return _C.Program(onnx_bytes, feeds, wrt, state_outputs,
-                          graph_optimizations=graph_optimizations)
+                          graph_optimizations=graph_optimizations,
+                          label_sparsity=label_sparsity, sample_inputs=sample_inputs or {})
     except RuntimeError as e:
         message = str(e)
         if not message.startswith("unsupported op:"):

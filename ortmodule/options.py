@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 EXPORTERS = ("auto", "dynamo", "torchscript", "fx")
 DYNAMIC_SHAPES = ("auto", "always")
+LABEL_SPARSITY = ("auto", "always", "never")
 
 
 class FallbackPolicy(enum.Flag):
@@ -90,6 +91,15 @@ class DebugOptions:
     one, once a call comes with other sizes, with dynamic sizes; ``"always"`` traces with
     dynamic sizes from the first call (one export for a loop whose sizes change every step).
     The TorchScript exporter follows its own rule.
+
+    label_sparsity says when a classification loss (``cross_entropy`` / ``nll_loss`` with an
+    ``ignore_index``, reduction mean or sum) computes only the rows whose label it does not
+    ignore: the engine gathers those rows before the row-wise nodes feeding the loss (a
+    language model's head, when the module does not also return the head's output; from the
+    scores otherwise) and runs them, the loss and their backward on the kept rows alone.
+    ``"auto"`` (the default) does so where the first call's labels leave at most 90% of the
+    rows; ``"always"`` wherever the pattern matches; ``"never"`` not at all. The loss and the
+    gradients are those of every row. Part of graph_optimizations.
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -100,6 +110,7 @@ class DebugOptions:
     fallback: FallbackPolicy = FallbackPolicy.NEVER
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
+    label_sparsity: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -127,12 +138,16 @@ class DebugOptions:
         if self.dynamic_shapes not in DYNAMIC_SHAPES:
             raise ValueError(f"dynamic_shapes {self.dynamic_shapes!r} is not one of "
                              f"{', '.join(DYNAMIC_SHAPES)}")
+        if self.label_sparsity not in LABEL_SPARSITY:
+            raise ValueError(f"label_sparsity {self.label_sparsity!r} is not one of "
+                             f"{', '.join(LABEL_SPARSITY)}")
 
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
-        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES on top of ``base``."""
+        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY on top
+        of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -154,7 +169,8 @@ class DebugOptions:
             changes["graph_optimizations"] = optimize == "1"
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter"),
-                           ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes")):
+                           ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),
+                           ("ORTMODULE_LABEL_SPARSITY", "label_sparsity")):
             value = os.environ.get(env)
             if value is not None:
                 changes[field] = value

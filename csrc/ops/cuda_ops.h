@@ -153,5 +153,6 @@ ORTM_CUDA_KERNEL(cuda_scatter_elements);
 ORTM_CUDA_KERNEL(cuda_gather_nd);
 ORTM_CUDA_KERNEL(cuda_gather_nd_grad);
 ORTM_CUDA_KERNEL(cuda_scatter_nd);
+ORTM_CUDA_KERNEL(cuda_nonzero);
 
 }  // namespace ortmodule

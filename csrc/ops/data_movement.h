@@ -75,4 +75,8 @@ NdIndex nd_index(const OpContext& ctx, const Shape& data, const Shape& ishape);
 // ScatterElements / ScatterND: the `reduction` attribute.
 math::ScatterReduction scatter_reduction(const OpContext& ctx);
 
+// NonZero: the coordinates of the non-zero elements of `x` (on the host) in row-major order,
+// as int64 [rank, count] on the host: column j holds the j-th non-zero element's.
+Tensor nonzero_indices(const OpContext& ctx, const Tensor& x);
+
 }  // namespace ortmodule

@@ -1,10 +1,12 @@
 // Index ops: GatherElements/ScatterElements (per-element index along an axis) and
 // GatherND/ScatterND (index tuples into leading dims), with their gradients: a
-// gather's gradient scatter-adds, a scatter's gradient gathers.
+// gather's gradient scatter-adds, a scatter's gradient gathers; NonZero (the coordinates
+// of the non-zero elements, no gradient).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "grad/gradient_builder.h"
 #include "kernels/math/index.h"
@@ -298,5 +300,43 @@ void cpu_scatter_nd(OpContext& ctx) {
 }
 
 void grad_scatter_nd(GradContext& g) { grad_scatter(g, "GatherND", {}); }
+
+// ---- NonZero(x) ----
+
+// The output's width is the number of non-zero elements, known only once they are counted:
+// the kernel provides the output.
+std::vector<OutputInfo> shape_nonzero(const OpContext&) {
+  OutputInfo from_kernel;
+  from_kernel.alias_of = -2;
+  return {from_kernel};
+}
+
+Tensor nonzero_indices(const OpContext& ctx, const Tensor& x) {
+  const Shape& shape = x.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size()), n = x.numel();
+  Tensor y;
+  // x != 0 as numpy's truth value (onnx.reference's np.nonzero): NaN counts, -0.0 does not.
+  ORTM_DISPATCH_ALL(x.dtype(), ctx, {
+    const scalar_t* p = x.data<scalar_t>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += p[i] != scalar_t(0) ? 1 : 0;
+    y = Tensor::empty(DType::Int64, {rank, count});
+    int64_t* out = y.data<int64_t>();
+    std::vector<int64_t> coord(shape.size(), 0);  // element i's, row-major
+    for (int64_t i = 0, j = 0; i < n; ++i) {
+      if (p[i] != scalar_t(0)) {
+        for (int64_t d = 0; d < rank; ++d) out[d * count + j] = coord[d];
+        ++j;
+      }
+      for (int64_t d = rank - 1; d >= 0; --d) {  // on to element i + 1
+        if (++coord[d] < shape[d]) break;
+        coord[d] = 0;
+      }
+    }
+  });
+  return y;
+}
+
+void cpu_nonzero(OpContext& ctx) { ctx.out(0) = nonzero_indices(ctx, ctx.in(0)); }
 
 }  // namespace ortmodule

@@ -168,6 +168,12 @@ std::vector<OpDef> build_table() {
       Row("", "GatherND", 11, shape_gather_nd, cpu_gather_nd, grad_gather_nd).cuda(cuda_gather_nd),
       Row("", "ScatterND", 11, shape_scatter, cpu_scatter_nd, grad_scatter_nd)
           .cuda(cuda_scatter_nd),
+      // The output's width is the number of non-zero elements, so the kernels provide the
+      // output. The CUDA kernel copies the input to the host (one wait on the stream), finds the
+      // coordinates there with the CPU kernel's loop and copies them to the device.
+      Row("", "NonZero", 9, shape_nonzero, cpu_nonzero, nullptr)
+          .cuda(cuda_nonzero)
+          .not_differentiable(),
       Row("", "Constant", 1, shape_constant, cpu_constant, nullptr)
           .runs_on_host()
           .not_differentiable(),

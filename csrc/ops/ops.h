@@ -136,6 +136,8 @@ void cpu_gather_nd_grad(OpContext&);
 void grad_gather_nd(GradContext&);
 void cpu_scatter_nd(OpContext&);
 void grad_scatter_nd(GradContext&);
+std::vector<OutputInfo> shape_nonzero(const OpContext&);
+void cpu_nonzero(OpContext&);
 // logic_ops.cpp
 std::vector<OutputInfo> shape_compare(const OpContext&);
 void cpu_equal(OpContext&);

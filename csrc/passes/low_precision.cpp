@@ -75,7 +75,8 @@ DType inferred_dtype(const Node& n, size_t k) {
   static const std::unordered_set<std::string> bool_ops = {
       "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
       "And",   "Or",   "Xor",     "IsNaN",       "IsInf"};
-  static const std::unordered_set<std::string> int64_ops = {"Shape", "Size", "ArgMax", "ArgMin"};
+  static const std::unordered_set<std::string> int64_ops = {"Shape", "Size", "ArgMax", "ArgMin",
+                                                            "NonZero"};
   const std::string& op = n.op_type;
   if (bool_ops.count(op) || (op == "Dropout" && k == 1)) return DType::Bool;
   if (int64_ops.count(op) || (op == "MaxPool" && k == 1)) return DType::Int64;

@@ -109,21 +109,33 @@ PYBIND11_MODULE(_C, m) {
       py::arg("path"));
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
-      .def(py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt,
-                       std::vector<std::pair<std::string, std::string>> state_outputs,
-                       bool graph_optimizations) {
-             ProgramOptions o;
-             o.feed_initializers = std::move(feed);
-             o.wrt = std::move(wrt);
-             o.state_outputs = std::move(state_outputs);
-             o.graph_optimizations = graph_optimizations;
-             std::string bytes(data);
-             py::gil_scoped_release release;
-             return std::make_shared<Program>(bytes, o);
-           }),
-           py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"),
-           py::arg("state_outputs") = std::vector<std::pair<std::string, std::string>>{},
-           py::arg("graph_optimizations") = true)
+      .def(
+          py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt,
+                      std::vector<std::pair<std::string, std::string>> state_outputs,
+                      bool graph_optimizations, std::string label_sparsity,
+                      std::map<std::string, at::Tensor> sample_inputs) {
+            ProgramOptions o;
+            o.feed_initializers = std::move(feed);
+            o.wrt = std::move(wrt);
+            o.state_outputs = std::move(state_outputs);
+            o.graph_optimizations = graph_optimizations;
+            if (label_sparsity != "auto" && label_sparsity != "always" && label_sparsity != "never")
+              throw py::value_error(
+                  "label_sparsity must be \"auto\", \"always\" or "
+                  "\"never\"; got \"" +
+                  label_sparsity + "\"");
+            o.label_sparsity = label_sparsity;
+            for (const auto& [name, t] : sample_inputs)
+              o.sample_inputs[name] = from_torch(t.cpu().contiguous(), "sample input", name);
+            std::string bytes(data);
+            py::gil_scoped_release release;
+            return std::make_shared<Program>(bytes, o);
+          }),
+          py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"),
+          py::arg("state_outputs") = std::vector<std::pair<std::string, std::string>>{},
+          py::arg("graph_optimizations") = true, py::arg("label_sparsity") = "auto",
+          py::arg("sample_inputs") = std::map<std::string, at::Tensor>{})
+      .def_property_readonly("notes", &Program::notes)
       .def_property_readonly("input_names", &Program::input_names)
       .def_property_readonly("output_names", &Program::output_names)
       .def_property_readonly("output_differentiable", &Program::output_differentiable)

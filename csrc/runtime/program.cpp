@@ -14,6 +14,7 @@
 #include "passes/cse.h"
 #include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
+#include "passes/label_sparsity.h"
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
 #include "passes/recompute.h"
@@ -63,6 +64,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     if (const Value* v = graph_->find_value(name)) static_shape_values.insert(v);
   // Before gradient building, so that backward is built from the fused forward.
   if (options.graph_optimizations) {
+    // First, so that the fusions below and gradient building treat the copied rows alike.
+    notes_ = apply_label_sparsity(*graph_, {options.label_sparsity, options.sample_inputs},
+                                  state_values);
     fuse_tanh_gelu(*graph_, state_values);
     fuse_attention_softmax(*graph_, state_values);
     fuse_attention(*graph_, state_values);

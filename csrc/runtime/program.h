@@ -2,6 +2,7 @@
 // are requested), the plan and the executor. Built once per graph-cache entry.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,11 @@ struct ProgramOptions {
   // Off, the graph runs as loaded plus gradient building and CSE: the reference that tests
   // compare the rewritten graph against.
   bool graph_optimizations = true;
+  // Label sparsity (passes/label_sparsity.h), part of the graph optimizations: "auto",
+  // "always" or "never"; for "auto", the first call's values of integer graph inputs (by
+  // name), from which the pass reads how many labels a loss ignores.
+  std::string label_sparsity = "auto";
+  std::map<std::string, Tensor> sample_inputs;
 };
 
 class Program {
@@ -49,6 +55,9 @@ class Program {
   const std::vector<int>& stashed_input_positions() const { return stashed_inputs_; }
   // The graph after gradient building, as ONNX bytes.
   std::string training_graph_onnx() const;
+  // What the graph rewrites that depend on the first call's data decided, a line each
+  // (ORTModule logs them).
+  const std::vector<std::string>& notes() const { return notes_; }
   std::string plan_description() const { return executor_->plan().describe(); }
   // Nodes that constant folding replaced by initializers, of forward and of backward.
   std::pair<int, int> folded_constants() const { return {folded_forward_, folded_backward_}; }
@@ -63,6 +72,7 @@ class Program {
   std::vector<bool> output_differentiable_;
   std::vector<Value*> output_grads_, input_grads_;
   std::vector<int> stashed_inputs_;
+  std::vector<std::string> notes_;
   bool uses_randomness_ = false;
   int folded_forward_ = 0, folded_backward_ = 0;
 };

@@ -38,6 +38,15 @@ def _pad_cropping(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [np.pad(inputs["x"][:, 1:], ((0, 1), (0, 2)))]
 
 
+def _with_zeros(*shape: int) -> np.ndarray:
+    """Random values with about half of them zero (one of those -0.0); its own generator, so
+    the samples after it keep their values."""
+    x = np.random.default_rng(5).uniform(-1.0, 1.0, size=shape)
+    x[x < 0] = 0.0
+    x.flat[0] = -0.0
+    return x
+
+
 def _embedding(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [inputs["weight"][inputs["indices"]]]
 
@@ -180,6 +189,19 @@ DATA_SAMPLES: dict[str, list[Sample]] = {
           order=["x", "i", "u"], opset=16),
         S({"x": rand(3, 3), "u": rand(3)}, constants={"i": i64([[0, 1], [2, 2], [0, 1]])},
           attrs={"reduction": "add"}, order=["x", "i", "u"], opset=16),
+    ],
+    # Coordinates of the non-zero elements, row-major: NaN counts, -0.0 does not; none at all,
+    # an empty input and scalars ([0, n]).
+    "NonZero": [
+        S({"x": i64([0, 3, 0, -1, 5, 0])}),
+        S({"x": b([[True, False, True], [False, False, True]])}),
+        S({"x": _with_zeros(2, 3, 4)}),
+        S({"x": np.array([[0, 7, 0], [-2, 0, 1]], np.int32)}, opset=9),
+        S({"x": np.array([0.0, -0.0, np.nan, 1.5, -2.0], np.float32)}),
+        S({"x": np.zeros((2, 3), np.float32)}),
+        S({"x": np.zeros((0, 3), np.int64)}),
+        S({"x": np.asarray(2.5)}),
+        S({"x": np.asarray(0, np.int64)}),
     ],
     "Embedding": [
         S({"weight": rand(5, 3)}, constants={"indices": i64([[4, 1], [1, 3]])},

@@ -58,6 +58,14 @@ def bools(*shape: int) -> np.ndarray:
     return _rng.random(shape) < 0.5
 
 
+def sparse(*shape: int) -> np.ndarray:
+    """float32 values, about half of them zero; its own generator, so that the other samples
+    keep their values."""
+    x = np.random.default_rng(8).uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    x[x < 0] = 0.0
+    return x
+
+
 def L(inputs: dict[str, np.ndarray], **kw: object) -> Sample:
     kw.setdefault("reference_rtol", 1e-4)
     return Sample(inputs, **kw)  # type: ignore[arg-type]
@@ -237,6 +245,7 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
                     order=["x", "i", "u"], opset=16),
                   L({"x": f(400, 256), "u": f(700, 256)}, constants={"i": idx(400, 700, 1)},
                     attrs={"reduction": "add"}, order=["x", "i", "u"], opset=16)],
+    "NonZero": [L({"x": sparse(64, 128, 16)})],
     "ConstantOfShape": [L({}, constants={"shape": i64([R, C])}, order=["shape"],
                           attrs={"value": np.array([1.5], dtype=np.float32)})],
     "TorchCall": [L({"x": f(R, C)}, attrs={"aten_op": "aten::sin", "aten_overload": "",

@@ -79,8 +79,9 @@ def build_model(op: str, sample: Sample) -> onnx.ModelProto:
 
 
 def to_torch(v: np.ndarray) -> torch.Tensor:
-    """numpy -> torch; bfloat16 (ml_dtypes, which torch.from_numpy does not know) by bits."""
-    v = np.ascontiguousarray(v)
+    """numpy -> torch; bfloat16 (ml_dtypes, which torch.from_numpy does not know) by bits.
+    Scalars stay 0-d (np.ascontiguousarray alone makes them 1-d)."""
+    v = np.ascontiguousarray(v).reshape(np.shape(v))
     if v.dtype == BF16:
         return torch.from_numpy(v.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(v.copy())

@@ -96,3 +96,30 @@ def test_gradients_through_cached_shape_values() -> None:
 
         assert torch.autograd.gradcheck(run, (x,), eps=1e-6, atol=1e-6, rtol=1e-5)
     assert program.shape_cache_stats()["hits"] > 0
+
+
+def test_shapes_from_values_follow_every_run() -> None:
+    """NonZero's output width is the count of x's positive elements: runs with one input
+    shape but other values give other shapes (no memo reuses them), and gradients flow
+    through the GatherND that reads x at those coordinates."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("NonZero", ["r"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["coords"]),
+        helper.make_node("GatherND", ["x", "coords"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "nonzero",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in ("coords", "y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = _C.Program(model.SerializeToString(), [], ["x"])
+    rng = np.random.default_rng(2)
+    widths = set()
+    for _ in range(4):
+        x = rng.standard_normal((3, 4))
+        widths.add(run_and_compare(program, model, x)[0].shape[0])
+        xt = torch.from_numpy(x).requires_grad_(True)
+        assert torch.autograd.gradcheck(lambda t: _C.run(program, [t])[1], (xt,), eps=1e-6,
+                                        atol=1e-6, rtol=1e-5)
+    assert len(widths) > 1, widths

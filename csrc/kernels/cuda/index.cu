@@ -9,6 +9,8 @@
 // CUDA; a scatter with reduction "none" keeps one of the updates, not necessarily the last
 // (ONNX leaves duplicate indices undefined there); add, mul, max and min are applied
 // atomically.
+//
+// NonZero finds its coordinates on the host (see cuda_nonzero).
 #include <cstdint>
 #include <string>
 
@@ -337,6 +339,15 @@ void cuda_scatter_nd(OpContext& ctx) {
     }
     fail_on_bad_tuple(ctx, index_check, g);
   });
+}
+
+// NonZero(x): the number of non-zero elements is the output's width, so x is copied to the
+// host (Tensor::to waits for the stream: the op's one synchronization), the CPU kernel's loop
+// finds the coordinates there (nonzero_indices) and they are copied to x's device on the
+// stream (a pageable host source is staged when the copy call returns, so it may go then).
+void cuda_nonzero(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  ctx.out(0) = nonzero_indices(ctx, x.to(Device())).to(x.device());
 }
 
 }  // namespace ortmodule
