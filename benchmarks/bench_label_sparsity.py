@@ -6,8 +6,9 @@ variants.
 
 Workloads (benchmarks/_models.py): bert-mlm (15% of the tokens labelled) and gpt2-sft (the
 last quarter of each sequence labelled), each as the model itself (which also returns its
-logits, so the engine gathers the rows from the scores and spares the loss alone) and as
-`LossOnly` (the call returns the loss alone: the engine gathers them before the head).
+logits) and as `LossOnly` (the call returns the loss alone). The engine gathers the kept rows
+before the head in both; where the model returns its logits it copies the head, which forward then runs
+for every row too (its backward for every row is skipped: nobody differentiates the logits).
 Before timing, every runner's first loss is checked against eager's.
 
     python benchmarks/bench_label_sparsity.py --steps 10

@@ -95,11 +95,12 @@ class DebugOptions:
     label_sparsity says when a classification loss (``cross_entropy`` / ``nll_loss`` with an
     ``ignore_index``, reduction mean or sum) computes only the rows whose label it does not
     ignore: the engine gathers those rows before the row-wise nodes feeding the loss (a
-    language model's head, when the module does not also return the head's output; from the
-    scores otherwise) and runs them, the loss and their backward on the kept rows alone.
-    ``"auto"`` (the default) does so where the first call's labels leave at most 90% of the
-    rows; ``"always"`` wherever the pattern matches; ``"never"`` not at all. The loss and the
-    gradients are those of every row. Part of graph_optimizations.
+    language model's head) and runs them, the loss and their backward on the kept rows
+    (where the module also returns the head's output, forward computes the head for every
+    row too). ``"auto"`` (the default) does so where the first call's labels leave at most 90%
+    of the rows (50% where the head's output is also returned); ``"always"`` wherever the
+    pattern matches; ``"never"`` not at all. The loss and the gradients are those of every
+    row. Part of graph_optimizations.
     """
 
     log_level: LogLevel = LogLevel.WARNING

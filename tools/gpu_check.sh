@@ -60,7 +60,8 @@ if [ "$STAGE" = all ] || [ "$STAGE" = test ]; then
     tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py tests/python/test_ops.py \
     tests/python/test_low_precision_products.py tests/python/test_models_training.py \
     tests/python/test_transformers.py tests/python/test_autograd_boundary.py \
-    tests/python/test_models_api.py tests/python/test_models_modes.py
+    tests/python/test_models_api.py tests/python/test_models_modes.py \
+    tests/python/test_label_sparsity.py
 fi
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
   # float32 (TF32 off for every runner), then bfloat16 autocast for every runner; the CNNs

@@ -235,6 +235,10 @@ class Walk {
       return last(n->input(0)) == want ? want : -1;  // rows keep their order only then
     }
     int64_t result = last(n->input(step.data[0]));
+    // A normalization over the last axis: as wide as its scale.
+    if ((is_op(n, "LayerNormalization") || is_ms(n, "SimplifiedLayerNormalization")) &&
+        row_constant(n->input(1), side) && side > 1)
+      result = broadcast_last(result, side);
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       const bool data =
           std::find(step.data.begin(), step.data.end(), static_cast<int>(i)) != step.data.end();
@@ -333,10 +337,10 @@ std::vector<std::string> apply_label_sparsity(Graph& graph, const LabelSparsityO
     if (!rank1 || (labels->dtype != DType::Int64 && labels->dtype != DType::Int32)) continue;
     const int64_t ignore = loss->attr_int("ignore_index", 0);
 
-    // The row-wise region above the loss, when nothing else reads its values: where
-    // something does (the scores a model also returns), forward computes the region for every
-    // row anyway, and its backward would then run on the zero gradient of every row, so the
-    // rows are gathered from the scores instead, sparing the loss alone.
+    // The row-wise region above the loss. Where something else reads its values too (the
+    // scores a model also returns), forward computes it for every row as well, and its
+    // backward for every row then hands on zeros unless that output is differentiated
+    // (runtime/zero_gradients.h).
     Walk walk(graph, keep);
     Value* source = walk.source_of(scores, true);
     std::vector<Node*> region = walk.region(scores, source);
@@ -346,11 +350,11 @@ std::vector<std::string> apply_label_sparsity(Graph& graph, const LabelSparsityO
       for (const Node* c : n->output(0)->consumers)
         shared = shared || (!in_region.count(c) && c != loss) ||
                  is_graph_output_or_kept(graph, n->output(0), keep);
-    if (shared) {
+    if (shared && !options.backward) {
       region.clear();
       source = scores;
     }
-
+    const bool copied = shared && !region.empty();
     std::ostringstream note;
     note << "label sparsity: " << what;
     if (options.mode == "auto") {
@@ -367,11 +371,12 @@ std::vector<std::string> apply_label_sparsity(Graph& graph, const LabelSparsityO
       int64_t kept = 0;
       for (int64_t i = 0; i < t.numel(); ++i) kept += t.int_at(i) != ignore;
       const double density = static_cast<double>(kept) / static_cast<double>(t.numel());
-      const double limit = kLabelDensity;
+      const double limit = copied ? kLabelDensityShared : kLabelDensityAlone;
       note << ": " << percent(density) << " of the first call's labels ('" << input->name
            << "') are not " << ignore;
       if (density > limit) {
-        note << ", above the " << percent(limit) << " below which gathering pays; left as is";
+        note << ", above the " << percent(limit) << " below which gathering pays"
+             << (copied ? " (the rows' full scores are read elsewhere too)" : "") << "; left as is";
         notes.push_back(note.str());
         continue;
       }
@@ -446,12 +451,15 @@ std::vector<std::string> apply_label_sparsity(Graph& graph, const LabelSparsityO
       if (dead.count(n)) unread_nodes.push_back(n);
     graph.remove_nodes(unread_nodes);
     graph.rebuild_consumers();
-    note << (options.mode == "auto" ? "; " : ": ") << "the loss reads the kept rows, gathered "
-         << (!shared
-                 ? "before the " + std::to_string(region.size()) + " row-wise node(s) feeding it"
-                 : "from its scores (the nodes computing them are read elsewhere too, such as "
-                   "the logits a model returns: return the loss alone to have them computed "
-                   "for the kept rows only)");
+    note << (options.mode == "auto" ? "; " : ": ") << "the loss reads the kept rows, gathered ";
+    if (region.empty())
+      note << "from its scores";
+    else
+      note << "before the " << region.size() << " row-wise node(s) feeding it";
+    if (copied)
+      note << " (their results for every row are read elsewhere too, such as the logits a model "
+              "returns: forward computes those as well, and backward skips them unless that "
+              "output is differentiated)";
     notes.push_back(note.str());
   }
   if (rewritten) graph.topological_sort();

@@ -8,9 +8,10 @@
 // model's head: products with a weight matrix, biases, activations, LayerNormalization and
 // SimplifiedLayerNormalization over the last axis, Reshapes that keep the last dim, Casts).
 // The chain is moved below the gather when nothing else reads its values. Where something
-// does (the logits a model also returns), forward computes the chain for every row anyway and
-// backward runs it on those rows' gradient, so the rows are gathered from the scores instead
-// and only the loss is spared.
+// does (the logits a model also returns), it is copied: forward computes it for every row
+// and again for the kept rows, and backward runs on the kept rows (the full chain's backward
+// reads only the returned logits' gradient, zeros unless they are differentiated, which the
+// executor skips: runtime/zero_gradients.h).
 //
 // The loss is the same: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with
 // reduction "mean" (over the rows not ignored, weighted or not) or "sum" skip ignored rows
@@ -29,12 +30,18 @@ namespace ortmodule {
 
 struct LabelSparsityOptions {
   // "auto": where the first call's labels (`samples`, by graph input name) leave at most
-  // kLabelDensity of the rows. "always": wherever the pattern matches. "never": off.
+  // kLabelDensityAlone of the rows when the chain computes for the loss alone, at most
+  // kLabelDensityShared when it is copied (forward then costs 1 + d of the chain's, backward
+  // 2d, against 3 for all rows). "always": wherever the pattern matches. "never": off.
   std::string mode = "auto";
   std::map<std::string, Tensor> samples;
+  // Whether the graph computes gradients. Without, a chain read elsewhere too is not copied
+  // (that would only add forward work): the kept rows are gathered from the scores.
+  bool backward = true;
 };
 
-constexpr double kLabelDensity = 0.9;
+constexpr double kLabelDensityAlone = 0.9;
+constexpr double kLabelDensityShared = 0.5;
 
 // Rewrites the losses it can; returns one line per loss it looked at (what it did and why),
 // for the log. Values in `keep` (state updates) are never removed.

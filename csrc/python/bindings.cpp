@@ -154,10 +154,12 @@ PYBIND11_MODULE(_C, m) {
             d["misses"] = s.misses;
             d["steps_skipped"] = s.steps_skipped;
             d["shape_rules_run"] = s.shape_rules_run;
+            d["zero_steps"] = s.zero_steps;
             return d;
           },
           "Shape-cached forward steps (computed once per set of input shapes) and how often "
-          "the cache was used.");
+          "the cache was used; zero_steps: backward steps that handed on zeros (the gradient "
+          "of an output nobody differentiated) instead of computing.");
 
   m.def(
       "run",

@@ -182,8 +182,11 @@ struct ProgramBackward : public torch::autograd::Node {
     for (const SavedVersion& v : run->versions)
       if (v.counter.current_version() != v.version) throw_modified(program, v);
     std::vector<Tensor> output_grads(program.output_names().size());
+    // Outputs nobody differentiated get zeros, which backward skips where only they flow.
+    std::vector<bool> zero_outputs(output_grads.size(), false);
     for (size_t i = 0; i < grads.size(); ++i) {
       const int slot = output_slot[i];
+      zero_outputs[slot] = !grads[i].defined();
       output_grads[slot] =
           from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
                      "gradient of output", program.output_names()[slot]);
@@ -191,6 +194,7 @@ struct ProgramBackward : public torch::autograd::Node {
     for (const auto& [slot, sizes, options] : untracked_outputs) {
       output_grads[slot] =
           from_torch(at::zeros(sizes, options), "gradient of output", program.output_names()[slot]);
+      zero_outputs[slot] = true;
     }
     if (torch::autograd::get_current_graph_task_keep_graph()) {
       // retain_graph: run on a copy of the stash so a later backward finds it intact.
@@ -200,7 +204,7 @@ struct ProgramBackward : public torch::autograd::Node {
       run->working = std::move(run->saved);
     }
     run->handed_out.clear();
-    program.executor().begin_backward(*run->working, output_grads);
+    program.executor().begin_backward(*run->working, output_grads, zero_outputs);
   }
 
   void release_variables() override {

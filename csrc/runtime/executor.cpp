@@ -10,6 +10,7 @@
 #include "ops/op_utils.h"
 #include "runtime/allocator.h"
 #include "runtime/profiler.h"
+#include "runtime/zero_gradients.h"
 
 namespace ortmodule {
 
@@ -82,8 +83,11 @@ ContextVectors& spare_context_vectors() {
 }
 
 // Shape rule (or its memo), output allocation and kernel of one step, without its releases.
-void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
-                  StepShapes shapes) {
+// With `zero` (the step's outputs are known zeros, zero_gradients.h), outputs are zero-filled
+// instead of computed, where all of them are floating point and allocated here; returns
+// whether that was done.
+bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
+                  StepShapes shapes, bool zero = false) {
   OpContext ctx{*step.node, {}, {}, seed};
   ContextVectors& spare = spare_context_vectors();
   ctx.inputs.swap(spare.inputs);
@@ -113,6 +117,10 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     if (shapes.record) *shapes.record = computed;
   }
   const std::vector<OutputInfo>& infos = shapes.known ? *shapes.known : computed;
+  for (size_t i = 0; zero && i < step.outputs.size(); ++i)
+    if (step.outputs[i] >= 0)
+      zero =
+          infos[i].alias_of != -2 && (infos[i].alias_of >= 0 || dtype_is_floating(infos[i].dtype));
   ctx.outputs.resize(step.outputs.size());
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
@@ -122,6 +130,10 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
       continue;
     }
     if (info.alias_of == -2) continue;
+    if (zero) {
+      ctx.outputs[i] = Tensor::zeros(info.dtype, info.shape, device);
+      continue;
+    }
     int k = step.def->inplace_input;
     if (i == 0 && k >= 0 && static_cast<size_t>(k) < step.inputs.size() && step.inputs[k] >= 0 &&
         releases(step, step.inputs[k])) {
@@ -134,7 +146,9 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.outputs[i] = Tensor::empty(info.dtype, info.shape, device);
   }
-  if (profiling_enabled()) {
+  if (zero) {
+    // No kernel: the outputs are the zeros allocated above (or views of zero inputs).
+  } else if (profiling_enabled()) {
     const auto start = std::chrono::steady_clock::now();
     kernel(ctx);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
@@ -148,6 +162,7 @@ void execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
   ctx.outputs.clear();
   ctx.inputs.swap(spare.inputs);
   ctx.outputs.swap(spare.outputs);
+  return zero;
 }
 
 void release_after(const PlanStep& step, std::vector<Tensor>& slots) {
@@ -228,6 +243,7 @@ ShapeCacheStats Executor::shape_cache_stats() const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   ShapeCacheStats stats = stats_;
   stats.shape_rules_run = shape_rules_run_.load();
+  stats.zero_steps = zero_steps_.load();
   return stats;
 }
 
@@ -365,7 +381,8 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   return outputs;
 }
 
-void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output_grads) {
+void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output_grads,
+                              const std::vector<bool>& zero_outputs) {
   if (state.backward_started) {
     throw std::runtime_error(
         "backward through the same forward run twice; the saved values were already freed");
@@ -383,6 +400,12 @@ void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output
       }
       slots[id] = output_grads[i];
     }
+  }
+  state.zero.clear();
+  for (size_t i = 0; i < zero_outputs.size() && i < output_grads.size(); ++i) {
+    if (!zero_outputs[i] || plan_.output_grads[i] < 0) continue;
+    state.zero.resize(slots.size(), 0);
+    state.zero[plan_.output_grads[i]] = 1;
   }
   state.backward_shapes.reset();
   state.recording.reset();
@@ -418,7 +441,19 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
     StepShapes shapes{nullptr, nullptr, &shape_rules_run_, &device_copies_};
     if (step.shape_memo && state.backward_shapes) shapes.known = &state.backward_shapes->steps[i];
     if (step.shape_memo && state.recording) shapes.record = &state.recording->steps[i];
-    execute_step(step, state.slots, state.seed, shapes);
+    bool zero = false;
+    if (!state.zero.empty()) {
+      thread_local std::vector<bool> read;
+      read.assign(step.inputs.size(), false);
+      for (size_t k = 0; k < step.inputs.size(); ++k)
+        read[k] = step.inputs[k] >= 0 && state.zero[step.inputs[k]];
+      zero = outputs_are_zero(*step.node, read);
+    }
+    if (execute_step(step, state.slots, state.seed, shapes, zero)) {
+      for (int id : step.outputs)
+        if (id >= 0) state.zero[id] = 1;
+      zero_steps_.fetch_add(1, std::memory_order_relaxed);
+    }
     release_after(step, state.slots);
   }
   std::vector<Tensor> grads;

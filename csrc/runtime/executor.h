@@ -56,6 +56,9 @@ struct RunState {
   std::shared_ptr<const SignatureEntry> signature;        // of the forward run
   std::shared_ptr<const BackwardShapes> backward_shapes;  // memo this backward reuses
   std::shared_ptr<BackwardShapes> recording;              // memo this backward records
+  // Backward: per value id, whether it is known to be all zeros (zero_gradients.h); empty
+  // when every output gradient was given.
+  std::vector<char> zero;
 };
 
 struct ShapeCacheStats {
@@ -63,6 +66,7 @@ struct ShapeCacheStats {
   int64_t misses = 0;           // forward runs that computed and cached the shape steps
   int64_t steps_skipped = 0;    // shape-cached steps not run, summed over forward runs
   int64_t shape_rules_run = 0;  // shape rules evaluated, forward and backward
+  int64_t zero_steps = 0;       // backward steps that handed on zeros instead of computing
 };
 
 class Executor {
@@ -81,7 +85,10 @@ class Executor {
   // The same, stage by stage (plan.backward_stages): begin_backward takes the output
   // gradients; run_backward_stage runs the next stage and returns the gradients of its
   // wrt inputs, in the stage's order. The state is freed after the last stage.
-  void begin_backward(RunState& state, const std::vector<Tensor>& output_grads);
+  // `zero_outputs[i]`: output i's gradient is zeros that autograd did not give (the output
+  // was not differentiated); the steps that only carry it are skipped (zero_gradients.h).
+  void begin_backward(RunState& state, const std::vector<Tensor>& output_grads,
+                      const std::vector<bool>& zero_outputs = {});
   std::vector<Tensor> run_backward_stage(RunState& state, size_t stage);
 
  private:
@@ -102,6 +109,7 @@ class Executor {
   std::vector<std::shared_ptr<const SignatureEntry>> entries_;  // most recent first
   ShapeCacheStats stats_;
   std::atomic<int64_t> shape_rules_run_{0};
+  std::atomic<int64_t> zero_steps_{0};
   DeviceCopies device_copies_;
 };
 

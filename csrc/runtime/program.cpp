@@ -65,8 +65,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   // Before gradient building, so that backward is built from the fused forward.
   if (options.graph_optimizations) {
     // First, so that the fusions below and gradient building treat the copied rows alike.
-    notes_ = apply_label_sparsity(*graph_, {options.label_sparsity, options.sample_inputs},
-                                  state_values);
+    notes_ = apply_label_sparsity(
+        *graph_, {options.label_sparsity, options.sample_inputs, !options.wrt.empty()},
+        state_values);
     fuse_tanh_gelu(*graph_, state_values);
     fuse_attention_softmax(*graph_, state_values);
     fuse_attention(*graph_, state_values);

@@ -3,7 +3,8 @@ labels ignore most rows computes, and differentiates, the kept rows alone. Each 
 like eager PyTorch (loss, returned logits and every parameter gradient against eager's, with
 explicit tolerances), over steps whose number of kept rows changes, down to none; and the
 graph is checked for what the pass did (a NonZero gathering the rows; the head's products on
-the kept rows only where the call returns the loss alone)."""
+the kept rows; where the model also returns its logits, the full head's backward skipped as
+long as nobody differentiates them)."""
 
 from __future__ import annotations
 
@@ -75,9 +76,16 @@ def assert_grads_match(ort: nn.Module, eager: nn.Module, what: str) -> None:
                                    msg=lambda m, n=name: f"{what}, gradient of '{n}': {m}")
 
 
+def zero_steps(ort: ORTModule) -> int:
+    """Backward steps that handed on zeros instead of computing (runtime/zero_gradients.h)."""
+    return sum(entry.program.shape_cache_stats()["zero_steps"]
+               for entries in ort._cache.values() for entry in entries)
+
+
 def run_steps(model: nn.Module, loss_only: bool, device: str, tmp_path, caplog,
-              mode: str = "always", extra_loss: bool = False) -> list[str]:
-    """Trains ORTModule(model) and eager on label_batches(); returns the pass's log lines."""
+              mode: str = "always", extra_loss: bool = False) -> tuple[list[str], int]:
+    """Trains ORTModule(model) and eager on label_batches(); returns the pass's log lines and
+    the number of backward steps that handed on zeros."""
     model = (LossOnly(model) if loss_only else model).to(device)
     eager = copy.deepcopy(model)
     ort = ORTModule(model, debug_options=DebugOptions(
@@ -106,7 +114,8 @@ def run_steps(model: nn.Module, loss_only: bool, device: str, tmp_path, caplog,
             assert_grads_match(model, eager, what)
             model.zero_grad(set_to_none=True)
             eager.zero_grad(set_to_none=True)
-    return [r.getMessage() for r in caplog.records if "label sparsity" in r.getMessage()]
+    notes = [r.getMessage() for r in caplog.records if "label sparsity" in r.getMessage()]
+    return notes, zero_steps(ort)
 
 
 def op_count(graph: onnx.GraphProto, op: str) -> int:
@@ -118,8 +127,9 @@ def op_count(graph: onnx.GraphProto, op: str) -> int:
 def test_loss_alone_computes_the_head_on_kept_rows(name: str, device: str, tmp_path,
                                                    caplog) -> None:
     torch.manual_seed(0)
-    notes = run_steps(MODELS[name](), True, device, tmp_path, caplog)
+    notes, zeros = run_steps(MODELS[name](), True, device, tmp_path, caplog)
     assert len(notes) == 1 and "gathered before the" in notes[0], notes
+    assert "read elsewhere" not in notes[0] and zeros == 0
     graph = saved_graph(str(tmp_path), "ls")
     assert op_count(graph, "NonZero") == 1
     # The rows are gathered before the head: no product reads the encoder's rows after the
@@ -135,21 +145,25 @@ def test_loss_alone_computes_the_head_on_kept_rows(name: str, device: str, tmp_p
 @pytest.mark.parametrize("name", list(MODELS))
 def test_returned_logits_keep_every_row(name: str, device: str, tmp_path, caplog) -> None:
     torch.manual_seed(0)
-    notes = run_steps(MODELS[name](), False, device, tmp_path, caplog)
-    assert len(notes) == 1 and "gathered from its scores" in notes[0], notes
+    notes, zeros = run_steps(MODELS[name](), False, device, tmp_path, caplog)
+    assert len(notes) == 1 and "read elsewhere too" in notes[0], notes
     assert op_count(saved_graph(str(tmp_path), "ls"), "NonZero") == 1
+    # The full head's backward reads the returned logits' gradient alone, which autograd does
+    # not give: its products at least are skipped (two steps per backward, 4 backwards).
+    assert zeros >= 4 * 2, zeros
 
 
 def test_gradient_through_the_returned_logits_too(tmp_path, caplog) -> None:
     torch.manual_seed(0)
-    run_steps(bert_mlm(), False, "cpu", tmp_path, caplog, extra_loss=True)
+    _, zeros = run_steps(bert_mlm(), False, "cpu", tmp_path, caplog, extra_loss=True)
+    assert zeros == 0
 
 
 @pytest.mark.parametrize("mode", ["auto", "never"])
 def test_auto_looks_at_the_first_labels(mode: str, tmp_path, caplog) -> None:
     """auto gathers the sparse labels of label_batches() but not dense ones; never does not."""
     torch.manual_seed(0)
-    notes = run_steps(bert_mlm(), True, "cpu", tmp_path, caplog, mode=mode)
+    notes, _ = run_steps(bert_mlm(), True, "cpu", tmp_path, caplog, mode=mode)
     graph = saved_graph(str(tmp_path), "ls")
     if mode == "never":
         assert not notes and op_count(graph, "NonZero") == 0
@@ -230,3 +244,20 @@ def test_option_is_checked() -> None:
         assert DebugOptions.from_env().label_sparsity == "never"
     finally:
         del os.environ["ORTMODULE_LABEL_SPARSITY"]
+
+
+def test_inference_gathers_from_the_scores(caplog) -> None:
+    """Without gradients, a head whose logits are returned is not copied (that would only add
+    forward work): the loss alone runs on the kept rows."""
+    torch.manual_seed(0)
+    model = bert_mlm().eval()
+    eager = copy.deepcopy(model)
+    ort = ORTModule(model, debug_options=DebugOptions(label_sparsity="always",
+                                                      log_level=LogLevel.INFO))
+    ids, labels = label_batches(torch.Generator().manual_seed(1))[0]
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="ortmodule"):
+        out, ref = ort(input_ids=ids, labels=labels), eager(input_ids=ids, labels=labels)
+    torch.testing.assert_close(out.loss, ref.loss, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(out.logits, ref.logits, rtol=RTOL, atol=ATOL)
+    notes = [r.getMessage() for r in caplog.records if "label sparsity" in r.getMessage()]
+    assert len(notes) == 1 and "gathered from its scores" in notes[0], notes
