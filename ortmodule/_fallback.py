@@ -40,11 +40,18 @@ def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
     """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
     ``graph_optimizations=False`` skips the engine's rewrites, ``label_sparsity`` picks when
     losses compute only the rows they do not ignore (DebugOptions); ``sample_inputs`` are the
-    first call's integer inputs by graph input name, from which it measures that."""
+    first call's inputs by graph input name (the integer ones are read)."""
+    # Integer inputs (labels among them) for the rewrites that look at the first call's data;
+    # what those rewrites decided is logged.
+    samples = {name: t for name, t in (sample_inputs or {}).items()
+               if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)}
     try:
-        return _C.Program(onnx_bytes, feeds, wrt, state_outputs,
-                          graph_optimizations=graph_optimizations,
-                          label_sparsity=label_sparsity, sample_inputs=sample_inputs or {})
+        program = _C.Program(onnx_bytes, feeds, wrt, state_outputs,
+                             graph_optimizations=graph_optimizations,
+                             label_sparsity=label_sparsity, sample_inputs=samples)
+        for note in program.notes:
+            logger.info("%s", note)
+        return program
     except RuntimeError as e:
         message = str(e)
         if not message.startswith("unsupported op:"):

@@ -444,19 +444,11 @@ class ORTModule(torch.nn.Module):
             for name, (owner, kind, attr, _) in captured.bindings.items():
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
-        # Integer inputs (labels among them) for the rewrites that look at the first call's
-        # data (label sparsity).
-        samples = {name: tensors[input_index[name]] for name in captured.input_names
-                   if name in input_index and not tensors[input_index[name]].is_floating_point()
-                   and not tensors[input_index[name]].is_complex()
-                   and tensors[input_index[name]].dtype != torch.bool}
         start = time.perf_counter()
-        program = _fallback.build_program(captured.onnx_bytes, feed_inits, wrt,
-                                          captured.state_outputs, captured.exporter,
-                                          self._debug.graph_optimizations,
-                                          self._debug.label_sparsity, samples)
-        for note in program.notes:
-            logger.info("%s", note)
+        program = _fallback.build_program(
+            captured.onnx_bytes, feed_inits, wrt, captured.state_outputs, captured.exporter,
+            self._debug.graph_optimizations, self._debug.label_sparsity,
+            {name: tensors[i] for name, i in input_index.items()})
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:
