@@ -6,20 +6,27 @@
 # make gpu-bundle : packs protobuf/flatbuffers and the protobuf source into .gpu/ for building
 #                on a GPU machine without them (tools/gpu_check.sh there; docs/install.md)
 # make bench   : eager vs torch.compile vs ORTModule training steps (benchmarks/run.py)
+# make lock    : resolves every venv's distributions anew into locks/ (commit them; see below)
 # make fuzz    : fuzzes model loading and running (libFuzzer + ASan/UBSan) for FUZZ_SECONDS,
 #                then checkpoint parsing for FUZZ_CHECKPOINT_SECONDS
 PYTHON ?= python3.11
 # Compiler warnings are errors in every build made here (a user's `pip install` warns only).
 export ORTMODULE_WERROR := 1
+# Every CMake build made here compiles through ccache (tools/compiler_launcher.sh), with paths
+# taken relative to the checkout, so that another clone on this machine reuses the objects.
+export CMAKE_CXX_COMPILER_LAUNCHER := $(CURDIR)/tools/compiler_launcher.sh
+export CMAKE_CUDA_COMPILER_LAUNCHER := $(CURDIR)/tools/compiler_launcher.sh
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.requirements-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := protobuf-compiler libprotobuf-dev libgtest-dev cmake g++ make clang-format \
                    clang libclang-rt-14-dev flatbuffers-compiler libflatbuffers-dev \
-                   dpkg-dev
+                   dpkg-dev ccache
 
-.PHONY: example example-gpt2 finetune-example test build ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
+.PHONY: example example-gpt2 finetune-example test build check-locks lock ref-venv cpp-lib cpp-example system-deps test-cpp test-python bench docs lint fuzz \
         fuzz-build test-cpp-asan wheel wheel-test cuda-check torch-range-check gpu-bundle
 
 example: build
@@ -34,7 +41,11 @@ finetune-example: build
 
 # The CUDA build is checked too where nvcc exists (make cuda-check).
 NVCC := $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
-test: build test-cpp test-python lint fuzz test-cpp-asan $(if $(NVCC),cuda-check)
+# Each stage runs as its own make (the build once, first) and its wall time is printed at
+# the end (tools/stages.py).
+TEST_STAGES := build check-locks test-cpp test-python lint fuzz test-cpp-asan $(if $(NVCC),cuda-check)
+test:
+	@$(PYTHON) tools/stages.py "$(MAKE)" $(TEST_STAGES)
 
 system-deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -44,10 +55,18 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; fi
 
-$(STAMP): requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+# Every venv installs exactly its lock (locks/*.txt, pip constraints holding every
+# distribution, transitive ones included) and is checked against it (tools/check_lock.py).
+# $(call locked_venv,VENV,REQUIREMENTS,LOCK): VENV made from REQUIREMENTS held to LOCK.
+define locked_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q -c $(3) pip
+	$(1)/bin/python -m pip install -q -c $(3) -r $(2)
+endef
+MAIN_LOCK := locks/main.txt
+$(STAMP): requirements.txt $(MAIN_LOCK)
+	$(call locked_venv,$(VENV),requirements.txt,$(MAIN_LOCK))
+	$(PY) tools/check_lock.py $(MAIN_LOCK)
 	touch $(STAMP)
 
 build: system-deps $(STAMP)
@@ -58,13 +77,34 @@ build: system-deps $(STAMP)
 REF_VENV := .venv-ref
 REF_PY := $(REF_VENV)/bin/python
 REF_STAMP := $(REF_VENV)/.requirements-stamp
-$(REF_STAMP): tests/interop/requirements-ref.txt
-	$(PYTHON) -m venv $(REF_VENV)
-	$(REF_PY) -m pip install -q --upgrade pip
-	$(REF_PY) -m pip install -q -r tests/interop/requirements-ref.txt
-	$(REF_PY) -m pip install -q --no-deps onnxruntime-training-cpu==1.19.2
+REF_LOCK := locks/ref.txt
+REF_NO_DEPS := onnxruntime-training-cpu==1.19.2
+$(REF_STAMP): tests/interop/requirements-ref.txt $(REF_LOCK)
+	$(call locked_venv,$(REF_VENV),tests/interop/requirements-ref.txt,$(REF_LOCK))
+	$(REF_PY) -m pip install -q -c $(REF_LOCK) --no-deps $(REF_NO_DEPS)
+	$(REF_PY) tools/check_lock.py $(REF_LOCK)
 	touch $(REF_STAMP)
 ref-venv: $(REF_STAMP)
+
+# Every venv this checkout has made matches its lock (a stage of make test).
+check-locks: build ref-venv
+	$(PY) tools/check_lock.py $(MAIN_LOCK)
+	$(REF_PY) tools/check_lock.py $(REF_LOCK)
+	@[ ! -x $(CUDA_PY) ] || $(CUDA_PY) tools/check_lock.py $(CUDA_LOCK)
+	@[ ! -x $(TORCH_RANGE_PY) ] || $(TORCH_RANGE_PY) tools/check_lock.py $(TORCH_RANGE_LOCK)
+
+# Resolves every venv's distributions anew (the newest that requirements.txt and the other
+# requirement files allow) into locks/: review the diff, run make test, commit.
+lock: system-deps
+	mkdir -p build/locks
+	$(PYTHON) tools/lock.py $(MAIN_LOCK) -r requirements.txt
+	$(PYTHON) tools/lock.py $(REF_LOCK) -r tests/interop/requirements-ref.txt --no-deps $(REF_NO_DEPS)
+	sed 's/^torch==.*/torch==$(CUDA_TORCH)/' requirements.txt > build/locks/cuda.txt
+	$(PYTHON) tools/lock.py $(CUDA_LOCK) -r build/locks/cuda.txt \
+	  --source "requirements.txt with torch==$(CUDA_TORCH)"
+	sed $(TORCH_RANGE_SED) requirements.txt > build/locks/torch-range.txt
+	$(PYTHON) tools/lock.py $(TORCH_RANGE_LOCK) -r build/locks/torch-range.txt \
+	  --source "requirements.txt with $(TORCH_RANGE_SED)"
 
 # The standalone C++ training library, its example and the C++ API checks (no torch, no Python).
 cpp-lib: build
@@ -162,12 +202,13 @@ CUDA_TREE := build/cuda-tree
 CUDA_CHECK_TESTS ?= tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py tests/python/test_ops.py tests/python/test_autograd_boundary.py \
                     tests/python/test_low_precision_products.py \
                     tests/python/test_models_api.py tests/python/test_docs.py
-# $(call torch_venv,VENV,SED): a venv with requirements.txt, its pins rewritten by sed's SED.
+# $(call torch_venv,VENV,SED,LOCK): a venv with requirements.txt, its pins rewritten by
+# sed's SED, held to LOCK.
 define torch_venv
-	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install -q --upgrade pip
+	mkdir -p $(1)
 	sed $(2) requirements.txt > $(1)/requirements.txt
-	$(1)/bin/python -m pip install -q -r $(1)/requirements.txt
+	$(call locked_venv,$(1),$(1)/requirements.txt,$(3))
+	$(1)/bin/python tools/check_lock.py $(3)
 	touch $(1)/.requirements-stamp
 endef
 # $(call build_tree,PYTHON,TREE,ORTMODULE_CUDA): the working tree (tracked and untracked,
@@ -188,10 +229,12 @@ define check_cuda_build
 	  assert C._fused_optimizers_have_cuda_kernels()"
 endef
 
-$(CUDA_STAMP): requirements.txt
-	$(call torch_venv,$(CUDA_VENV),'s/^torch==.*/torch==$(CUDA_TORCH)/')
+CUDA_LOCK := locks/cuda.txt
+$(CUDA_STAMP): requirements.txt $(CUDA_LOCK)
+	$(call torch_venv,$(CUDA_VENV),'s/^torch==.*/torch==$(CUDA_TORCH)/',$(CUDA_LOCK))
 
 cuda-check: system-deps $(CUDA_STAMP)
+	$(CUDA_PY) tools/check_lock.py $(CUDA_LOCK)
 	$(call check_cuda_build,$(CUDA_PY),$(CUDA_TREE))
 	cd $(CUDA_TREE) && PYTHONPATH=. ORTMODULE_EXPECT_CUDA_BUILD=1 $(CUDA_PY) -m pytest $(CUDA_CHECK_TESTS) -q -ra
 
@@ -208,11 +251,13 @@ TORCH_RANGE_TREE := build/torch-range-tree
 TORCH_RANGE_TESTS ?= tests/python/test_ops.py tests/python/test_fused_optim.py \
                      tests/python/test_models_training.py tests/python/test_transformers.py
 TORCH_RANGE_CUDA_TESTS ?= tests/python/test_cuda.py tests/python/test_fused_optim_cuda.py
-$(TORCH_RANGE_STAMP): requirements.txt
-	$(call torch_venv,$(TORCH_RANGE_VENV),-e 's/^torch==.*/torch==$(TORCH_RANGE_TORCH)/' \
-	  -e 's/^setuptools==.*/setuptools==81.0.0/')
+TORCH_RANGE_LOCK := locks/torch-range.txt
+TORCH_RANGE_SED := -e 's/^torch==.*/torch==$(TORCH_RANGE_TORCH)/' -e 's/^setuptools==.*/setuptools==81.0.0/'
+$(TORCH_RANGE_STAMP): requirements.txt $(TORCH_RANGE_LOCK)
+	$(call torch_venv,$(TORCH_RANGE_VENV),$(TORCH_RANGE_SED),$(TORCH_RANGE_LOCK))
 
 torch-range-check: system-deps $(TORCH_RANGE_STAMP)
+	$(TORCH_RANGE_PY) tools/check_lock.py $(TORCH_RANGE_LOCK)
 	$(call build_tree,$(TORCH_RANGE_PY),$(TORCH_RANGE_TREE)/cpu,0)
 	cd $(TORCH_RANGE_TREE)/cpu && PYTHONPATH=. $(TORCH_RANGE_PY) -m pytest $(TORCH_RANGE_TESTS) \
 	  -q -ra -m "not slow"

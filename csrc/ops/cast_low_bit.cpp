@@ -118,13 +118,13 @@ void cast_into(OpContext& ctx, const Src* x, Tensor& y, Load load, const CastOpt
     }
     case LowBitKind::SmallInt: {
       const int bits = to.bits;
-      const bool from_low_bit_float = o.from_low_bit_float;
+      const bool is_signed = to.is_signed;
       unary_map(n, x, y.data<uint8_t>(), [=](Src v) {
         if constexpr (kInt) {
           return math::int_to_small_int(load(v), bits);
         } else {
-          return from_low_bit_float ? math::int_to_small_int(float_to_int<int64_t>(load(v)), bits)
-                                    : math::double_to_small_int(load(v), bits);
+          return static_cast<uint8_t>(
+              math::float_to_int_bits(static_cast<double>(load(v)), bits, is_signed));
         }
       });
       return;
@@ -184,7 +184,6 @@ void cast_into(OpContext& ctx, const Src* x, Tensor& y, Load load, const CastOpt
 void cast_low_bit(OpContext& ctx, const Tensor& x, Tensor& y) {
   CastOptions o = cast_options(ctx);
   const LowBitFormat from = low_bit_format(x.dtype());
-  o.from_low_bit_float = from.kind == LowBitKind::MiniFloat || from.kind == LowBitKind::E8M0;
   switch (from.kind) {
     case LowBitKind::MiniFloat: {
       // Every code's value, once (at most 256 of them).

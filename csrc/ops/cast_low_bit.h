@@ -19,9 +19,6 @@ struct LowBitFormat {
 struct CastOptions {
   bool saturate = true;
   math::E8M0Rounding rounding = math::E8M0Rounding::Up;
-  // The source is a low-bit float: into a 4/2-bit integer through int64 (an infinity
-  // saturates there first), where the other floats go through int32 (see float8.h).
-  bool from_low_bit_float = false;
 };
 
 // The format of a low-bit dtype (kind NotLowBit for the others).

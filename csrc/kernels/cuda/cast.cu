@@ -183,9 +183,7 @@ __device__ void store_element(const LowBitCast& c, const Loaded& v, void* y, int
       } else if (v.is_int) {
         code = math::int_to_small_int(v.i, c.to.bits);
       } else {
-        code = c.options.from_low_bit_float
-                   ? math::int_to_small_int(math::float_to_int<int64_t>(v.d), c.to.bits)
-                   : math::double_to_small_int(v.d, c.to.bits);
+        code = static_cast<uint8_t>(math::float_to_int_bits(v.d, c.to.bits, c.to.is_signed));
       }
       static_cast<uint8_t*>(y)[k] = code;
       return;
@@ -235,8 +233,6 @@ void cast_low_bit_cuda(OpContext& ctx, const Tensor& x, Tensor& y) {
   c.to_slot = slot_of(y.dtype());
   c.from = low_bit_format(x.dtype());
   c.to = low_bit_format(y.dtype());
-  c.options.from_low_bit_float =
-      c.from.kind == LowBitKind::MiniFloat || c.from.kind == LowBitKind::E8M0;
   if (c.from_slot == Slot::Unsupported || c.to_slot == Slot::Unsupported)
     ctx.fail("cast from " + dtype_name(x.dtype()) + " to " + dtype_name(y.dtype()) +
              " is not supported");

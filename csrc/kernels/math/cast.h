@@ -1,7 +1,8 @@
 // Per-element conversions of Cast/CastLike, shared by the CPU loops (ops/cast_ops.cpp,
-// ops/cast_low_bit.cpp) and the CUDA kernels (kernels/cuda/cast.cu). numpy's astype
-// semantics (what onnx.reference runs): float to integer truncates toward zero, x != 0
-// makes bool, float16 and bfloat16 round to nearest even.
+// ops/cast_low_bit.cpp) and the CUDA kernels (kernels/cuda/cast.cu). As numpy's astype
+// (what onnx.reference runs) wherever ONNX defines the result: float to integer truncates
+// toward zero, x != 0 makes bool, float16 and bfloat16 round to nearest even; a float out
+// of an integer type's range follows float_to_int_bits's rule.
 #pragma once
 
 #include <cmath>
@@ -16,14 +17,6 @@
 namespace ortmodule {
 namespace math {
 
-// Stores a loaded value `v` in destination type D.
-template <typename D>
-struct StoreAs {
-  template <typename V>
-  ORTM_HOST_DEVICE D operator()(V v) const {
-    return static_cast<D>(v);
-  }
-};
 struct StoreFloat16 {
   template <typename V>
   ORTM_HOST_DEVICE uint16_t operator()(V v) const {
@@ -43,19 +36,46 @@ struct StoreBool {
   }
 };
 
-// A floating value into an integer type where a low-bit type is involved: NaN gives 0, an
-// infinity the type's limit, a finite value is truncated toward zero and keeps the type's
-// low bits (as the onnx reference's ml_dtypes converts the low-bit floats; ONNX leaves
-// out-of-range undefined).
+// A floating value into an integer type of `bits` bits (2 to 64), as docs/behaviour.md
+// ("Float to integer") defines it: inside the type's range the value truncated toward zero
+// (what ONNX defines); outside it, where ONNX leaves the result undefined, NaN gives 0, an
+// infinity the type's limit of its sign, and a finite value is truncated toward zero and
+// wraps modulo 2^bits (keeps the low bits of its two's complement, as an integer that does
+// not fit does). Returns those low `bits` bits.
+ORTM_HOST_DEVICE uint64_t float_to_int_bits(double v, int bits, bool is_signed) {
+  const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  if (v != v) return 0;
+  if (v > 1.7976931348623157e308) return is_signed ? mask >> 1 : mask;
+  if (v < -1.7976931348623157e308) return is_signed ? (mask >> 1) + 1 : 0;
+  uint64_t u;
+  if (v > -9223372036854775808.0 && v < 9223372036854775808.0) {
+    u = static_cast<uint64_t>(static_cast<int64_t>(v));
+  } else {
+    // |v| >= 2^63 is an integer: its remainder modulo 2^64 is exact, and below 2^64.
+    const double r = std::fmod(v, 18446744073709551616.0);
+    u = r >= 0 ? static_cast<uint64_t>(r) : uint64_t{0} - static_cast<uint64_t>(-r);
+  }
+  return u & mask;
+}
+
 template <typename I>
 ORTM_HOST_DEVICE I float_to_int(double v) {
-  if (v != v) return 0;
-  if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308)
-    return v > 0 ? int_max<I>() : int_lowest<I>();
-  if (v >= 9223372036854775808.0) return static_cast<I>(int_max<int64_t>());
-  if (v < -9223372036854775808.0) return static_cast<I>(int_lowest<int64_t>());
-  return static_cast<I>(static_cast<uint64_t>(static_cast<int64_t>(v)));
+  return static_cast<I>(float_to_int_bits(v, 8 * sizeof(I), std::is_signed<I>::value));
 }
+
+// Stores a loaded value `v` in destination type D (a floating value into an integer type
+// by float_to_int's rule).
+template <typename D>
+struct StoreAs {
+  template <typename V>
+  ORTM_HOST_DEVICE D operator()(V v) const {
+    if constexpr (std::is_integral<D>::value && std::is_floating_point<V>::value) {
+      return float_to_int<D>(static_cast<double>(v));
+    } else {
+      return static_cast<D>(v);
+    }
+  }
+};
 
 }  // namespace math
 }  // namespace ortmodule

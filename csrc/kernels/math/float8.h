@@ -219,13 +219,5 @@ ORTM_HOST_DEVICE uint8_t int_to_small_int(int64_t v, int bits) {
   return static_cast<uint8_t>(static_cast<uint64_t>(v) & ((1u << bits) - 1));
 }
 
-// A float is truncated toward zero (through int32) and then keeps its low bits, as
-// ml_dtypes (the onnx reference) converts; NaN, infinities and values beyond int32
-// (undefined for ONNX) give 0.
-ORTM_HOST_DEVICE uint8_t double_to_small_int(double x, int bits) {
-  if (!(std::fabs(x) < 2147483648.0)) return 0;
-  return int_to_small_int(static_cast<int32_t>(x), bits);
-}
-
 }  // namespace math
 }  // namespace ortmodule
