@@ -6,7 +6,6 @@ ORTMODULE_EXPECT_CUDA_BUILD=1 makes a build without its CUDA kernels a failure."
 from __future__ import annotations
 
 import copy
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 import torch
 
 from ortmodule import _C, ORTModule
+from tests.python import harness_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_INFO = _C.cuda_info()
@@ -36,12 +36,12 @@ def test_build_reports_its_cuda_kernels() -> None:
     rows = _C.op_table()
     twins = {(r["domain"], r["op_type"], r["since_version"]) for r in rows if r["cuda"] == "yes"}
     assert twins, "the op table names no CUDA kernel"
-    if os.environ.get("ORTMODULE_EXPECT_CUDA_BUILD") == "1":
+    if harness_env.startup("ORTMODULE_EXPECT_CUDA_BUILD") == "1":
         assert CUDA_INFO["compiled"], "make cuda-check built _C without its CUDA kernels"
     if not CUDA_INFO["compiled"]:
         # A CPU build: no backend, no device, no kernel; rows still name their CUDA twins.
         assert CUDA_INFO == {"compiled": False, "device_count": 0, "kernels": []}
-        assert torch.version.cuda is None or os.environ.get("ORTMODULE_CUDA") == "0"
+        assert torch.version.cuda is None or harness_env.startup("ORTMODULE_CUDA") == "0"
         return
     linked = {(r["domain"], r["op_type"], r["since_version"]) for r in rows if r["cuda_linked"]}
     # Every kernel a row names is linked (a missing definition would leave its weak slot null).

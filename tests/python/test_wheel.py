@@ -1,7 +1,8 @@
 """The CPU wheel: built with `python -m build`, installed into a clean venv, trains an MLP.
 
 The venv starts with only pip and the torch this suite runs on; the wheel brings the rest
-(its dependencies come from the package index, held to requirements.txt's pins). Its _C
+(its dependencies come from the package index, held to locks/main.txt, and the venv is then
+checked to hold nothing else). Its _C
 must need no system protobuf or flatbuffers library and must find torch in the venv.
 """
 
@@ -20,6 +21,8 @@ import zipfile
 
 import pytest
 import torch
+
+from tests.python import harness_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAIN_SCRIPT = ROOT / "tests" / "wheel" / "train_mlp_from_wheel.py"
@@ -54,7 +57,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
         shutil.rmtree(stale)
     _run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), "."],
-        cwd=ROOT,
+        cwd=ROOT, env={**os.environ, **harness_env.BUILD},
     )
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
@@ -87,20 +90,18 @@ def test_wheel_installs_into_a_clean_venv_and_trains(
     _run([sys.executable, "-m", "venv", str(venv)])
     python = str(venv / "bin" / "python")
     env = _clean_env()
-    _run([python, "-m", "pip", "install", "-q", f"torch=={TORCH_RELEASE}"], env=env)
+    # Every distribution held to the lock this checkout is tested with (locks/main.txt).
+    lock = str(ROOT / "locks" / "main.txt")
+    _run([python, "-m", "pip", "install", "-q", "-c", lock, "pip", "setuptools",
+          f"torch=={TORCH_RELEASE}"],
+         env=env)
     before = _run([python, "-m", "pip", "list", "--format=json"], env=env).stdout
     present = {p["name"].lower() for p in json.loads(before)}
     assert not present & {"ortmodule", "onnx", "onnxscript", "numpy"}, present
 
-    # The wheel's own dependencies, held to the versions this checkout is tested with.
-    pins = [
-        line
-        for line in (ROOT / "requirements.txt").read_text().splitlines()
-        if re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][^\s]*", line.strip())
-    ]
-    constraints = tmp_path / "constraints.txt"
-    constraints.write_text("\n".join(pins) + "\n")
-    _run([python, "-m", "pip", "install", "-q", "-c", str(constraints), str(wheel)], env=env)
+    _run([python, "-m", "pip", "install", "-q", "-c", lock, str(wheel)], env=env)
+    # Nothing outside the lock, nothing at another version than the lock's.
+    _run([python, str(ROOT / "tools" / "check_lock.py"), "--subset", lock], env=env)
 
     site = pathlib.Path(
         _run(
