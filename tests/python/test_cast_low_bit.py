@@ -1,5 +1,6 @@
 """Cast/CastLike to and from the low-bit types (float8, float4/float6, e8m0, 4-bit and
-2-bit integers), bit-exact against onnx.reference.ReferenceEvaluator, on edge values:
+2-bit integers), bit-exact against onnx.reference.ReferenceEvaluator (a NaN matching any
+NaN: ONNX leaves a NaN's sign and payload open), on edge values:
 NaN of both signs, infinities, every format's largest and smallest values, the midpoints
 between neighbouring values (rounding ties) and the points just beside them, with
 `saturate` on and off; plus the packed storage of the sub-byte types in ONNX files.
@@ -28,7 +29,12 @@ from onnx.reference import ReferenceEvaluator
 
 from ortmodule import _C
 from tests.python import cast_rule
-from tests.python.onnx_corpus import LOW_BIT_TORCH_DTYPES, _to_numpy, _to_torch
+from tests.python.onnx_corpus import (
+    LOW_BIT_TORCH_DTYPES,
+    _to_numpy,
+    _to_torch,
+    low_bit_differs,
+)
 
 TP = TensorProto
 FLOAT8 = [TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2, TP.FLOAT8E5M2FNUZ]
@@ -183,8 +189,8 @@ def _compare(src: int, dst: int, op: str = "Cast", attrs: dict | None = None,
         expected = expected.astype(np.float32)
     assert got.dtype == expected.dtype, f"dtype {got.dtype} != {expected.dtype}"
     assert got.shape == expected.shape
-    if str(expected.dtype) in LOW_BIT_TORCH_DTYPES:
-        bad = got.view(np.uint8) != expected.view(np.uint8)
+    if str(expected.dtype) in LOW_BIT_TORCH_DTYPES:  # bit for bit; a NaN is any NaN
+        bad = low_bit_differs(got, expected)
     elif expected.dtype == np.float16:  # any NaN is a NaN; everything else bit for bit
         g, e = got.view(np.uint16), expected.view(np.uint16)
         bad = (g != e) & ~(np.isnan(got) & np.isnan(expected))
