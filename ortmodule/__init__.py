@@ -5,7 +5,7 @@
 """
 
 from ortmodule import optim
-from ortmodule._capture import ExportError
+from ortmodule.capture.common import ExportError
 from ortmodule.module import ORTModule
 from ortmodule.options import DebugOptions, FallbackPolicy, LogLevel
 

@@ -1,7 +1,9 @@
-"""One compiled graph of an ORTModule and how a call feeds it."""
+"""One compiled graph of an ORTModule, how it is built from a capture (``build_program``) and
+how a call feeds it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +11,36 @@ from typing import Any
 import torch
 
 from ortmodule import _C, _guards, _schema
+from ortmodule.capture.common import FALLBACK_POLICY_HINT
+
+logger = logging.getLogger("ortmodule")
+
+
+def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
+                  state_outputs: list[tuple[str, str]],
+                  graph_optimizations: bool = True, label_sparsity: str = "auto",
+                  sample_inputs: dict[str, torch.Tensor] | None = None) -> Any:
+    """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
+    ``graph_optimizations=False`` skips the engine's rewrites, ``label_sparsity`` picks when
+    losses compute only the rows they do not ignore (DebugOptions); ``sample_inputs`` are the
+    first call's inputs by graph input name (the integer ones are read)."""
+    # Integer inputs (labels among them) for the rewrites that look at the first call's data;
+    # what those rewrites decided is logged.
+    samples = {name: t for name, t in (sample_inputs or {}).items()
+               if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)}
+    try:
+        program = _C.Program(onnx_bytes, feeds, wrt, state_outputs,
+                             graph_optimizations=graph_optimizations,
+                             label_sparsity=label_sparsity, sample_inputs=samples)
+        for note in program.notes:
+            logger.info("%s", note)
+        return program
+    except RuntimeError as e:
+        message = str(e)
+        if not message.startswith("unsupported op:"):
+            raise
+        head, sep, ops = message.partition(" Supported ops:")
+        raise RuntimeError(f"{head} {FALLBACK_POLICY_HINT}{sep}{ops}") from None
 
 
 @dataclass
@@ -19,8 +51,6 @@ class _Entry:
     # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
     feeds: list[tuple]
     output_spec: _schema.Spec | None
-    # BatchNorm counters the graph does not update itself (TorchScript capture).
-    bn_counters: list[torch.nn.modules.batchnorm._BatchNorm]
     # Whether the graph is valid for the input sizes (torch.export's shape guards).
     guard: Callable[[dict[str, list[torch.Tensor]]], bool] | None
     last_shapes: tuple = ()  # sizes of the last accepted call: no need to check again
@@ -29,10 +59,10 @@ class _Entry:
     # Python attribute values forward read while it was traced.
     attributes: _guards.AttributeGuard = field(default_factory=_guards.AttributeGuard)
     fallback_reason: str = ""  # why this entry runs the module eagerly
-    exporter: str = ""  # how the graph was lowered: "fx", "dynamo" or "torchscript"
+    exporter: str = ""  # how the graph was lowered: "fx" or "dynamo"
     # The sizes a graph traced at the call's sizes serves (None: traced with symbolic sizes).
     static_sizes: tuple | None = None
-    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    # Keeps the Python callables of the graph's bridge nodes registered (capture.bridge).
     callables: Any = None
     # `feeds` resolved for the per-call path: per program input (flat index, None, None,
     # None) or (-1, owner, "_parameters"/"_buffers", attribute): the owner's table is read
@@ -40,7 +70,7 @@ class _Entry:
     # attribute that something else shadows is read with getattr (table None).
     sources: list[tuple] = field(default_factory=list)
     guarded: bool = True
-    # Feeds the program from `sources` and advances `bn_counters` (_C.EntryRunner).
+    # Feeds the program from `sources` (_C.EntryRunner).
     runner: Any = None
 
     def __post_init__(self) -> None:
@@ -57,7 +87,7 @@ class _Entry:
                 table = None
             self.sources.append((-1, owner, table, attr))
         if self.program is not None:
-            self.runner = _C.EntryRunner(self.program, self.sources, self.bn_counters)
+            self.runner = _C.EntryRunner(self.program, self.sources)
 
     def launch(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Runs the program for a call whose flattened tensors are `tensors`: its inputs

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _autocast, _capture, _fallback, _guards, _schema
-from ortmodule._entry import _Entry
+from ortmodule import _C, _autocast, _guards, _schema
+from ortmodule._entry import _Entry, build_program
+from ortmodule.capture import export as capture
 from ortmodule.options import DebugOptions, FallbackPolicy
 
 logger = logging.getLogger("ortmodule")
@@ -27,7 +28,7 @@ MAX_GRAPHS = 32
 # Attributes that belong to the wrapper itself; every other attribute set on an ORTModule
 # is set on the wrapped module.
 _OWN = frozenset({
-    "_original", "_debug", "_cache", "_static_shapes", "_saved_names", "_all_modules",
+    "_original", "_debug", "_cache", "_saved_names", "_all_modules",
     "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
     "_last_call", "_own_forward", "_seen_hooks",
     # Set by register_full_backward_hook and by compile(): nn.Module.__call__ reads them from
@@ -133,8 +134,6 @@ class ORTModule(torch.nn.Module):
         d["training"] = module.training
         d["_debug"] = opts
         d["_cache"] = OrderedDict()
-        d["_static_shapes"] = (opts.exporter == "torchscript"
-                               and _capture.needs_static_shapes(module))
         d["_saved_names"] = set()
         d["_evictions"] = 0
         d["_last_call"] = None
@@ -324,7 +323,6 @@ class ORTModule(torch.nn.Module):
             tuple((p.dtype, p.device, grad and p.requires_grad)
                   for p in (m._parameters[n] for m, n in self._param_slots)),
             autocast,
-            tuple(tuple(t.shape) for t in tensors) if self._static_shapes else (),
         )
         cache = self._cache
         entries = cache.get(key)
@@ -369,7 +367,7 @@ class ORTModule(torch.nn.Module):
         single = spec[0] == "T" and spec[1] == 0
         finish = None if single else functools.partial(_schema.unflatten, spec)
         return _C.StepCall(entry.runner, entry, args, kwargs, self._all_modules, self._param_slots,
-                           self._static_shapes, entry.attributes if entry.attributes else None,
+                           entry.attributes if entry.attributes else None,
                            entry.accepts if entry.guard is not None else None, finish, _MISS,
                            _guards._version)
 
@@ -408,31 +406,27 @@ class ORTModule(torch.nn.Module):
         if _called_from_data_parallel():
             raise _data_parallel_error("DataParallel wraps this ORTModule")
         verbose = self._debug.log_level <= 0
-        _capture.check_supported(module)
-        _capture.check_one_device(module, args, kwargs)
+        capture.check_supported(module)
+        capture.check_one_device(module, args, kwargs)
         try:
             with _guards.record_attribute_reads(module) as attributes:
-                captured = _capture.export(
-                    module, in_spec, tensors, verbose, self._debug.exporter,
-                    self._static_shapes, autocast,
+                captured = capture.export(
+                    module, in_spec, tensors, verbose, self._debug.exporter, autocast,
                     fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback,
                     dynamic=dynamic)
-        except _capture.ExportError as e:
-            error = _capture.explain_failure(module, args, kwargs, e)
+        except capture.ExportError as e:
+            error = capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
                 logger.warning("ORTModule runs %s in eager PyTorch for this kind of call "
                                "(fallback policy EXPORT_FAILURE) because its export failed: %s",
                                type(module).__name__, error)
-                return _Entry(None, [], None, [], None, fallback_reason=str(error),
+                return _Entry(None, [], None, None, fallback_reason=str(error),
                               attributes=attributes)
             if error is e:
                 raise
             raise error from e
-        # torch.export keeps one graph input per tensor; the TorchScript exporter names them
-        # input_<k> and drops unused ones.
-        names = (captured.input_names if captured.exporter != "torchscript"
-                 else [f"input_{k}" for k in range(len(tensors))])
-        input_index = {name: i for i, name in enumerate(names)}
+        # torch.export keeps one graph input per tensor.
+        input_index = {name: i for i, name in enumerate(captured.input_names)}
         feed_inits = list(captured.bindings)
         grad = torch.is_grad_enabled()
         wrt: list[str] = []
@@ -445,8 +439,8 @@ class ORTModule(torch.nn.Module):
                 if kind == "param" and getattr(owner, attr).requires_grad:
                     wrt.append(name)
         start = time.perf_counter()
-        program = _fallback.build_program(
-            captured.onnx_bytes, feed_inits, wrt, captured.state_outputs, captured.exporter,
+        program = build_program(
+            captured.onnx_bytes, feed_inits, wrt, captured.state_outputs,
             self._debug.graph_optimizations, self._debug.label_sparsity,
             {name: tensors[i] for name, i in input_index.items()})
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
@@ -457,12 +451,6 @@ class ORTModule(torch.nn.Module):
             else:
                 owner, kind, attr, _ = captured.bindings[name]
                 feeds.append((kind, owner, attr))
-        bn_counters = []
-        if captured.exporter == "torchscript":
-            for m in module.modules():
-                if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
-                        and m.track_running_stats and m.num_batches_tracked is not None):
-                    bn_counters.append(m)
         guard = None
         if captured.shape_guards:
             condition = " and ".join(f"({g})" for g in captured.shape_guards)
@@ -473,11 +461,10 @@ class ORTModule(torch.nn.Module):
                     len(wrt), len(attributes))
         if self._debug.save_onnx:
             self._save(captured.onnx_bytes, program, module.training)
-        static = not dynamic and captured.exporter != "torchscript"
-        return _Entry(program, feeds, captured.output_spec, bn_counters, guard,
+        return _Entry(program, feeds, captured.output_spec, guard,
                       tuple(t.shape for t in tensors), seconds, attributes,
                       callables=captured.callables, exporter=captured.exporter,
-                      static_sizes=tuple(tuple(t.shape) for t in tensors) if static else None)
+                      static_sizes=None if dynamic else tuple(tuple(t.shape) for t in tensors))
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

@@ -7,7 +7,13 @@ import logging
 import os
 from dataclasses import dataclass, replace
 
-EXPORTERS = ("auto", "dynamo", "torchscript", "fx")
+EXPORTERS = ("auto", "fx", "dynamo")
+# Exporters that were options once, and what to use instead.
+RETIRED_EXPORTERS = {
+    "torchscript": "the TorchScript exporter was retired (it could not follow modern model code "
+                   "and no supported model needs it): use the default "
+                   "exporter, exporter=\"auto\"",
+}
 DYNAMIC_SHAPES = ("auto", "always")
 LABEL_SPARSITY = ("auto", "always", "never")
 
@@ -69,8 +75,8 @@ class DebugOptions:
     fallback (a ``FallbackPolicy``, or its names as a string such as ``"unsupported_op"``)
     says when code may run on PyTorch instead of the engine; the default never does.
 
-    exporter picks how the module is captured. All but ``"torchscript"`` trace it with
-    torch.export; they differ in who lowers the traced ATen graph to ONNX:
+    exporter picks how the module is captured. Each traces it with torch.export; they
+    differ in who lowers the traced ATen graph to ONNX:
     ``"auto"`` (the default) lowers it with ortmodule's own translation table (``"fx"``)
     and hands it to torch.onnx's lowering (``"dynamo"``) only where that table cannot:
     an op it has no translation for, an autocast region holding a custom autograd
@@ -78,8 +84,8 @@ class DebugOptions:
     ``"fx"`` uses
     the translation table only (an op it lacks raises an error naming it and its source
     line); ``"dynamo"`` uses torch.onnx only (seconds slower on the first call of a
-    transformer, the same graph). ``"torchscript"`` is the deprecated TorchScript
-    exporter, which cannot follow modern model code such as transformers' attention masks.
+    transformer, the same graph). The TorchScript exporter (``"torchscript"``) was retired:
+    that value raises an error saying so.
 
     graph_optimizations (default True) lets the engine rewrite the graph into faster forms
     that compute the same values (a Transpose feeding a matrix product folded into the
@@ -90,7 +96,6 @@ class DebugOptions:
     traces the first graph of a kind of call at its sizes (half the trace time) and the next
     one, once a call comes with other sizes, with dynamic sizes; ``"always"`` traces with
     dynamic sizes from the first call (one export for a loop whose sizes change every step).
-    The TorchScript exporter follows its own rule.
 
     label_sparsity says when a classification loss (``cross_entropy`` / ``nll_loss`` with an
     ``ignore_index``, reduction mean or sum) computes only the rows whose label it does not
@@ -134,6 +139,8 @@ class DebugOptions:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
             raise ValueError(f"save_path {self.save_path!r} is not an existing directory")
+        if self.exporter in RETIRED_EXPORTERS:
+            raise ValueError(f"exporter {self.exporter!r}: {RETIRED_EXPORTERS[self.exporter]}")
         if self.exporter not in EXPORTERS:
             raise ValueError(f"exporter {self.exporter!r} is not one of {', '.join(EXPORTERS)}")
         if self.dynamic_shapes not in DYNAMIC_SHAPES:

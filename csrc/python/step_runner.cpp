@@ -47,12 +47,10 @@ struct Source {
   py::object attr;
 };
 
-// Feeds one compiled graph (ortmodule._entry._Entry.sources) and advances the BatchNorm
-// counters the graph does not update itself.
+// Feeds one compiled graph (ortmodule._entry._Entry.sources).
 class EntryRunner {
  public:
-  EntryRunner(std::shared_ptr<Program> program, const py::list& sources,
-              const py::list& bn_counters)
+  EntryRunner(std::shared_ptr<Program> program, const py::list& sources)
       : program_(std::move(program)) {
     for (const py::handle& s : sources) {
       auto t = s.cast<py::tuple>();
@@ -66,8 +64,6 @@ class EntryRunner {
       }
       sources_.push_back(std::move(src));
     }
-    for (const py::handle& m : bn_counters)
-      bn_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
   }
 
   // The program's outputs for a call whose flattened tensors are `tensors`.
@@ -75,19 +71,8 @@ class EntryRunner {
     std::vector<at::Tensor> inputs;
     inputs.reserve(sources_.size());
     for (const Source& s : sources_) inputs.push_back(read(s, tensors));
-    std::vector<at::Tensor> counters;
-    static PyObject* const buffers = interned("_buffers");
-    static PyObject* const counter = interned("num_batches_tracked");
-    for (const py::object& d : bn_dicts_) {
-      PyObject* table = PyDict_GetItemWithError(d.ptr(), buffers);
-      PyObject* t = table != nullptr ? PyDict_GetItemWithError(table, counter) : nullptr;
-      if (t != nullptr && as_tensor(t) != nullptr) counters.push_back(*as_tensor(t));
-    }
-    if (PyErr_Occurred()) throw py::error_already_set();
     py::gil_scoped_release release;
-    std::vector<at::Tensor> outputs = run_program(program_, inputs);
-    for (at::Tensor& c : counters) c.add_(1);
-    return outputs;
+    return run_program(program_, inputs);
   }
 
  private:
@@ -122,23 +107,21 @@ class EntryRunner {
 
   std::shared_ptr<Program> program_;
   std::vector<Source> sources_;
-  std::vector<py::object> bn_dicts_;  // __dict__ of each BatchNorm module to count
 };
 
 // What the cache key of a call with tensor arguments only depends on (grad mode,
 // autocast, per tensor dtype, rank, requires_grad and device, every module's training
-// flag, per parameter dtype, device and requires_grad, and the sizes when the graph has static
-// shapes), taken from one call: a later call with equal values has the same key (the
-// check is finer than the key, never coarser) and runs the same graph.
+// flag, per parameter dtype, device and requires_grad), taken from one call: a later call with
+// equal values has the same key (the check is finer than the key, never coarser) and runs the same
+// graph.
 class StepCall {
  public:
   StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::tuple& args,
            const py::dict& kwargs, const py::list& modules, const py::list& param_slots,
-           bool static_shapes, const py::object& attributes, py::object accepts, py::object finish,
-           py::object miss, py::list structure_version)
+           const py::object& attributes, py::object accepts, py::object finish, py::object miss,
+           py::list structure_version)
       : runner_(std::move(runner)),
         entry_(std::move(entry)),
-        static_shapes_(static_shapes),
         accepts_(std::move(accepts)),
         finish_(std::move(finish)),
         miss_(std::move(miss)),
@@ -222,10 +205,9 @@ class StepCall {
     int64_t dim;
     bool requires_grad;
     c10::Device device;
-    std::vector<int64_t> sizes;  // only with static shapes
     bool operator==(const TensorKey& o) const {
       return dtype == o.dtype && dim == o.dim && requires_grad == o.requires_grad &&
-             device == o.device && sizes == o.sizes;
+             device == o.device;
     }
   };
   struct ParamKey {
@@ -255,8 +237,7 @@ class StepCall {
   }
 
   TensorKey describe(const at::Tensor& t) const {
-    TensorKey k{t.scalar_type(), t.dim(), t.requires_grad(), t.device(), {}};
-    if (static_shapes_) k.sizes = t.sizes().vec();
+    TensorKey k{t.scalar_type(), t.dim(), t.requires_grad(), t.device()};
     return k;
   }
 
@@ -413,8 +394,7 @@ class StepCall {
   }
 
   std::shared_ptr<EntryRunner> runner_;
-  py::object entry_;  // the ortmodule._entry._Entry the runner feeds
-  bool static_shapes_;
+  py::object entry_;            // the ortmodule._entry._Entry the runner feeds
   py::object accepts_;          // the entry's accepts() when it has a shape guard, or None
   py::object finish_;           // makes the result from the list of outputs; None: the one output
   py::object miss_;             // returned when the call may not take this graph
@@ -445,11 +425,10 @@ class StepCall {
 
 void bind_step_runner(py::module_& m) {
   py::class_<EntryRunner, std::shared_ptr<EntryRunner>>(m, "EntryRunner")
-      .def(py::init<std::shared_ptr<Program>, const py::list&, const py::list&>(),
-           py::arg("program"), py::arg("sources"), py::arg("bn_counters"),
+      .def(py::init<std::shared_ptr<Program>, const py::list&>(), py::arg("program"),
+           py::arg("sources"),
            "sources: per program input (flat index, None, None, None) or (-1, owner, "
-           "'_parameters'/'_buffers' or None for getattr, attribute); bn_counters: BatchNorm "
-           "modules whose num_batches_tracked each run advances.")
+           "'_parameters'/'_buffers' or None for getattr, attribute).")
       .def(
           "launch",
           [](const EntryRunner& r, const py::sequence& tensors) {
@@ -460,12 +439,11 @@ void bind_step_runner(py::module_& m) {
           py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
   py::class_<StepCall>(m, "StepCall")
       .def(py::init<std::shared_ptr<EntryRunner>, py::object, const py::tuple&, const py::dict&,
-                    const py::list&, const py::list&, bool, const py::object&, py::object,
-                    py::object, py::object, py::list>(),
+                    const py::list&, const py::list&, const py::object&, py::object, py::object,
+                    py::object, py::list>(),
            py::arg("runner"), py::arg("entry"), py::arg("args"), py::arg("kwargs"),
-           py::arg("modules"), py::arg("param_slots"), py::arg("static_shapes"),
-           py::arg("attributes"), py::arg("accepts"), py::arg("finish"), py::arg("miss"),
-           py::arg("structure_version"),
+           py::arg("modules"), py::arg("param_slots"), py::arg("attributes"), py::arg("accepts"),
+           py::arg("finish"), py::arg("miss"), py::arg("structure_version"),
            "A call of tensors `args` and `kwargs` that took `entry` (whose runner is `runner`); "
            "attributes: its AttributeGuard or None; accepts: its accepts() when it has a shape "
            "guard, else None; finish: makes the result from the list of outputs, None when the "

@@ -50,7 +50,7 @@ struct CallRecord {
   std::unordered_map<size_t, std::pair<std::vector<int64_t>, at::ScalarType>> untracked;
 };
 
-// ---- ATen ops: arguments encoded by the lowering (ortmodule/_bridge.py) ----
+// ---- ATen ops: arguments encoded by ortmodule/capture/torch_onnx/aten_bridge.py ----
 //
 // One string per schema argument: "t" the next tensor input, "n" None, "b:0"/"b:1",
 // "i:<int>", "f:<hex float>", "s:<text>", "v" an int held by the next tensor input (a

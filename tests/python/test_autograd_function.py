@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from ortmodule import DebugOptions, ExportError, ORTModule
+from ortmodule import ExportError, ORTModule
 from tests.python.model_zoo import assert_close, assert_grads_match, assert_params_match
 
 # float64 keeps rounding decisions (round, sign) identical between engine and eager.
@@ -424,14 +424,6 @@ def test_function_that_cannot_be_bridged_is_named() -> None:
     message = str(info.value)
     assert f"{__name__}.InPlaceDouble" in message
     assert "in place" in message and "mark_dirty" in message
-
-
-def test_torchscript_exporter_refuses_functions_by_name() -> None:
-    ort = ORTModule(QuantizedMLP().to(DTYPE), DebugOptions(exporter="torchscript"))
-    with pytest.raises(ExportError) as info:
-        ort(batch(2, 6))
-    message = str(info.value)
-    assert f"{__name__}.RoundSTE" in message and "TorchScript" in message
 
 
 class FailsLater(torch.autograd.Function):

@@ -1,6 +1,6 @@
 """Capture through torch.export: training semantics that the stock ONNX lowering loses
 (buffer updates, train-mode BatchNorm), dimension guards, output containers, and the
-TorchScript exporter kept as an option."""
+retired TorchScript exporter's clear error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections import namedtuple
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ortmodule import DebugOptions, ORTModule
@@ -141,23 +140,21 @@ def test_output_containers_keep_their_types() -> None:
     assert type(extra) is dict and set(extra) == {"sum"}
 
 
-def test_torchscript_exporter_remains_available() -> None:
-    torch.manual_seed(0)
-    eager = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
-    ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter="torchscript"))
-    x = torch.randn(6, 4)
-    F.mse_loss(ort(x), torch.zeros(6, 2)).backward()
-    F.mse_loss(eager(x), torch.zeros(6, 2)).backward()
-    torch.testing.assert_close(ort.module[0].weight.grad, eager[0].weight.grad)
-    torch.testing.assert_close(ort.module[1].running_mean, eager[1].running_mean)
-    assert int(ort.module[1].num_batches_tracked) == 1
+def test_torchscript_exporter_is_retired_with_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    retired = r"exporter 'torchscript': the TorchScript exporter was retired .* exporter=\"auto\""
+    with pytest.raises(ValueError, match=retired):
+        DebugOptions(exporter="torchscript")
+    monkeypatch.setenv("ORTMODULE_EXPORTER", "torchscript")
+    with pytest.raises(ValueError, match=retired):
+        DebugOptions.from_env()
 
 
 def test_exporter_option_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="exporter 'jit' is not one of auto, dynamo, torchscript, fx"):
+    with pytest.raises(ValueError, match="exporter 'jit' is not one of auto, fx, dynamo"):
         DebugOptions(exporter="jit")
-    monkeypatch.setenv("ORTMODULE_EXPORTER", "torchscript")
-    assert DebugOptions.from_env().exporter == "torchscript"
+    monkeypatch.setenv("ORTMODULE_EXPORTER", "dynamo")
+    assert DebugOptions.from_env().exporter == "dynamo"
 
 
 def test_export_drops_the_source_files_it_read_into_linecache() -> None:

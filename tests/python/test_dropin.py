@@ -10,7 +10,6 @@ import dataclasses
 import inspect
 import io
 import logging
-import math
 import pickle
 import warnings
 from typing import Any, NamedTuple
@@ -706,21 +705,6 @@ def test_warnings_from_model_code_are_shown() -> None:
         ORTModule(Warns())(X)
 
 
-def test_tracer_warnings_of_the_torchscript_exporter_are_shown() -> None:
-    class ShapeToPython(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lin = nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            n = float(x.sum())  # the tracer bakes this value in
-            return self.lin(x) * math.copysign(1.0, n)
-
-    ort = ORTModule(ShapeToPython(), DebugOptions(exporter="torchscript"))
-    with pytest.warns(torch.jit.TracerWarning, match="keeps this value fixed"):
-        ort(X)
-
-
 def test_forward_hooks_on_submodules_are_refused() -> None:
     ort, _ = pair()
     seen: list[int] = []
@@ -777,12 +761,6 @@ def test_dropout_masks_do_not_depend_on_grad_mode() -> None:
         without = ort(x)
     assert graphs(ort) == 2
     torch.testing.assert_close(with_grad, without, rtol=0, atol=0)
-
-
-def test_torchscript_exporter_refuses_buffer_updates_it_would_lose() -> None:
-    ort = ORTModule(Tracker(), DebugOptions(exporter="torchscript"))
-    with pytest.raises(ExportError, match="updates the buffers steps, ema in place"):
-        ort(X)
 
 
 def test_settings_objects_read_by_forward_are_guarded() -> None:

@@ -137,13 +137,6 @@ def test_fallback_policy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     close(ort(x), eager(x), "output")
 
 
-def test_torchscript_exporter_says_the_fallback_needs_the_default_exporter() -> None:
-    ort = ORTModule(Rounded(), DebugOptions(exporter="torchscript",
-                                            fallback=FallbackPolicy.UNSUPPORTED_OP))
-    with pytest.raises(RuntimeError, match="drop DebugOptions\\(exporter=\"torchscript\"\\)"):
-        ort(torch.randn(2, 6))
-
-
 def test_random_ops_through_the_fallback_draw_from_torch_generator_like_eager() -> None:
     """rand_like and randn (a symbolic size among the arguments) lower to ONNX random ops
     the engine lacks; through ATen they draw exactly what eager draws."""

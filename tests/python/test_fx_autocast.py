@@ -1,5 +1,5 @@
 """torch.autocast through the fx lowering: the casts autocast makes are made explicit by
-replaying each op of a region (``ortmodule._fx_autocast``). They must be exactly the casts
+replaying each op of a region (``ortmodule.capture.fx.autocast``). They must be exactly the casts
 torch's own second trace (``ExportedProgram.run_decompositions``) finds, and the trained
 result must match eager autocast and torch.onnx's lowering of the same trace."""
 
@@ -12,7 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from ortmodule import DebugOptions, ExportError, ORTModule, _capture_dynamo, _fx_autocast, _schema
+from ortmodule import DebugOptions, ExportError, ORTModule, _schema
+from ortmodule.capture import trace as capture_trace
+from ortmodule.capture.fx import autocast as fx_autocast
 
 DTYPES = [torch.bfloat16, torch.float16]
 
@@ -65,10 +67,10 @@ def test_casts_are_those_of_torchs_second_trace(dtype: torch.dtype) -> None:
     model = Mixed()
     tensors: list[torch.Tensor] = []
     spec = _schema.flatten(((torch.randn(3, 4, 16),), {}), tensors)
-    with _capture_dynamo.trace(model, spec, tensors, False, ("cpu", dtype)) as traced:
+    with capture_trace.trace(model, spec, tensors, False, ("cpu", dtype)) as traced:
         program = traced.program
         want = _casts(program.run_decompositions({}).graph_module)
-        inserted = _fx_autocast.insert_casts(program.graph_module)
+        inserted = fx_autocast.insert_casts(program.graph_module)
         got = _casts(program.graph_module)
     assert got == want
     # conv (input, weight, bias), fc (weight, bias), the parameter w (cast once per region

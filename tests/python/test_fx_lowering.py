@@ -228,11 +228,11 @@ def test_op_mix_matches_eager() -> None:
 # ---- what the graph keeps ----
 
 def _export(module: nn.Module, *args: torch.Tensor) -> onnx.ModelProto:
-    from ortmodule import _fx_lower
+    from ortmodule.capture import export
 
     tensors: list[torch.Tensor] = []
     spec = _schema.flatten((args, {}), tensors)
-    captured = _fx_lower.export(module, spec, tensors, verbose=False)
+    captured = export.export(module, spec, tensors, False, "fx")
     return onnx.load_from_string(captured.onnx_bytes)
 
 

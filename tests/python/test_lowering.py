@@ -15,8 +15,8 @@ from onnx.reference import ReferenceEvaluator
 from torch import nn
 
 from ortmodule import DebugOptions, ORTModule
-from ortmodule._capture import ExportError
-from ortmodule._sequence_rewrite import rewrite_sequences
+from ortmodule.capture.common import ExportError
+from ortmodule.capture.torch_onnx.sequences import rewrite_sequences
 
 
 def run_both(model: nn.Module, *inputs: torch.Tensor, options: DebugOptions | None = None
@@ -78,11 +78,11 @@ class Splits(nn.Module):
 
 
 def test_split_chunk_and_unbind_match_eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ortmodule import _capture_dynamo
+    from ortmodule.capture.torch_onnx import lower as torch_onnx_lower
 
     rewritten = []
-    original = _capture_dynamo.rewrite_sequences
-    monkeypatch.setattr(_capture_dynamo, "rewrite_sequences",
+    original = torch_onnx_lower.rewrite_sequences
+    monkeypatch.setattr(torch_onnx_lower, "rewrite_sequences",
                         lambda g: rewritten.append(original(g)) or rewritten[-1])
     for exporter in ("dynamo", "auto"):  # torch.onnx's lowering, then ortmodule's own
         torch.manual_seed(0)

@@ -384,7 +384,7 @@ class Determinant(nn.Module):
     ],
     ids=["round", "det"],
 )
-@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+@pytest.mark.parametrize("exporter", ["auto", "dynamo"])
 def test_unsupported_op_names_the_op_and_lists_supported_ops(module: nn.Module, op: str,
                                                              where: str, exporter: str) -> None:
     ort = ORTModule(module, DebugOptions(exporter=exporter))

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from ortmodule import _C, DebugOptions, ORTModule
+from ortmodule import _C, ORTModule
 
 
 def graphs(ort: ORTModule) -> int:
@@ -217,7 +217,7 @@ def test_parameters_and_buffers_are_read_on_every_call() -> None:
 def test_batchnorm_counters_advance_once_per_call() -> None:
     torch.manual_seed(0)
     eager = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
-    ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter="torchscript"))
+    ort = ORTModule(copy.deepcopy(eager))
     for k in range(4):
         assert_same_step(ort, eager, torch.randn(5, 6))
         assert int(ort.module[1].num_batches_tracked) == int(eager[1].num_batches_tracked) == k + 1

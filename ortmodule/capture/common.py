@@ -1,12 +1,12 @@
-"""Capture: the only code that talks to an exporter (torch.export + torch.onnx).
+"""What every layer of capture shares: the capture's result (``Captured``) and its errors,
+the flattening wrapper that torch.export traces, the ONNX constants the lowerings agree on,
+the source-line helpers and the checks made before a trace.
 
-Exports the wrapped module for one input schema and returns one canonical ONNX model
-(bytes) plus its schema: the mapping from ONNX initializer names to the module's
-parameters and buffers, the buffers the graph updates, and the input dimensions the
-graph was specialized to. Three paths produce it: torch.export lowered by ortmodule's own
-ATen translation table (``_fx_lower``), torch.export lowered by torch.onnx
-(``_capture_dynamo``) and the TorchScript exporter (``_capture_torchscript``). The default,
-``"auto"``, is the first, with the second where the table cannot lower the program.
+Capture is a package of layers, each importing only those below it (tests/python/
+test_layers.py checks): ``common`` -> ``bridge`` (trace-time interception) -> ``trace`` (the
+one torch.export trace and its ``finish``) -> the lowerings ``fx`` and ``torch_onnx``, which
+never import each other -> ``export``, the front door and the only module that names a
+lowering.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import linecache
 import logging
-import os
-import sys
+import re
 import sysconfig
-import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,9 +24,20 @@ from typing import Any
 import torch
 
 from ortmodule import _schema
-from ortmodule.options import EXPORTERS
 
 logger = logging.getLogger("ortmodule")
+
+OPSET = 20  # the ONNX opset both lowerings write
+# The engine's own ops (TorchCall, StopGradient, Embedding, BatchNormTorch, ...).
+OWN_DOMAIN = "ai.ortmodule"
+# FX node meta["custom"] key and ONNX node metadata key of checkpoint regions.
+REGION_KEY = "ortmodule.checkpoint_region"
+PREFIX = "module."  # the wrapper's attribute holding the user's module: initializer prefix
+FALLBACK_POLICY_HINT = (
+    "To run the ops the engine lacks on PyTorch instead (each one as a single graph node "
+    "whose gradient comes from autograd), pass "
+    "DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP) or set "
+    "ORTMODULE_FALLBACK_POLICY=unsupported_op.")
 
 class ExportError(RuntimeError):
     """The wrapped module could not be exported to ONNX."""
@@ -51,7 +60,7 @@ class Captured:
     shape_guards: list[str] = field(default_factory=list)
     exporter: str = "dynamo"
     seconds: dict[str, float] = field(default_factory=dict)  # time per capture stage
-    # Keeps the Python callables of the graph's bridge nodes registered (_bridge).
+    # Keeps the Python callables of the graph's bridge nodes registered (bridge).
     callables: Any = None
 
 
@@ -59,7 +68,7 @@ class _Recorded:
     spec: _schema.Spec | None = None
 
 
-class _FlatWrapper(torch.nn.Module):
+class FlatWrapper(torch.nn.Module):
     """Calls the module from a flat tuple of tensors and returns a flat tuple."""
 
     def __init__(self, module: torch.nn.Module, in_spec: _schema.Spec,
@@ -99,7 +108,7 @@ class _FlatWrapper(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _preserve_state(module: torch.nn.Module, changed: list[str] | None = None):
+def preserve_state(module: torch.nn.Module, changed: list[str] | None = None):
     """Export runs the module once; undo its side effects (buffer updates, RNG draws).
     ``changed`` receives the names of the buffers the run modified."""
     buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
@@ -150,27 +159,6 @@ def surface_warnings():
         warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 
-@contextlib.contextmanager
-def _quiet_fds(enabled: bool):
-    """Sends what C++ code writes to stdout/stderr to a temporary file meanwhile."""
-    if not enabled:
-        yield
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with tempfile.TemporaryFile() as sink:
-        try:
-            os.dup2(sink.fileno(), 1)
-            os.dup2(sink.fileno(), 2)
-            yield
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-
-
 def _owner(module: torch.nn.Module, dotted: str) -> tuple[torch.nn.Module, str]:
     *path, attr = dotted.split(".")
     owner = module
@@ -201,10 +189,8 @@ def bind_initializers(module: torch.nn.Module, names: list[str], prefix: str
     return bindings
 
 
-def _user_frame(tb) -> tuple[str, int, str] | None:
+def _user_frame_of(tb) -> tuple[str, int, str] | None:
     """The innermost frame of user code (outside torch and ortmodule) in a traceback."""
-    import linecache
-
     found = None
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
@@ -233,14 +219,14 @@ def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
     exception (its type, message and traceback) propagates from here. Otherwise returns the
     error to report: one naming the source line when forward branched on a tensor's value,
     else ``error`` itself."""
-    with _preserve_state(module), torch.no_grad():
+    with preserve_state(module), torch.no_grad():
         module(*args, **kwargs)  # the user's own exception propagates from here unchanged
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     data_dependent = find_in_chain(error, GuardOnDataDependentSymNode)
     if data_dependent is None:
         return error
-    where = _user_frame(data_dependent.__traceback__)
+    where = _user_frame_of(data_dependent.__traceback__)
     line = f"{where[0]}:{where[1]}: `{where[2]}`" if where else "an unknown line"
     explained = ExportError(
         f"{type(module).__name__}.forward uses the value of a tensor in Python control flow "
@@ -283,19 +269,10 @@ def check_supported(module: torch.nn.Module) -> None:
             )
 
 
-def needs_static_shapes(module: torch.nn.Module) -> bool:
-    """The exporter cannot lower batch norm without running statistics for symbolic
-    shapes; such modules are exported per concrete input shape instead."""
-    return any(
-        isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is None
-        for m in module.modules()
-    )
-
-
 @contextlib.contextmanager
-def _outside_autocast() -> Iterator[None]:
+def outside_autocast() -> Iterator[None]:
     """The caller's autocast regions switched off: they apply inside the traced forward only
-    (_FlatWrapper), not to the exporter's own computations."""
+    (FlatWrapper), not to the exporter's own computations."""
     with contextlib.ExitStack() as stack:
         for device in ("cpu", "cuda"):
             if torch.is_autocast_enabled(device):
@@ -304,7 +281,7 @@ def _outside_autocast() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _forget_source_files_read() -> Iterator[None]:
+def forget_source_files_read() -> Iterator[None]:
     """Drops the source files that tracing read into ``linecache`` (torch.export formats a
     stack trace per node: several MiB of library sources kept for the process's lifetime).
     Only entries read from files during the block go; the ones already there, and those that
@@ -321,60 +298,22 @@ def _forget_source_files_read() -> Iterator[None]:
                 linecache.cache.pop(name, None)
 
 
-def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, exporter: str, static_shapes: bool = False,
-           autocast: tuple[str, torch.dtype] | None = None,
-           fallback_unsupported_ops: bool = False, dynamic: bool = True) -> Captured:
-    """Exports ``module`` called with ``tensors`` (flattened per ``in_spec``), under
-    ``torch.autocast(*autocast)`` (device type, dtype) when given. With ``fallback_unsupported_ops``, ops the engine
-    lacks become bridge nodes (dynamo lowering only). torch.export traces symbolic sizes
-    with ``dynamic``, else the call's sizes (the TorchScript exporter follows
-    ``static_shapes``)."""
-    with _forget_source_files_read():
-        return _export(module, in_spec, tensors, verbose, exporter, static_shapes, autocast,
-                       fallback_unsupported_ops, dynamic)
+
+# ---- where a node came from ----
+
+_OWN_FILE = "/ortmodule/capture/"  # capture's own frames (the flattening wrapper, the bridge)
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
 
-def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-            verbose: bool, exporter: str, static_shapes: bool,
-            autocast: tuple[str, torch.dtype] | None, fallback_unsupported_ops: bool,
-            dynamic: bool) -> Captured:
-    if exporter == "auto":
-        # torch.onnx's lowering is needed for what the fx lowering has no counterpart of.
-        if not fallback_unsupported_ops:
-            from ortmodule import _fx_lower
+def user_frame(stack_trace: str) -> str:
+    """The innermost frame of user code (outside torch and ortmodule) of a stack."""
+    frames = _FRAME.findall(stack_trace)
+    user = [f for f in frames if "/torch/" not in f[0] and _OWN_FILE not in f[0]]
+    if not user:
+        return ""
+    path, line, func, code = user[-1]
+    return f"{path}({line}): {func}: {code.strip()}"
 
-            with _outside_autocast():
-                return _fx_lower.export(module, in_spec, tensors, verbose,
-                                        dynamo_when_untranslatable=True, dynamic=dynamic,
-                                        autocast=autocast)
-        logger.info("exporting %s: FallbackPolicy.UNSUPPORTED_OP needs torch.onnx's "
-                    "lowering (exporter \"dynamo\")", type(module).__name__)
-        exporter = "dynamo"
-    if exporter == "dynamo":
-        from ortmodule import _capture_dynamo
 
-        # The caller's autocast region applies inside the traced forward only.
-        with _outside_autocast():
-            return _capture_dynamo.export(module, in_spec, tensors, verbose, autocast,
-                                          fallback_unsupported_ops, dynamic)
-    if autocast is not None and exporter == "torchscript":
-        raise NotImplementedError(
-            "the TorchScript exporter cannot capture torch.autocast: use the default "
-            "exporter (DebugOptions(exporter=\"auto\"))")
-    if exporter == "fx":
-        from ortmodule import _fx_lower
-
-        if fallback_unsupported_ops:
-            raise NotImplementedError(
-                "FallbackPolicy.UNSUPPORTED_OP needs torch.onnx's lowering; the fx exporter "
-                "has no bridge for ops it cannot translate: use the default exporter "
-                "(DebugOptions(exporter=\"auto\"))")
-        with _outside_autocast():
-            return _fx_lower.export(module, in_spec, tensors, verbose, dynamic=dynamic,
-                                    autocast=autocast)
-    if exporter == "torchscript":
-        from ortmodule import _capture_torchscript
-
-        return _capture_torchscript.export(module, in_spec, tensors, verbose, static_shapes)
-    raise ValueError(f"unknown exporter {exporter!r}; expected one of {EXPORTERS}")
+def fx_source_line(node: torch.fx.Node) -> str:
+    return user_frame(node.meta.get("stack_trace") or "")

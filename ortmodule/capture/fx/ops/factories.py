@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import FALLBACK_HINT, Lowering, onnx_dtype
-from ortmodule._fx_ops import register
-from ortmodule._fx_ops.common import _out, _scalar_tensor, aten
+from ortmodule.capture.common import ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
+from ortmodule.capture.fx.registry import register
 
 
 def _fill(lw: Lowering, node: Any, sizes: Any, value: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ortmodule._fx_lower import Lowering
+from ortmodule.capture.fx.builder import Lowering
 
 aten = torch.ops.aten
 

@@ -1,22 +1,12 @@
-"""Capture through torch.export lowered by ortmodule itself (``exporter="fx"``, and
-``"auto"``, the default, wherever the translation table covers the program).
+"""The ONNX graph the fx lowering writes (``Lowering``) and the walk over an FX graph that
+fills it (``translate``), one translation per node from the registry.
 
-``torch.export.export`` gives the ATen graph of the flattened module; this module walks
-that graph once and writes the ONNX ModelProto the engine loads, one translation per ATen
-op (``_fx_ops.TABLE``), without the stock lowering's decomposition pass (a second trace of
-the whole program under fake tensors) and without onnxscript. Everything else matches the
-dynamo path (``_capture_dynamo``): buffer updates become state outputs, every node carries
-the user source line it came from, custom autograd Functions become TorchCall bridge
-nodes, checkpointed ops are tagged for recompute, ``torch.no_grad()`` regions stop
-gradients, input dimensions stay symbolic and the exporter's shape guards are kept.
-
-An op without a translation is an ``ExportError`` naming the ATen op and the source line;
-the dynamo exporter lowers many more ops.
+An op without a translation is an ``UnsupportedOp`` naming the ATen op and the source line;
+the torch_onnx lowering lowers many more ops.
 """
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,14 +17,8 @@ import sympy
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from ortmodule import _bridge, _lowering, _schema
-from ortmodule._capture import Captured, ExportError
-from ortmodule._capture_dynamo import PREFIX, _fx_source_line, finish, trace
-
-logger = logging.getLogger("ortmodule")
-
-OPSET = _lowering.OPSET
-OWN_DOMAIN = _lowering.OWN_DOMAIN
+from ortmodule.capture.common import PREFIX, REGION_KEY, ExportError, fx_source_line
+from ortmodule.capture.fx import registry
 
 ONNX_DTYPES: dict[torch.dtype, int] = {
     torch.float32: TensorProto.FLOAT, torch.float64: TensorProto.DOUBLE,
@@ -44,6 +28,7 @@ ONNX_DTYPES: dict[torch.dtype, int] = {
     torch.uint8: TensorProto.UINT8, torch.bool: TensorProto.BOOL,
 }
 
+SUBMODULE_KEY = "ortmodule_submodule"  # node.meta: the body of a higher-order op (autocast)
 FALLBACK_HINT = ("use the default exporter (DebugOptions(exporter=\"auto\") or "
                  "ORTMODULE_EXPORTER=auto), which lowers such programs with torch.onnx.")
 
@@ -67,7 +52,7 @@ def _module_path(node: torch.fx.Node) -> str:
 def source_line(node: torch.fx.Node) -> str:
     """The innermost user frame of the node's recorded stack and its submodule path, as
     the dynamo path writes them into each ONNX node's doc_string."""
-    where = _fx_source_line(node)
+    where = fx_source_line(node)
     module = _module_path(node)
     if module:
         where += f" [module {module}]"
@@ -122,7 +107,7 @@ class Lowering:
                                 doc_string=self.doc or None,
                                 **{k: v for k, v in attrs.items() if v is not None})
         if self.region is not None:
-            node.metadata_props.add(key=_bridge.REGION_KEY, value=str(self.region))
+            node.metadata_props.add(key=REGION_KEY, value=str(self.region))
             self.regions += 1
         self.nodes.append(node)
         return outs[0] if outputs == 1 else outs
@@ -288,11 +273,9 @@ class Lowering:
         return self.sym(size)
 
 
-def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | None) -> Any:
+def translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | None) -> Any:
     """Lowers ``graph``'s call nodes; placeholders take ``inputs`` (a subgraph) or are
     already bound. Returns the values of the output node's arguments."""
-    from ortmodule import _fx_ops
-
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     lowering.order.update((n, k) for k, n in enumerate(graph.nodes))
     if inputs is not None:
@@ -309,15 +292,15 @@ def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | No
         lowering.fx_node = node
         lowering.doc = source_line(node)
         custom = node.meta.get("custom") or {}
-        lowering.region = custom.get(_bridge.REGION_KEY)
+        lowering.region = custom.get(REGION_KEY)
         target = node.target
-        fn = _fx_ops.lookup(target)
+        fn = registry.lookup(target)
         if fn is None:
             where = lowering.doc or "an unknown line"
             raise UnsupportedOp(
                 f"the fx exporter has no translation for {target} (from {where}); "
                 f"{FALLBACK_HINT}")
-        args, kwargs = _fx_ops.bind(target, node)
+        args, kwargs = registry.bind(target, node)
         try:
             lowering.env[node] = fn(lowering, node, *args, **kwargs)
         except ExportError:
@@ -328,142 +311,3 @@ def _translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | No
                 f"{lowering.doc or 'an unknown line'}): {type(e).__name__}: {e}; "
                 f"{FALLBACK_HINT}") from e
     raise ExportError("internal: the graph has no output node")
-
-
-def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
-    dims: list[Any] = []
-    for size in val.shape:
-        if isinstance(size, torch.SymInt) and size.node.expr.free_symbols:
-            dims.append(str(size.node.expr))
-        else:
-            dims.append(int(size))
-    return helper.make_tensor_value_info(name, onnx_dtype(val.dtype), dims)
-
-
-def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-          calls: dict[int, Any]) -> tuple[onnx.ModelProto, int]:
-    """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
-    and the number of nodes in checkpoint regions."""
-    from ortmodule import _fx_autocast
-
-    casts = _fx_autocast.insert_casts(program.graph_module)
-    if casts:
-        logger.debug("autocast: %d casts made explicit", casts)
-    lowering = Lowering(program, calls)
-    signature = program.graph_signature
-    from torch.export.graph_signature import InputKind, OutputKind
-
-    params = dict(wrapper.named_parameters(remove_duplicate=False))
-    buffers = dict(wrapper.named_buffers(remove_duplicate=False))
-    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    graph_inputs: list[onnx.ValueInfoProto] = []
-    input_names: list[str] = []
-    initializer_names: dict[str, str] = {}  # fqn -> initializer (tied weights share one)
-    for k, spec in enumerate(signature.input_specs):
-        node = placeholders[spec.arg.name]
-        val = node.meta.get("val")
-        if spec.kind == InputKind.USER_INPUT:
-            if not isinstance(val, torch.Tensor):
-                raise ExportError(f"the exported program has a non-tensor input {node.name}")
-            name = f"input_{len(input_names)}"
-            lowering.names.add(name)
-            input_names.append(name)
-            graph_inputs.append(_value_info(name, val))
-            lowering.register_input(name, val)
-            lowering.env[node] = name
-        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            target = spec.target
-            if spec.kind == InputKind.CONSTANT_TENSOR:
-                tensor = program.constants[target]
-                name = lowering.fresh(f"const_{node.name}")
-            else:
-                tensor = params.get(target, buffers.get(target))
-                if tensor is None:
-                    tensor = program.state_dict.get(target, program.constants.get(target))
-                name = initializer_names.get(target) or target
-                lowering.names.add(name)
-            if tensor is None:
-                raise ExportError(f"the exported program reads {target}, which the module "
-                                  "does not hold")
-            if name not in initializer_names.values():
-                lowering.initializers.append(_initializer(name, tensor))
-            initializer_names[target] = name
-            lowering.env[node] = name
-        else:
-            raise ExportError(f"the fx exporter does not support program inputs of kind "
-                              f"{spec.kind.name} ({node.name}); {FALLBACK_HINT}")
-    outputs = _translate(lowering, program.graph, None)
-    user = [i for i, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
-    if len(user) != len(signature.output_specs):
-        kinds = {s.kind.name for s in signature.output_specs} - {"USER_OUTPUT"}
-        raise ExportError(f"the fx exporter does not support program outputs of kind "
-                          f"{', '.join(sorted(kinds))}; {FALLBACK_HINT}")
-    output_node = next(n for n in program.graph.nodes if n.op == "output")
-    out_args = output_node.args[0]
-    graph_outputs = []
-    taken: set[str] = set()
-    fixed = {i.name for i in lowering.initializers} | set(input_names)
-    lowering.region = None
-    for i, (arg, v) in enumerate(zip(out_args, outputs)):
-        val = lowering.meta(arg)
-        if not isinstance(val, torch.Tensor) or not isinstance(v, str):
-            raise ExportError(f"output {i} of the module is not a tensor the graph computes")
-        if v in taken or v in fixed:
-            lowering.doc = source_line(arg) if isinstance(arg, torch.fx.Node) else ""
-            v = lowering.op("Identity", [v], name=f"output_{i}")
-        taken.add(v)
-        graph_outputs.append(_value_info(v, val))
-    graph = helper.make_graph(lowering.nodes, "ortmodule_fx", graph_inputs, graph_outputs,
-                              initializer=lowering.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
-                                                    helper.make_opsetid(OWN_DOMAIN, 1),
-                                                    helper.make_opsetid("com.microsoft", 1)],
-                              producer_name="ortmodule.fx")
-    model.ir_version = 10
-    return model, lowering.regions
-
-
-def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
-    t = tensor.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return helper.make_tensor(name, TensorProto.BFLOAT16, list(t.shape),
-                                  t.view(torch.int16).numpy().tobytes(), raw=True)
-    proto = TensorProto()
-    proto.name = name
-    proto.data_type = onnx_dtype(t.dtype)
-    proto.dims.extend(t.shape)
-    proto.raw_data = t.numpy().tobytes()
-    return proto
-
-
-def export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Tensor],
-           verbose: bool, dynamo_when_untranslatable: bool = False,
-           dynamic: bool = True, autocast: tuple[str, torch.dtype] | None = None) -> Captured:
-    """Traces ``module`` (its forward under ``torch.autocast(*autocast)`` when given) and
-    lowers the program with the translation table. With
-    ``dynamo_when_untranslatable`` (the ``"auto"`` exporter), a program the table cannot
-    lower is lowered by torch.onnx instead, from the same trace."""
-    from ortmodule import _capture_dynamo
-
-    hint = ((lambda e: _capture_dynamo._lowering_hint(e, False))
-            if dynamo_when_untranslatable else (lambda e: ""))
-    with trace(module, in_spec, tensors, verbose, autocast, hint=hint,
-               dynamic=dynamic) as traced:
-        untranslatable = None
-        try:
-            model, regions = lower(traced.program, traced.wrapper, traced.session.calls)
-            exporter = "fx"
-        except ExportError as e:
-            if not dynamo_when_untranslatable:
-                raise
-            untranslatable = str(e).split("; " + FALLBACK_HINT)[0]
-        if untranslatable is not None:
-            # Outside the handler: an error of torch.onnx's lowering is reported as its own,
-            # not as the fx lowering's it would otherwise chain to.
-            logger.info("exporting %s: %s; lowering it with torch.onnx instead (exporter "
-                        "\"dynamo\": the same graph, a slower first call)",
-                        type(module).__name__, untranslatable)
-            model, regions = _capture_dynamo._lower(traced.program, traced.args, verbose,
-                                                    False)
-            exporter = "dynamo"
-    return finish(module, tensors, traced, model, regions, exporter)

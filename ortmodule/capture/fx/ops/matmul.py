@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ortmodule._fx_lower import Lowering
-from ortmodule._fx_ops import register
-from ortmodule._fx_ops.common import aten
+from ortmodule.capture.fx.builder import Lowering
+from ortmodule.capture.fx.ops.common import aten
+from ortmodule.capture.fx.registry import register
 
 
 @register(aten.linear.default)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ortmodule._fx_lower import OWN_DOMAIN, Lowering, onnx_dtype
-from ortmodule._fx_ops import register
-from ortmodule._fx_ops.common import _out, aten
+from ortmodule.capture.common import OWN_DOMAIN
+from ortmodule.capture.fx.builder import Lowering, onnx_dtype
+from ortmodule.capture.fx.ops.common import _out, aten
+from ortmodule.capture.fx.registry import register
 
 
 @register(aten._assert_tensor_metadata.default, aten._assert_scalar.default,

@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import FALLBACK_HINT, Lowering
-from ortmodule._fx_ops import TABLE, bind, register
-from ortmodule._fx_ops.common import aten
-from ortmodule._fx_ops.elementwise import _masked_fill
+from ortmodule.capture.common import ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.ops.common import aten
+from ortmodule.capture.fx.ops.elementwise import _masked_fill
+from ortmodule.capture.fx.registry import TABLE, bind, register
 
 
 @register(aten.relu_.default, aten.add_.Tensor, aten.mul_.Tensor, aten.sub_.Tensor,

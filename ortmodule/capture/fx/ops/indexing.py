@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import FALLBACK_HINT, Lowering
-from ortmodule._fx_ops import register
-from ortmodule._fx_ops.common import _axis, aten
+from ortmodule.capture.common import ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.ops.common import _axis, aten
+from ortmodule.capture.fx.registry import register
 
 
 def _index_value(lw: Lowering, v: Any) -> Any:

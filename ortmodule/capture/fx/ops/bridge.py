@@ -7,33 +7,30 @@ from typing import Any
 
 import torch
 
-from ortmodule import _bridge
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import OWN_DOMAIN, Lowering
-from ortmodule._fx_ops import TABLE
+from ortmodule.capture import bridge
+from ortmodule.capture.common import OWN_DOMAIN, ExportError
+from ortmodule.capture.fx.builder import SUBMODULE_KEY, Lowering, translate
+from ortmodule.capture.fx.registry import TABLE
 
 
 def _wrap_with_set_grad_enabled(lw: Lowering, node: Any, enabled: bool, submodule: Any,
                                 *args: Any) -> Any:
     """The body of a ``torch.no_grad()`` (or enable_grad) region, inlined; the region's
-    outputs were detached by ``_lowering.mark_no_grad_regions``."""
+    outputs were detached by ``trace.mark_no_grad_regions``."""
     return _inline(lw, node, submodule, args)
 
 
 def _wrap_with_autocast(lw: Lowering, node: Any, device: str, dtype: Any, enabled: bool,
                         cache_enabled: bool, submodule: Any, *args: Any) -> Any:
-    """The body of a ``torch.autocast`` region, inlined; ``_fx_autocast.insert_casts`` made
+    """The body of a ``torch.autocast`` region, inlined; ``autocast.insert_casts`` made
     the casts autocast does explicit in it."""
     return _inline(lw, node, submodule, args)
 
 
 def _inline(lw: Lowering, node: Any, submodule: Any, args: Any) -> Any:
-    from ortmodule._fx_autocast import SUBMODULE_KEY
-    from ortmodule._fx_lower import _translate
-
     graph_module = node.meta.get(SUBMODULE_KEY) or getattr(lw.program.graph_module,
                                                           submodule.target)
-    out = _translate(lw, graph_module.graph, [lw.value(a) for a in args])
+    out = translate(lw, graph_module.graph, [lw.value(a) for a in args])
     return list(out) if isinstance(out, (list, tuple)) else out
 
 
@@ -50,4 +47,4 @@ def _torch_call(lw: Lowering, node: Any, callable_id: int, inputs: Any) -> Any:
     return outs if isinstance(outs, list) else [outs]
 
 
-TABLE[_bridge.torch_call_op()] = _torch_call
+TABLE[bridge.torch_call_op()] = _torch_call

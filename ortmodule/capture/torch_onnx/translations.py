@@ -1,5 +1,6 @@
 """Translations from ATen ops to ONNX where the stock torch.onnx translation is wrong
-for training. Used by the torch.export capture path as its custom translation table."""
+for training: torch.onnx's custom translation table. Each training semantic is written
+here once for this lowering (the fx lowering has its own translations in ``fx/ops``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import torch
 from onnxscript import opset20 as op
 from onnxscript import values
 
-OPSET = 20
+from ortmodule.capture.common import OWN_DOMAIN
+
 # The engine's own ops (ai.ortmodule domain) that translations emit.
-OWN_DOMAIN = "ai.ortmodule"
 own = values.Opset(OWN_DOMAIN, 1)
 
 
@@ -122,31 +123,6 @@ def detach(self: Any) -> Any:
     pass gradients that eager PyTorch stops (a straight-through estimator written as
     ``x + (q(x) - x).detach()`` would train wrong)."""
     return own.StopGradient(self)
-
-
-def mark_no_grad_regions(program: torch.export.ExportedProgram) -> int:
-    """Detaches the outputs of ``torch.no_grad()`` regions. torch.export records such a
-    region as a ``wrap_with_set_grad_enabled(False, ...)`` call, which the ONNX lowering
-    inlines, losing that no gradient may flow through it. Returns the regions marked."""
-    graph = program.graph_module.graph
-    wrap = torch.ops.higher_order.wrap_with_set_grad_enabled
-    marked = 0
-    for node in list(graph.nodes):
-        if node.op != "call_function" or node.target is not wrap or node.args[0] is not False:
-            continue
-        marked += 1
-        for user in list(node.users):
-            val = user.meta.get("val")
-            if not isinstance(val, torch.Tensor):
-                continue
-            with graph.inserting_after(user):
-                detached = graph.call_function(torch.ops.aten.detach.default, (user,))
-            detached.meta = dict(user.meta)
-            user.replace_all_uses_with(
-                detached, delete_user_cb=lambda n, keep=detached: n is not keep)
-    if marked:
-        program.graph_module.recompile()
-    return marked
 
 
 def translation_table() -> dict[Any, Any]:

@@ -24,12 +24,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ortmodule._fx_lower import UnsupportedOp, source_line
-from ortmodule._fx_ops import casts as fx_casts
+from ortmodule.capture.fx.builder import SUBMODULE_KEY, UnsupportedOp, source_line
+from ortmodule.capture.fx.ops import casts as fx_casts
 
 WRAP_AUTOCAST = torch.ops.higher_order.wrap_with_autocast
 WRAP_GRAD = torch.ops.higher_order.wrap_with_set_grad_enabled
-SUBMODULE_KEY = "ortmodule_submodule"  # node.meta: the body of a higher-order op
 _CASTS = (torch.ops.aten._to_copy.default,)  # how autocast's casts reach the dispatcher
 
 # The autocast regions a node runs in, outermost first: (device type, dtype, enabled). An

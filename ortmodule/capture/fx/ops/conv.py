@@ -6,11 +6,11 @@ from typing import Any
 
 import torch
 
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import FALLBACK_HINT, OWN_DOMAIN, Lowering
-from ortmodule._fx_ops import register
-from ortmodule._fx_ops.common import _scalar_tensor, aten
-from ortmodule._fx_ops.inplace import _rebind
+from ortmodule.capture.common import OWN_DOMAIN, ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.ops.common import _scalar_tensor, aten
+from ortmodule.capture.fx.ops.inplace import _rebind
+from ortmodule.capture.fx.registry import register
 
 
 @register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,

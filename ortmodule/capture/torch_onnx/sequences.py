@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ortmodule._capture import ExportError
+from ortmodule.capture.common import ExportError
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

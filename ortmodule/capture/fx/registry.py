@@ -1,5 +1,6 @@
-"""Translations of ATen ops (as torch.export records them, before decomposition) into the
-ONNX ops the engine runs (docs/supported_ops.md), for the fx lowering (``_fx_lower``).
+"""The fx lowering's translation table: one entry per ATen op overload (as torch.export
+records them, before decomposition), translating it into the ONNX ops the engine runs
+(docs/supported_ops.md).
 
 One entry per op overload. A translation receives the lowering, the FX node and the op's
 arguments bound to its schema (FX nodes, Python numbers, lists), and returns the value of
@@ -7,9 +8,7 @@ the node: an ONNX value name, a list of them, or a Python number (integer arithm
 sizes that folds). In-place ops rebind the value of the tensor they modify.
 
 This module holds the registry (``TABLE``, ``register``, ``lookup``, ``bind``); the
-translations live in one module per op family (``elementwise``, ``inplace``, ``shapes``, ...,
-helpers they share in ``common``), all imported below so that importing the package
-registers every translation.
+translations live in ``ops``, one module per op family, which register on import.
 """
 
 from __future__ import annotations
@@ -56,19 +55,3 @@ def register(*targets: Any) -> Callable[[Fn], Fn]:
 def covered_ops() -> list[str]:
     """The names of the ops the fx lowering translates (for documentation and tests)."""
     return sorted(str(t) for t in TABLE)
-
-
-# The families register into TABLE on import, so they come after the registry.
-from ortmodule._fx_ops import (  # noqa: F401
-    attention,
-    bridge,
-    casts,
-    conv,
-    elementwise,
-    factories,
-    indexing,
-    inplace,
-    matmul,
-    normalization,
-    shapes,
-)

@@ -8,57 +8,26 @@ node was made from, before decomposition) gets a translation into an
 ``ai.ortmodule::TorchCall`` node naming the op, and the program is lowered again. Its
 non-tensor arguments are encoded as strings for csrc/python/torch_call.cpp, which
 calls the op through the dispatcher.
+
+The bridged calls the trace recorded (custom autograd Functions, ``capture.bridge``) become
+TorchCall nodes here too, and checkpointed ops get their region tag.
 """
 
 from __future__ import annotations
 
+import ast
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx
 import torch
 
 from ortmodule import _C
-from ortmodule._bridge import emit_torch_call
+from ortmodule.capture import bridge
+from ortmodule.capture.common import OWN_DOMAIN, REGION_KEY
 
 logger = logging.getLogger("ortmodule")
-
-HINT = ("To run the ops the engine lacks on PyTorch instead (each one as a single graph node "
-        "whose gradient comes from autograd), pass "
-        "DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP) or set "
-        "ORTMODULE_FALLBACK_POLICY=unsupported_op.")
-TORCHSCRIPT_HINT = ("FallbackPolicy.UNSUPPORTED_OP needs the default exporter: drop "
-                    "DebugOptions(exporter=\"torchscript\") to run the ops the engine lacks on "
-                    "PyTorch.")
-
-
-def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
-                  state_outputs: list[tuple[str, str]], exporter: str,
-                  graph_optimizations: bool = True, label_sparsity: str = "auto",
-                  sample_inputs: dict[str, torch.Tensor] | None = None) -> Any:
-    """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
-    ``graph_optimizations=False`` skips the engine's rewrites, ``label_sparsity`` picks when
-    losses compute only the rows they do not ignore (DebugOptions); ``sample_inputs`` are the
-    first call's inputs by graph input name (the integer ones are read)."""
-    # Integer inputs (labels among them) for the rewrites that look at the first call's data;
-    # what those rewrites decided is logged.
-    samples = {name: t for name, t in (sample_inputs or {}).items()
-               if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)}
-    try:
-        program = _C.Program(onnx_bytes, feeds, wrt, state_outputs,
-                             graph_optimizations=graph_optimizations,
-                             label_sparsity=label_sparsity, sample_inputs=samples)
-        for note in program.notes:
-            logger.info("%s", note)
-        return program
-    except RuntimeError as e:
-        message = str(e)
-        if not message.startswith("unsupported op:"):
-            raise
-        hint = TORCHSCRIPT_HINT if exporter == "torchscript" else HINT
-        head, sep, ops = message.partition(" Supported ops:")
-        raise RuntimeError(f"{head} {hint}{sep}{ops}") from None
 
 
 # ---- which ops the engine lacks ----
@@ -208,3 +177,61 @@ def warn(op: torch._ops.OpOverload, why: str, where: str) -> None:
     logger.warning("ortmodule: %s runs on PyTorch (fallback=UNSUPPORTED_OP) because %s%s; "
                    "its gradient comes from autograd", op, why,
                    f"; from {where}" if where else "")
+
+
+# ---- TorchCall nodes and checkpoint regions in torch.onnx's graph ----
+
+def emit_torch_call(inputs: Sequence[Any], attributes: dict[str, Any], num_outputs: int
+                    ) -> list[Any]:
+    """Adds an ai.ortmodule::TorchCall node with ``num_outputs`` outputs to the graph the
+    exporter is building (onnxscript infers one output for variadic schemas) and returns
+    its outputs."""
+    from onnxscript import ir
+    from torch.onnx._internal.exporter import _core, _tensors
+
+    tracer = _core.current_tracer
+    if tracer is None:
+        raise RuntimeError("TorchCall emitted outside the ONNX lowering")
+    outputs = [_tensors.SymbolicTensor(tracer.opset) for _ in range(num_outputs)]
+    node = ir.Node(OWN_DOMAIN, "TorchCall", list(inputs),
+                   attributes=ir.convenience.convert_attributes(attributes),
+                   outputs=outputs, version=1)
+    tracer.nodes.append(node)
+    return outputs
+
+
+def translate_torch_call(callable_id: int, inputs: Sequence[Any]) -> Any:
+    """ortmodule::torch_call -> TorchCall(callable_id) with the Function's outputs."""
+    call = bridge.call_of(callable_id)
+    return emit_torch_call(inputs, {"callable_id": callable_id, "callable": call.name},
+                           len(call.out_positions))
+
+
+def checkpoint_regions(exported_program: torch.export.ExportedProgram) -> dict[str, int]:
+    """FX node name -> checkpoint region, for the nodes traced inside one."""
+    regions = {}
+    for node in exported_program.graph.nodes:
+        custom = node.meta.get("custom") or {}
+        if REGION_KEY in custom:
+            regions[node.name] = custom[REGION_KEY]
+    return regions
+
+
+def fx_node_name(onnx_node: Any) -> str | None:
+    """The FX node an exported ONNX node was translated from."""
+    for prop in onnx_node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            scopes = ast.literal_eval(prop.value)
+            return scopes[-1] if scopes else None
+    return None
+
+
+def tag_checkpoint_regions(graph: Any, regions: dict[str, int]) -> int:
+    """Marks ONNX nodes made from checkpointed ops for recompute; returns how many."""
+    tagged = 0
+    for node in graph.node:
+        region = regions.get(fx_node_name(node) or "")
+        if region is not None:
+            node.metadata_props.add(key=REGION_KEY, value=str(region))
+            tagged += 1
+    return tagged

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from ortmodule._capture import ExportError
-from ortmodule._fx_lower import FALLBACK_HINT, Lowering, onnx_dtype
-from ortmodule._fx_ops import TABLE, Fn, register
-from ortmodule._fx_ops.common import _out, _result_dtype, aten
+from ortmodule.capture.common import ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
+from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
 def _binary(op_type: str, compare: bool = False) -> Fn:

@@ -14,12 +14,15 @@ share the engine's memory) and its backward through autograd over the recorded c
 
 ``torch.utils.checkpoint`` regions are not bridged: they stay in the engine graph, their
 nodes tagged so that the engine recomputes them during backward instead of keeping their
-activations (``checkpoint_regions``).
+activations.
+
+This module is the trace-time half: while torch.export traces, a capture session
+intercepts ``Function.apply`` and checkpoint and records the calls. Each lowering turns the
+records into nodes (``fx/ops/bridge.py``, ``torch_onnx/aten_bridge.py``).
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import logging
 import threading
@@ -32,13 +35,9 @@ import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 
 from ortmodule import _C
-from ortmodule._capture import ExportError
+from ortmodule.capture.common import REGION_KEY, ExportError
 
 logger = logging.getLogger("ortmodule")
-
-OWN_DOMAIN = "ai.ortmodule"
-# FX node meta["custom"] key and ONNX node metadata key of checkpoint regions.
-REGION_KEY = "ortmodule.checkpoint_region"
 
 
 class BridgeError(ExportError):
@@ -77,11 +76,11 @@ def torch_call_op() -> Any:
         if _torch_call_op is None:
             @torch.library.custom_op("ortmodule::torch_call", mutates_args=())
             def torch_call(callable_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-                return [t.clone() for t in _call_of(callable_id).run(*inputs)]
+                return [t.clone() for t in call_of(callable_id).run(*inputs)]
 
             @torch_call.register_fake
             def _(callable_id: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-                return _call_of(callable_id).fake(inputs)
+                return call_of(callable_id).fake(inputs)
 
             _torch_call_op = torch.ops.ortmodule.torch_call.default
     return _torch_call_op
@@ -98,9 +97,8 @@ _HOOK_CLASS = torch.autograd.function._SingleLevelFunction
 
 
 class _Session:
-    def __init__(self, refuse: str | None) -> None:
+    def __init__(self) -> None:
         self.thread = threading.get_ident()  # the patches act on the capturing thread only
-        self.refuse = refuse  # why user Functions cannot be bridged (TorchScript capture)
         self.calls: dict[int, FunctionCall] = {}
         self.regions = 0
         self.depth = 0  # > 0 while a bridged Function's own forward runs (not bridged again)
@@ -110,7 +108,8 @@ _session: _Session | None = None
 _capture_lock = threading.Lock()  # one capture at a time: the patches are process-wide
 
 
-def _call_of(callable_id: int) -> FunctionCall:
+def call_of(callable_id: int) -> FunctionCall:
+    """The bridged call registered as ``callable_id`` by the capture running now."""
     call = _session.calls.get(callable_id) if _session else None
     if call is None:
         raise RuntimeError(f"ortmodule::torch_call #{callable_id} ran outside the capture that "
@@ -200,17 +199,11 @@ def _bridged_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
     session = _active()
     if session is None:
         return _apply_base(cls, *args, **kwargs)
-    if cls is torch.utils.checkpoint.CheckpointFunction and session.refuse is None:
+    if cls is torch.utils.checkpoint.CheckpointFunction:
         function, _preserve_rng_state, *rest = args
         return _checkpoint_region(session, function, rest, reentrant=True)
     if cls.__module__.split(".")[0] == "torch":
         return _apply_base(cls, *args, **kwargs)  # PyTorch's own Functions trace as usual
-    if session.refuse is not None:
-        raise BridgeError(
-            f"torch.autograd.Function {qualified_name(cls)} cannot run inside ORTModule with "
-            f"{session.refuse}: its custom backward would be replaced by the gradient of its "
-            "inlined forward. Use the default exporter (drop DebugOptions(exporter="
-            "\"torchscript\")), which runs the Function's own forward and backward")
     flat, spec = pytree.tree_flatten((args, kwargs))
     positions = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
     if not positions:
@@ -253,22 +246,20 @@ def _region_generator(function: Callable, *args: Any, **kwargs: Any) -> Iterator
 
 
 @contextlib.contextmanager
-def capture_session(refuse: str | None = None) -> Iterator[_Session]:
-    """While export and lowering run on this thread: bridges user Functions (or, given
-    ``refuse``, says why they cannot be) and tags checkpoint regions. The callables
-    registered meanwhile are the caller's to lease or release."""
+def capture_session() -> Iterator[_Session]:
+    """While export and lowering run on this thread: bridges user Functions and tags
+    checkpoint regions. The callables registered meanwhile are the caller's to lease or
+    release."""
     global _session
     if _session is not None and _session.thread == threading.get_ident():
         raise RuntimeError("ORTModule cannot capture a module while capturing another one "
                            "(an ORTModule called inside a module being wrapped)")
     with _capture_lock:
-        if refuse is None:
-            torch_call_op()
-        session = _Session(refuse)
+        torch_call_op()
+        session = _Session()
         _session = session
         _HOOK_CLASS.apply = classmethod(_bridged_apply)
-        if refuse is None:
-            torch.utils.checkpoint._checkpoint_without_reentrant_generator = _region_generator
+        torch.utils.checkpoint._checkpoint_without_reentrant_generator = _region_generator
         try:
             with torch.fx.traceback.preserve_node_meta():
                 yield session
@@ -277,61 +268,3 @@ def capture_session(refuse: str | None = None) -> Iterator[_Session]:
             torch.utils.checkpoint._checkpoint_without_reentrant_generator = \
                 _ORIGINAL_NONREENTRANT
             _session = None
-
-
-# ---- lowering: TorchCall nodes ----
-
-def emit_torch_call(inputs: Sequence[Any], attributes: dict[str, Any], num_outputs: int
-                    ) -> list[Any]:
-    """Adds an ai.ortmodule::TorchCall node with ``num_outputs`` outputs to the graph the
-    exporter is building (onnxscript infers one output for variadic schemas) and returns
-    its outputs."""
-    from onnxscript import ir
-    from torch.onnx._internal.exporter import _core, _tensors
-
-    tracer = _core.current_tracer
-    if tracer is None:
-        raise RuntimeError("TorchCall emitted outside the ONNX lowering")
-    outputs = [_tensors.SymbolicTensor(tracer.opset) for _ in range(num_outputs)]
-    node = ir.Node(OWN_DOMAIN, "TorchCall", list(inputs),
-                   attributes=ir.convenience.convert_attributes(attributes),
-                   outputs=outputs, version=1)
-    tracer.nodes.append(node)
-    return outputs
-
-
-def translate_torch_call(callable_id: int, inputs: Sequence[Any]) -> Any:
-    """ortmodule::torch_call -> TorchCall(callable_id) with the Function's outputs."""
-    call = _call_of(callable_id)
-    return emit_torch_call(inputs, {"callable_id": callable_id, "callable": call.name},
-                           len(call.out_positions))
-
-
-def checkpoint_regions(exported_program: torch.export.ExportedProgram) -> dict[str, int]:
-    """FX node name -> checkpoint region, for the nodes traced inside one."""
-    regions = {}
-    for node in exported_program.graph.nodes:
-        custom = node.meta.get("custom") or {}
-        if REGION_KEY in custom:
-            regions[node.name] = custom[REGION_KEY]
-    return regions
-
-
-def fx_node_name(onnx_node: Any) -> str | None:
-    """The FX node an exported ONNX node was translated from."""
-    for prop in onnx_node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            scopes = ast.literal_eval(prop.value)
-            return scopes[-1] if scopes else None
-    return None
-
-
-def tag_checkpoint_regions(graph: Any, regions: dict[str, int]) -> int:
-    """Marks ONNX nodes made from checkpointed ops for recompute; returns how many."""
-    tagged = 0
-    for node in graph.node:
-        region = regions.get(fx_node_name(node) or "")
-        if region is not None:
-            node.metadata_props.add(key=REGION_KEY, value=str(region))
-            tagged += 1
-    return tagged
