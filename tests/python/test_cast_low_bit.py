@@ -157,12 +157,16 @@ def _compare_undefined(op: str, src: int, dst: int, attrs: dict, x: np.ndarray) 
         return
     got = cast_rule.as_integers(_to_numpy(got, _np_dtype(dst)), dst)
     want = cast_rule.expected(x, dst)
-    bad = got != want
+    _fail_where(got != want, f"{op} {_name(src)} -> {_name(dst)} {attrs}, out of range "
+                f"(against the rule)", x, got, want)
+
+
+def _fail_where(bad: np.ndarray, what: str, x: np.ndarray, got: np.ndarray,
+                expected: np.ndarray) -> None:
     if bad.any():
         i = np.flatnonzero(bad)[:8]
-        pytest.fail(f"{op} {_name(src)} -> {_name(dst)} {attrs}, out of range: {bad.sum()} of "
-                    f"{bad.size} differ from the rule; inputs {x[i].astype(np.float64)} got "
-                    f"{got[i]} expected {want[i]}")
+        pytest.fail(f"{what}: {bad.sum()} of {bad.size} differ; inputs "
+                    f"{x[i].astype(np.float64)} got {got[i]} expected {expected[i]}")
 
 
 def _compare(src: int, dst: int, op: str = "Cast", attrs: dict | None = None,
@@ -200,11 +204,7 @@ def _compare(src: int, dst: int, op: str = "Cast", attrs: dict | None = None,
         bad &= ~np.isnan(expected)
     else:
         bad = got != expected
-    if bad.any():
-        i = np.flatnonzero(bad)[:8]
-        pytest.fail(f"{op} {_name(src)} -> {_name(dst)} {attrs}: {bad.sum()} of {bad.size} "
-                    f"differ; inputs {x[i].astype(np.float64)} got {got[i]} expected "
-                    f"{expected[i]}")
+    _fail_where(bad, f"{op} {_name(src)} -> {_name(dst)} {attrs}", x, got, expected)
 
 
 @pytest.mark.parametrize("saturate", [1, 0])
