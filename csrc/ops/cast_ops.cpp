@@ -151,7 +151,17 @@ std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
   return cast_output(ctx, ctx.in(1).dtype());
 }
 
+// A cast into bool or an integer type is not differentiable, as in PyTorch (`x.bool()`,
+// `x.long()`): no gradient flows back through it. Into a floating type (the low-bit floats
+// included) the gradient is cast back to the input's type.
 void grad_cast(GradContext& g) {
+  const Node& n = g.node();
+  const DType to =
+      n.op_type == "Cast" ? static_cast<DType>(n.attr_int("to", 0)) : g.input(1)->dtype;
+  const bool floating = to == DType::Undefined || dtype_is_floating(to) ||
+                        (dtype_is_low_bit(to) && to != DType::UInt4 && to != DType::Int4 &&
+                         to != DType::UInt2 && to != DType::Int2);
+  if (!floating) return;
   g.set_input_grad(0, g.emit("CastLike", {g.output_grad(0), g.input(0)}));
 }
 

@@ -720,6 +720,24 @@ def test_forward_hooks_on_submodules_are_refused() -> None:
     assert calls == [1, 1]
 
 
+def test_casts_to_bool_and_integers_stop_the_gradient() -> None:
+    """`x.bool()` and `x.long()` are not differentiable in PyTorch: a mask computed from a
+    parameter adds nothing to its gradient (a cast back to float included)."""
+    class Masks(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Parameter(torch.tensor([[0.0, 1.5, -2.0, 0.0]] * 3))
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask = self.a.bool().float()
+            steps = (self.lin(x) * 3).long().to(x.dtype)
+            return self.a * x + mask + steps + self.lin(x)
+
+    ort, eager = pair(Masks)
+    step_matches(ort, eager, X)
+
+
 def test_detach_and_no_grad_regions_stop_the_gradient() -> None:
     class Stops(nn.Module):
         def __init__(self) -> None:
