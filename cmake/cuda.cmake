@@ -1,5 +1,6 @@
 # The CUDA build of the extension (ORTMODULE_CUDA=ON; setup.py turns it on when torch is a
-# CUDA build and nvcc exists): the kernels in csrc/kernels/cuda/*.cu and the torch-side CUDA
+# CUDA build and nvcc exists): the kernels in csrc/backends/cuda/*.cu and csrc/kernels/cuda/*.cu
+# and the torch-side CUDA
 # backend (csrc/runtime/cuda_backend.cpp) are compiled into _C, which then links cuBLAS and
 # torch's CUDA libraries. Every other target stays CPU-only: the op table's references to
 # CUDA kernels are weak (csrc/ops/cuda_ops.h) and resolve to null without these objects.
@@ -35,7 +36,10 @@ find_library(CUBLASLT_LIBRARY NAMES cublasLt libcublasLt.so.13 libcublasLt.so.12
              HINTS ${NVIDIA_LIBRARY_HINTS} REQUIRED)
 message(STATUS "ortmodule CUDA kernels for sm ${CMAKE_CUDA_ARCHITECTURES}; cuBLAS ${CUBLAS_LIBRARY}")
 
-file(GLOB CUDA_KERNEL_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/csrc/kernels/cuda/*.cu)
+# The op entries (csrc/backends/cuda: cuda_<op>(OpContext&), above ops/) and the kernels below
+# ops/ that need no op context (csrc/kernels/cuda: the fused optimizers).
+file(GLOB CUDA_KERNEL_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/csrc/backends/cuda/*.cu
+     ${CMAKE_CURRENT_SOURCE_DIR}/csrc/kernels/cuda/*.cu)
 add_library(ortmodule_cuda_kernels OBJECT ${CUDA_KERNEL_SOURCES})
 target_include_directories(ortmodule_cuda_kernels PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/csrc)
 target_include_directories(ortmodule_cuda_kernels SYSTEM PRIVATE ${CUBLAS_INCLUDE_DIR})

@@ -14,6 +14,10 @@
 
 namespace ortmodule {
 
+// The newest opset of the default ONNX domain the op table has been checked against: the
+// loader accepts models of opsets 1 to this (each op at the versions its rows cover).
+constexpr int kMaxOnnxOpset = 28;
+
 struct OpDef;
 struct Node;
 

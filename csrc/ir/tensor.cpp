@@ -6,7 +6,7 @@
 
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/float16.h"
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 
 namespace ortmodule {
 

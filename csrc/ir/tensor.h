@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ir/device.h"
+#include "base/device.h"
+#include "base/storage.h"
 #include "ir/dtype.h"
 
 namespace ortmodule {
@@ -26,30 +27,6 @@ int64_t shape_numel_checked(const Shape& s);
 // Bytes of `numel` elements of `dtype`, or SIZE_MAX when that overflows size_t.
 size_t tensor_bytes_checked(int64_t numel, DType dtype);
 std::string shape_str(const Shape& s);
-
-struct Storage {
-  void* data = nullptr;
-  size_t bytes = 0;
-  std::function<void(void*)> deleter;  // empty: not owned
-  // False for memory the engine does not own (parameters, user inputs, constants):
-  // never overwritten by in-place kernels.
-  bool writable = true;
-  // True for contents that never change while the storage lives (graph constants, values
-  // of the shape cache): a device may keep a copy of them (ops/dispatch.h, DeviceCopies).
-  bool immutable = false;
-  // Opaque state carried by a value instead of data (a bridge node's record of its
-  // forward run for backward); dropped with the storage.
-  std::shared_ptr<void> handle;
-  Device device;  // where `data` lives (kernels of that device read and write it)
-  Storage() = default;
-  Storage(void* d, size_t b, std::function<void(void*)> del)
-      : data(d), bytes(b), deleter(std::move(del)) {}
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-  ~Storage() {
-    if (deleter) deleter(data);
-  }
-};
 
 class Tensor {
  public:

@@ -7,10 +7,9 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "base/allocator.h"
 #include "onnx/packed_bits.h"
-#include "ops/op_table.h"
 #include "ortmodule_onnx.pb.h"
-#include "runtime/allocator.h"
 
 namespace ortmodule {
 namespace {
@@ -363,17 +362,6 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     for (const auto& prop : np.metadata_props())
       if (prop.key() == "ortmodule.checkpoint_region")
         node->checkpoint_region = parse_region(prop.value(), *node);
-    node->def = find_op(node->domain, node->op_type, graph->opset_version);
-    if (!node->def) {
-      bool known_elsewhere = false;
-      for (const OpDef& d : op_table())
-        known_elsewhere |= d.domain == node->domain && d.op_type == node->op_type;
-      std::string why = known_elsewhere
-                            ? " is not supported at opset " + std::to_string(graph->opset_version)
-                            : " is not supported";
-      throw std::runtime_error("unsupported op: " + node->describe() + why +
-                               ". Supported ops: " + supported_ops_list());
-    }
   }
   for (Node* n : graph->nodes()) {
     for (Value* in : n->inputs) {
@@ -400,10 +388,6 @@ std::unique_ptr<Graph> build_graph(const pb::ModelProto& model, const LoadOption
     const int32_t elem = vi.type().tensor_type().elem_type();
     if (elem != 0 && dtype_is_supported(elem)) v->dtype = static_cast<DType>(elem);
   }
-  // Random ops are numbered in the model's own order, before any reordering.
-  int random_ops = 0;
-  for (Node* n : graph->nodes())
-    if (n->def && n->def->random) n->random_index = random_ops++;
   graph->topological_sort();
   return graph;
 }

@@ -1,6 +1,7 @@
 // Loads an ONNX ModelProto (bytes or file) into the engine's Graph and validates
-// it: known ops at the model's opset, known dtypes, every value produced before
-// use, graph outputs produced, no cycles. Errors name the offending node/value.
+// it: known dtypes, every value produced before use, graph outputs produced, no cycles.
+// Errors name the offending node/value. Which ops the engine runs is the op table's to say:
+// ops/load_model.h binds the nodes to it (load_model), as everything that runs a model does.
 #pragma once
 
 #include <memory>

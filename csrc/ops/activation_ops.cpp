@@ -3,7 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/elementwise.h"

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/softmax.h"

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "ops/host_bridge.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/bfloat16.h"

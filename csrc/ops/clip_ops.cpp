@@ -1,7 +1,7 @@
 // Clip and its gradient (ai.ortmodule ClipGrad) side by side.
 #include <string>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/elementwise.h"
 #include "ops/clip_bounds.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/conv.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"

@@ -1,6 +1,6 @@
 // Geometry of the data-movement ops, read from a node's attributes and host (shape-like)
 // inputs: shared by their shape rules, their CPU kernels (ops/shape_ops.cpp, slice_ops.cpp,
-// pad_ops.cpp, index_ops.cpp) and their CUDA kernels (kernels/cuda/*.cu), which therefore
+// pad_ops.cpp, index_ops.cpp) and their CUDA kernels (backends/cuda/*.cu), which therefore
 // validate the same things and fail with the same messages.
 #pragma once
 

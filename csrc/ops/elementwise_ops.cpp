@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise.h"

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/math/index.h"
 #include "ops/data_movement.h"
 #include "ops/op_utils.h"

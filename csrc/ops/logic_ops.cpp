@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/math/elementwise.h"

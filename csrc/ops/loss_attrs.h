@@ -1,5 +1,5 @@
 // Attribute readers of the classification losses, shared by their CPU kernels
-// (ops/nn_ops.cpp, which defines them) and CUDA kernels (kernels/cuda/loss.cu).
+// (ops/nn_ops.cpp, which defines them) and CUDA kernels (backends/cuda/loss.cu).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/bgemm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/loss.h"

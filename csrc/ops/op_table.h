@@ -83,10 +83,6 @@ struct OpDef {
   std::vector<std::pair<int, int>> state_writeback;
 };
 
-// The newest opset of the default ONNX domain the op table has been checked against: the
-// loader accepts models of opsets 1 to this (each op at the versions its rows cover).
-constexpr int kMaxOnnxOpset = 28;
-
 const std::vector<OpDef>& op_table();
 // The row for (domain, op_type) valid at `opset`, or nullptr.
 const OpDef* find_op(const std::string& domain, const std::string& op_type, int64_t opset);

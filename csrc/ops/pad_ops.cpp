@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/math/index.h"
 #include "ops/data_movement.h"
 #include "ops/op_utils.h"

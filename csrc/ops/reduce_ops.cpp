@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/reduce.h"
 #include "ops/op_utils.h"

@@ -11,7 +11,7 @@
 // LayerNormalization); here both live in com.microsoft, beside LayerNormalizationGrad.
 #include <cstdint>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/layernorm.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"

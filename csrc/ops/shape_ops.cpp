@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/transpose.h"
 #include "kernels/math/index.h"
 #include "kernels/parallel.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/math/index.h"
 #include "kernels/parallel.h"
 #include "ops/data_movement.h"

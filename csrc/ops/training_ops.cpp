@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "grad/gradient_builder.h"
+#include "grad/grad_context.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/parallel.h"
 #include "ops/op_utils.h"

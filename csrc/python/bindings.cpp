@@ -1,15 +1,15 @@
 // Python bindings: one module, ortmodule._C.
 #include <torch/extension.h>
 
+#include "base/allocator.h"
+#include "base/profiler.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "onnx/loader.h"
 #include "ops/attention_probs.h"
+#include "ops/load_model.h"
 #include "ops/op_table.h"
 #include "python/torch_boundary.h"
 #include "python/torch_call.h"
-#include "runtime/allocator.h"
 #include "runtime/cpu_gemm.h"
-#include "runtime/profiler.h"
 #include "runtime/program.h"
 
 namespace py = pybind11;
@@ -99,13 +99,13 @@ PYBIND11_MODULE(_C, m) {
       [](py::bytes data, std::vector<std::string> feed) {
         LoadOptions o;
         o.feed_initializers = std::move(feed);
-        return describe_graph(*load_onnx_model(std::string(data), o));
+        return describe_graph(*load_model(std::string(data), o));
       },
       py::arg("data"), py::arg("feed_initializers") = std::vector<std::string>{},
       "Loads and validates ONNX bytes; returns a summary of the graph.");
   m.def(
       "load_onnx_file",
-      [](const std::string& path) { return describe_graph(*load_onnx_file(path)); },
+      [](const std::string& path) { return describe_graph(*load_model_file(path)); },
       py::arg("path"));
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace ortmodule {
 

@@ -1,6 +1,6 @@
 // Convolutions run by torch's own convolution (ATen's at::convolution and
 // at::convolution_backward: cuDNN on CUDA) on engine memory of any device. The CUDA Conv and
-// ConvGrad kernels (kernels/cuda/conv.cu) hand the geometries it computes to it; the rest
+// ConvGrad kernels (backends/cuda/conv.cu) hand the geometries it computes to it; the rest
 // stay on their im2col + cuBLAS path. Implemented on the torch side of the build
 // (runtime/aten_conv.cpp); this header carries no torch headers, so .cu files include it.
 //
@@ -10,7 +10,7 @@
 // torch.backends.cudnn.benchmark (algorithm search per shape).
 #pragma once
 
-#include "ir/device.h"
+#include "base/device.h"
 #include "ir/dtype.h"
 #include "kernels/cpu/conv.h"
 

@@ -8,8 +8,8 @@
 
 #include "ops/dispatch.h"
 #include "ops/op_utils.h"
-#include "runtime/allocator.h"
-#include "runtime/profiler.h"
+#include "base/allocator.h"
+#include "base/profiler.h"
 #include "runtime/zero_gradients.h"
 
 namespace ortmodule {

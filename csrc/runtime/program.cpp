@@ -5,8 +5,8 @@
 #include <unordered_set>
 
 #include "grad/gradient_builder.h"
-#include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "ops/load_model.h"
 #include "passes/attention_fusion.h"
 #include "passes/attention_softmax_fusion.h"
 #include "passes/cast_like_targets.h"
@@ -28,7 +28,7 @@ std::unique_ptr<Graph> load_for_program(const std::string& onnx_bytes,
                                         const ProgramOptions& options) {
   LoadOptions load;
   load.feed_initializers = options.feed_initializers;
-  return load_onnx_model(onnx_bytes, load);
+  return load_model(onnx_bytes, load);
 }
 }  // namespace
 

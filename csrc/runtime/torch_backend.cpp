@@ -15,7 +15,7 @@
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "runtime/cpu_gemm.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace ortmodule {
 

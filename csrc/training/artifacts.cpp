@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "grad/gradient_builder.h"
-#include "onnx/loader.h"
 #include "onnx/saver.h"
+#include "ops/load_model.h"
 #include "ops/op_table.h"
 #include "training/graph_edit.h"
 #include "training/interchange.h"
@@ -124,13 +124,13 @@ TrainingGraphs build_training_graphs(const std::string& model_bytes,
   TrainingGraphs result;
   // ---- eval model: forward and loss, parameters as inputs, inference mode ----
   {
-    std::unique_ptr<Graph> eval = load_onnx_model(model_bytes, load);
+    std::unique_ptr<Graph> eval = load_model(model_bytes, load);
     set_inference_mode(*eval);
     result.eval_model = save_onnx_model(*eval);
   }
 
   // ---- training model ----
-  std::unique_ptr<Graph> g = load_onnx_model(model_bytes, load);
+  std::unique_ptr<Graph> g = load_model(model_bytes, load);
   std::vector<Value*> wrt;
   for (Value* in : g->inputs())
     if (trainable.count(in->name)) wrt.push_back(in);
@@ -189,8 +189,8 @@ TrainingGraphs build_training_graphs(const std::string& model_bytes,
   result.engine_only_ops = engine_only_ops(*g);
   result.training_model = save_onnx_model(*g);
   // The files must load again here: check now rather than at the first training step.
-  load_onnx_model(result.training_model);
-  load_onnx_model(result.eval_model);
+  load_model(result.training_model);
+  load_model(result.eval_model);
   return result;
 }
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "onnx/loader.h"
+#include "ops/load_model.h"
 #include "ops/op_table.h"
 #include "training/model_proto.h"
 
@@ -53,7 +53,7 @@ TrainingModule::TrainingModule(std::shared_ptr<TrainingState> state,
   if (!state_) throw std::invalid_argument("the training module needs a checkpoint state");
   if (training_model.empty()) throw std::invalid_argument("the training model is empty (0 bytes)");
   // ---- training model: classify the inputs, route the accumulators' results to buffers ----
-  std::unique_ptr<Graph> g = load_onnx_model(training_model);
+  std::unique_ptr<Graph> g = load_model(training_model);
   ProgramOptions options;
   std::set<std::string> buffers;
   for (Node* n : g->nodes()) {

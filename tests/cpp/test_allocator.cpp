@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 
 namespace ortmodule {
 namespace {

@@ -7,13 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "base/allocator.h"
 #include "grad/gradient_builder.h"
-#include "onnx/loader.h"
+#include "ops/load_model.h"
 #include "ops/op_table.h"
 #include "ortmodule_onnx.pb.h"
 #include "passes/cse.h"
 #include "plan/plan.h"
-#include "runtime/allocator.h"
 #include "runtime/executor.h"
 #include "runtime/program.h"
 
@@ -70,7 +70,7 @@ std::string bytes(const pb::ModelProto& m) { return m.SerializeAsString(); }
 
 std::string error_of(const std::string& data) {
   try {
-    load_onnx_model(data);
+    load_model(data);
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -78,7 +78,7 @@ std::string error_of(const std::string& data) {
 }
 
 TEST(Loader, LoadsValidModel) {
-  auto g = load_onnx_model(bytes(small_model()));
+  auto g = load_model(bytes(small_model()));
   ASSERT_EQ(g->nodes().size(), 3u);
   EXPECT_EQ(g->inputs().size(), 2u);
   EXPECT_EQ(g->outputs()[0]->name, "y");
@@ -126,7 +126,7 @@ TEST(Loader, RejectsMissingFedInitializer) {
   LoadOptions o;
   o.feed_initializers = {"weight_that_does_not_exist"};
   try {
-    load_onnx_model(bytes(small_model()), o);
+    load_model(bytes(small_model()), o);
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("weight_that_does_not_exist"), std::string::npos);
@@ -173,7 +173,7 @@ TEST(Graph, NewValueNamesAreUnique) {
 }
 
 TEST(Planner, ReleasesValuesAfterLastUseAndStashesForBackward) {
-  auto g = load_onnx_model(bytes(small_model()));
+  auto g = load_model(bytes(small_model()));
   GradientGraphInfo info = build_gradient_graph(*g, {g->value("w")});
   Plan plan = make_plan(*g, PlanRequest{info.output_grads, info.input_grads, {}});
   // The three forward ops plus the Shape nodes whose results backward needs to undo
@@ -215,7 +215,7 @@ TEST(Planner, BackwardStagesEndWhereEachGradientIsFinal) {
   add_node(graph, "Mul", {"r1", "w2"}, {"t2"});
   add_node(graph, "Relu", {"t2"}, {"y"});
   add_output(graph, "y");
-  auto g = load_onnx_model(bytes(m));
+  auto g = load_model(bytes(m));
   GradientGraphInfo info = build_gradient_graph(*g, {g->value("x"), g->value("w"), g->value("w2")});
   Plan plan = make_plan(*g, PlanRequest{info.output_grads, info.input_grads, {}});
   ASSERT_FALSE(plan.backward_stages.empty());

@@ -10,7 +10,7 @@
 
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
-#include "runtime/allocator.h"
+#include "base/allocator.h"
 
 namespace ortmodule {
 namespace {

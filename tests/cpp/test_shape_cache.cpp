@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ortmodule_onnx.pb.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 #include "runtime/program.h"
 
 namespace ortmodule {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "onnx/loader.h"
-#include "runtime/allocator.h"
+#include "base/allocator.h"
+#include "ops/load_model.h"
 #include "runtime/program.h"
 
 namespace {
@@ -109,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Tensor> inputs;
   std::vector<std::string> float_inputs;
   try {
-    auto graph = ortmodule::load_onnx_model(bytes, ortmodule::LoadOptions{});
+    auto graph = ortmodule::load_model(bytes, ortmodule::LoadOptions{});
     for (const ortmodule::Value* v : graph->inputs()) {
       inputs.push_back(synthesize_input(*v));
       if (ortmodule::dtype_is_floating(inputs.back().dtype())) float_inputs.push_back(v->name);

@@ -89,9 +89,9 @@ def test_cuda_kernels_share_the_cpu_math() -> None:
 # kernels and by the CUDA file alike.
 SHARED_MATH = {
     "csrc/kernels/math/pool.h": (["csrc/kernels/cpu/pool.cpp", "csrc/ops/window.cpp"],
-                                 "csrc/kernels/cuda/pool.cu"),
+                                 "csrc/backends/cuda/pool.cu"),
     "csrc/kernels/math/batchnorm.h": (["csrc/kernels/cpu/batchnorm.cpp"],
-                                      "csrc/kernels/cuda/batchnorm.cu"),
+                                      "csrc/backends/cuda/batchnorm.cu"),
 }
 
 

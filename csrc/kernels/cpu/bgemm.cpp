@@ -7,7 +7,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 namespace ortmodule {
 namespace {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "ir/device.h"
+#include "base/device.h"
 
 namespace ortmodule {
 namespace cuda {
@@ -25,7 +25,7 @@ cudaStream_t stream(Device device);
 cublasHandle_t blas_handle(Device device);
 void check_blas(cublasStatus_t status, const char* what);
 // torch's cuBLASLt handle for `device` (the products with a bias epilogue,
-// kernels/cuda/lt_gemm.cu).
+// backends/cuda/lt_gemm.cu).
 cublasLtHandle_t blas_lt_handle(Device device);
 
 // Throws std::runtime_error naming `what` and the CUDA error when `err` is not cudaSuccess.

@@ -1,5 +1,5 @@
 // Per-element conversions of Cast/CastLike, shared by the CPU loops (ops/cast_ops.cpp,
-// ops/cast_low_bit.cpp) and the CUDA kernels (kernels/cuda/cast.cu). As numpy's astype
+// ops/cast_low_bit.cpp) and the CUDA kernels (backends/cuda/cast.cu). As numpy's astype
 // (what onnx.reference runs) wherever ONNX defines the result: float to integer truncates
 // toward zero, x != 0 makes bool, float16 and bfloat16 round to nearest even; a float out
 // of an integer type's range follows float_to_int_bits's rule.

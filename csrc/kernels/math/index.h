@@ -1,6 +1,6 @@
 // Index math of the data-movement ops (Slice, Tile, Pad, Trilu, the scatters), shared by the
 // CPU loops (ops/slice_ops.cpp, pad_ops.cpp, index_ops.cpp) and the CUDA kernels
-// (kernels/cuda/*.cu), so the CPU tests cover the offsets the GPU computes. Dims and strides
+// (backends/cuda/*.cu), so the CPU tests cover the offsets the GPU computes. Dims and strides
 // are passed as raw arrays of `rank` entries (a std::vector's data() on the host, an index
 // struct's fixed arrays on the device); offsets are in elements, row-major.
 #pragma once

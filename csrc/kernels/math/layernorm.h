@@ -1,6 +1,6 @@
 // Per-row statistics and per-element formulas of layer normalisation, shared by the CPU
 // kernels (kernels/cpu/layernorm.cpp and its float32 vector rows) and the CUDA kernels
-// (kernels/cuda/layernorm.cu). Sums are taken in double by every caller; S is the type the
+// (backends/cuda/layernorm.cu). Sums are taken in double by every caller; S is the type the
 // statistics are kept in: float in the CPU's float32 vector rows and the CUDA float32 kernel,
 // double in the CPU's scalar rows and for float64.
 #pragma once

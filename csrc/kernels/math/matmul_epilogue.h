@@ -1,5 +1,5 @@
 // The activation a fused product (FusedMatMulBias) applies after adding its bias, shared by
-// the CPU epilogue (kernels/cpu/matmul.cpp) and the CUDA one (kernels/cuda/fused_matmul.cu).
+// the CPU epilogue (kernels/cpu/matmul.cpp) and the CUDA one (backends/cuda/fused_matmul.cu).
 #pragma once
 
 #include "kernels/math/elementwise.h"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_common.h"
-#include "kernels/cuda/cuda_ops_internal.h"
+#include "backends/cuda/cuda_ops_internal.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

@@ -10,9 +10,9 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/cublas_gemm.h"
+#include "backends/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
-#include "kernels/cuda/cuda_ops_internal.h"
+#include "backends/cuda/cuda_ops_internal.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "kernels/cuda/channel_reduce.cuh"
-#include "kernels/cuda/cublas_gemm.h"
+#include "backends/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 #include "ops/window.h"

@@ -1,4 +1,4 @@
-#include "runtime/profiler.h"
+#include "base/profiler.h"
 
 #include <atomic>
 #include <cstdint>

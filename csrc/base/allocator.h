@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "ir/tensor.h"
+#include "base/storage.h"
 
 namespace ortmodule {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/movement.cuh"
+#include "backends/cuda/movement.cuh"
 #include "ops/data_movement.h"
 
 namespace ortmodule {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cuda_ops_internal.h"
+#include "backends/cuda/cuda_ops_internal.h"
 #include "kernels/cuda/masked_softmax_rows.cuh"
 #include "kernels/math/random.h"
 #include "ops/attention_probs.h"

@@ -15,9 +15,9 @@
 #include <cstdint>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cuda/cublas_gemm.h"
+#include "backends/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_common.h"
-#include "kernels/cuda/cuda_ops_internal.h"
+#include "backends/cuda/cuda_ops_internal.h"
 #include "kernels/math/matmul_epilogue.h"
 #include "ops/op_utils.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/map.cuh"
+#include "backends/cuda/map.cuh"
 #include "kernels/math/elementwise.h"
 #include "ops/op_utils.h"
 

@@ -1,4 +1,4 @@
-#include "ir/device.h"
+#include "base/device.h"
 
 #include <atomic>
 #include <stdexcept>

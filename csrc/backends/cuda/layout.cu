@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/movement.cuh"
+#include "backends/cuda/movement.cuh"
 #include "ops/data_movement.h"
 
 namespace ortmodule {

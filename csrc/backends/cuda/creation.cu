@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/map.cuh"
+#include "backends/cuda/map.cuh"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

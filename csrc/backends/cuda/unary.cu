@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/map.cuh"
+#include "backends/cuda/map.cuh"
 #include "kernels/math/elementwise.h"
 #include "ops/clip_bounds.h"
 #include "ops/op_utils.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/map.cuh"
+#include "backends/cuda/map.cuh"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/cast.h"
 #include "kernels/math/float16.h"
