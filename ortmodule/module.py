@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ortmodule import _C, _autocast, _guards, _schema
+from ortmodule._call_key import CallKey, call_key
 from ortmodule._entry import _Entry, build_program
 from ortmodule.capture import export as capture
 from ortmodule.options import DebugOptions, FallbackPolicy
@@ -312,18 +313,7 @@ class ORTModule(torch.nn.Module):
                 return out
         tensors = []
         in_spec = _schema.flatten((args, kwargs), tensors)
-        grad = torch.is_grad_enabled()
-        autocast = _autocast.state()
-        key = (
-            in_spec,
-            _schema.signature(tensors),
-            tuple(m.training for m in self._all_modules),
-            grad,
-            # The parameters' device too (a graph runs the kernels of one device).
-            tuple((p.dtype, p.device, grad and p.requires_grad)
-                  for p in (m._parameters[n] for m, n in self._param_slots)),
-            autocast,
-        )
+        key = call_key(in_spec, tensors, self._all_modules, self._param_slots)
         cache = self._cache
         entries = cache.get(key)
         entry = None
@@ -349,24 +339,26 @@ class ORTModule(torch.nn.Module):
                 logger.info("%s called with other input sizes than its graph's: exporting "
                             "again with dynamic sizes", type(self.module).__name__)
             entry = self._compile(in_spec, tensors, args, kwargs,
-                                  _autocast.traced_region(autocast, tensors, self._param_slots),
+                                  _autocast.traced_region(key.autocast, tensors,
+                                                          self._param_slots),
                                   dynamic)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.
-        d["_last_call"] = self._last_call_for(entry, args, kwargs)
+        d["_last_call"] = self._last_call_for(entry, key, args, kwargs)
         return self._launch(entry, tensors, args, kwargs)
 
-    def _last_call_for(self, entry: _Entry, args: tuple, kwargs: dict) -> Any:
+    def _last_call_for(self, entry: _Entry, key: CallKey, args: tuple, kwargs: dict) -> Any:
         """What a later call must match to take `entry` without building the cache key
-        (calls whose arguments are all tensors): a _C.StepCall, or None."""
+        (calls whose arguments are all tensors): a _C.StepCall checking `key`, or None."""
         if entry.program is None or not all(isinstance(a, torch.Tensor)
                                             for a in (*args, *kwargs.values())):
             return None
         spec = entry.output_spec
         single = spec[0] == "T" and spec[1] == 0
         finish = None if single else functools.partial(_schema.unflatten, spec)
-        return _C.StepCall(entry.runner, entry, args, kwargs, self._all_modules, self._param_slots,
+        return _C.StepCall(entry.runner, entry, key, args, kwargs, self._all_modules,
+                           self._param_slots,
                            entry.attributes if entry.attributes else None,
                            entry.accepts if entry.guard is not None else None, finish, _MISS,
                            _guards._version)

@@ -3,6 +3,8 @@
 // call takes the same graph as the previous one (StepCall).
 #include <ATen/autocast_mode.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/extension.h>
@@ -109,17 +111,15 @@ class EntryRunner {
   std::vector<Source> sources_;
 };
 
-// What the cache key of a call with tensor arguments only depends on (grad mode,
-// autocast, per tensor dtype, rank, requires_grad and device, every module's training
-// flag, per parameter dtype, device and requires_grad), taken from one call: a later call with
-// equal values has the same key (the check is finer than the key, never coarser) and runs the same
-// graph.
+// The graph-cache key of one call (ortmodule._call_key.CallKey: the contract with
+// module.py, read field by field) and a check of every field against later calls of tensors
+// only: a later call whose fields are equal has the same key and runs the same graph.
 class StepCall {
  public:
-  StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::tuple& args,
-           const py::dict& kwargs, const py::list& modules, const py::list& param_slots,
-           const py::object& attributes, py::object accepts, py::object finish, py::object miss,
-           py::list structure_version)
+  StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::object& key,
+           const py::tuple& args, const py::dict& kwargs, const py::list& modules,
+           const py::list& param_slots, const py::object& attributes, py::object accepts,
+           py::object finish, py::object miss, py::list structure_version)
       : runner_(std::move(runner)),
         entry_(std::move(entry)),
         accepts_(std::move(accepts)),
@@ -128,17 +128,27 @@ class StepCall {
         structure_version_(std::move(structure_version)),
         module_globals_(py::module_::import("torch.nn.modules.module").attr("__dict__")),
         handle_class_(py::module_::import("torch.utils.hooks").attr("RemovableHandle")) {
-    grad_ = torch::autograd::GradMode::is_enabled();
-    autocast_ = autocast_state();
+    check_key_fields(key);
+    grad_ = key.attr("grad").cast<bool>();
+    const py::tuple autocast = key.attr("autocast");
+    if (autocast.size() == 3) {
+      autocast_.enabled = true;
+      autocast_.cuda = autocast[0].cast<std::string>() == "cuda";
+      autocast_.dtype = dtype_of(autocast[1]);
+      autocast_.cache = autocast[2].cast<bool>();
+    }
     num_args_ = args.size();
     for (const auto& item : kwargs)
       kwarg_names_.push_back(py::reinterpret_borrow<py::object>(item.first));
     FlatTensors flat;
     if (!flatten(args, kwargs, flat)) throw py::type_error("StepCall takes tensor arguments only");
+    for (const py::handle& s : key.attr("tensors"))
+      args_.push_back({dtype_of(s.attr("dtype")), s.attr("rank").cast<int64_t>(),
+                       s.attr("requires_grad").cast<bool>(), device_of(s.attr("device"))});
+    if (args_.size() != flat.size()) throw py::value_error("StepCall: the key is another call's");
     for (PyObject* a : flat) {
       const at::Tensor* t = as_tensor(a);
       if (t == nullptr) throw py::type_error("StepCall takes tensor arguments only");
-      args_.push_back(describe(*t));
       accepted_sizes_.push_back(t->sizes().vec());
     }
     if (!attributes.is_none()) {
@@ -151,17 +161,17 @@ class StepCall {
         tensors_.push_back({t[0], t[1], t[2], t[3].cast<int64_t>()});
       }
     }
-    for (const py::handle& m : modules) {
+    for (const py::handle& m : modules)
       module_dicts_.push_back(py::reinterpret_borrow<py::object>(m).attr("__dict__"));
-      training_.push_back(module_training(module_dicts_.back()) == Py_True);
-    }
-    for (const py::handle& slot : param_slots) {
-      auto pair = slot.cast<py::tuple>();
-      py::object table = pair[0].attr("_parameters");
-      const at::Tensor* p = as_tensor(PyDict_GetItemWithError(table.ptr(), pair[1].ptr()));
-      if (p == nullptr) throw py::value_error("StepCall: a parameter slot holds no tensor");
-      params_.push_back({table, py::reinterpret_borrow<py::object>(pair[1]), p->scalar_type(),
-                         p->requires_grad(), p->device()});
+    for (const py::handle& flag : key.attr("training")) training_.push_back(flag.cast<bool>());
+    const py::tuple params = key.attr("params");
+    if (training_.size() != module_dicts_.size() || params.size() != param_slots.size())
+      throw py::value_error("StepCall: the key is another module's");
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto pair = param_slots[i].cast<py::tuple>();
+      const py::tuple p = params[i];
+      params_.push_back({pair[0].attr("_parameters"), py::reinterpret_borrow<py::object>(pair[1]),
+                         dtype_of(p[0]), p[2].cast<bool>(), device_of(p[1])});
     }
   }
 
@@ -214,31 +224,63 @@ class StepCall {
     py::object table;  // the owner's _parameters
     py::object name;
     at::ScalarType dtype;
-    bool requires_grad;
+    bool requires_grad;  // under grad mode
     c10::Device device;  // a graph runs the kernels of one device
   };
+  // CallKey.autocast: the first enabled region of the CPU and CUDA, as _autocast.state().
   struct Autocast {
-    bool cpu = false, cuda = false, cache = false;
-    at::ScalarType cpu_dtype = at::kFloat, cuda_dtype = at::kFloat;
+    bool enabled = false, cuda = false, cache = false;
+    at::ScalarType dtype = at::kFloat;
     bool operator==(const Autocast& o) const {
-      return cpu == o.cpu && cuda == o.cuda && cache == o.cache && cpu_dtype == o.cpu_dtype &&
-             cuda_dtype == o.cuda_dtype;
+      return enabled == o.enabled &&
+             (!enabled || (cuda == o.cuda && dtype == o.dtype && cache == o.cache));
     }
   };
 
+  // The CallKey fields this checks (matches()), in their order.
+  static void check_key_fields(const py::object& key) {
+    static const std::vector<std::string> known = {"inputs", "tensors", "training",
+                                                   "grad",   "params",  "autocast"};
+    std::vector<std::string> fields;
+    for (const py::handle& f : py::module_::import("dataclasses").attr("fields")(key))
+      fields.push_back(f.attr("name").cast<std::string>());
+    if (fields != known) {
+      std::string have, want;
+      for (const std::string& f : fields) have += (have.empty() ? "" : ", ") + f;
+      for (const std::string& f : known) want += (want.empty() ? "" : ", ") + f;
+      throw py::value_error("StepCall checks the CallKey fields " + want + " but the key has " +
+                            have +
+                            ": teach StepCall::matches (csrc/python/step_runner.cpp) to "
+                            "check each one");
+    }
+  }
+
+  static at::ScalarType dtype_of(const py::handle& h) {
+    if (!THPDtype_Check(h.ptr())) throw py::type_error("StepCall: a CallKey dtype is no dtype");
+    return reinterpret_cast<THPDtype*>(h.ptr())->scalar_type;
+  }
+
+  static c10::Device device_of(const py::handle& h) {
+    if (!THPDevice_Check(h.ptr())) throw py::type_error("StepCall: a CallKey device is no device");
+    return reinterpret_cast<THPDevice*>(h.ptr())->device;
+  }
+
   static Autocast autocast_state() {
     Autocast a;
-    a.cpu = at::autocast::is_autocast_enabled(at::kCPU);
-    a.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
-    if (a.cpu) a.cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
-    if (a.cuda) a.cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
-    if (a.cpu || a.cuda) a.cache = at::autocast::is_autocast_cache_enabled();
+    for (const at::DeviceType device : {at::kCPU, at::kCUDA}) {
+      if (!at::autocast::is_autocast_enabled(device)) continue;
+      a.enabled = true;
+      a.cuda = device == at::kCUDA;
+      a.dtype = at::autocast::get_autocast_dtype(device);
+      a.cache = at::autocast::is_autocast_cache_enabled();
+      break;
+    }
     return a;
   }
 
+  // CallKey.tensors' entry of `t` (its requires_grad under grad mode).
   TensorKey describe(const at::Tensor& t) const {
-    TensorKey k{t.scalar_type(), t.dim(), t.requires_grad(), t.device()};
-    return k;
+    return {t.scalar_type(), t.dim(), grad_ && t.requires_grad(), t.device()};
   }
 
   // The call's arguments in the order ortmodule._schema.flatten((args, kwargs)) gives
@@ -340,6 +382,8 @@ class StepCall {
     return PyDict_GetItemWithError(d.ptr(), training);
   }
 
+  // One check per CallKey field: inputs (flatten(): as many positional arguments, the same
+  // keywords in the same order, tensors only), tensors, grad, training, params, autocast.
   bool matches(const FlatTensors& flat) const {
     if (flat.size() != args_.size()) return false;
     if (torch::autograd::GradMode::is_enabled() != grad_) return false;
@@ -351,8 +395,8 @@ class StepCall {
       if ((module_training(module_dicts_[i]) == Py_True) != training_[i]) return false;
     for (const ParamKey& p : params_) {
       const at::Tensor* t = as_tensor_or_null(PyDict_GetItemWithError(p.table.ptr(), p.name.ptr()));
-      if (t == nullptr || t->scalar_type() != p.dtype || t->requires_grad() != p.requires_grad ||
-          t->device() != p.device)
+      if (t == nullptr || t->scalar_type() != p.dtype ||
+          (grad_ && t->requires_grad()) != p.requires_grad || t->device() != p.device)
         return false;
     }
     if (PyErr_Occurred()) throw py::error_already_set();
@@ -438,13 +482,14 @@ void bind_step_runner(py::module_& m) {
           },
           py::arg("tensors"), "Runs the graph on a call's flattened tensors; returns its outputs.");
   py::class_<StepCall>(m, "StepCall")
-      .def(py::init<std::shared_ptr<EntryRunner>, py::object, const py::tuple&, const py::dict&,
-                    const py::list&, const py::list&, const py::object&, py::object, py::object,
-                    py::object, py::list>(),
-           py::arg("runner"), py::arg("entry"), py::arg("args"), py::arg("kwargs"),
+      .def(py::init<std::shared_ptr<EntryRunner>, py::object, const py::object&, const py::tuple&,
+                    const py::dict&, const py::list&, const py::list&, const py::object&,
+                    py::object, py::object, py::object, py::list>(),
+           py::arg("runner"), py::arg("entry"), py::arg("key"), py::arg("args"), py::arg("kwargs"),
            py::arg("modules"), py::arg("param_slots"), py::arg("attributes"), py::arg("accepts"),
            py::arg("finish"), py::arg("miss"), py::arg("structure_version"),
-           "A call of tensors `args` and `kwargs` that took `entry` (whose runner is `runner`); "
+           "A call of tensors `args` and `kwargs` that took `entry` (whose runner is `runner`) "
+           "under the graph-cache key `key` (ortmodule._call_key.CallKey); "
            "attributes: its AttributeGuard or None; accepts: its accepts() when it has a shape "
            "guard, else None; finish: makes the result from the list of outputs, None when the "
            "result is the one output; miss: what a call that may not take the graph returns; "
