@@ -66,7 +66,7 @@ def _math_calls(text: str) -> set[str]:
 
 
 def test_cuda_kernels_share_the_cpu_math() -> None:
-    cu = "\n".join(p.read_text() for p in sorted((ROOT / "csrc/kernels/cuda").glob("*.cu")))
+    cu = "\n".join(p.read_text() for p in sorted((ROOT / "csrc/backends/cuda").glob("*.cu")))
     functors = {m.group(1): _math_calls(m.group(2))
                 for m in re.finditer(r"struct (\w+Op) \{(.*?)\n\};", cu, re.DOTALL)}
     cpu = {}
@@ -111,7 +111,7 @@ def test_window_and_channel_kernels_share_the_cpu_math(header: str) -> None:
 def test_data_movement_kernels_share_the_cpu_index_math() -> None:
     """The CUDA twins of the data-movement ops compute offsets, masks, scans and scatter
     reductions with the kernels/math/index.h helpers that their CPU kernels call."""
-    cuda_dir = ROOT / "csrc/kernels/cuda"
+    cuda_dir = ROOT / "csrc/backends/cuda"
     cu = "".join((cuda_dir / f).read_text() for f in ("layout.cu", "slice_pad.cu", "gather.cu", "index.cu"))
     cpu = "".join(path.read_text() for path in (ROOT / "csrc/ops").glob("*_ops.cpp"))
     used = _math_calls(cu)
