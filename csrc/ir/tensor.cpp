@@ -4,9 +4,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/allocator.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/float16.h"
-#include "base/allocator.h"
 
 namespace ortmodule {
 

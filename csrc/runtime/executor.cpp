@@ -6,10 +6,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "ops/dispatch.h"
-#include "ops/op_utils.h"
 #include "base/allocator.h"
 #include "base/profiler.h"
+#include "ops/dispatch.h"
+#include "ops/op_utils.h"
 #include "runtime/zero_gradients.h"
 
 namespace ortmodule {

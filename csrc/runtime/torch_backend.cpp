@@ -11,11 +11,11 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/profiler.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "runtime/cpu_gemm.h"
-#include "base/profiler.h"
 
 namespace ortmodule {
 

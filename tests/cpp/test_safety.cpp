@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/allocator.h"
 #include "ir/tensor.h"
 #include "kernels/parallel.h"
-#include "base/allocator.h"
 
 namespace ortmodule {
 namespace {

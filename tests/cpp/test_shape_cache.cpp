@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "ortmodule_onnx.pb.h"
 #include "base/profiler.h"
+#include "ortmodule_onnx.pb.h"
 #include "runtime/program.h"
 
 namespace ortmodule {

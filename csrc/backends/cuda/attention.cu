@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/block_reduce.cuh"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/masked_softmax_rows.cuh"
 #include "kernels/math/softmax.h"
 #include "ops/op_utils.h"

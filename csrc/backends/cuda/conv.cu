@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/channel_reduce.cuh"
 #include "backends/cuda/cublas_gemm.h"
+#include "kernels/cuda/channel_reduce.cuh"
 #include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 #include "ops/window.h"

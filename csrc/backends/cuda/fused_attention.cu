@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/block_reduce.cuh"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/masked_softmax_rows.cuh"
 #include "kernels/math/random.h"
 #include "ops/attention_probs.h"

@@ -14,10 +14,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/matmul.h"
 #include "backends/cuda/cublas_gemm.h"
-#include "kernels/cuda/cuda_common.h"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/cuda_common.h"
 #include "kernels/math/matmul_epilogue.h"
 #include "ops/op_utils.h"
 

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cuda/cuda_common.h"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "backends/cuda/cublas_gemm.h"
-#include "kernels/cuda/cuda_common.h"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/cuda_common.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/block_reduce.cuh"
 #include "backends/cuda/cuda_ops_internal.h"
+#include "kernels/cuda/block_reduce.cuh"
 #include "ops/op_utils.h"
 
 namespace ortmodule {

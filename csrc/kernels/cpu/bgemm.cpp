@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/profiler.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
-#include "base/profiler.h"
 
 namespace ortmodule {
 namespace {
