@@ -18,5 +18,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     inplace,
     matmul,
     normalization,
+    precise,
     shapes,
+    views,
 )

@@ -16,7 +16,10 @@ from ortmodule.capture.fx.registry import TABLE, Fn, register
 def _binary(op_type: str, compare: bool = False) -> Fn:
     def translate(lw: Lowering, node: Any, a: Any, b: Any, *rest: Any) -> Any:
         dtype = _result_dtype(lw, a, b)
-        out = lw.op(op_type, [lw.tensor(a, dtype), lw.tensor(b, dtype)])
+        # On booleans PyTorch's product is a logical and, its sum a logical or.
+        kind = {"Mul": "And", "Add": "Or"}.get(op_type, op_type) if dtype == torch.bool \
+            else op_type
+        out = lw.op(kind, [lw.tensor(a, dtype), lw.tensor(b, dtype)])
         want = _out(node).dtype
         if not compare and want != dtype:
             out = lw.op("Cast", [out], to=onnx_dtype(want))
