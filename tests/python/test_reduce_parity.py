@@ -70,7 +70,7 @@ def check(fn: Callable[..., Any], *inputs: torch.Tensor, rtol: float = RTOL,
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def distinct(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -240,6 +240,8 @@ EINSUM = {
     "sum_all": ("ij->", [(3, 4)]),
     "sum_rows": ("ij->j", [(3, 4)]),
     "transpose": ("ij->ji", [(3, 4)]),
+    "identity": ("ij->ij", [(3, 4)]),
+    "scalar_operand": (",ij->ij", [(), (3, 4)]),
     "permute3": ("ijk->kij", [(2, 3, 4)]),
     "implicit_output": ("ij,jk", [(3, 4), (4, 2)]),
     "ellipsis_matmul": ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
@@ -312,3 +314,36 @@ def test_einsum(name: str) -> None:
 def test_einsum_repeated_operand() -> None:
     check(lambda x: torch.einsum("ij,ij->", x, x), randn(3, 4))
     check(lambda x: torch.einsum("ij,kj->ik", x, x), randn(3, 4))
+
+
+DYNAMIC = {
+    "einsum_bmm": (lambda a, b: torch.einsum("bij,bjk->bik", a, b),
+                   lambda n: [randn(n, 3, 4), randn(n, 4, 2, seed=1)]),
+    "einsum_diagonal": (lambda a: torch.einsum("ii->i", a), lambda n: [randn(n, n)]),
+    "sort": (lambda a: torch.sort(a, 1), lambda n: [distinct(2, n)]),
+    "cummax": (lambda a: torch.cummax(a, 1), lambda n: [distinct(2, n)]),
+    "cumprod": (lambda a: torch.cumprod(a, 1), lambda n: [randn(2, n)]),
+    "median": (lambda a: torch.median(a, 1), lambda n: [distinct(2, n)]),
+    "median_all": (lambda a: torch.median(a), lambda n: [distinct(2, n)]),
+    "var": (lambda a: torch.var(a, 1), lambda n: [randn(2, n)]),
+    "kthvalue": (lambda a: torch.kthvalue(a, 2, 1), lambda n: [distinct(2, n)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_symbolic_sizes(name: str) -> None:
+    """A second size makes a graph with symbolic sizes (the masks, counts and reshapes are
+    computed in the graph); forward and gradients still match eager at each size."""
+    fn, make = DYNAMIC[name]
+    ort = ORTModule(Apply(fn), FX)
+    for n in (3, 5, 6):
+        inputs = make(n)
+        ort_in = [x.clone().requires_grad_() for x in inputs]
+        eager_in = [x.clone().requires_grad_() for x in inputs]
+        got, expected = _tuple(ort(*ort_in)), _tuple(fn(*eager_in))
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, rtol=RTOL, atol=ATOL)
+        sum(g.float().sum() for g in got if g.requires_grad).backward()
+        sum(e.float().sum() for e in expected if e.requires_grad).backward()
+        for a, b in zip(ort_in, eager_in):
+            torch.testing.assert_close(a.grad, b.grad, rtol=RTOL, atol=ATOL)
