@@ -147,6 +147,14 @@ NORMS = {
     "torch_norm_fro": (lambda x: torch.norm(x, p="fro"), [randn(3, 4)]),
     "torch_norm_dtype": (lambda x: torch.norm(x, 2, dim=1, keepdim=True, dtype=torch.float64),
                          [randn(3, 4)]),
+    # The aten.norm overloads (torch.norm records linalg_vector_norm; direct calls these).
+    "aten_norm_scalar": (lambda x: torch.ops.aten.norm.Scalar(x, 1), [randn(3, 4)]),
+    "aten_norm_dim": (lambda x: torch.ops.aten.norm.ScalarOpt_dim(x, 3, [1], True),
+                      [randn(3, 4)]),
+    "aten_norm_dtype": (lambda x: torch.ops.aten.norm.ScalarOpt_dtype(x, 2, dtype=torch.float64),
+                        [randn(3, 4)]),
+    "aten_norm_dim_dtype": (lambda x: torch.ops.aten.norm.ScalarOpt_dim_dtype(
+        x, 2, [0], False, dtype=torch.float64), [ZERO_ROW]),
     "linalg_norm": (lambda x: torch.linalg.norm(x), [randn(2, 3, 4)]),
     "linalg_norm_vector_ord": (lambda x: torch.linalg.norm(x, 3, dim=1), [randn(3, 4)]),
     "linalg_norm_matrix_2d": (lambda x: torch.linalg.norm(x, 1), [distinct(3, 4)]),
