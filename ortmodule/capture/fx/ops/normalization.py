@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
-from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
+from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -54,6 +54,23 @@ def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> An
     value = lw.tensor(x, want)
     op_type = "LogSoftmax" if "log_softmax" in str(node.target) else "Softmax"
     return lw.op(op_type, [value], axis=dim)
+
+
+@register(aten._safe_softmax.default)
+def _safe_softmax(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    """Softmax whose rows of only -inf are 0 (attention over fully masked rows), with a zero
+    gradient there: those rows are replaced by zeros before the softmax too, so that no NaN
+    reaches the backward."""
+    want = _out(node).dtype
+    value = lw.tensor(x, want)
+    axis = _axis(dim, lw.rank(x))
+    masked = lw.op("Cast", [lw.op("Equal", [value, lw.const(float("-inf"), want)])],
+                   to=onnx_dtype(want))
+    empty = lw.op("Equal", [lw.op("ReduceMin", [masked, lw.ints([axis])], keepdims=1),
+                            lw.const(1.0, want)])
+    zero = lw.const(0.0, want)
+    safe = lw.op("Where", [empty, zero, value])
+    return lw.op("Where", [empty, zero, lw.op("Softmax", [safe], axis=axis)])
 
 
 @register(aten.dropout.default, aten.feature_dropout.default)
