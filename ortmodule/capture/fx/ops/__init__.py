@@ -12,6 +12,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     casts,
     conv,
     decompose,
+    einsum,
     elementwise,
     factories,
     indexing,
@@ -19,6 +20,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     matmul,
     normalization,
     precise,
+    reductions,
     shapes,
     views,
 )

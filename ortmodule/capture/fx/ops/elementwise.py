@@ -165,6 +165,8 @@ def _clamp(lw: Lowering, node: Any, x: Any, low: Any = None, high: Any = None) -
 def _argmax(lw: Lowering, node: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     op_type = "ArgMax" if node.target is aten.argmax.default else "ArgMin"
     value = lw.tensor(x)
+    if lw.rank(x) == 0:  # the index of a 0-d tensor's one element, whatever dim says
+        return lw.op("Identity", [lw.const(0, torch.int64)])
     if dim is None:
         value, dim, keepdim = lw.op("Reshape", [value, lw.ints([-1])]), 0, False
     return lw.op(op_type, [value], axis=int(dim), keepdims=int(bool(keepdim)))
