@@ -42,10 +42,10 @@ struct RnnForwardArgs {
   const T* h0 = nullptr;    // or null (zeros)
   const T* c0 = nullptr;    // LSTM, or null (zeros)
   T* y = nullptr;
-  T* hn = nullptr;     // [B, H] or null
-  T* cn = nullptr;     // LSTM [B, H] or null
-  T* saved = nullptr;  // [T, B, W] (LSTM, GRU)
-  T* gates = nullptr;  // scratch [T, B, G*H]
+  T* hn = nullptr;      // [B, H] or null
+  T* cn = nullptr;      // LSTM [B, H] or null
+  T* saved = nullptr;   // [T, B, W] (LSTM, GRU)
+  T* gates = nullptr;   // scratch [T, B, G*H]
   T* hgates = nullptr;  // scratch [B, G*H]
 };
 
@@ -61,7 +61,7 @@ struct RnnBackwardArgs {
   const T* c0 = nullptr;  // or null
   const T* y = nullptr;
   const T* saved = nullptr;
-  T* dx = nullptr;     // each output may be null (not wanted)
+  T* dx = nullptr;  // each output may be null (not wanted)
   T* dw_ih = nullptr;
   T* dw_hh = nullptr;
   T* db_ih = nullptr;
@@ -76,8 +76,8 @@ struct RnnBackwardArgs {
 
 // C = op(A) op(B) + beta C, also for K = 0 (C = beta C) and empty C.
 template <typename Exec, typename T>
-void product(Exec& exec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
-             int64_t lda, const T* B, int64_t ldb, bool accumulate, T* C, int64_t ldc) {
+void product(Exec& exec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+             const T* B, int64_t ldb, bool accumulate, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate) exec.fill_zero(M * N, C);
@@ -164,8 +164,7 @@ void rnn_backward(Exec& exec, const RnnDims& d, const RnnBackwardArgs<T>& a) {
     step.dgh = gru ? a.dgh + t * d.B * GH : nullptr;
     exec.step_backward(step, d.B);
     // dh_prev = dgh_t W_hh (+ dh z, which the GRU step left in dh).
-    product(exec, false, false, d.B, d.H, GH, dgh + t * d.B * GH, GH, a.w_hh, d.H, gru, a.dh,
-            d.H);
+    product(exec, false, false, d.B, d.H, GH, dgh + t * d.B * GH, GH, a.w_hh, d.H, gru, a.dh, d.H);
   }
   if (a.dh0) exec.copy_rows(d.B, d.H, a.dh, d.H, a.dh0);
   if (a.dc0) {
@@ -183,8 +182,7 @@ void rnn_backward(Exec& exec, const RnnDims& d, const RnnBackwardArgs<T>& a) {
     const int64_t steps = d.T > 0 ? d.T - 1 : 0;
     const T* dg_rows = dgh + (d.reverse ? 0 : d.B * GH);
     const T* y_rows = a.y + (d.reverse ? BH : 0);
-    product(exec, true, false, GH, d.H, steps * d.B, dg_rows, GH, y_rows, d.H, false, a.dw_hh,
-            d.H);
+    product(exec, true, false, GH, d.H, steps * d.B, dg_rows, GH, y_rows, d.H, false, a.dw_hh, d.H);
     if (a.h0 && d.T > 0)
       product(exec, true, false, GH, d.H, d.B, dgh + d.time(0) * d.B * GH, GH, a.h0, d.H, true,
               a.dw_hh, d.H);

@@ -304,8 +304,7 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "GRUTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer)
           .cuda(cuda_rnn_layer)
           .grad_outputs(2),
-      Row(kOwn, "RNNTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer)
-          .cuda(cuda_rnn_layer),
+      Row(kOwn, "RNNTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer).cuda(cuda_rnn_layer),
   };
   std::vector<OpDef> internal = op_rows::internal_rows();
   rows.insert(rows.end(), internal.begin(), internal.end());

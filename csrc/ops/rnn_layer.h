@@ -44,8 +44,9 @@ const T* rnn_optional(const OpContext& ctx, size_t i) {
 
 template <typename T>
 T* rnn_optional_out(OpContext& ctx, int i) {
-  return i >= 0 && ctx.has_output(static_cast<size_t>(i)) ? ctx.out(static_cast<size_t>(i)).data<T>()
-                                                          : nullptr;
+  return i >= 0 && ctx.has_output(static_cast<size_t>(i))
+             ? ctx.out(static_cast<size_t>(i)).data<T>()
+             : nullptr;
 }
 
 template <typename T>

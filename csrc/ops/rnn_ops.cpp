@@ -141,9 +141,12 @@ std::vector<OutputInfo> shape_rnn_layer_grad(const OpContext& ctx) {
   const rnn::RnnDims d = rnn_layer_dims(ctx, true);
   const DType dtype = ctx.in(kGradX).dtype();
   const int64_t GH = d.G() * d.H;
-  return {{dtype, ctx.in(kGradX).shape()}, {dtype, ctx.in(kGradWih).shape()},
-          {dtype, ctx.in(kGradWhh).shape()}, {dtype, {GH}},
-          {dtype, {GH}},                      {dtype, {d.B, d.H}},
+  return {{dtype, ctx.in(kGradX).shape()},
+          {dtype, ctx.in(kGradWih).shape()},
+          {dtype, ctx.in(kGradWhh).shape()},
+          {dtype, {GH}},
+          {dtype, {GH}},
+          {dtype, {d.B, d.H}},
           {dtype, {d.B, d.H}}};
 }
 
@@ -161,7 +164,8 @@ void grad_rnn_layer(GradContext& g) {
   using namespace rnn_io;
   const Node& n = g.node();
   const bool lstm = n.op_type == "LSTMTorch", gru = n.op_type == "GRUTorch";
-  std::vector<Value*> inputs = {g.output_grad(0), g.output_grad(1),
+  std::vector<Value*> inputs = {g.output_grad(0),
+                                g.output_grad(1),
                                 lstm ? g.output_grad(2) : nullptr,
                                 g.input(kX),
                                 g.input(kWih),
@@ -169,8 +173,9 @@ void grad_rnn_layer(GradContext& g) {
                                 g.input(kH0),
                                 lstm ? g.input(kC0) : nullptr};
   inputs.push_back(g.forward_output(0, "y"));
-  inputs.push_back(lstm ? g.forward_output(3, "saved")
-                        : gru ? g.forward_output(2, "saved") : nullptr);
+  inputs.push_back(lstm  ? g.forward_output(3, "saved")
+                   : gru ? g.forward_output(2, "saved")
+                         : nullptr);
   const std::vector<size_t> forward_input = {kX, kWih, kWhh, kBih, kBhh, kH0, kC0};
   std::vector<bool> wanted;
   for (size_t i : forward_input) wanted.push_back(g.input(i) && g.needs_grad(i));

@@ -42,7 +42,8 @@ __global__ void rnn_column_sums_kernel(int64_t rows, int64_t cols, const T* src,
 }
 
 int as_int(const OpContext& ctx, int64_t v, const char* what) {
-  if (v > INT32_MAX) ctx.fail(std::string(what) + " = " + std::to_string(v) + " exceeds cuBLAS's int");
+  if (v > INT32_MAX)
+    ctx.fail(std::string(what) + " = " + std::to_string(v) + " exceeds cuBLAS's int");
   return static_cast<int>(v);
 }
 
@@ -78,8 +79,8 @@ struct CudaRnnExec {
   }
   void copy_rows(int64_t rows, int64_t cols, const T* src, int64_t src_ld, T* dst) {
     if (rows == 0 || cols == 0) return;
-    cuda::check(cudaMemcpy2DAsync(dst, cols * sizeof(T), src, src_ld * sizeof(T),
-                                  cols * sizeof(T), rows, cudaMemcpyDeviceToDevice, stream),
+    cuda::check(cudaMemcpy2DAsync(dst, cols * sizeof(T), src, src_ld * sizeof(T), cols * sizeof(T),
+                                  rows, cudaMemcpyDeviceToDevice, stream),
                 "recurrent layer (copy of a state)");
   }
   void fill_zero(int64_t n, T* dst) {
@@ -88,8 +89,8 @@ struct CudaRnnExec {
   }
   void column_sums(int64_t rows, int64_t cols, const T* src, T* dst) {
     if (cols == 0) return;
-    rnn_column_sums_kernel<T><<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(rows, cols,
-                                                                                      src, dst);
+    rnn_column_sums_kernel<T>
+        <<<cuda::blocks_for(cols), cuda::kThreads, 0, stream>>>(rows, cols, src, dst);
     cuda::check_launch("recurrent layer (bias gradient)");
   }
 };

@@ -38,10 +38,10 @@ template <typename T>
 struct RnnStepForward {
   RnnCell cell = RnnCell::kTanh;
   int64_t H = 0;
-  const T* gi = nullptr;    // [B, G*H] input product of the step
-  const T* gh = nullptr;    // [B, G*H] recurrent product, or null
-  const T* b_ih = nullptr;  // [G*H] or null
-  const T* b_hh = nullptr;  // [G*H] or null
+  const T* gi = nullptr;      // [B, G*H] input product of the step
+  const T* gh = nullptr;      // [B, G*H] recurrent product, or null
+  const T* b_ih = nullptr;    // [G*H] or null
+  const T* b_hh = nullptr;    // [G*H] or null
   const T* h_prev = nullptr;  // [B, H] (GRU), or null
   const T* c_prev = nullptr;  // LSTM: [B, H] rows c_prev_ld apart, or null
   int64_t c_prev_ld = 0;
