@@ -11,6 +11,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     bridge,
     casts,
     conv,
+    decompose,
     elementwise,
     factories,
     indexing,
