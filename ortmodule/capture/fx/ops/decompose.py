@@ -26,9 +26,11 @@ def _decomposition_table(op: torch._ops.OpOverload) -> dict[Any, Any] | None:
     decomposition for it (the op has a kernel of its own)."""
     if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
         return {}  # decomposes by itself as make_fx traces below autograd
-    from torch._decomp import decomposition_table
+    from torch._decomp import core_aten_decompositions, decomposition_table
 
-    rule = decomposition_table.get(op)
+    # Core ATen's rules give ATen ops (which have translations) where the general table's
+    # reference implementations would give prims.
+    rule = core_aten_decompositions().get(op) or decomposition_table.get(op)
     return {op: rule} if rule is not None else None
 
 

@@ -126,6 +126,8 @@ def _reduce(op_type: str) -> Fn:
             dims = None
         want = _out(node).dtype
         value = lw.tensor(x, want)
+        if lw.rank(x) == 0:  # dim 0 or -1 of a 0-d tensor: its one element
+            dims = None
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
             return lw.op(op_type, [value], keepdims=int(bool(keepdim)))
         if isinstance(dims, int):
@@ -145,4 +147,6 @@ TABLE[aten.amin.default] = _reduce("ReduceMin")
 @register(aten.cumsum.default)
 def _cumsum(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     want = _out(node).dtype
+    if lw.rank(x) == 0:
+        return lw.op("Identity", [lw.tensor(x, want)])
     return lw.op("CumSum", [lw.tensor(x, want), lw.const(int(dim), torch.int64)])
