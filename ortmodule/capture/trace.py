@@ -36,6 +36,7 @@ from ortmodule.capture.common import (
     bind_initializers,
     find_in_chain,
     named_buffers,
+    packed_sequence_layer,
     preserve_state,
     surface_warnings,
 )
@@ -128,6 +129,13 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             own = find_in_chain(e, ExportError)
             if own is not None:
                 raise own from e
+            layer = packed_sequence_layer(e)
+            if layer is not None:
+                raise ExportError(
+                    f"torch.nn.{layer} got a PackedSequence: recurrent layers run on padded "
+                    "batches only; pass the padded tensor (the one given to "
+                    "pack_padded_sequence, or pad_packed_sequence's result) and mask the "
+                    "padded steps in the loss") from e
             raise ExportError(
                 f"{stage.format(type(module).__name__)} failed: {_short_error(e)}{hint(e)}"
             ) from e
