@@ -83,7 +83,9 @@ std::vector<OpDef> build_table() {
           .cuda(cpu_view)
           .not_differentiable(),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast).cuda(cuda_cast),
-      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast).cuda(cuda_cast),
+      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast)
+          .cuda(cuda_cast)
+          .no_grad_inputs({1}),
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand).cuda(cuda_expand, {1}),
       Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).cuda(cuda_sin).inplace(0),
       Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).cuda(cuda_cos).inplace(0),
@@ -119,11 +121,8 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_hard_swish)
           .inplace(0),
       Row("", "Mish", 18, shape_same_as_input0, cpu_mish, grad_mish).cuda(cuda_mish).inplace(0),
-      // Half to even; piecewise constant: the gradient is zero wherever it exists.
-      Row("", "Round", 11, shape_same_as_input0, cpu_round, nullptr)
-          .cuda(cuda_round)
-          .inplace(0)
-          .not_differentiable(),
+      // Half to even; its gradient is zeros (as torch.round's: the output requires grad).
+      Row("", "Round", 11, shape_same_as_input0, cpu_round, grad_round).cuda(cuda_round).inplace(0),
       Row("", "Tan", 7, shape_same_as_input0, cpu_tan, grad_tan).cuda(cuda_tan).inplace(0),
       Row("", "Asin", 7, shape_same_as_input0, cpu_asin, grad_asin).cuda(cuda_asin).inplace(0),
       Row("", "Acos", 7, shape_same_as_input0, cpu_acos, grad_acos).cuda(cuda_acos).inplace(0),
@@ -133,6 +132,10 @@ std::vector<OpDef> build_table() {
       Row("", "Asinh", 9, shape_same_as_input0, cpu_asinh, grad_asinh).cuda(cuda_asinh).inplace(0),
       Row("", "Acosh", 9, shape_same_as_input0, cpu_acosh, grad_acosh).cuda(cuda_acosh).inplace(0),
       Row("", "Atanh", 9, shape_same_as_input0, cpu_atanh, grad_atanh).cuda(cuda_atanh).inplace(0),
+      // F.hardtanh and relu6: Clip with attribute bounds, the gradient strictly inside them.
+      Row(kOwn, "HardTanh", 1, shape_same_as_input0, cpu_clip, grad_hard_tanh)
+          .cuda(cuda_clip)
+          .inplace(0),
       // torch.atan2(a, b), a and b broadcast.
       Row(kOwn, "Atan2", 1, shape_binary_broadcast, cpu_atan2, grad_atan2).cuda(cuda_atan2),
       // torch.special.erfcx and log_ndtr, accurate for large |x| (kernels/math/activation.h).

@@ -123,6 +123,8 @@ void expect_same_dtype(const OpContext& ctx, size_t k);
 // Gelu and its gradients: true for the tanh approximation (attribute approximate="tanh", or
 // com.microsoft FastGeluGrad), false for the exact erf form.
 bool gelu_is_tanh(const OpContext& ctx);
+// ClipGrad's attribute exclusive=1: the gradient passes strictly inside the bounds (HardTanh).
+bool clip_grad_exclusive(const OpContext& ctx);
 // The ELU family (Elu, Selu, Celu, ai.ortmodule ScaledElu and EluGrad) as aten.elu's parameters:
 // x > 0 ? scale x : alpha scale (exp(input_scale x) - 1).
 struct EluParams {

@@ -71,6 +71,7 @@ void grad_cast(GradContext&);
 void cpu_clip(OpContext&);
 void cpu_clip_grad(OpContext&);
 void grad_clip(GradContext&);
+void grad_hard_tanh(GradContext&);
 // conv_ops.cpp
 std::vector<OutputInfo> shape_conv(const OpContext&);
 void cpu_conv(OpContext&);
@@ -331,6 +332,7 @@ void cpu_atanh(OpContext&);
 void cpu_erfcx(OpContext&);
 void cpu_log_ndtr(OpContext&);
 void cpu_atan2(OpContext&);
+void grad_round(GradContext&);
 void grad_tan(GradContext&);
 void grad_asin(GradContext&);
 void grad_acos(GradContext&);

@@ -42,11 +42,11 @@ ORTM_HOST_DEVICE T hard_swish(T x) {
   const T t = x + T(3);
   return x * (t < T(0) ? T(0) : (t > T(6) ? T(6) : t)) / T(6);
 }
-// PyTorch's hardswish_backward: 0 below -3, x/3 + 1/2 on [-3, 3] (both kinks included), 1 above.
+// PyTorch's hardswish_backward: 0 up to -3, x/3 + 1/2 strictly between the kinks, 1 from 3 on.
 template <typename T>
 ORTM_HOST_DEVICE T hard_swish_grad(T dy, T x) {
-  if (x < T(-3)) return T(0);
-  if (x <= T(3)) return dy * (x / T(3) + T(0.5));
+  if (x <= T(-3)) return T(0);
+  if (x < T(3)) return dy * (x / T(3) + T(0.5));
   return dy;
 }
 
