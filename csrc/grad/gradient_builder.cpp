@@ -14,12 +14,13 @@ bool dtype_only_input(const Node& n, size_t i) {
   return i < 32 && ((n.def->no_grad_inputs >> i) & 1u);
 }
 
-// Values that depend on a requested input (through differentiable ops).
+// Values that depend on a requested input (through differentiable ops, or ops whose
+// gradient is zero: their outputs require grad as in PyTorch).
 std::unordered_set<Value*> values_requiring_grad(const std::vector<Node*>& nodes,
                                                  const std::vector<Value*>& wrt) {
   std::unordered_set<Value*> req(wrt.begin(), wrt.end());
   for (Node* n : nodes) {
-    if (!n->def || !n->def->differentiable) continue;
+    if (!n->def || !(n->def->differentiable || n->def->zero_gradient)) continue;
     bool any = false;
     for (size_t i = 0; i < n->inputs.size(); ++i)
       any = any || (n->inputs[i] && req.count(n->inputs[i]) && !dtype_only_input(*n, i));

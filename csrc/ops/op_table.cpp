@@ -64,7 +64,7 @@ std::vector<OpDef> build_table() {
       Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr)
           .cuda(cuda_sign)
           .inplace(0)
-          .not_differentiable(),
+          .zero_gradient(),
       Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu)
           .cuda(cuda_leaky_relu)
           .inplace(0),
@@ -99,10 +99,8 @@ std::vector<OpDef> build_table() {
       // Piecewise constant: the gradient is zero wherever it exists (as in PyTorch).
       Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr)
           .cuda(cuda_floor)
-          .not_differentiable(),
-      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr)
-          .cuda(cuda_ceil)
-          .not_differentiable(),
+          .zero_gradient(),
+      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr).cuda(cuda_ceil).zero_gradient(),
       Row("", "Min", 1, shape_variadic_broadcast, cpu_min, grad_min_max).cuda(cuda_min),
       Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max).cuda(cuda_max),
       Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod).cuda(cuda_mod),
@@ -121,8 +119,11 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_hard_swish)
           .inplace(0),
       Row("", "Mish", 18, shape_same_as_input0, cpu_mish, grad_mish).cuda(cuda_mish).inplace(0),
-      // Half to even; its gradient is zeros (as torch.round's: the output requires grad).
-      Row("", "Round", 11, shape_same_as_input0, cpu_round, grad_round).cuda(cuda_round).inplace(0),
+      // Half to even; piecewise constant: its gradient is zero (the output requires grad).
+      Row("", "Round", 11, shape_same_as_input0, cpu_round, nullptr)
+          .cuda(cuda_round)
+          .inplace(0)
+          .zero_gradient(),
       Row("", "Tan", 7, shape_same_as_input0, cpu_tan, grad_tan).cuda(cuda_tan).inplace(0),
       Row("", "Asin", 7, shape_same_as_input0, cpu_asin, grad_asin).cuda(cuda_asin).inplace(0),
       Row("", "Acos", 7, shape_same_as_input0, cpu_acos, grad_acos).cuda(cuda_acos).inplace(0),
@@ -250,6 +251,20 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
           .cuda(cuda_reduce_extreme_grad, {3})
           .internal(),
+      // ---- accumulating reductions and TopK ----
+      // Axes from the attribute (before opset 18; ReduceSum's row reads both forms too) or
+      // input 1, read on the host.
+      Row("", "ReduceProd", 1, shape_reduce, cpu_reduce_prod, grad_reduce_prod)
+          .cuda(cuda_reduce_prod, {1}),
+      Row("", "ReduceL1", 1, shape_reduce, cpu_reduce_l1, grad_reduce_l1).cuda(cuda_reduce_l1, {1}),
+      Row("", "ReduceL2", 1, shape_reduce, cpu_reduce_l2, grad_reduce_l2).cuda(cuda_reduce_l2, {1}),
+      Row("", "ReduceLogSumExp", 1, shape_reduce, cpu_reduce_log_sum_exp, grad_reduce_log_sum_exp)
+          .cuda(cuda_reduce_log_sum_exp, {1}),
+      Row(kOwn, "ReduceProdGrad", 1, shape_reduce_extreme_grad, cpu_reduce_prod_grad, nullptr)
+          .cuda(cuda_reduce_prod_grad, {3})
+          .internal(),
+      // K (input 1) is read on the host; the indices carry no gradient.
+      Row("", "TopK", 11, shape_top_k, cpu_top_k, grad_top_k).cuda(cuda_top_k, {1}).grad_outputs(1),
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)

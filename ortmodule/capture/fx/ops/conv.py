@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _scalar_tensor, aten
 from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import register
@@ -21,7 +21,7 @@ def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 
     if node.target is aten.convolution.default:
         transposed, _output_padding, groups = rest
         if transposed:
-            raise ExportError(f"transposed convolution has no fx translation; "
+            raise UnsupportedOp(f"transposed convolution has no fx translation; "
                               f"{FALLBACK_HINT}")
     else:
         groups = rest[0] if rest else 1
@@ -31,10 +31,13 @@ def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 
         return [int(v)] * spatial if isinstance(v, int) else [int(a) for a in v]
 
     pads = per_dim(padding)
-    inputs = [lw.tensor(x), lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
+    unbatched = lw.rank(x) == lw.rank(w) - 1  # [C, *spatial]: PyTorch adds the batch axis
+    xv = lw.op("Unsqueeze", [lw.tensor(x), lw.ints([0])]) if unbatched else lw.tensor(x)
+    inputs = [xv, lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
     kernel = [int(s) for s in lw.meta(w).shape[2:]]
-    return lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
-                 pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+    out = lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
+                pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+    return lw.op("Squeeze", [out, lw.ints([0])]) if unbatched else out
 
 
 def _pool_args(kernel: Any, stride: Any, padding: Any, spatial: int
@@ -66,7 +69,7 @@ def _avg_pool(lw: Lowering, node: Any, x: Any, kernel: Any, stride: Any = (),
               padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
               divisor_override: Any = None) -> Any:
     if divisor_override is not None:
-        raise ExportError(f"avg_pool with divisor_override has no fx translation; "
+        raise UnsupportedOp(f"avg_pool with divisor_override has no fx translation; "
                           f"{FALLBACK_HINT}")
     spatial = lw.rank(x) - 2
     k, s, p = _pool_args(kernel, stride, padding, spatial)
@@ -81,11 +84,11 @@ def _adaptive_avg_pool(lw: Lowering, node: Any, x: Any, output_size: Any) -> Any
         return lw.op("GlobalAveragePool", [lw.tensor(x)])
     spatial = lw.meta(x).shape[2:]
     if any(isinstance(s, torch.SymInt) and s.node.expr.free_symbols for s in spatial):
-        raise ExportError(f"adaptive_avg_pool to {sizes} over symbolic sizes has no fx "
+        raise UnsupportedOp(f"adaptive_avg_pool to {sizes} over symbolic sizes has no fx "
                           f"translation; {FALLBACK_HINT}")
     ins = [int(s) for s in spatial]
     if any(i % o for i, o in zip(ins, sizes)):
-        raise ExportError(f"adaptive_avg_pool from {ins} to {sizes} (not a divisor) has no "
+        raise UnsupportedOp(f"adaptive_avg_pool from {ins} to {sizes} (not a divisor) has no "
                           f"fx translation; {FALLBACK_HINT}")
     k = [i // o for i, o in zip(ins, sizes)]
     return lw.op("AveragePool", [lw.tensor(x)], kernel_shape=k, strides=k)

@@ -6,9 +6,8 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
-from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
+from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -57,10 +56,27 @@ def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> An
     return lw.op(op_type, [value], axis=dim)
 
 
+@register(aten._safe_softmax.default)
+def _safe_softmax(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    """Softmax whose rows of only -inf are 0 (attention over fully masked rows), with a zero
+    gradient there: those rows are replaced by zeros before the softmax too, so that no NaN
+    reaches the backward."""
+    want = _out(node).dtype
+    value = lw.tensor(x, want)
+    axis = _axis(dim, lw.rank(x))
+    masked = lw.op("Cast", [lw.op("Equal", [value, lw.const(float("-inf"), want)])],
+                   to=onnx_dtype(want))
+    empty = lw.op("Equal", [lw.op("ReduceMin", [masked, lw.ints([axis])], keepdims=1),
+                            lw.const(1.0, want)])
+    zero = lw.const(0.0, want)
+    safe = lw.op("Where", [empty, zero, value])
+    return lw.op("Where", [empty, zero, lw.op("Softmax", [safe], axis=axis)])
+
+
 @register(aten.dropout.default, aten.feature_dropout.default)
 def _dropout(lw: Lowering, node: Any, x: Any, p: float, train: bool) -> Any:
     if node.target is aten.feature_dropout.default and train and p > 0:
-        raise ExportError(f"channel dropout (Dropout2d) has no engine op; {FALLBACK_HINT}")
+        raise UnsupportedOp(f"channel dropout (Dropout2d) has no engine op; {FALLBACK_HINT}")
     if not train or p == 0:
         return lw.op("Identity", [lw.tensor(x)])
     return lw.op("Dropout", [lw.tensor(x), lw.const(float(p), torch.float32),
@@ -72,10 +88,10 @@ def _cross_entropy(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = N
                    reduction: int = 1, ignore_index: int = -100,
                    label_smoothing: float = 0.0) -> Any:
     if label_smoothing:
-        raise ExportError(f"cross_entropy with label_smoothing has no fx translation; "
+        raise UnsupportedOp(f"cross_entropy with label_smoothing has no fx translation; "
                           f"{FALLBACK_HINT}")
     if lw.dtype_of(target) != torch.int64:
-        raise ExportError(f"cross_entropy with probability targets has no fx translation; "
+        raise UnsupportedOp(f"cross_entropy with probability targets has no fx translation; "
                           f"{FALLBACK_HINT}")
     inputs = [lw.tensor(x), lw.tensor(target)]
     if weight is not None:
@@ -97,7 +113,7 @@ def _nll_loss(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = None,
     if weight is not None:
         inputs.append(lw.tensor(weight))
     if lw.rank(x) == 1:
-        raise ExportError(f"nll_loss of an unbatched sample has no fx translation; "
+        raise UnsupportedOp(f"nll_loss of an unbatched sample has no fx translation; "
                           f"{FALLBACK_HINT}")
     return lw.op("NegativeLogLikelihoodLoss", inputs, ignore_index=int(ignore_index),
                  reduction=("none", "mean", "sum")[reduction])
@@ -110,6 +126,8 @@ def _reduce(op_type: str) -> Fn:
             dims = None
         want = _out(node).dtype
         value = lw.tensor(x, want)
+        if lw.rank(x) == 0:  # dim 0 or -1 of a 0-d tensor: its one element
+            dims = None
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
             return lw.op(op_type, [value], keepdims=int(bool(keepdim)))
         if isinstance(dims, int):
@@ -129,4 +147,6 @@ TABLE[aten.amin.default] = _reduce("ReduceMin")
 @register(aten.cumsum.default)
 def _cumsum(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     want = _out(node).dtype
+    if lw.rank(x) == 0:
+        return lw.op("Identity", [lw.tensor(x, want)])
     return lw.op("CumSum", [lw.tensor(x, want), lw.const(int(dim), torch.int64)])
