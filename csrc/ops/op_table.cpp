@@ -119,11 +119,8 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_hard_swish)
           .inplace(0),
       Row("", "Mish", 18, shape_same_as_input0, cpu_mish, grad_mish).cuda(cuda_mish).inplace(0),
-      // Half to even; piecewise constant: its gradient is zero (the output requires grad).
-      Row("", "Round", 11, shape_same_as_input0, cpu_round, nullptr)
-          .cuda(cuda_round)
-          .inplace(0)
-          .zero_gradient(),
+      // Half to even; its gradient is zeros, as torch.round's (the input's .grad is a tensor).
+      Row("", "Round", 11, shape_same_as_input0, cpu_round, grad_round).cuda(cuda_round).inplace(0),
       Row("", "Tan", 7, shape_same_as_input0, cpu_tan, grad_tan).cuda(cuda_tan).inplace(0),
       Row("", "Asin", 7, shape_same_as_input0, cpu_asin, grad_asin).cuda(cuda_asin).inplace(0),
       Row("", "Acos", 7, shape_same_as_input0, cpu_acos, grad_acos).cuda(cuda_acos).inplace(0),

@@ -346,6 +346,7 @@ void cpu_atanh(OpContext&);
 void cpu_erfcx(OpContext&);
 void cpu_log_ndtr(OpContext&);
 void cpu_atan2(OpContext&);
+void grad_round(GradContext&);
 void grad_tan(GradContext&);
 void grad_asin(GradContext&);
 void grad_acos(GradContext&);

@@ -75,6 +75,10 @@ void cpu_atan2(OpContext& ctx) {
                  y.data<scalar_t>(), [](scalar_t p, scalar_t q) { return std::atan2(p, q); }));
 }
 
+// torch.round's gradient: zeros (not NaN where dY is).
+void grad_round(GradContext& g) {
+  g.set_input_grad(0, g.emit("ZerosLike", {g.input(0)}, {}, "ai.ortmodule"));
+}
 // y = tan(x):  dx = dy (1 + y^2)
 void grad_tan(GradContext& g) {
   Value* y = g.output(0);

@@ -120,19 +120,16 @@ def _clamp_tensor(lw: Lowering, node: Any, x: Any, low: Any = None, high: Any = 
     return out
 
 
-@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+# (clamp_min.default and clamp_max.default with scalar bounds: Clip, in reductions.py)
+@register(aten.clamp_min.Tensor)
 def _clamp_min(lw: Lowering, node: Any, x: Any, low: Any) -> Any:
     dtype = _out(node).dtype
-    if node.target is aten.clamp_min.default:
-        return lw.op("Clip", [lw.tensor(x, dtype), lw.tensor(low, dtype)])
     return _lower_bound(lw, lw.tensor(x, dtype), lw.tensor(low, dtype))
 
 
-@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+@register(aten.clamp_max.Tensor)
 def _clamp_max(lw: Lowering, node: Any, x: Any, high: Any) -> Any:
     dtype = _out(node).dtype
-    if node.target is aten.clamp_max.default:
-        return lw.op("Clip", [lw.tensor(x, dtype), None, lw.tensor(high, dtype)])
     return _upper_bound(lw, lw.tensor(x, dtype), lw.tensor(high, dtype))
 
 
