@@ -13,6 +13,28 @@
 
 namespace ortmodule {
 
+// activation.cu
+ORTM_CUDA_KERNEL(cuda_elu);
+ORTM_CUDA_KERNEL(cuda_elu_grad);
+ORTM_CUDA_KERNEL(cuda_hard_sigmoid);
+ORTM_CUDA_KERNEL(cuda_hard_sigmoid_grad);
+ORTM_CUDA_KERNEL(cuda_hard_swish);
+ORTM_CUDA_KERNEL(cuda_hard_swish_grad);
+ORTM_CUDA_KERNEL(cuda_mish);
+ORTM_CUDA_KERNEL(cuda_mish_grad);
+ORTM_CUDA_KERNEL(cuda_round);
+ORTM_CUDA_KERNEL(cuda_tan);
+ORTM_CUDA_KERNEL(cuda_asin);
+ORTM_CUDA_KERNEL(cuda_acos);
+ORTM_CUDA_KERNEL(cuda_atan);
+ORTM_CUDA_KERNEL(cuda_sinh);
+ORTM_CUDA_KERNEL(cuda_cosh);
+ORTM_CUDA_KERNEL(cuda_asinh);
+ORTM_CUDA_KERNEL(cuda_acosh);
+ORTM_CUDA_KERNEL(cuda_atanh);
+ORTM_CUDA_KERNEL(cuda_erfcx);
+ORTM_CUDA_KERNEL(cuda_log_ndtr);
+ORTM_CUDA_KERNEL(cuda_atan2);
 // attention.cu
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);

@@ -35,6 +35,23 @@ std::vector<OpDef> internal_rows() {
           .cuda(cuda_clip_grad, {2, 3})
           .internal()
           .inplace(0),
+      // ---- gradients of the activation family (activation_family_ops.cpp) ----
+      Row(kOwn, "EluGrad", 1, shape_same_as_input0, cpu_elu_grad, nullptr)
+          .cuda(cuda_elu_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "HardSigmoidGrad", 1, shape_same_as_input0, cpu_hard_sigmoid_grad, nullptr)
+          .cuda(cuda_hard_sigmoid_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "HardSwishGrad", 1, shape_same_as_input0, cpu_hard_swish_grad, nullptr)
+          .cuda(cuda_hard_swish_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "MishGrad", 1, shape_same_as_input0, cpu_mish_grad, nullptr)
+          .cuda(cuda_mish_grad)
+          .internal()
+          .inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
           .cuda(cuda_softmax_grad)
           .internal(),

@@ -570,6 +570,72 @@ _extend({
         S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=6),
     ],
 })
+def _torch_unary(fn: str) -> object:
+    """The reference of an ai.ortmodule op that is a torch function of x (float64)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        f = torch
+        for part in fn.split("."):
+            f = getattr(f, part)
+        return [f(torch.from_numpy(d["x"])).numpy()]
+    return reference
+
+
+def _atan2(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.arctan2(d["a"], d["b"])]
+
+
+# ---- activations, rounding and transcendental functions (activation_family_ops.cpp,
+# transcendental_ops.cpp); values stay away from the kinks of the piecewise ones ----
+_KINKS_3 = np.array([-4.2, -3.1, -2.9, -1.3, -0.2, 0.4, 1.9, 2.9, 3.1, 5.0])
+_extend({
+    "Elu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.7}), S({"x": away_from_zero(5)})],
+    "Selu": [S({"x": away_from_zero(3, 4)}),
+             S({"x": away_from_zero(5)}, attrs={"alpha": 1.5, "gamma": 2.0})],
+    "Celu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.5}), S({"x": away_from_zero(5)})],
+    "ScaledElu": [S({"x": away_from_zero(3, 4)},
+                    attrs={"alpha": 0.5, "scale": 2.0, "input_scale": 1.5}, domain="ai.ortmodule",
+                    expected=lambda d: [np.where(d["x"] > 0, 2.0 * d["x"],
+                                                 np.expm1(1.5 * d["x"]))])],
+    "HardSigmoid": [S({"x": np.array([-3.9, -2.7, -2.2, -1.0, 0.3, 1.7, 2.4, 2.8, 3.5])}),
+                    S({"x": _KINKS_3}, attrs={"alpha": 1 / 6, "beta": 0.5})],
+    # (onnx.reference multiplies by alpha = float32(1/6); the engine divides by 6, as torch.)
+    "HardSwish": [S({"x": _KINKS_3}, reference_rtol=1e-6)],
+    "Mish": [S({"x": rand(3, 4, low=-4, high=4)}, opset=18),
+             S({"x": np.array([-30.0, -12.0, 0.0, 15.0, 30.0])}, opset=18)],
+    # Ties round to even (no finite differences across the steps).
+    "Round": [S({"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4, -0.6, 3.7, -0.0])},
+                grad=[]),
+              S({"x": np.array([-2.3, -0.7, 0.2, 1.1, 3.7])})],
+    "Tan": [S({"x": rand(3, 4, low=-1.2, high=1.2)})],
+    "Asin": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "Acos": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "Atan": [S({"x": rand(3, 4, low=-3, high=3)})],
+    "Sinh": [S({"x": rand(3, 4, low=-2, high=2)})],
+    "Cosh": [S({"x": rand(3, 4, low=-2, high=2)})],
+    "Asinh": [S({"x": rand(3, 4, low=-3, high=3)})],
+    "Acosh": [S({"x": rand(3, 4, low=1.2, high=3)})],
+    "Atanh": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "HardTanh": [S({"x": np.array([-1.7, -0.9, -0.3, 0.2, 0.8, 1.4])}, attrs={"min": -1.0, "max": 1.0},
+                   domain="ai.ortmodule", expected=lambda d: [np.clip(d["x"], -1.0, 1.0)]),
+                 S({"x": np.array([-1.0, 0.5, 3.0, 5.9, 6.5])}, attrs={"min": 0.0, "max": 6.0},
+                   domain="ai.ortmodule", expected=lambda d: [np.clip(d["x"], 0.0, 6.0)])],
+    "Atan2": [S({"a": rand(2, 3), "b": rand(3)}, domain="ai.ortmodule", expected=_atan2),
+              S({"a": away_from_zero(2, 1, 3), "b": away_from_zero(4, 1)}, domain="ai.ortmodule",
+                expected=_atan2)],
+    "Erfcx": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule",
+                expected=_torch_unary("special.erfcx")),
+              S({"x": np.array([-8.0, -1.5, 5.0, 25.0, 26.5, 40.0, 1e3])},
+                domain="ai.ortmodule", expected=_torch_unary("special.erfcx")),
+              S({"x": np.array([-26.5, -30.0, -np.inf, 1e10, 1e300, np.inf, np.nan])}, grad=[],
+                domain="ai.ortmodule", expected=_torch_unary("special.erfcx"))],
+    "LogNdtr": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule",
+                  expected=_torch_unary("special.log_ndtr")),
+                S({"x": np.array([-40.0, -20.0, -6.5, -1.0, 0.5, 6.0, 9.0, 40.0])},
+                  domain="ai.ortmodule", expected=_torch_unary("special.log_ndtr"))],
+})
+
 
 def _logsumexp_reference(axes: tuple[int, ...]) -> object:
     """ReduceLogSumExp computed max-shifted (onnx.reference's exp overflows on large inputs)."""
