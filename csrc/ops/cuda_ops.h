@@ -129,6 +129,9 @@ ORTM_CUDA_KERNEL(cuda_reduce_grad);
 ORTM_CUDA_KERNEL(cuda_reduce_extreme_grad);
 ORTM_CUDA_KERNEL(cuda_arg_max);
 ORTM_CUDA_KERNEL(cuda_arg_min);
+// resize.cu
+ORTM_CUDA_KERNEL(cuda_resize);
+ORTM_CUDA_KERNEL(cuda_resize_grad);
 // slice_pad.cu
 ORTM_CUDA_KERNEL(cuda_slice);
 ORTM_CUDA_KERNEL(cuda_slice_grad);

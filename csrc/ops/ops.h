@@ -239,6 +239,12 @@ void cpu_reduce_extreme_grad(OpContext&);
 std::vector<OutputInfo> shape_arg_extreme(const OpContext&);
 void cpu_arg_max(OpContext&);
 void cpu_arg_min(OpContext&);
+// resize_ops.cpp
+std::vector<OutputInfo> shape_resize(const OpContext&);
+void cpu_resize(OpContext&);
+void grad_resize(GradContext&);
+std::vector<OutputInfo> shape_resize_grad(const OpContext&);
+void cpu_resize_grad(OpContext&);
 // rmsnorm_ops.cpp
 std::vector<OutputInfo> shape_simplified_layernorm(const OpContext&);
 void cpu_simplified_layernorm(OpContext&);

@@ -538,5 +538,55 @@ _extend({
         S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=6),
     ],
 })
+# ---- Resampling and per-sample normalization: pooling windows past the padded input ----
+
+
+def _avgpool_torch(d: dict[str, np.ndarray], kernel: list[int], stride: list[int],
+                   pad: list[int], ceil_mode: bool, count_include_pad: bool,
+                   divisor: int | None) -> list[np.ndarray]:
+    """torch's avg_pool1d/2d/3d (the reference of AveragePoolTorch's divisor_override)."""
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    pool = {3: torch.nn.functional.avg_pool1d, 4: torch.nn.functional.avg_pool2d,
+            5: torch.nn.functional.avg_pool3d}[x.dim()]
+    extra = {} if x.dim() == 3 else {"divisor_override": divisor}
+    return [pool(x, kernel, stride, pad, ceil_mode, count_include_pad, **extra).numpy()]
+
+
+def _avgpool_torch_sample(shape: tuple[int, ...], kernel: list[int], stride: list[int],
+                          pad: list[int], ceil_mode: bool, count_include_pad: bool,
+                          divisor: int) -> Sample:
+    attrs = {"kernel_shape": kernel, "strides": stride, "pads": pad + pad,
+             "ceil_mode": int(ceil_mode), "count_include_pad": int(count_include_pad),
+             "divisor_override": divisor}
+    return S({"x": rand(*shape)}, attrs=attrs, domain="ai.ortmodule",
+             expected=lambda d: _avgpool_torch(d, kernel, stride, pad, ceil_mode,
+                                               count_include_pad, divisor))
+
+
+_extend({
+    # ceil_mode windows that run past the padded input divide by their clipped size (as
+    # torch's avg_pool does), 1-D, 2-D and 3-D; a kernel larger than the input.
+    "AveragePool": [
+        S({"x": rand(1, 2, 5, 5)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                          "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(2, 2, 6, 7)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                          "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                          "count_include_pad": 1}),
+        S({"x": rand(1, 2, 3, 3)}, attrs={"kernel_shape": [4, 4], "strides": [4, 4],
+                                          "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(2, 3, 7)}, attrs={"kernel_shape": [3], "strides": [2], "pads": [1, 1],
+                                       "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(1, 2, 5, 4, 5)}, attrs={"kernel_shape": [2, 3, 2], "strides": [2, 2, 2],
+                                             "pads": [0, 1, 1, 0, 1, 1], "ceil_mode": 1,
+                                             "count_include_pad": 1}),
+    ],
+    "AveragePoolTorch": [
+        _avgpool_torch_sample((1, 2, 5, 5), [2, 2], [2, 2], [0, 0], True, True, 3),
+        _avgpool_torch_sample((2, 2, 6, 7), [3, 3], [2, 2], [1, 1], True, False, 5),
+        _avgpool_torch_sample((1, 2, 5, 4, 5), [2, 3, 2], [2, 2, 2], [1, 1, 0], False, True, 7),
+    ],
+})
 for _op, _extra in DTYPE_SAMPLES.items():
     SAMPLES.setdefault(_op, []).extend(_extra)
