@@ -296,8 +296,7 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_nll_loss),
       // ---- Resampling and per-sample normalization: torch's avg_pool divisor_override ----
       // AveragePool whose windows divide by the divisor_override attribute.
-      Row(kOwn, "AveragePoolTorch", 1, shape_avgpool, cpu_avgpool, grad_avgpool)
-          .cuda(cuda_avgpool),
+      Row(kOwn, "AveragePoolTorch", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),
       // Resize (opsets 11+: roi, scales, sizes read on the host to build the tap tables);
       // ResizeTorch(X, sizes, scales?) follows PyTorch's upsample_* index rules.
       Row("", "Resize", 11, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2, 3}),

@@ -243,9 +243,12 @@ void torch_linear_source(int64_t o, int64_t in, int64_t out, double scale_factor
   *lambda = std::min(std::max(src - static_cast<A>(*index), A(0)), A(1));
 }
 
+// nearest_shortcuts: upsample_nearest2d's nearest_idx (and every nearest backward) copies an
+// axis whose size is kept and halves the index of one whose size doubles, whatever scale
+// factor was given; upsample_nearest1d and 3d compute every forward index from the scale.
 template <typename A>
-ResizeAxisTable torch_axis_table(const OpContext& ctx, const std::string& mode,
-                                 bool align_corners, int64_t in, int64_t out,
+ResizeAxisTable torch_axis_table(const OpContext& ctx, const std::string& mode, bool align_corners,
+                                 bool nearest_shortcuts, int64_t in, int64_t out,
                                  double scale_factor) {
   ResizeAxisTable t;
   t.in = in;
@@ -258,9 +261,9 @@ ResizeAxisTable torch_axis_table(const OpContext& ctx, const std::string& mode,
     double* w = &t.weight[static_cast<size_t>(o * t.taps)];
     if (mode == "nearest") {
       // nearest_idx: the copy and the doubling are special cases, then floor(o * scale).
-      if (out == in) {
+      if (nearest_shortcuts && out == in) {
         idx[0] = o;
-      } else if (out == 2 * in) {
+      } else if (nearest_shortcuts && out == 2 * in) {
         idx[0] = o >> 1;
       } else {
         const float s = torch_scale<float>(scale_factor, in, out);
@@ -272,6 +275,11 @@ ResizeAxisTable torch_axis_table(const OpContext& ctx, const std::string& mode,
       const auto src = static_cast<float>((static_cast<double>(o) + 0.5) * static_cast<double>(s));
       idx[0] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
       w[0] = 1.0;
+    } else if (mode == "linear" && out == in) {
+      // The linear kernels copy an axis whose size is kept, whatever the scale factor.
+      idx[0] = idx[1] = o;
+      w[0] = 1.0;
+      w[1] = 0.0;
     } else if (mode == "linear") {
       int64_t i0;
       A lambda;
@@ -314,6 +322,9 @@ std::vector<ResizeAxisTable> torch_tables(const OpContext& ctx, const Shape& x, 
   if ((mode == "nearest" || mode == "nearest_exact") && align_corners)
     ctx.fail("align_corners=1 is only defined for the linear and cubic modes");
   const bool dbl = ctx.in(0).dtype() == DType::Float64;
+  const bool grad = ctx.node.op_type == "ResizeGrad";
+  bool same_size = true;
+  for (size_t i = 0; i < s; ++i) same_size = same_size && sizes[i] == x[r - s + i];
   std::vector<ResizeAxisTable> tables(r);
   for (size_t d = 0; d < r; ++d) {
     tables[d].in = tables[d].out = x[d];
@@ -326,8 +337,17 @@ std::vector<ResizeAxisTable> torch_tables(const OpContext& ctx, const Shape& x, 
     tables[d].out = out;
     if (x[d] == 0 || out == 0) continue;
     const double factor = factors.empty() ? 0.0 : factors[d - (r - s)];
-    tables[d] = dbl ? torch_axis_table<double>(ctx, mode, align_corners, x[d], out, factor)
-                    : torch_axis_table<float>(ctx, mode, align_corners, x[d], out, factor);
+    // PyTorch's backward kernels are not all the adjoints of its forward ones, and
+    // ResizeGrad follows the backward: every upsample_nearest*_backward takes nearest_idx's
+    // shortcuts, and upsample_bicubic2d_backward copies when no spatial size changes.
+    const bool shortcuts = s == 2 || grad;
+    if (grad && mode == "cubic" && same_size) {
+      tables[d].identity = true;
+      continue;
+    }
+    tables[d] =
+        dbl ? torch_axis_table<double>(ctx, mode, align_corners, shortcuts, x[d], out, factor)
+            : torch_axis_table<float>(ctx, mode, align_corners, shortcuts, x[d], out, factor);
   }
   return tables;
 }

@@ -271,8 +271,7 @@ bool count_include_pad(const OpContext& ctx) {
 template <typename T>
 void launch_avgpool(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const PoolGeom g =
-      pool_geom(ctx, x.shape(), count_include_pad(ctx), pool_divisor_override(ctx));
+  const PoolGeom g = pool_geom(ctx, x.shape(), count_include_pad(ctx), pool_divisor_override(ctx));
   Tensor& y = ctx.out(0);
   const int64_t n = y.numel();
   if (n == 0) return;
@@ -283,8 +282,8 @@ void launch_avgpool(OpContext& ctx) {
 
 template <typename T>
 void launch_avgpool_grad(OpContext& ctx) {
-  const PoolGeom g = pool_geom(ctx, ctx.in(1).to_int_vector(), count_include_pad(ctx),
-                               pool_divisor_override(ctx));
+  const PoolGeom g =
+      pool_geom(ctx, ctx.in(1).to_int_vector(), count_include_pad(ctx), pool_divisor_override(ctx));
   Tensor& dx = ctx.out(0);
   const int64_t n = dx.numel();
   if (n == 0) return;

@@ -88,8 +88,8 @@ void launch_resize(OpContext& ctx) {
     g.index[d] = tables.ints(index_at[d]);
     g.weight[d] = tables.doubles(weight_at[d]);
   }
-  resize_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(g, n, ctx.in(0).data<T>(),
-                                                                       y.data<T>());
+  resize_kernel<T>
+      <<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(g, n, ctx.in(0).data<T>(), y.data<T>());
   cuda::check_launch(ctx.node.op_type.c_str());
 }
 
@@ -119,8 +119,8 @@ void launch_resize_grad(OpContext& ctx) {
     g.output[d] = tables.ints(output_at[d]);
     g.weight[d] = tables.doubles(weight_at[d]);
   }
-  resize_grad_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
-      g, n, ctx.in(0).data<T>(), dx.data<T>());
+  resize_grad_kernel<T>
+      <<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(g, n, ctx.in(0).data<T>(), dx.data<T>());
   cuda::check_launch("ResizeGrad");
 }
 

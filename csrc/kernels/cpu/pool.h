@@ -44,7 +44,7 @@ void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx);
 struct Pool3dParams {
   int64_t N, C;
   int64_t in[3], kernel[3], out[3], stride[3], pad_begin[3], pad_end[3], dilation[3];
-  bool count_include_pad;  // AveragePool only
+  bool count_include_pad;        // AveragePool only
   int64_t divisor_override = 0;  // as Pool2dParams'
 };
 

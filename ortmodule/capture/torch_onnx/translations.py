@@ -64,7 +64,8 @@ def _channel_ones(input: Any, value: float) -> Any:
 
 def _saved_statistics(input: Any, eps: float) -> tuple[Any, Any]:
     """ATen batch norm's save_mean and save_invstd in training: the batch mean and
-    1 / sqrt(biased batch variance + eps) per channel (axes 0 and 2.. of [N, C, ...])."""
+    1 / sqrt(biased batch variance + eps) per channel (axes 0 and 2.. of [N, C, ...]). Like
+    eager's, they carry no gradient."""
     rank = op.Size(op.Shape(input))
     axes = op.Concat(op.Constant(value_ints=[0]),
                      op.Range(op.Constant(value_int=2), rank, op.Constant(value_int=1)), axis=0)
@@ -72,7 +73,7 @@ def _saved_statistics(input: Any, eps: float) -> tuple[Any, Any]:
     diff = op.Sub(input, mean)
     var = op.ReduceMean(op.Mul(diff, diff), axes, keepdims=0)
     invstd = op.Reciprocal(op.Sqrt(op.Add(var, op.CastLike(op.Constant(value_float=eps), var))))
-    return op.Squeeze(mean, axes), invstd
+    return own.StopGradient(op.Squeeze(mean, axes)), own.StopGradient(invstd)
 
 
 def batch_norm_functional(input: Any, weight: Any = None, bias: Any = None,

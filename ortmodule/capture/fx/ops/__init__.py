@@ -17,5 +17,6 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     inplace,
     matmul,
     normalization,
+    resampling,
     shapes,
 )

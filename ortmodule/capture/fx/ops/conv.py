@@ -148,7 +148,7 @@ def _saved_statistics(lw: Lowering, node: Any, x: Any, training: bool, eps: floa
                       ) -> tuple[str | None, str | None]:
     """ATen batch norm's save_mean and save_invstd: in training the batch mean and
     1 / sqrt(biased batch variance + eps) per channel, in eval empty tensors (as eager's);
-    None where nothing reads them."""
+    None where nothing reads them. Like eager's, they carry no gradient."""
     if not ({1, 2} & _used_outputs(node)):
         return None, None
     dtype = lw.dtype_of(x)
@@ -162,7 +162,9 @@ def _saved_statistics(lw: Lowering, node: Any, x: Any, training: bool, eps: floa
     var = lw.op("ReduceMean", [lw.op("Mul", [diff, diff]), axes], keepdims=0)
     invstd = lw.op("Reciprocal", [lw.op("Sqrt", [lw.op("Add", [var, lw.const(float(eps),
                                                                                dtype)])])])
-    return lw.op("Squeeze", [mean, axes]), invstd
+    mean = lw.op("Squeeze", [mean, axes])
+    return (lw.op("StopGradient", [mean], domain=OWN_DOMAIN),
+            lw.op("StopGradient", [invstd], domain=OWN_DOMAIN))
 
 
 @register(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
