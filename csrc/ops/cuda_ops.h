@@ -65,6 +65,9 @@ ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
 ORTM_CUDA_KERNEL(cuda_gather);
 ORTM_CUDA_KERNEL(cuda_gather_grad);
 ORTM_CUDA_KERNEL(cuda_embedding_grad);
+// groupnorm.cu
+ORTM_CUDA_KERNEL(cuda_groupnorm);
+ORTM_CUDA_KERNEL(cuda_groupnorm_grad);
 // index.cu
 ORTM_CUDA_KERNEL(cuda_gather_elements);
 ORTM_CUDA_KERNEL(cuda_gather_elements_grad);

@@ -301,6 +301,16 @@ std::vector<OpDef> build_table() {
       // ResizeTorch(X, sizes, scales?) follows PyTorch's upsample_* index rules.
       Row("", "Resize", 11, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2, 3}),
       Row(kOwn, "ResizeTorch", 1, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2}),
+      // Per-sample normalization; outputs 1 and 2 (mean, rstd: [N, G]) are the gradient's.
+      Row("", "InstanceNormalization", 6, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
+      // torch's GroupNorm: num_groups groups of consecutive channels (0: one per channel).
+      Row(kOwn, "GroupNorm", 1, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
   };
   std::vector<OpDef> internal = op_rows::internal_rows();
   rows.insert(rows.end(), internal.begin(), internal.end());

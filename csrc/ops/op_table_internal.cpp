@@ -188,6 +188,9 @@ std::vector<OpDef> internal_rows() {
       Row(kOwn, "ResizeGrad", 1, shape_resize_grad, cpu_resize_grad, nullptr)
           .cuda(cuda_resize_grad, {1, 2, 3, 4})
           .internal(),
+      Row(kOwn, "GroupNormGrad", 1, shape_groupnorm_grad, cpu_groupnorm_grad, nullptr)
+          .cuda(cuda_groupnorm_grad)
+          .internal(),
   };
 }
 

@@ -120,6 +120,12 @@ void grad_expand(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);
+// groupnorm_ops.cpp
+std::vector<OutputInfo> shape_groupnorm(const OpContext&);
+void cpu_groupnorm(OpContext&);
+void grad_groupnorm(GradContext&);
+std::vector<OutputInfo> shape_groupnorm_grad(const OpContext&);
+void cpu_groupnorm_grad(OpContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);
 void cpu_gather_elements(OpContext&);

@@ -723,5 +723,47 @@ _extend({
     ],
 })
 
+# ---- Resampling and per-sample normalization: InstanceNormalization, GroupNorm ----
+
+
+def _group_norm_torch(d: dict[str, np.ndarray], groups: int, eps: float,
+                      outputs: int) -> list[np.ndarray]:
+    """torch's native_group_norm: Y, mean and rstd ([N, G]); groups 0 is one per channel."""
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    n, c = x.shape[:2]
+    g = groups or c
+    y, mean, rstd = torch.ops.aten.native_group_norm(
+        x, torch.from_numpy(d["scale"]), torch.from_numpy(d["bias"]), n, c,
+        x[0, 0].numel(), g, eps)
+    return [t.numpy() for t in (y, mean, rstd)][:outputs]
+
+
+def _group_norm_sample(shape: tuple[int, ...], groups: int, eps: float = 1e-5,
+                       outputs: int = 1) -> Sample:
+    c = shape[1]
+    return S({"x": rand(*shape), "scale": rand(c, low=0.5, high=1.5), "bias": rand(c)},
+             attrs={"num_groups": groups, "epsilon": eps}, domain="ai.ortmodule",
+             num_outputs=outputs, expected=lambda d: _group_norm_torch(d, groups, eps, outputs))
+
+
+_extend({
+    "InstanceNormalization": [
+        S({"x": rand(2, 3, 4, 5), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3)}),
+        S({"x": rand(3, 2, 7), "scale": rand(2, low=0.5, high=1.5), "bias": rand(2)},
+          attrs={"epsilon": 1e-3}),
+        S({"x": rand(1, 2, 2, 3, 3), "scale": rand(2, low=0.5, high=1.5), "bias": rand(2)}),
+    ],
+    "GroupNorm": [
+        _group_norm_sample((2, 6, 3, 4), 3),
+        _group_norm_sample((3, 4, 5), 2, eps=2.0 ** -10, outputs=3),  # a float32 epsilon
+        _group_norm_sample((2, 4, 2, 2, 3), 1),
+        _group_norm_sample((2, 3, 4), 0, outputs=3),
+        _group_norm_sample((4, 5), 5),
+    ],
+})
+
+
 for _op, _extra in DTYPE_SAMPLES.items():
     SAMPLES.setdefault(_op, []).extend(_extra)

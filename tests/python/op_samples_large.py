@@ -386,6 +386,15 @@ def _bicubic(d: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [torch.ops.aten.upsample_bicubic2d.default(x, [40, 36], False, 2.0, 1.5).numpy()]
 
 
+def _group_norm8(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    out = torch.ops.aten.native_group_norm(x, torch.from_numpy(d["scale"]),
+                                           torch.from_numpy(d["bias"]), 8, 32, 256, 8, 1e-5)
+    return [t.numpy() for t in out]
+
+
 LARGE_SAMPLES.update({
     "AveragePoolTorch": [L({"x": _nchw()}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
                                                   "pads": [1, 1, 1, 1], "ceil_mode": 1,
@@ -396,6 +405,14 @@ LARGE_SAMPLES.update({
           order=["x", "", "scales"], attrs={"mode": "linear"}),
         L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([4, 16, 33, 17], np.int64)},
           order=["x", "", "", "sizes"], attrs={"mode": "nearest"}),
+    ],
+    "InstanceNormalization": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)}),
+    ],
+    "GroupNorm": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)},
+          attrs={"num_groups": 8}, domain="ai.ortmodule", num_outputs=3,
+          expected=_group_norm8),
     ],
     "ResizeTorch": [
         L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([40, 36], np.int64),
