@@ -182,3 +182,64 @@ def test_antialias_is_refused_with_a_reason() -> None:
                   FX)
     with pytest.raises(Exception, match="antialias"):
         m(torch.randn(1, 2, 6, 6))
+
+
+# ---- per-sample norms ----
+
+@pytest.mark.parametrize("module,shape", [
+    (nn.GroupNorm(3, 6), (2, 6, 4, 5)),
+    (nn.GroupNorm(1, 4, affine=False), (3, 4, 7)),
+    (nn.GroupNorm(4, 4, eps=1e-3), (2, 4, 2, 3, 3)),
+    (nn.InstanceNorm1d(3), (2, 3, 7)),
+    (nn.InstanceNorm1d(3, affine=True), (2, 3, 7)),
+    (nn.InstanceNorm2d(4, affine=True), (2, 4, 5, 6)),
+    (nn.InstanceNorm2d(4), (3, 4, 5, 5)),
+    (nn.InstanceNorm3d(2, affine=True), (2, 2, 3, 4, 3)),
+])
+def test_norm_modules(module: nn.Module, shape: tuple[int, ...]) -> None:
+    torch.manual_seed(3)
+    for p in module.parameters():
+        with torch.no_grad():
+            p.add_(torch.randn_like(p) * 0.3)
+    _check(module, shape)
+
+
+@pytest.mark.parametrize("cls,shape", [(nn.InstanceNorm1d, (2, 3, 7)),
+                                       (nn.InstanceNorm2d, (2, 3, 4, 5)),
+                                       (nn.InstanceNorm3d, (2, 3, 2, 3, 4))])
+@pytest.mark.parametrize("affine", [False, True])
+def test_instance_norm_running_statistics(cls: type, shape: tuple[int, ...],
+                                          affine: bool) -> None:
+    eager = cls(3, affine=affine, track_running_stats=True, momentum=0.3)
+    ort = ORTModule(copy.deepcopy(eager), FX)
+    torch.manual_seed(4)
+    for _ in range(2):  # training updates the running statistics
+        x = torch.randn(*shape) * 2 + 0.5
+        _compare_step(eager, ort, x)
+    torch.testing.assert_close(ort.module.running_mean, eager.running_mean, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(ort.module.running_var, eager.running_var, rtol=RTOL, atol=ATOL)
+    eager.eval()
+    ort.eval()
+    _compare_step(eager, ort, torch.randn(*shape))  # eval normalises with them
+
+
+def _compare_step(eager: nn.Module, ort: nn.Module, x: torch.Tensor) -> None:
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    outs = [m(xi) for m, xi in zip((eager, ort), xs)]
+    torch.testing.assert_close(outs[1], outs[0], rtol=RTOL, atol=ATOL)
+    if torch.is_grad_enabled() and outs[0].requires_grad:
+        g = torch.randn_like(outs[0])
+        for o in outs:
+            o.backward(g)
+        torch.testing.assert_close(xs[1].grad, xs[0].grad, rtol=RTOL, atol=ATOL)
+
+
+def test_native_group_norm_statistics() -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.ops.aten.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5)
+
+    _check(Fn(fn), (2, 6, 3, 4), (6,), (6,))
+
+
+def test_functional_group_norm() -> None:
+    _check(Fn(lambda x, w, b: F.group_norm(x, 2, w, b, eps=1e-4)), (3, 4, 5), (4,), (4,))
