@@ -243,3 +243,26 @@ def test_native_group_norm_statistics() -> None:
 
 def test_functional_group_norm() -> None:
     _check(Fn(lambda x, w, b: F.group_norm(x, 2, w, b, eps=1e-4)), (3, 4, 5), (4,), (4,))
+
+
+@pytest.mark.parametrize("track", [True, False])
+def test_batch_norm_saved_statistics_through_torch_onnx(track: bool) -> None:
+    """The torch.onnx lowering (its decompositions reach _native_batch_norm_legit_functional
+    and .no_stats) gives the same saved statistics."""
+
+    class SavedStats(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = nn.BatchNorm2d(3, track_running_stats=track)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return torch.ops.aten.native_batch_norm(x, self.bn.weight, self.bn.bias,
+                                                    self.bn.running_mean, self.bn.running_var,
+                                                    True, 0.1, 1e-5)
+
+    torch.manual_seed(0)
+    eager = SavedStats()
+    ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter="dynamo"))
+    x = torch.randn(4, 3, 5, 5) * 2 + 1
+    for got, want in zip(ort(x), eager(x)):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
