@@ -19,12 +19,14 @@ LABEL_SPARSITY = ("auto", "always", "never")
 
 
 class FallbackPolicy(enum.Flag):
-    """When ORTModule may run code on PyTorch instead of the engine (opt-in; each use logs a
-    warning saying why).
+    """When ORTModule may run code on PyTorch instead of the engine (each use logs a warning
+    saying what and where).
 
-    NEVER (the default): every failure raises.
-    UNSUPPORTED_OP: an op the engine lacks runs through ATen as one node of the graph, its
-    gradient from autograd; the rest of the model still runs on the engine.
+    NEVER: every failure raises (an op the engine lacks raises an error naming it).
+    UNSUPPORTED_OP (the default): an op the engine lacks (an ATen op without a kernel or a
+    translation, a ``torch.library`` custom op) runs on PyTorch as one node of the graph, its
+    gradient from autograd; the rest of the model still runs on the engine. The first graph
+    that needs such nodes warns once, listing each op, its count and its source lines.
     EXPORT_FAILURE: when the module cannot be exported for a call, that call (and later calls
     with the same cache key) runs the wrapped module in eager PyTorch.
     """
@@ -73,17 +75,20 @@ class DebugOptions:
     directory). ``mode`` is ``training`` or ``inference``.
 
     fallback (a ``FallbackPolicy``, or its names as a string such as ``"unsupported_op"``)
-    says when code may run on PyTorch instead of the engine; the default never does.
+    says when code may run on PyTorch instead of the engine; the default
+    (``FallbackPolicy.UNSUPPORTED_OP``) runs ops the engine lacks on PyTorch and warns once
+    per graph; ``FallbackPolicy.NEVER`` refuses them.
 
     exporter picks how the module is captured. Each traces it with torch.export; they
     differ in who lowers the traced ATen graph to ONNX:
     ``"auto"`` (the default) lowers it with ortmodule's own translation table (``"fx"``)
     and hands it to torch.onnx's lowering (``"dynamo"``) only where that table cannot:
-    an op it has no translation for, an autocast region holding a custom autograd
-    Function, or ``FallbackPolicy.UNSUPPORTED_OP`` (the INFO log says which, and why).
+    an op it has no translation for, or an autocast region holding a custom autograd
+    Function (the INFO log says which, and why); where neither lowers every op natively,
+    the ops left run on PyTorch (``FallbackPolicy.UNSUPPORTED_OP``).
     ``"fx"`` uses
-    the translation table only (an op it lacks raises an error naming it and its source
-    line); ``"dynamo"`` uses torch.onnx only (seconds slower on the first call of a
+    the translation table only (an op it lacks runs on PyTorch, or with
+    ``FallbackPolicy.NEVER`` raises an error naming it and its source line); ``"dynamo"`` uses torch.onnx only (seconds slower on the first call of a
     transformer, the same graph). The TorchScript exporter (``"torchscript"``) was retired:
     that value raises an error saying so.
 
@@ -113,7 +118,7 @@ class DebugOptions:
     onnx_prefix: str = ""
     save_path: str | None = None
     exporter: str = "auto"
-    fallback: FallbackPolicy = FallbackPolicy.NEVER
+    fallback: FallbackPolicy = FallbackPolicy.UNSUPPORTED_OP
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
     label_sparsity: str = "auto"

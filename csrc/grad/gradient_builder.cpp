@@ -10,12 +10,13 @@ namespace ortmodule {
 
 namespace {
 
-// Values that depend on a requested input (through differentiable ops).
+// Values that depend on a requested input (through differentiable ops, or ops whose
+// gradient is zero: their outputs require grad as in PyTorch).
 std::unordered_set<Value*> values_requiring_grad(const std::vector<Node*>& nodes,
                                                  const std::vector<Value*>& wrt) {
   std::unordered_set<Value*> req(wrt.begin(), wrt.end());
   for (Node* n : nodes) {
-    if (!n->def || !n->def->differentiable) continue;
+    if (!n->def || !(n->def->differentiable || n->def->zero_gradient)) continue;
     bool any = false;
     for (Value* in : n->inputs) any = any || (in && req.count(in));
     if (!any) continue;

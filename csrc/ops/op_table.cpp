@@ -64,7 +64,7 @@ std::vector<OpDef> build_table() {
       Row("", "Sign", 9, shape_same_as_input0, cpu_sign, nullptr)
           .cuda(cuda_sign)
           .inplace(0)
-          .not_differentiable(),
+          .zero_gradient(),
       Row("", "LeakyRelu", 1, shape_same_as_input0, cpu_leaky_relu, grad_leaky_relu)
           .cuda(cuda_leaky_relu)
           .inplace(0),
@@ -97,10 +97,8 @@ std::vector<OpDef> build_table() {
       // Piecewise constant: the gradient is zero wherever it exists (as in PyTorch).
       Row("", "Floor", 1, shape_same_as_input0, cpu_floor, nullptr)
           .cuda(cuda_floor)
-          .not_differentiable(),
-      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr)
-          .cuda(cuda_ceil)
-          .not_differentiable(),
+          .zero_gradient(),
+      Row("", "Ceil", 1, shape_same_as_input0, cpu_ceil, nullptr).cuda(cuda_ceil).zero_gradient(),
       Row("", "Min", 1, shape_variadic_broadcast, cpu_min, grad_min_max).cuda(cuda_min),
       Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max).cuda(cuda_max),
       Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod).cuda(cuda_mod),

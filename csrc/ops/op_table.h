@@ -66,7 +66,10 @@ struct OpDef {
   bool runs_on_host = false;
   GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
-  int inplace_input = -1;      // output 0 may take over this input's buffer at its last use
+  // Piecewise constant (Floor, Sign): no gradient flows through it, but as in PyTorch its
+  // floating-point outputs require grad where an input does (their gradient is zero).
+  bool zero_gradient = false;
+  int inplace_input = -1;  // output 0 may take over this input's buffer at its last use
   // Leading outputs that carry gradients (-1: all). The others (running statistics, saved
   // mean/inv_std, indices, masks, log_prob) are returned without autograd history; a gradient
   // arriving at one of them through another node is refused by the gradient builder.

@@ -76,6 +76,11 @@ struct Row {
     def.differentiable = false;
     return *this;
   }
+  Row& zero_gradient() {
+    def.differentiable = false;
+    def.zero_gradient = true;
+    return *this;
+  }
   Row& grad_outputs(int n) {
     def.grad_outputs = n;
     return *this;

@@ -41,6 +41,7 @@ py::list op_table_py() {
     r["until_version"] = d.until_version;
     r["has_gradient"] = d.grad != nullptr;
     r["differentiable"] = d.differentiable;
+    r["zero_gradient"] = d.zero_gradient;
     r["internal"] = d.internal;
     r["inplace"] = inplace_label(d);
     r["grad_rtol"] = d.grad_rtol;

@@ -342,7 +342,11 @@ Tensor from_torch(const at::Tensor& t_in, const char* kind, const std::string& n
     throw std::invalid_argument(tensor_label(kind, name) + " is on " + t_in.device().str() +
                                 "; the engine runs on the CPU and on CUDA devices only");
   }
-  at::Tensor t = t_in.contiguous();
+  // Autograd's efficient zero tensors (the gradient of sign, of an unused output) have no
+  // memory to read: they become real zeros.
+  at::Tensor t = t_in._is_zerotensor()
+                     ? at::zeros(t_in.sizes(), t_in.options().device(t_in.device()))
+                     : t_in.resolve_conj().resolve_neg().contiguous();
   DType dt = dtype_from_torch(t.scalar_type(), kind, name);
   Shape shape(t.sizes().begin(), t.sizes().end());
   auto storage = std::make_shared<Storage>(t.data_ptr(), t.nbytes(), nullptr);

@@ -86,6 +86,77 @@ def torch_call_op() -> Any:
     return _torch_call_op
 
 
+# ---- ATen ops bridged as TorchCall nodes: their arguments as node attributes ----
+
+ATEN_DTYPE_CODES = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.uint16: 4, torch.int16: 5,
+           torch.int32: 6, torch.int64: 7, torch.bool: 9, torch.float16: 10, torch.float64: 11,
+           torch.uint32: 12, torch.uint64: 13, torch.bfloat16: 16}
+
+
+def _kind(arg_type: torch._C.JitType) -> torch._C.JitType:
+    return arg_type.getElementType() if isinstance(arg_type, torch._C.OptionalType) else arg_type
+
+
+def encode_argument(value: Any, arg: torch._C.Argument, inputs: list[Any], op: str,
+                    is_value: Callable[[Any], bool]) -> str:
+    """One argument of an ATen op bridged as a TorchCall node, as the string
+    csrc/python/torch_call.cpp decodes; the lowering's values (``is_value``: tensors and
+    symbolic ints) become node inputs, appended to ``inputs``."""
+    kind = _kind(arg.type)
+    if is_value(value):
+        inputs.append(value)
+        return "t" if isinstance(kind, torch._C.TensorType) else "v"  # "v": a symbolic int
+    if value is None or (str(_kind(arg.real_type)) == "ScalarType" and value == -1):
+        return "n"  # the exporter passes dtype=None as -1
+    if isinstance(value, bool):
+        return f"b:{int(value)}"
+    if isinstance(value, torch.dtype):
+        return f"i:{ATEN_DTYPE_CODES[value]}"
+    if isinstance(value, int):
+        return f"i:{int(value)}"  # an ONNX DataType (an IntEnum) for dtypes
+    if isinstance(value, float):
+        return f"f:{value.hex()}"
+    if isinstance(value, (str, torch.device, torch.layout, torch.memory_format)):
+        return f"s:{value}"
+    if isinstance(value, (list, tuple)):
+        if isinstance(kind, torch._C.ListType) and not isinstance(
+                _kind(kind.getElementType()), (torch._C.IntType, torch._C.FloatType,
+                                               torch._C.BoolType, torch._C.SymIntType)):
+            codes = "".join("n" if v is None else "t" for v in value)
+            inputs.extend(v for v in value if v is not None)
+            return f"T:{codes}"
+        if all(isinstance(v, bool) for v in value) and value:
+            return "B:" + ",".join(str(int(v)) for v in value)
+        if all(isinstance(v, int) or is_value(v) for v in value):
+            inputs.extend(v for v in value if is_value(v))
+            return "I:" + ",".join("v" if is_value(v) else str(v) for v in value)
+        if all(isinstance(v, (int, float)) for v in value):
+            return "F:" + ",".join(float(v).hex() for v in value)
+    raise NotImplementedError(f"{op}: argument '{arg.name}' = {value!r} cannot be passed to "
+                              "PyTorch from the engine")
+
+
+def bridge_refusal(op: Any) -> str:
+    """Why ``op`` cannot run on PyTorch as a TorchCall node ("" when it can): only
+    dispatcher ops that return tensors and write none of their arguments can."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return f"{op} is not a PyTorch operator the dispatcher can call"
+    schema = op._schema
+    for arg in schema.arguments:
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            return (f"{schema.name} writes its argument '{arg.name}' in place, which a "
+                    "bridged call cannot do to the engine's memory")
+    for ret in schema.returns:
+        kind = _kind(ret.type)
+        if isinstance(kind, torch._C.ListType):
+            kind = _kind(kind.getElementType())
+        if not isinstance(kind, torch._C.TensorType):
+            return f"{schema.name} returns {ret.type}; a bridged op must return tensors"
+    if not schema.returns:
+        return f"{schema.name} returns nothing"
+    return ""
+
+
 # ---- capture session: intercepts Function.apply and checkpoint while tracing ----
 
 _ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]

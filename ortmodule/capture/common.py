@@ -257,6 +257,64 @@ def check_one_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> None
                 f"the input with .to('{p.device}') or the module with .to('{value.device}')")
 
 
+def check_real(program: torch.export.ExportedProgram) -> None:
+    """Refuses a program holding complex tensors: the engine has no complex types, and a
+    lowering that stored them as real pairs would return something else than eager does."""
+    for node in program.graph.nodes:
+        vals = node.meta.get("val")
+        for val in vals if isinstance(vals, (list, tuple)) else [vals]:
+            if isinstance(val, torch.Tensor) and val.is_complex():
+                what = (f"input {node.name}" if node.op == "placeholder" else
+                        f"{node.target} (from {fx_source_line(node) or 'an unknown line'})")
+                raise ExportError(
+                    f"{what} makes a {val.dtype} tensor; ORTModule has no complex tensors. "
+                    "Compute with the real and imaginary parts as real tensors "
+                    "(torch.view_as_real / torch.view_as_complex outside the wrapped module), "
+                    "or run this part of the model outside ORTModule")
+
+
+def check_no_outside_grad_tensors(program: torch.export.ExportedProgram,
+                                  module: torch.nn.Module) -> None:
+    """Refuses a program that reads, as a constant, a tensor that requires grad from outside
+    the module (a closure or global, another module's parameter): eager PyTorch gives it a
+    gradient, a constant of the graph would not get one (nor see its updates)."""
+    from torch.export.graph_signature import InputKind
+
+    lifted = [s for s in program.graph_signature.input_specs
+              if s.kind == InputKind.CONSTANT_TENSOR and s.target in program.constants]
+    if not lifted:
+        return
+    import gc
+
+    storages = {}
+    for spec in lifted:
+        t = program.constants[spec.target]
+        if isinstance(t, torch.Tensor) and not t.is_meta and t.numel():
+            storages[t.untyped_storage().data_ptr()] = spec
+    if not storages:
+        return
+    for obj in gc.get_objects():
+        if not (isinstance(obj, torch.Tensor) and obj.requires_grad and obj.is_leaf):
+            continue
+        try:
+            spec = storages.get(obj.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # tensors without storage
+            continue
+        if spec is None:
+            continue
+        users = [n for n in program.graph.nodes if n.op == "placeholder"
+                 and n.name == spec.arg.name for n in n.users]
+        where = next((fx_source_line(u) for u in users if fx_source_line(u)), "")
+        kind = "a parameter" if isinstance(obj, torch.nn.Parameter) else "a tensor"
+        raise ExportError(
+            f"{type(module).__name__}.forward reads {kind} of shape {tuple(obj.shape)} that "
+            f"requires grad but is not a parameter, buffer or input of the wrapped module"
+            f"{' (at ' + where + ')' if where else ''}: a closure, a global or another module "
+            "outside its tree. ORTModule would treat it as a constant (no gradient, later "
+            "updates unseen). Register its module as a submodule of the wrapped one (or wrap "
+            "a module that holds both), or pass the tensor as an input")
+
+
 def check_supported(module: torch.nn.Module) -> None:
     """Rejects module configurations the exported graph cannot reproduce."""
     for name, m in module.named_modules():

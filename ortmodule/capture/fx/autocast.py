@@ -54,8 +54,12 @@ class _Record(TorchDispatchMode):
 
 def insert_casts(graph_module: torch.fx.GraphModule) -> int:
     """Makes the casts of every autocast region of the program explicit, in place. Returns
-    the casts inserted."""
-    return _walk(graph_module, (), {})
+    the casts inserted (none when an earlier lowering of the same program made them)."""
+    if getattr(graph_module, "_ortmodule_casts_explicit", False):
+        return 0
+    inserted = _walk(graph_module, (), {})
+    graph_module._ortmodule_casts_explicit = True
+    return inserted
 
 
 def _walk(gm: torch.fx.GraphModule, state: State, policies: dict[tuple, Any]) -> int:

@@ -1,8 +1,10 @@
 """The ONNX graph the fx lowering writes (``Lowering``) and the walk over an FX graph that
 fills it (``translate``), one translation per node from the registry.
 
-An op without a translation is an ``UnsupportedOp`` naming the ATen op and the source line;
-the torch_onnx lowering lowers many more ops.
+An op without a translation (or a translation that refuses a case, raising
+``UnsupportedOp``) is an ``UnsupportedOp`` naming the op and the source line, or, where the
+lowering bridges (``Lowering.bridge``: ``FallbackPolicy.UNSUPPORTED_OP``), a TorchCall node
+that runs the op on PyTorch (``registry.bridge_translation``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,23 @@ class Lowering:
         self.fx_node: torch.fx.Node | None = None
         self.regions = 0
         self.order: dict[torch.fx.Node, int] = {}  # position of each node in its graph
+        self.bridge = False  # untranslatable ops become TorchCall nodes
+        self.bridged: list[tuple[str, str, str]] = []  # (op, source line, why) per bridge
+
+    # ---- undoing a translation that gave up half way ----
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.nodes), len(self.initializers)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Drops the nodes and initializers added since ``mark`` and what refers to them."""
+        nodes, initializers = mark
+        dropped = {o for n in self.nodes[nodes:] for o in n.output}
+        dropped |= {t.name for t in self.initializers[initializers:]}
+        del self.nodes[nodes:]
+        del self.initializers[initializers:]
+        self.consts = {k: v for k, v in self.consts.items() if v not in dropped}
+        self.symbols = {k: v for k, v in self.symbols.items() if v not in dropped}
 
     # ---- names and nodes ----
 
@@ -297,12 +316,17 @@ def translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | Non
         fn = registry.lookup(target)
         if fn is None:
             where = lowering.doc or "an unknown line"
-            raise UnsupportedOp(
-                f"the fx exporter has no translation for {target} (from {where}); "
-                f"{FALLBACK_HINT}")
+            error = UnsupportedOp(f"the fx exporter has no translation for {target} (from "
+                                  f"{where}); {FALLBACK_HINT}")
+            lowering.env[node] = _bridge_or_raise(lowering, node, error, "it has no translation")
+            continue
         args, kwargs = registry.bind(target, node)
+        mark = lowering.mark()
         try:
             lowering.env[node] = fn(lowering, node, *args, **kwargs)
+        except UnsupportedOp as e:
+            lowering.rollback(mark)
+            lowering.env[node] = _bridge_or_raise(lowering, node, e, str(e).split("; ")[0])
         except ExportError:
             raise
         except Exception as e:
@@ -311,3 +335,15 @@ def translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | Non
                 f"{lowering.doc or 'an unknown line'}): {type(e).__name__}: {e}; "
                 f"{FALLBACK_HINT}") from e
     raise ExportError("internal: the graph has no output node")
+
+
+def _bridge_or_raise(lowering: Lowering, node: torch.fx.Node, error: UnsupportedOp,
+                     why: str) -> Any:
+    """The node as a TorchCall bridge where the lowering bridges and the op can be
+    bridged; else ``error``."""
+    translation = registry.bridge_translation()
+    if not lowering.bridge or translation is None:
+        raise error
+    value = translation(lowering, node, error)
+    lowering.bridged.append((str(node.target), lowering.doc, why))
+    return value

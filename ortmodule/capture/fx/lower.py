@@ -42,13 +42,15 @@ def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
 
 
 def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-          calls: dict[int, Any]) -> tuple[onnx.ModelProto, int]:
+          calls: dict[int, Any], bridge: bool = False) -> tuple[onnx.ModelProto, int]:
     """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
-    and the number of nodes in checkpoint regions."""
+    and the number of nodes in checkpoint regions. With ``bridge``, ops without a
+    translation run on PyTorch as TorchCall nodes."""
     casts = autocast.insert_casts(program.graph_module)
     if casts:
         logger.debug("autocast: %d casts made explicit", casts)
     lowering = Lowering(program, calls)
+    lowering.bridge = bridge
     signature = program.graph_signature
 
     params = dict(wrapper.named_parameters(remove_duplicate=False))

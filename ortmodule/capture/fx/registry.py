@@ -40,6 +40,19 @@ def bind(target: Any, node: Any) -> tuple[list[Any], dict[str, Any]]:
     return values, {}
 
 
+_BRIDGE: list[Fn] = []  # the translation of an op into a TorchCall bridge node
+
+
+def set_bridge_translation(fn: Fn) -> None:
+    """``fn(lowering, node, error)``: the node as a TorchCall that runs it on PyTorch, or
+    raises (``error`` chained) where it cannot run so."""
+    _BRIDGE[:] = [fn]
+
+
+def bridge_translation() -> Fn | None:
+    return _BRIDGE[0] if _BRIDGE else None
+
+
 def lookup(target: Any) -> Fn | None:
     return TABLE.get(target)
 

@@ -91,55 +91,10 @@ def untranslatable_node(error: BaseException) -> torch.fx.Node | None:
 
 # ---- the translation: an ATen op as a TorchCall node ----
 
-_DTYPES = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.uint16: 4, torch.int16: 5,
-           torch.int32: 6, torch.int64: 7, torch.bool: 9, torch.float16: 10, torch.float64: 11,
-           torch.uint32: 12, torch.uint64: 13, torch.bfloat16: 16}
-
-
 def _is_value(v: Any) -> bool:
     from onnxscript import ir
 
     return isinstance(v, ir.Value)
-
-
-def _kind(arg_type: torch._C.JitType) -> torch._C.JitType:
-    return arg_type.getElementType() if isinstance(arg_type, torch._C.OptionalType) else arg_type
-
-
-def _encode(value: Any, arg: torch._C.Argument, inputs: list[Any], op: str) -> str:
-    """One argument as the string torch_call.cpp decodes; tensors become node inputs."""
-    kind = _kind(arg.type)
-    if _is_value(value):
-        inputs.append(value)
-        return "t" if isinstance(kind, torch._C.TensorType) else "v"  # "v": a symbolic int
-    if value is None or (str(_kind(arg.real_type)) == "ScalarType" and value == -1):
-        return "n"  # the exporter passes dtype=None as -1
-    if isinstance(value, bool):
-        return f"b:{int(value)}"
-    if isinstance(value, torch.dtype):
-        return f"i:{_DTYPES[value]}"
-    if isinstance(value, int):
-        return f"i:{int(value)}"  # an ONNX DataType (an IntEnum) for dtypes
-    if isinstance(value, float):
-        return f"f:{value.hex()}"
-    if isinstance(value, (str, torch.device, torch.layout, torch.memory_format)):
-        return f"s:{value}"
-    if isinstance(value, (list, tuple)):
-        if isinstance(kind, torch._C.ListType) and not isinstance(
-                _kind(kind.getElementType()), (torch._C.IntType, torch._C.FloatType,
-                                               torch._C.BoolType, torch._C.SymIntType)):
-            codes = "".join("n" if v is None else "t" for v in value)
-            inputs.extend(v for v in value if v is not None)
-            return f"T:{codes}"
-        if all(isinstance(v, bool) for v in value) and value:
-            return "B:" + ",".join(str(int(v)) for v in value)
-        if all(isinstance(v, int) or _is_value(v) for v in value):
-            inputs.extend(v for v in value if _is_value(v))
-            return "I:" + ",".join("v" if _is_value(v) else str(v) for v in value)
-        if all(isinstance(v, (int, float)) for v in value):
-            return "F:" + ",".join(float(v).hex() for v in value)
-    raise NotImplementedError(f"{op}: argument '{arg.name}' = {value!r} cannot be passed to "
-                              "PyTorch from the engine")
 
 
 def aten_translation(op: torch._ops.OpOverload) -> Callable[..., Any]:
@@ -164,7 +119,7 @@ def aten_translation(op: torch._ops.OpOverload) -> Callable[..., Any]:
                 value = arg.default_value
             else:
                 raise NotImplementedError(f"{name}: argument '{arg.name}' is missing")
-            codes.append(_encode(value, arg, inputs, name))
+            codes.append(bridge.encode_argument(value, arg, inputs, name, _is_value))
         outputs = emit_torch_call(inputs, {"aten_op": schema.name,
                                            "aten_overload": schema.overload_name, "args": codes},
                                   len(schema.returns))
@@ -174,7 +129,7 @@ def aten_translation(op: torch._ops.OpOverload) -> Callable[..., Any]:
 
 
 def warn(op: torch._ops.OpOverload, why: str, where: str) -> None:
-    logger.warning("ortmodule: %s runs on PyTorch (fallback=UNSUPPORTED_OP) because %s%s; "
+    logger.debug("ortmodule: %s runs on PyTorch (fallback=UNSUPPORTED_OP) because %s%s; "
                    "its gradient comes from autograd", op, why,
                    f"; from {where}" if where else "")
 

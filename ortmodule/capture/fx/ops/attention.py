@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _scalar_tensor, aten
 from ortmodule.capture.fx.registry import register
 
@@ -20,13 +19,13 @@ def _sdpa(lw: Lowering, node: Any, q: Any, k: Any, v: Any, mask: Any = None,
     """softmax(q k^T * scale + mask) v, with the causal mask built from the sizes."""
     q_val, k_val = lw.meta(q), lw.meta(k)
     if q_val.shape[-3:-2] != k_val.shape[-3:-2] and enable_gqa:
-        raise ExportError(f"scaled_dot_product_attention with grouped key/value heads has "
+        raise UnsupportedOp(f"scaled_dot_product_attention with grouped key/value heads has "
                           f"no fx translation; {FALLBACK_HINT}")
     dtype = q_val.dtype
     if scale is None:
         head = q_val.shape[-1]
         if isinstance(head, torch.SymInt) and head.node.expr.free_symbols:
-            raise ExportError(f"scaled_dot_product_attention over a symbolic head size has "
+            raise UnsupportedOp(f"scaled_dot_product_attention over a symbolic head size has "
                               f"no fx translation; {FALLBACK_HINT}")
         scale = 1.0 / math.sqrt(int(head))
     rank = q_val.dim()

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _scalar_tensor, aten
 from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import register
@@ -23,7 +23,7 @@ def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 
     if node.target is aten.convolution.default:
         transposed, _output_padding, groups = rest
         if transposed:
-            raise ExportError(f"transposed convolution has no fx translation; "
+            raise UnsupportedOp(f"transposed convolution has no fx translation; "
                               f"{FALLBACK_HINT}")
     else:
         groups = rest[0] if rest else 1
@@ -86,11 +86,11 @@ def _adaptive_avg_pool(lw: Lowering, node: Any, x: Any, output_size: Any) -> Any
         return lw.op("GlobalAveragePool", [lw.tensor(x)])
     spatial = lw.meta(x).shape[2:]
     if any(isinstance(s, torch.SymInt) and s.node.expr.free_symbols for s in spatial):
-        raise ExportError(f"adaptive_avg_pool to {sizes} over symbolic sizes has no fx "
+        raise UnsupportedOp(f"adaptive_avg_pool to {sizes} over symbolic sizes has no fx "
                           f"translation; {FALLBACK_HINT}")
     ins = [int(s) for s in spatial]
     if any(i % o for i, o in zip(ins, sizes)):
-        raise ExportError(f"adaptive_avg_pool from {ins} to {sizes} (not a divisor) has no "
+        raise UnsupportedOp(f"adaptive_avg_pool from {ins} to {sizes} (not a divisor) has no "
                           f"fx translation; {FALLBACK_HINT}")
     k = [i // o for i, o in zip(ins, sizes)]
     return lw.op("AveragePool", [lw.tensor(x)], kernel_shape=k, strides=k)

@@ -8,8 +8,7 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
@@ -63,7 +62,7 @@ def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = No
     # ONNX's integer Div truncates; a floating quotient is floored by Floor. Floor division
     # of integers and truncation of floats have no engine op.
     if (rounding_mode == "floor" and not floating) or (rounding_mode == "trunc" and floating):
-        raise ExportError(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
+        raise UnsupportedOp(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
                           f"has no fx translation; {FALLBACK_HINT}")
     out = lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
     if rounding_mode == "floor":
@@ -96,7 +95,7 @@ def _or(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
 def _logical(lw: Lowering, node: Any, op_type: str, a: Any, b: Any) -> Any:
     if _out(node).dtype != torch.bool and node.target not in (aten.logical_and.default,
                                                               aten.logical_or.default):
-        raise ExportError(f"bitwise {op_type} of integer tensors has no engine op; "
+        raise UnsupportedOp(f"bitwise {op_type} of integer tensors has no engine op; "
                           f"{FALLBACK_HINT}")
     return lw.op(op_type, [lw.tensor(a, torch.bool), lw.tensor(b, torch.bool)])
 
@@ -104,7 +103,7 @@ def _logical(lw: Lowering, node: Any, op_type: str, a: Any, b: Any) -> Any:
 @register(aten.bitwise_not.default, aten.logical_not.default)
 def _not(lw: Lowering, node: Any, a: Any) -> Any:
     if lw.dtype_of(a) != torch.bool and node.target is aten.bitwise_not.default:
-        raise ExportError(f"bitwise not of integer tensors has no engine op; {FALLBACK_HINT}")
+        raise UnsupportedOp(f"bitwise not of integer tensors has no engine op; {FALLBACK_HINT}")
     return lw.op("Not", [lw.tensor(a, torch.bool)])
 
 

@@ -6,8 +6,7 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
 from ortmodule.capture.fx.registry import register
 
@@ -37,7 +36,7 @@ def _ones(lw: Lowering, node: Any, *args: Any) -> Any:
 def _full(lw: Lowering, node: Any, *args: Any) -> Any:
     sizes, value = (args[1], args[2]) if node.target is aten.new_full.default else args[:2]
     if isinstance(value, torch.fx.Node):
-        raise ExportError(f"full with a computed fill value has no fx translation; "
+        raise UnsupportedOp(f"full with a computed fill value has no fx translation; "
                           f"{FALLBACK_HINT}")
     return _fill(lw, node, sizes, value)
 

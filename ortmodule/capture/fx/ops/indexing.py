@@ -7,8 +7,7 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _axis, aten
 from ortmodule.capture.fx.registry import register
 
@@ -57,14 +56,14 @@ def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
     on the leading dimensions are one GatherND over their broadcast shape."""
     positions = [k for k, i in enumerate(indices) if i is not None]
     if any(lw.dtype_of(indices[k]) == torch.bool for k in positions):
-        raise ExportError(f"indexing with a boolean mask has a data-dependent shape; "
+        raise UnsupportedOp(f"indexing with a boolean mask has a data-dependent shape; "
                           f"{FALLBACK_HINT}")
     value = lw.tensor(x)
     if len(positions) == 1:
         return lw.op("Gather", [value, lw.tensor(indices[positions[0]], torch.int64)],
                      axis=positions[0])
     if positions != list(range(len(positions))):
-        raise ExportError(f"indexing with tensors on non-leading dimensions "
+        raise UnsupportedOp(f"indexing with tensors on non-leading dimensions "
                           f"({len(positions)} index tensors at {positions}) has no fx "
                           f"translation; {FALLBACK_HINT}")
     index_values = []

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import aten
 from ortmodule.capture.fx.ops.elementwise import _masked_fill
 from ortmodule.capture.fx.registry import TABLE, bind, register
@@ -45,7 +45,7 @@ def _rebind(lw: Lowering, x: Any, out: str, through: Any = None) -> None:
     if not _is_view(x):
         return
     if x.target not in (aten.slice.Tensor, aten.select.int):
-        raise ExportError(f"the fx exporter cannot follow an in-place update of a view "
+        raise UnsupportedOp(f"the fx exporter cannot follow an in-place update of a view "
                           f"({x.name}, made by {x.target}); {FALLBACK_HINT}")
     base = x.args[0]
     args, _ = bind(x.target, x)
@@ -64,11 +64,11 @@ def _rebind(lw: Lowering, x: Any, out: str, through: Any = None) -> None:
         step = args[4]
         for name, v in (("start", start), ("end", end)):
             if isinstance(v, int) and v < 0:
-                raise ExportError(f"the fx exporter cannot follow an in-place update of a "
+                raise UnsupportedOp(f"the fx exporter cannot follow an in-place update of a "
                                   f"slice with a negative {name}; {FALLBACK_HINT}")
         end = lw.scalar_op("Min", end, size, min)
     if step != 1:
-        raise ExportError(f"the fx exporter cannot follow an in-place update of a strided "
+        raise UnsupportedOp(f"the fx exporter cannot follow an in-place update of a strided "
                           f"slice; {FALLBACK_HINT}")
     # The new base: the written values padded to the base's extent, chosen where the view
     # lies along the axis, the old base elsewhere.
@@ -105,7 +105,7 @@ def _check_no_stale_views(lw: Lowering, x: Any, through: Any) -> None:
                     or user.args[0] is not base or lw.order.get(user, here) >= here:
                 continue
             if any(lw.order.get(u, -1) > here for u in user.users):
-                raise ExportError(f"the fx exporter cannot follow an in-place update of "
+                raise UnsupportedOp(f"the fx exporter cannot follow an in-place update of "
                                   f"{x.name} that a view made before it ({user.name}) "
                                   f"reads after it; {FALLBACK_HINT}")
             pending.append(user)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
 from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import TABLE, Fn, register
@@ -62,7 +62,7 @@ def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> An
 @register(aten.dropout.default, aten.feature_dropout.default)
 def _dropout(lw: Lowering, node: Any, x: Any, p: float, train: bool) -> Any:
     if node.target is aten.feature_dropout.default and train and p > 0:
-        raise ExportError(f"channel dropout (Dropout2d) has no engine op; {FALLBACK_HINT}")
+        raise UnsupportedOp(f"channel dropout (Dropout2d) has no engine op; {FALLBACK_HINT}")
     if not train or p == 0:
         return lw.op("Identity", [lw.tensor(x)])
     return lw.op("Dropout", [lw.tensor(x), lw.const(float(p), torch.float32),
@@ -74,10 +74,10 @@ def _cross_entropy(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = N
                    reduction: int = 1, ignore_index: int = -100,
                    label_smoothing: float = 0.0) -> Any:
     if label_smoothing:
-        raise ExportError(f"cross_entropy with label_smoothing has no fx translation; "
+        raise UnsupportedOp(f"cross_entropy with label_smoothing has no fx translation; "
                           f"{FALLBACK_HINT}")
     if lw.dtype_of(target) != torch.int64:
-        raise ExportError(f"cross_entropy with probability targets has no fx translation; "
+        raise UnsupportedOp(f"cross_entropy with probability targets has no fx translation; "
                           f"{FALLBACK_HINT}")
     inputs = [lw.tensor(x), lw.tensor(target)]
     if weight is not None:
@@ -99,7 +99,7 @@ def _nll_loss(lw: Lowering, node: Any, x: Any, target: Any, weight: Any = None,
     if weight is not None:
         inputs.append(lw.tensor(weight))
     if lw.rank(x) == 1:
-        raise ExportError(f"nll_loss of an unbatched sample has no fx translation; "
+        raise UnsupportedOp(f"nll_loss of an unbatched sample has no fx translation; "
                           f"{FALLBACK_HINT}")
     return lw.op("NegativeLogLikelihoodLoss", inputs, ignore_index=int(ignore_index),
                  reduction=("none", "mean", "sum")[reduction])

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _out, aten
 from ortmodule.capture.fx.registry import register
 
@@ -83,5 +83,5 @@ for _mode, _ops in (("linear", (aten.upsample_linear1d, aten.upsample_bilinear2d
 @register(aten._upsample_bilinear2d_aa.vec, aten._upsample_bilinear2d_aa.default,
           aten._upsample_bicubic2d_aa.vec, aten._upsample_bicubic2d_aa.default)
 def _antialiased(lw: Lowering, node: Any, *args: Any) -> Any:
-    raise ExportError(f"F.interpolate(antialias=True) ({node.target}) has no engine op; "
+    raise UnsupportedOp(f"F.interpolate(antialias=True) ({node.target}) has no engine op; "
                       f"interpolate with antialias=False or {FALLBACK_HINT}")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
@@ -47,7 +47,7 @@ def _getitem(lw: Lowering, node: Any, seq: Any, index: int) -> Any:
         raise ExportError(f"internal: getitem on {seq} which has no list of results")
     out = values[index]
     if out is None:
-        raise ExportError(f"result {index} of {seq.target} has no fx translation; "
+        raise UnsupportedOp(f"result {index} of {seq.target} has no fx translation; "
                           f"{FALLBACK_HINT}")
     return out
 
@@ -129,7 +129,7 @@ def _squeeze(lw: Lowering, node: Any, x: Any, dims: Any = None) -> Any:
         a = _axis(d, rank)
         size = shape[a]
         if isinstance(size, torch.SymInt) and size.node.expr.free_symbols:
-            raise ExportError(f"squeeze of a dimension whose size is symbolic has no fx "
+            raise UnsupportedOp(f"squeeze of a dimension whose size is symbolic has no fx "
                               f"translation; {FALLBACK_HINT}")
         if int(size) == 1:
             axes.append(a)
@@ -189,7 +189,7 @@ def _pad(lw: Lowering, node: Any, x: Any, pad: Any, mode: Any = "constant",
     if node.target is aten.constant_pad_nd.default:
         mode, value = "constant", mode
     if mode != "constant":
-        raise ExportError(f"pad mode {mode!r} has no fx translation; {FALLBACK_HINT}")
+        raise UnsupportedOp(f"pad mode {mode!r} has no fx translation; {FALLBACK_HINT}")
     rank = lw.rank(x)
     begins = [0] * rank
     ends = [0] * rank
@@ -205,7 +205,7 @@ def _pad(lw: Lowering, node: Any, x: Any, pad: Any, mode: Any = "constant",
 def _diff(lw: Lowering, node: Any, x: Any, n: int = 1, dim: int = -1, prepend: Any = None,
           append: Any = None) -> Any:
     if n != 1:
-        raise ExportError(f"diff with n={n} has no fx translation; {FALLBACK_HINT}")
+        raise UnsupportedOp(f"diff with n={n} has no fx translation; {FALLBACK_HINT}")
     axis = _axis(dim, lw.rank(x))
     parts = [lw.tensor(t) for t in (prepend, x, append) if t is not None]
     value = parts[0] if len(parts) == 1 else lw.op("Concat", parts, axis=axis)
