@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ortmodule import DebugOptions, ORTModule
+from ortmodule import DebugOptions, FallbackPolicy, ORTModule
 
-FX = DebugOptions(exporter="fx")
+# fallback NEVER: an op without a native translation raises instead of running on PyTorch.
+FX = DebugOptions(exporter="fx", fallback=FallbackPolicy.NEVER)
 # float32 sums in another order than eager's: a few ulps of the outputs' magnitude.
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -29,11 +30,11 @@ class Fn(nn.Module):
 
 
 def _check(module: nn.Module, *shapes: tuple[int, ...], rtol: float = RTOL,
-           atol: float = ATOL, seed: int = 0) -> None:
+           atol: float = ATOL, seed: int = 0, options: DebugOptions = FX) -> None:
     torch.manual_seed(seed)
     xs = [torch.randn(*s) for s in shapes]
     eager = module
-    ort = ORTModule(copy.deepcopy(module), FX)
+    ort = ORTModule(copy.deepcopy(module), options)
     outs = []
     grads = []
     for m in (eager, ort):
@@ -177,11 +178,14 @@ def test_upsample_default_overloads(op: torch._ops.OpOverload, args: tuple) -> N
     _check(Fn(lambda x: op(x, *args)), shape)
 
 
-def test_antialias_is_refused_with_a_reason() -> None:
-    m = ORTModule(Fn(lambda x: F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True)),
-                  FX)
+def test_antialias_runs_on_pytorch_or_is_refused_with_a_reason() -> None:
+    """antialias=True has no engine op: bridged to PyTorch by default (eager's values), and
+    refused naming it where no op may run on PyTorch."""
+    fn = Fn(lambda x: F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True))
+    _check(fn, (1, 2, 6, 6), options=DebugOptions(exporter="fx"))
+    strict = ORTModule(fn, FX)
     with pytest.raises(Exception, match="antialias"):
-        m(torch.randn(1, 2, 6, 6))
+        strict(torch.randn(1, 2, 6, 6))
 
 
 # ---- per-sample norms ----
