@@ -143,8 +143,51 @@ def corpus_counts() -> dict[str, tuple[int, int]]:
     return {op: (covered[op], passed[op]) for op in covered}
 
 
+def opinfo_section(results: Mapping[str, tuple[str, str]]) -> list[str]:
+    """results: OpInfo entry -> (class, reason), from tests/python/opinfo_expected.txt."""
+    counts: dict[str, int] = {}
+    for cls, _ in results.values():
+        counts[cls] = counts.get(cls, 0) + 1
+    tested = sum(n for c, n in counts.items() if c != "eager-error")
+    lines = [
+        "## PyTorch's operator database",
+        "",
+        "Every entry of PyTorch's OpInfo database (`torch.testing._internal."
+        "common_methods_invocations.op_db`) with float32 CPU support, its first sample inputs",
+        "through a one-op module under `ORTModule` (the fx lowering), forward and every input",
+        "gradient against eager PyTorch (`tests/python/test_opinfo.py`, which fails on any",
+        "mismatch). **native**: every op runs on engine kernels; **bridged**: correct, with the",
+        "listed ops running on PyTorch inside the graph (the default policy; see",
+        "[behaviour](behaviour.md#ops-the-engine-lacks)); **refused**: an error names what is",
+        "missing; **eager-error**: eager PyTorch rejects the samples themselves.",
+        "",
+        f"Of {tested} entries: " + ", ".join(
+            f"{counts.get(c, 0)} {c}" for c in ("native", "bridged", "refused", "mismatch")) +
+        f" ({counts.get('eager-error', 0)} more are eager errors).",
+        "",
+        "| entry | class | bridged ops or reason |",
+        "|---|---|---|",
+    ]
+    for name in sorted(results):
+        cls, reason = results[name]
+        lines.append(f"| {cell(name)} | {cls} | {cell(reason)} |")
+    return [*lines, ""]
+
+
+def opinfo_results() -> dict[str, tuple[str, str]]:
+    path = Path(__file__).resolve().parent.parent / "tests" / "python" / "opinfo_expected.txt"
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, cls, *reason = line.split(": ", 2)
+        out[name] = (cls, reason[0] if reason else "")
+    return out
+
+
 def render_markdown(rows: Iterable[Mapping[str, Any]],
-                    conformance: Mapping[str, tuple[int, int]] | None = None) -> str:
+                    conformance: Mapping[str, tuple[int, int]] | None = None,
+                    opinfo: Mapping[str, tuple[str, str]] | None = None) -> str:
     rows = list(rows)
     validate(rows)
     exporter_facing = [row for row in rows if not row["internal"]]
@@ -169,6 +212,8 @@ def render_markdown(rows: Iterable[Mapping[str, Any]],
     ]
     if conformance is not None:
         lines += conformance_section(conformance)
+    if opinfo is not None:
+        lines += opinfo_section(opinfo)
     return "\n".join(lines)
 
 
@@ -184,7 +229,7 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args()
 
-    generated = render_markdown(load_op_table(), corpus_counts())
+    generated = render_markdown(load_op_table(), corpus_counts(), opinfo_results())
     if not args.check:
         args.output.write_text(generated)
         print(f"wrote {args.output}")

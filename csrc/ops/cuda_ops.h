@@ -123,6 +123,12 @@ ORTM_CUDA_KERNEL(cuda_global_avgpool);
 ORTM_CUDA_KERNEL(cuda_global_avgpool_grad);
 // reduce.cu
 ORTM_CUDA_KERNEL(cuda_sum_to_shape);
+// reduce_accumulate.cu
+ORTM_CUDA_KERNEL(cuda_reduce_prod);
+ORTM_CUDA_KERNEL(cuda_reduce_l1);
+ORTM_CUDA_KERNEL(cuda_reduce_l2);
+ORTM_CUDA_KERNEL(cuda_reduce_log_sum_exp);
+ORTM_CUDA_KERNEL(cuda_reduce_prod_grad);
 // reduce_axes.cu
 ORTM_CUDA_KERNEL(cuda_reduce_sum);
 ORTM_CUDA_KERNEL(cuda_reduce_mean);
@@ -148,6 +154,8 @@ ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);
 ORTM_CUDA_KERNEL(cuda_softmax_grad);
 ORTM_CUDA_KERNEL(cuda_log_softmax_grad);
+// topk.cu
+ORTM_CUDA_KERNEL(cuda_top_k);
 // unary.cu
 ORTM_CUDA_KERNEL(cuda_sign);
 ORTM_CUDA_KERNEL(cuda_sin);

@@ -208,6 +208,20 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "ReduceExtremeGrad", 1, shape_reduce_extreme_grad, cpu_reduce_extreme_grad, nullptr)
           .cuda(cuda_reduce_extreme_grad, {3})
           .internal(),
+      // ---- accumulating reductions and TopK ----
+      // Axes from the attribute (before opset 18; ReduceSum's row reads both forms too) or
+      // input 1, read on the host.
+      Row("", "ReduceProd", 1, shape_reduce, cpu_reduce_prod, grad_reduce_prod)
+          .cuda(cuda_reduce_prod, {1}),
+      Row("", "ReduceL1", 1, shape_reduce, cpu_reduce_l1, grad_reduce_l1).cuda(cuda_reduce_l1, {1}),
+      Row("", "ReduceL2", 1, shape_reduce, cpu_reduce_l2, grad_reduce_l2).cuda(cuda_reduce_l2, {1}),
+      Row("", "ReduceLogSumExp", 1, shape_reduce, cpu_reduce_log_sum_exp, grad_reduce_log_sum_exp)
+          .cuda(cuda_reduce_log_sum_exp, {1}),
+      Row(kOwn, "ReduceProdGrad", 1, shape_reduce_extreme_grad, cpu_reduce_prod_grad, nullptr)
+          .cuda(cuda_reduce_prod_grad, {3})
+          .internal(),
+      // K (input 1) is read on the host; the indices carry no gradient.
+      Row("", "TopK", 11, shape_top_k, cpu_top_k, grad_top_k).cuda(cuda_top_k, {1}).grad_outputs(1),
       // ---- neural-network layers ----
       Row("", "Softmax", 13, shape_same_as_input0, cpu_softmax, grad_softmax).cuda(cuda_softmax),
       Row("", "LogSoftmax", 13, shape_same_as_input0, cpu_log_softmax, grad_log_softmax)

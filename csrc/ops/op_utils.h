@@ -132,6 +132,8 @@ void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_
 // (axes from input `axes_input` or the attribute; keepdims, noop_with_empty_axes), and the
 // number of elements reduced into each output.
 Shape reduce_keep_shape(const OpContext& ctx, const Shape& in, size_t axes_input, int64_t* count);
+// TopK: K (input 1, one value in [0, dim], dim the size of the axis).
+int64_t topk_k(const OpContext& ctx, int64_t dim);
 // LayerNormalization(Grad): rows = prod(x[:axis]), cols = prod(x[axis:]) (scale must hold cols).
 void layernorm_dims(const OpContext& ctx, const Tensor& x, const Tensor& scale, int64_t* axis,
                     int64_t* rows, int64_t* cols);

@@ -229,6 +229,16 @@ std::vector<OutputInfo> shape_global_avgpool(const OpContext&);
 void cpu_global_avgpool(OpContext&);
 void cpu_global_avgpool_grad(OpContext&);
 void grad_global_avgpool(GradContext&);
+// reduce_accumulate_ops.cpp
+void cpu_reduce_prod(OpContext&);
+void cpu_reduce_l1(OpContext&);
+void cpu_reduce_l2(OpContext&);
+void cpu_reduce_log_sum_exp(OpContext&);
+void grad_reduce_prod(GradContext&);
+void grad_reduce_l1(GradContext&);
+void grad_reduce_l2(GradContext&);
+void grad_reduce_log_sum_exp(GradContext&);
+void cpu_reduce_prod_grad(OpContext&);
 // reduce_ops.cpp
 std::vector<OutputInfo> shape_reduce(const OpContext&);
 void cpu_reduce_sum(OpContext&);
@@ -306,6 +316,10 @@ void cpu_trilu(OpContext&);
 void grad_trilu(GradContext&);
 void cpu_cumsum(OpContext&);
 void grad_cumsum(GradContext&);
+// topk_ops.cpp
+std::vector<OutputInfo> shape_top_k(const OpContext&);
+void cpu_top_k(OpContext&);
+void grad_top_k(GradContext&);
 // training_ops.cpp
 std::vector<OutputInfo> shape_inplace_accumulator(const OpContext&);
 void cpu_inplace_accumulator(OpContext&);

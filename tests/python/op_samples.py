@@ -765,5 +765,63 @@ _extend({
 })
 
 
+
+def _logsumexp_reference(axes: tuple[int, ...]) -> object:
+    """ReduceLogSumExp computed max-shifted (onnx.reference's exp overflows on large inputs)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        m = np.max(d["x"], axis=axes, keepdims=True)
+        return [np.log(np.sum(np.exp(d["x"] - m), axis=axes, keepdims=True)) + m]
+    return reference
+
+
+# ---- accumulating reductions and TopK ----
+SAMPLES.update({
+    "ReduceProd": [
+        S({"x": rand(2, 3, 4)}, constants={"axes": i64([1])}, attrs={"keepdims": 0},
+          order=["x", "axes"], opset=18),
+        # Slices with no, one and two zeros: the product is linear in each element, so central
+        # differences are exact at the zeros too.
+        S({"x": np.array([[0.5, 0.0, 0.7, -1.2], [0.0, 0.0, 0.3, 0.8], [0.4, -0.6, 0.9, 1.1]])},
+          constants={"axes": i64([-1])}, order=["x", "axes"], opset=18),
+        S({"x": np.array([[0.5, 0.0], [0.0, 0.0], [0.4, -0.6]])}, opset=18),  # reduce all
+        S({"x": rand(2, 3, 4)}, attrs={"axes": [0, 2]}, opset=13),  # attribute form
+        S({"x": i64([[2, -3, 1], [4, 5, 0]])}, constants={"axes": i64([0])},
+          order=["x", "axes"], opset=18),
+    ],
+    "ReduceL1": [
+        S({"x": away_from_zero(2, 3, 4)}, constants={"axes": i64([-1])}, order=["x", "axes"],
+          opset=18),
+        S({"x": away_from_zero(2, 3, 4)}, attrs={"axes": [0, 2], "keepdims": 0}, opset=13),
+        # A zero element: sign(0) = 0, as the central difference of |x| there.
+        S({"x": np.array([[0.0, -0.5, 0.3], [0.0, 0.0, 0.0]])}, opset=18),
+    ],
+    "ReduceL2": [
+        S({"x": rand(2, 3, 4)}, constants={"axes": i64([1])}, order=["x", "axes"], opset=18),
+        S({"x": rand(2, 3, 4)}, attrs={"axes": [0, 2], "keepdims": 0}, opset=13),
+        # A zero slice: gradient 0 (torch's), which central differences also give.
+        S({"x": np.array([[0.0, 0.0, 0.0], [0.3, -0.4, 0.5]])}, constants={"axes": i64([1])},
+          attrs={"keepdims": 0}, order=["x", "axes"], opset=18),
+    ],
+    "ReduceLogSumExp": [
+        S({"x": rand(2, 3, 4, low=-3.0, high=3.0)}, constants={"axes": i64([0, 2])},
+          order=["x", "axes"], opset=18),
+        S({"x": rand(2, 3, 4)}, attrs={"axes": [1], "keepdims": 0}, opset=13),
+        S({"x": rand(3, 4)}, opset=18),
+        # Large values: the max shift keeps exp finite.
+        S({"x": np.array([[1000.0, 1001.0, 999.5], [-1000.0, -1002.0, -1001.0]])},
+          constants={"axes": i64([1])}, order=["x", "axes"], opset=18,
+          expected=_logsumexp_reference((1,))),
+    ],
+    "TopK": [
+        S({"x": distinct(3, 5)}, constants={"k": i64([2])}, order=["x", "k"], num_outputs=2),
+        S({"x": distinct(4, 3)}, constants={"k": i64([2])}, order=["x", "k"],
+          attrs={"axis": 0, "largest": 0}, num_outputs=2),
+        S({"x": distinct(2, 4, 3)}, constants={"k": i64([4])}, order=["x", "k"],
+          attrs={"axis": 1, "sorted": 1}, num_outputs=2),
+        S({"x": i64([[3, 9, 1, 7], [4, -2, 8, 0]])}, constants={"k": i64([3])},
+          order=["x", "k"], attrs={"largest": 0}, num_outputs=2),
+    ],
+})
+
 for _op, _extra in DTYPE_SAMPLES.items():
     SAMPLES.setdefault(_op, []).extend(_extra)

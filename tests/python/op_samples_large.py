@@ -361,6 +361,33 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
     ],
 }
 
+
+def _with_zeros(x: np.ndarray, every: int) -> np.ndarray:
+    """x with every `every`-th element 0: slices with no, one and several zeros."""
+    flat = x.reshape(-1).copy()
+    flat[::every] = 0
+    return flat.reshape(x.shape)
+
+
+# ---- accumulating reductions and TopK ----
+LARGE_SAMPLES.update({
+    "ReduceProd": [L({"x": f(64, 128, 16, low=0.97, high=1.03)}, constants={"axes": i64([1])},
+                     order=["x", "axes"], opset=18),
+                   L({"x": _with_zeros(f(64, 128, 16, low=0.97, high=1.03), 1531)},
+                     constants={"axes": i64([0, 2])}, attrs={"keepdims": 0},
+                     order=["x", "axes"], opset=18)],
+    "ReduceL1": [L({"x": away(64, 128, 16)}, constants={"axes": i64([-1])}, order=["x", "axes"],
+                   opset=18)],
+    "ReduceL2": [L({"x": f(64, 128, 16)}, constants={"axes": i64([0, 2])},
+                   order=["x", "axes"], opset=18)],
+    "ReduceLogSumExp": [L({"x": f(64, 128, 16, low=-4, high=4)}, constants={"axes": i64([1])},
+                          order=["x", "axes"], opset=18)],
+    "TopK": [L({"x": distinct(64, 512)}, constants={"k": i64([16])}, order=["x", "k"],
+               num_outputs=2),
+             L({"x": distinct(64, 128, 16)}, constants={"k": i64([128])}, order=["x", "k"],
+               attrs={"axis": 1, "largest": 0}, num_outputs=2)],
+})
+
 # Rows with nothing to compute per element: no large sample.
 NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribute",
                    "Size": "returns a count", "BroadcastGradientArgs": "computes on shapes",

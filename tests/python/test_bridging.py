@@ -74,12 +74,12 @@ def _train_like_eager(eager: nn.Module, ort: ORTModule, x: torch.Tensor, steps: 
         opt_e.zero_grad()
         opt_o.zero_grad()
         ye, yo = eager(x), ort(x)
-        torch.testing.assert_close(yo, ye, **TOL, msg=lambda m: f"step {step}: {m}")
+        torch.testing.assert_close(yo, ye, **TOL, msg=lambda m, s=step: f"step {s}: {m}")
         ye.square().sum().backward()
         yo.square().sum().backward()
         for name, p in ort.named_parameters():
             torch.testing.assert_close(p.grad, params[name].grad, **TOL,
-                                       msg=lambda m, n=name: f"grad {n} step {step}: {m}")
+                                       msg=lambda m, n=name, s=step: f"grad {n} step {s}: {m}")
         opt_e.step()
         opt_o.step()
 
@@ -116,7 +116,8 @@ def test_custom_op_is_bridged_by_default_with_its_autograd(
 @pytest.mark.parametrize("exporter", ["auto", "fx"])
 def test_ops_no_lowering_runs_are_bridged_and_reported_once(
         exporter: str, caplog: pytest.LogCaptureFixture) -> None:
-    eager = LinalgModel().double()
+    # A class of its own per case: the report is once per module class and set of ops.
+    eager = type(f"LinalgModel_{exporter}", (LinalgModel,), {})().double()
     x = torch.randn(6, 4, dtype=torch.float64)
     with caplog.at_level(logging.WARNING, logger="ortmodule"):
         ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter=exporter))

@@ -89,6 +89,8 @@ class Lowering:
         self.order: dict[torch.fx.Node, int] = {}  # position of each node in its graph
         self.bridge = False  # untranslatable ops become TorchCall nodes
         self.bridged: list[tuple[str, str, str]] = []  # (op, source line, why) per bridge
+        self.bridged_results: dict[torch.fx.Node, list[str]] = {}  # ops bridged for a result
+        self.decomposing = 0  # depth of decompositions being lowered
 
     # ---- undoing a translation that gave up half way ----
 
@@ -330,6 +332,14 @@ def translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | Non
         except ExportError:
             raise
         except Exception as e:
+            if lowering.bridge and registry.bridge_translation() is not None:
+                # A case the translation does not handle (its bug): the op runs on PyTorch,
+                # and the warning listing bridged ops says why.
+                lowering.rollback(mark)
+                lowering.env[node] = _bridge_or_raise(
+                    lowering, node, UnsupportedOp(f"{target}: {type(e).__name__}: {e}"),
+                    f"its translation failed ({type(e).__name__}: {e})")
+                continue
             raise ExportError(
                 f"the fx exporter could not lower {target} (from "
                 f"{lowering.doc or 'an unknown line'}): {type(e).__name__}: {e}; "
@@ -339,11 +349,18 @@ def translate(lowering: Lowering, graph: torch.fx.Graph, inputs: list[Any] | Non
 
 def _bridge_or_raise(lowering: Lowering, node: torch.fx.Node, error: UnsupportedOp,
                      why: str) -> Any:
-    """The node as a TorchCall bridge where the lowering bridges and the op can be
+    """The node lowered through its PyTorch decomposition where it has one whose ops all
+    have translations; else a TorchCall bridge where the lowering bridges and the op can be
     bridged; else ``error``."""
+    decompose = registry.decomposition()
+    if decompose is not None:
+        value = decompose(lowering, node)
+        if value is not None:
+            return value
     translation = registry.bridge_translation()
     if not lowering.bridge or translation is None:
         raise error
     value = translation(lowering, node, error)
     lowering.bridged.append((str(node.target), lowering.doc, why))
     return value
+

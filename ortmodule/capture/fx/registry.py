@@ -53,8 +53,53 @@ def bridge_translation() -> Fn | None:
     return _BRIDGE[0] if _BRIDGE else None
 
 
+_DECOMPOSE: list[Fn] = []  # lowers an op through its PyTorch decomposition
+
+
+def set_decomposition(fn: Fn) -> None:
+    """``fn(lowering, node)``: the node's value lowered through its decomposition, or None."""
+    _DECOMPOSE[:] = [fn]
+
+
+def decomposition() -> Fn | None:
+    return _DECOMPOSE[0] if _DECOMPOSE else None
+
+
+# PyTorch's alias ops, lowered as the op they alias (same arguments and results).
+_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
+            "absolute": "abs", "negative": "neg", "greater": "gt", "greater_equal": "ge",
+            "less": "lt", "less_equal": "le", "not_equal": "ne", "clip": "clamp",
+            "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2",
+            "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc",
+            "special_expit": "sigmoid", "special_erf": "erf", "special_exp2": "exp2",
+            "special_expm1": "expm1", "special_log1p": "log1p", "special_round": "round",
+            "special_sinc": "sinc", "special_logit": "logit", "special_xlogy": "xlogy",
+            "special_log_softmax": "log_softmax", "special_softmax": "softmax",
+            "special_ndtr": "ndtr", "special_i0": "i0", "special_psi": "digamma",
+            "special_digamma": "digamma", "special_gammaln": "lgamma",
+            "special_logsumexp": "logsumexp", "orgqr": "linalg_householder_product",
+            "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
+            "concatenate": "cat", "concat": "cat", "row_stack": "vstack"}
+
+
+def _alias_target(target: Any) -> Any:
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
+        return None
+    name = _ALIASES.get(target._schema.name.split("::", 1)[1])
+    packet = getattr(torch.ops.aten, name, None) if name else None
+    overload = getattr(packet, target._overloadname, None) if packet is not None else None
+    if overload is None or [(a.name, str(a.type)) for a in overload._schema.arguments] != \
+            [(a.name, str(a.type)) for a in target._schema.arguments]:
+        return None
+    return overload
+
+
 def lookup(target: Any) -> Fn | None:
-    return TABLE.get(target)
+    fn = TABLE.get(target)
+    if fn is None:
+        alias = _alias_target(target)
+        fn = TABLE.get(alias) if alias is not None else None
+    return fn
 
 
 def register(*targets: Any) -> Callable[[Fn], Fn]:

@@ -12,6 +12,7 @@ from ortmodule.capture import bridge
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
 from ortmodule.capture.fx import registry
 from ortmodule.capture.fx.builder import SUBMODULE_KEY, Lowering, UnsupportedOp, translate
+from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import TABLE
 
 
@@ -86,10 +87,57 @@ def _lowered(lw: Lowering, arg: Any, op: str) -> Any:
     return arg
 
 
+def _as_tensor_where_typed(lw: Lowering, value: Any, arg: Any) -> Any:
+    """A Python number where the schema has a Tensor (the tracer wraps numbers so, as in
+    ``subtract(x, 1.0)``) as a 0-d constant, the wrapped number PyTorch would make."""
+    kind = arg.type.getElementType() if isinstance(arg.type, torch._C.OptionalType) else arg.type
+    if isinstance(kind, torch._C.TensorType) and isinstance(value, (bool, int, float)):
+        dtype = (torch.bool if isinstance(value, bool) else
+                 torch.int64 if isinstance(value, int) else torch.float64)
+        return _Value(lw.const(value, dtype))
+    return value
+
+
+def _functional_variant(op: Any) -> Any:
+    """``aten.foo`` for an in-place ``aten.foo_`` that writes only its first argument and
+    returns it (uniform_, zero_, normal_, ...), where PyTorch has one with the same
+    arguments; else None."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    schema = op._schema
+    writes = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if len(writes) != 1 or writes[0] is not schema.arguments[0]:
+        return None
+    base = schema.name.split("::", 1)[1]
+    if op == torch.ops.aten.normal_.default:
+        return torch.ops.aten.normal_functional.default
+    if not base.endswith("_"):
+        return None
+    namespace = getattr(torch.ops, schema.name.split("::", 1)[0])
+    packet = getattr(namespace, base[:-1], None)
+    overload = getattr(packet, op._overloadname, None) if packet is not None else None
+    if overload is None:
+        return None
+    functional = overload._schema
+    same = [(a.name, str(a.type)) for a in functional.arguments] == \
+        [(a.name, str(a.type)) for a in schema.arguments]
+    return overload if same and not bridge.bridge_refusal(overload) else None
+
+
 def _bridge_op(lw: Lowering, node: Any, error: Exception) -> Any:
     """``node``'s op (ATen or a ``torch.library`` custom op) as a TorchCall node that calls
     it through the dispatcher, its gradient from autograd."""
     target = node.target
+    functional = _functional_variant(target)
+    if functional is not None:
+        # x.op_(...) without a translation: the functional op on PyTorch, whose value later
+        # reads of x see (as the in-place translations do).
+        copy = torch.fx.Node(node.graph, node.name, "call_function", functional, node.args,
+                             node.kwargs)
+        copy.meta = node.meta
+        out = _bridge_op(lw, copy, error)
+        _rebind(lw, node.args[0], out)
+        return out
     refusal = bridge.bridge_refusal(target)
     if refusal:
         raise UnsupportedOp(f"{error}; it cannot run on PyTorch inside the graph either: "
@@ -99,7 +147,9 @@ def _bridge_op(lw: Lowering, node: Any, error: Exception) -> Any:
     args, _ = registry.bind(target, node)
     inputs: list[Any] = []
     try:
-        codes = [bridge.encode_argument(_lowered(lw, value, name), arg, inputs, name, _is_value)
+        codes = [bridge.encode_argument(_as_tensor_where_typed(lw, _lowered(lw, value, name),
+                                                               arg), arg, inputs, name,
+                                        _is_value)
                  for value, arg in zip(args, schema.arguments)]
     except NotImplementedError as e:
         raise UnsupportedOp(f"{error}; it cannot run on PyTorch inside the graph either: "

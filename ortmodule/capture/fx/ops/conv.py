@@ -33,10 +33,13 @@ def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 
         return [int(v)] * spatial if isinstance(v, int) else [int(a) for a in v]
 
     pads = per_dim(padding)
-    inputs = [lw.tensor(x), lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
+    unbatched = lw.rank(x) == lw.rank(w) - 1  # [C, *spatial]: PyTorch adds the batch axis
+    xv = lw.op("Unsqueeze", [lw.tensor(x), lw.ints([0])]) if unbatched else lw.tensor(x)
+    inputs = [xv, lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
     kernel = [int(s) for s in lw.meta(w).shape[2:]]
-    return lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
-                 pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+    out = lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
+                pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+    return lw.op("Squeeze", [out, lw.ints([0])]) if unbatched else out
 
 
 def _pool_args(kernel: Any, stride: Any, padding: Any, spatial: int

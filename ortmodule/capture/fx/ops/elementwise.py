@@ -16,7 +16,10 @@ from ortmodule.capture.fx.registry import TABLE, Fn, register
 def _binary(op_type: str, compare: bool = False) -> Fn:
     def translate(lw: Lowering, node: Any, a: Any, b: Any, *rest: Any) -> Any:
         dtype = _result_dtype(lw, a, b)
-        out = lw.op(op_type, [lw.tensor(a, dtype), lw.tensor(b, dtype)])
+        # On booleans PyTorch's product is a logical and, its sum a logical or.
+        kind = {"Mul": "And", "Add": "Or"}.get(op_type, op_type) if dtype == torch.bool \
+            else op_type
+        out = lw.op(kind, [lw.tensor(a, dtype), lw.tensor(b, dtype)])
         want = _out(node).dtype
         if not compare and want != dtype:
             out = lw.op("Cast", [out], to=onnx_dtype(want))
@@ -162,6 +165,8 @@ def _clamp(lw: Lowering, node: Any, x: Any, low: Any = None, high: Any = None) -
 def _argmax(lw: Lowering, node: Any, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     op_type = "ArgMax" if node.target is aten.argmax.default else "ArgMin"
     value = lw.tensor(x)
+    if lw.rank(x) == 0:  # the index of a 0-d tensor's one element, whatever dim says
+        return lw.op("Identity", [lw.const(0, torch.int64)])
     if dim is None:
         value, dim, keepdim = lw.op("Reshape", [value, lw.ints([-1])]), 0, False
     return lw.op(op_type, [value], axis=int(dim), keepdims=int(bool(keepdim)))

@@ -40,7 +40,15 @@ def _select(lw: Lowering, node: Any, x: Any, dim: int, index: Any) -> Any:
 
 @register(aten.index_select.default)
 def _index_select(lw: Lowering, node: Any, x: Any, dim: int, index: Any) -> Any:
-    return lw.op("Gather", [lw.tensor(x), lw.tensor(index)], axis=_axis(dim, lw.rank(x)))
+    # A 0-d index selects as a 1-element one (the axis stays); a 0-d x as a 1-element
+    # vector, giving a 0-d result.
+    idx = lw.tensor(index)
+    if lw.rank(index) == 0:
+        idx = lw.op("Reshape", [idx, lw.ints([1])])
+    if lw.rank(x) == 0:
+        flat = lw.op("Reshape", [lw.tensor(x), lw.ints([1])])
+        return lw.op("Reshape", [lw.op("Gather", [flat, idx], axis=0), lw.ints([])])
+    return lw.op("Gather", [lw.tensor(x), idx], axis=_axis(dim, lw.rank(x)))
 
 
 @register(aten.gather.default)

@@ -9,7 +9,7 @@ import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
-from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
+from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
 from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
@@ -57,6 +57,23 @@ def _softmax(lw: Lowering, node: Any, x: Any, dim: int, third: Any = None) -> An
     value = lw.tensor(x, want)
     op_type = "LogSoftmax" if "log_softmax" in str(node.target) else "Softmax"
     return lw.op(op_type, [value], axis=dim)
+
+
+@register(aten._safe_softmax.default)
+def _safe_softmax(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
+    """Softmax whose rows of only -inf are 0 (attention over fully masked rows), with a zero
+    gradient there: those rows are replaced by zeros before the softmax too, so that no NaN
+    reaches the backward."""
+    want = _out(node).dtype
+    value = lw.tensor(x, want)
+    axis = _axis(dim, lw.rank(x))
+    masked = lw.op("Cast", [lw.op("Equal", [value, lw.const(float("-inf"), want)])],
+                   to=onnx_dtype(want))
+    empty = lw.op("Equal", [lw.op("ReduceMin", [masked, lw.ints([axis])], keepdims=1),
+                            lw.const(1.0, want)])
+    zero = lw.const(0.0, want)
+    safe = lw.op("Where", [empty, zero, value])
+    return lw.op("Where", [empty, zero, lw.op("Softmax", [safe], axis=axis)])
 
 
 @register(aten.dropout.default, aten.feature_dropout.default)
@@ -112,6 +129,8 @@ def _reduce(op_type: str) -> Fn:
             dims = None
         want = _out(node).dtype
         value = lw.tensor(x, want)
+        if lw.rank(x) == 0:  # dim 0 or -1 of a 0-d tensor: its one element
+            dims = None
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
             return lw.op(op_type, [value], keepdims=int(bool(keepdim)))
         if isinstance(dims, int):
@@ -131,6 +150,8 @@ TABLE[aten.amin.default] = _reduce("ReduceMin")
 @register(aten.cumsum.default)
 def _cumsum(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any:
     want = _out(node).dtype
+    if lw.rank(x) == 0:
+        return lw.op("Identity", [lw.tensor(x, want)])
     return lw.op("CumSum", [lw.tensor(x, want), lw.const(int(dim), torch.int64)])
 
 

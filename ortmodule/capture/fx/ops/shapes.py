@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
+from ortmodule.capture.fx import registry
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, source_line
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
@@ -38,6 +39,12 @@ TABLE[operator.sub] = _sym_arith("Sub", operator.sub)
 TABLE[operator.mul] = _sym_arith("Mul", operator.mul)
 TABLE[operator.floordiv] = _sym_arith("Div", operator.floordiv)  # sizes are >= 0
 TABLE[operator.mod] = _sym_arith("Mod", operator.mod)
+# Comparisons of sizes (torch._check's conditions, which _assert_scalar consumes).
+TABLE[operator.ge] = _sym_arith("GreaterOrEqual", operator.ge)
+TABLE[operator.gt] = _sym_arith("Greater", operator.gt)
+TABLE[operator.le] = _sym_arith("LessOrEqual", operator.le)
+TABLE[operator.lt] = _sym_arith("Less", operator.lt)
+TABLE[operator.eq] = _sym_arith("Equal", operator.eq)
 
 
 @register(operator.getitem)
@@ -47,8 +54,22 @@ def _getitem(lw: Lowering, node: Any, seq: Any, index: int) -> Any:
         raise ExportError(f"internal: getitem on {seq} which has no list of results")
     out = values[index]
     if out is None:
-        raise UnsupportedOp(f"result {index} of {seq.target} has no fx translation; "
-                          f"{FALLBACK_HINT}")
+        error = UnsupportedOp(f"result {index} of {seq.target} has no fx translation; "
+                              f"{FALLBACK_HINT}")
+        translation = registry.bridge_translation()
+        if not lw.bridge or translation is None:
+            raise error
+        # The op's other results are engine values; this one comes from a second call of
+        # the op on PyTorch (its gradient from autograd), made once for all of them.
+        bridged = lw.bridged_results.get(seq)
+        if bridged is None:
+            saved = lw.doc
+            lw.doc = source_line(seq)
+            bridged = translation(lw, seq, error)
+            lw.bridged.append((str(seq.target), lw.doc, f"result {index} has no translation"))
+            lw.doc = saved
+            lw.bridged_results[seq] = bridged
+        out = bridged[index]
     return out
 
 
