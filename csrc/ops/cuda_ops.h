@@ -141,6 +141,9 @@ ORTM_CUDA_KERNEL(cuda_arg_min);
 // resize.cu
 ORTM_CUDA_KERNEL(cuda_resize);
 ORTM_CUDA_KERNEL(cuda_resize_grad);
+// rnn.cu
+ORTM_CUDA_KERNEL(cuda_rnn_layer);
+ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);
 // slice_pad.cu
 ORTM_CUDA_KERNEL(cuda_slice);
 ORTM_CUDA_KERNEL(cuda_slice_grad);
