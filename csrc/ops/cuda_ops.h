@@ -87,6 +87,9 @@ ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
 ORTM_CUDA_KERNEL(cuda_gather);
 ORTM_CUDA_KERNEL(cuda_gather_grad);
 ORTM_CUDA_KERNEL(cuda_embedding_grad);
+// groupnorm.cu
+ORTM_CUDA_KERNEL(cuda_groupnorm);
+ORTM_CUDA_KERNEL(cuda_groupnorm_grad);
 // index.cu
 ORTM_CUDA_KERNEL(cuda_gather_elements);
 ORTM_CUDA_KERNEL(cuda_gather_elements_grad);
@@ -157,6 +160,9 @@ ORTM_CUDA_KERNEL(cuda_reduce_grad);
 ORTM_CUDA_KERNEL(cuda_reduce_extreme_grad);
 ORTM_CUDA_KERNEL(cuda_arg_max);
 ORTM_CUDA_KERNEL(cuda_arg_min);
+// resize.cu
+ORTM_CUDA_KERNEL(cuda_resize);
+ORTM_CUDA_KERNEL(cuda_resize_grad);
 // rnn.cu
 ORTM_CUDA_KERNEL(cuda_rnn_layer);
 ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);

@@ -346,6 +346,23 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss)
           .cuda(cuda_nll_loss),
+      // ---- Resampling and per-sample normalization: torch's avg_pool divisor_override ----
+      // AveragePool whose windows divide by the divisor_override attribute.
+      Row(kOwn, "AveragePoolTorch", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),
+      // Resize (opsets 11+: roi, scales, sizes read on the host to build the tap tables);
+      // ResizeTorch(X, sizes, scales?) follows PyTorch's upsample_* index rules.
+      Row("", "Resize", 11, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2, 3}),
+      Row(kOwn, "ResizeTorch", 1, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2}),
+      // Per-sample normalization; outputs 1 and 2 (mean, rstd: [N, G]) are the gradient's.
+      Row("", "InstanceNormalization", 6, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
+      // torch's GroupNorm: num_groups groups of consecutive channels (0: one per channel).
+      Row(kOwn, "GroupNorm", 1, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
       // ---- recurrent layers (torch's RNN, LSTM, GRU; one layer, one direction) ----
       // The weights in torch's layout and gate order; the fx lowering stacks layers and
       // directions (ops/rnn_layer.h). The outputs after H_n / C_n (the saved gates and states

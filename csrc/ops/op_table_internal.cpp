@@ -209,6 +209,15 @@ std::vector<OpDef> internal_rows() {
       Row(kOwn, "NegativeLogLikelihoodLossGrad", 1, shape_nll_loss_grad, cpu_nll_loss_grad, nullptr)
           .cuda(cuda_nll_loss_grad, {1})
           .internal(),
+      // ---- Resampling and per-sample normalization ----
+      // ResizeGrad(dY, x_shape, the forward's inputs 1...): x_shape and the forward's roi,
+      // scales and sizes are read on the host.
+      Row(kOwn, "ResizeGrad", 1, shape_resize_grad, cpu_resize_grad, nullptr)
+          .cuda(cuda_resize_grad, {1, 2, 3, 4})
+          .internal(),
+      Row(kOwn, "GroupNormGrad", 1, shape_groupnorm_grad, cpu_groupnorm_grad, nullptr)
+          .cuda(cuda_groupnorm_grad)
+          .internal(),
   };
 }
 

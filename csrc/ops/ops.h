@@ -134,6 +134,12 @@ void grad_expand(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);
+// groupnorm_ops.cpp
+std::vector<OutputInfo> shape_groupnorm(const OpContext&);
+void cpu_groupnorm(OpContext&);
+void grad_groupnorm(GradContext&);
+std::vector<OutputInfo> shape_groupnorm_grad(const OpContext&);
+void cpu_groupnorm_grad(OpContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);
 void cpu_gather_elements(OpContext&);
@@ -263,6 +269,12 @@ void cpu_reduce_extreme_grad(OpContext&);
 std::vector<OutputInfo> shape_arg_extreme(const OpContext&);
 void cpu_arg_max(OpContext&);
 void cpu_arg_min(OpContext&);
+// resize_ops.cpp
+std::vector<OutputInfo> shape_resize(const OpContext&);
+void cpu_resize(OpContext&);
+void grad_resize(GradContext&);
+std::vector<OutputInfo> shape_resize_grad(const OpContext&);
+void cpu_resize_grad(OpContext&);
 // rmsnorm_ops.cpp
 std::vector<OutputInfo> shape_simplified_layernorm(const OpContext&);
 void cpu_simplified_layernorm(OpContext&);

@@ -443,3 +443,56 @@ NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribut
                    "FusedAttentionDropout": "random; compared with the unfused Dropout graph at "
                                             "sizes that span several blocks in "
                                             "test_attention_fusion.py"}
+
+# ---- Resampling and per-sample normalization ----
+
+
+def _avg_pool_divisor5(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    return [torch.nn.functional.avg_pool2d(x, 3, 2, 1, True, True, 5).numpy()]
+
+
+def _bicubic(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    return [torch.ops.aten.upsample_bicubic2d.default(x, [40, 36], False, 2.0, 1.5).numpy()]
+
+
+def _group_norm8(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    out = torch.ops.aten.native_group_norm(x, torch.from_numpy(d["scale"]),
+                                           torch.from_numpy(d["bias"]), 8, 32, 256, 8, 1e-5)
+    return [t.numpy() for t in out]
+
+
+LARGE_SAMPLES.update({
+    "AveragePoolTorch": [L({"x": _nchw()}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                                  "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                                  "count_include_pad": 1, "divisor_override": 5},
+                           domain="ai.ortmodule", expected=_avg_pool_divisor5)],
+    "Resize": [
+        L({"x": f(4, 16, 20, 24)}, constants={"scales": np.asarray([1, 1, 2, 1.5], np.float32)},
+          order=["x", "", "scales"], attrs={"mode": "linear"}),
+        L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([4, 16, 33, 17], np.int64)},
+          order=["x", "", "", "sizes"], attrs={"mode": "nearest"}),
+    ],
+    "InstanceNormalization": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)}),
+    ],
+    "GroupNorm": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)},
+          attrs={"num_groups": 8}, domain="ai.ortmodule", num_outputs=3,
+          expected=_group_norm8),
+    ],
+    "ResizeTorch": [
+        L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([40, 36], np.int64),
+                                              "scales": np.asarray([2.0, 1.5])},
+          order=["x", "sizes", "scales"], attrs={"mode": "cubic", "align_corners": 0},
+          domain="ai.ortmodule", expected=_bicubic),
+    ],
+})

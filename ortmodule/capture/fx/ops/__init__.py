@@ -23,6 +23,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     precise,
     recurrent,
     reductions,
+    resampling,
     shapes,
     views,
 )
