@@ -38,6 +38,7 @@ class _Sample:
 class _Op:
     def __init__(self, fn: object) -> None:
         self.op = fn
+        self.name = "test_op"
 
 
 def test_harness_tells_a_wrong_result_from_a_right_one() -> None:
