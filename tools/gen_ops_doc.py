@@ -152,9 +152,9 @@ def opinfo_section(results: Mapping[str, tuple[str, str]]) -> list[str]:
     lines = [
         "## PyTorch's operator database",
         "",
-        "Every entry of PyTorch's OpInfo database (`torch.testing._internal."
-        "common_methods_invocations.op_db`) with float32 CPU support, its first sample inputs",
-        "through a one-op module under `ORTModule` (the fx lowering), forward and every input",
+        "Every entry of PyTorch's OpInfo database",
+        "(`torch.testing._internal.common_methods_invocations.op_db`) with float32 CPU support,",
+        "its first sample inputs through a one-op module under `ORTModule` (the fx lowering), forward and every input",
         "gradient against eager PyTorch (`tests/python/test_opinfo.py`, which fails on any",
         "mismatch). **native**: every op runs on engine kernels; **bridged**: correct, with the",
         "listed ops running on PyTorch inside the graph (the default policy; see",
