@@ -267,6 +267,34 @@ def _resnet50_batch() -> dict[str, torch.Tensor]:
             "labels": torch.randint(0, 1000, (64,), generator=gen)}
 
 
+class LstmLM(nn.Module):
+    """Embedding, a 2-layer LSTM and the vocabulary projection: logits [batch * seq, vocab]."""
+
+    def __init__(self, vocab: int, width: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.lstm = nn.LSTM(width, width, num_layers=2, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        y, _ = self.lstm(self.embed(tokens))
+        return self.head(y).flatten(0, 1)
+
+
+LSTM_SEQUENCE, LSTM_BATCH, LSTM_VOCAB = 35, 20, 4096
+
+
+def _lstm_lm() -> nn.Module:
+    torch.manual_seed(0)
+    return WithCrossEntropy(LstmLM(LSTM_VOCAB, 256))
+
+
+def _lstm_lm_batch() -> dict[str, torch.Tensor]:
+    gen = _generator()
+    return {"inputs": torch.randint(0, LSTM_VOCAB, (LSTM_BATCH, LSTM_SEQUENCE), generator=gen),
+            "labels": torch.randint(0, LSTM_VOCAB, (LSTM_BATCH * LSTM_SEQUENCE,), generator=gen)}
+
+
 WORKLOADS = {w.name: w for w in (
     Workload("mlp", "MLP 784-512-512-10, batch 64", _mlp, _mlp_batch),
     Workload("cnn", "CNN 2 conv blocks 32/64 ch, 28x28, batch 32", _cnn, _cnn_batch),
@@ -284,6 +312,9 @@ WORKLOADS = {w.name: w for w in (
                          "tokens labelled, loss returned alone", _bert_mlm, _mlm_batch),
     Workload("gpt2-sft", "gpt2 fine-tuned on the last quarter of each sequence (the prompt's "
                          "labels -100), loss returned alone", _gpt2_sft, _sft_batch),
+    Workload("lstm-lm", f"LSTM language model: embedding 256, 2-layer LSTM 256, vocab "
+                        f"{LSTM_VOCAB}, seq {LSTM_SEQUENCE}, batch {LSTM_BATCH}", _lstm_lm,
+             _lstm_lm_batch),
     Workload("resnet", "ResNet-18 layout (basic [64..512]x[2,2,2,2]), 64x64, batch 16",
              _resnet, _resnet_batch),
     Workload("bert-base", "BERT-base 12x768, 12 heads, seq 128, batch 32, dropout 0.1, sdpa",

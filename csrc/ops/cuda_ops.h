@@ -135,6 +135,9 @@ ORTM_CUDA_KERNEL(cuda_reduce_grad);
 ORTM_CUDA_KERNEL(cuda_reduce_extreme_grad);
 ORTM_CUDA_KERNEL(cuda_arg_max);
 ORTM_CUDA_KERNEL(cuda_arg_min);
+// rnn.cu
+ORTM_CUDA_KERNEL(cuda_rnn_layer);
+ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);
 // slice_pad.cu
 ORTM_CUDA_KERNEL(cuda_slice);
 ORTM_CUDA_KERNEL(cuda_slice_grad);

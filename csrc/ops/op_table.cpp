@@ -306,6 +306,17 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss)
           .cuda(cuda_nll_loss),
+      // ---- recurrent layers (torch's RNN, LSTM, GRU; one layer, one direction) ----
+      // The weights in torch's layout and gate order; the fx lowering stacks layers and
+      // directions (ops/rnn_layer.h). The outputs after H_n / C_n (the saved gates and states
+      // backward reads) carry no gradient.
+      Row(kOwn, "LSTMTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer)
+          .cuda(cuda_rnn_layer)
+          .grad_outputs(3),
+      Row(kOwn, "GRUTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer)
+          .cuda(cuda_rnn_layer)
+          .grad_outputs(2),
+      Row(kOwn, "RNNTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer).cuda(cuda_rnn_layer),
   };
   std::vector<OpDef> internal = op_rows::internal_rows();
   rows.insert(rows.end(), internal.begin(), internal.end());

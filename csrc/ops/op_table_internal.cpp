@@ -134,6 +134,16 @@ std::vector<OpDef> internal_rows() {
           .cuda(cpu_torch_call_grad, {0})
           .internal()
           .host_call(),
+      // ---- recurrent layers: backpropagation through time (ops/rnn_layer.h) ----
+      Row(kOwn, "LSTMTorchGrad", 1, shape_rnn_layer_grad, cpu_rnn_layer_grad, nullptr)
+          .cuda(cuda_rnn_layer_grad)
+          .internal(),
+      Row(kOwn, "GRUTorchGrad", 1, shape_rnn_layer_grad, cpu_rnn_layer_grad, nullptr)
+          .cuda(cuda_rnn_layer_grad)
+          .internal(),
+      Row(kOwn, "RNNTorchGrad", 1, shape_rnn_layer_grad, cpu_rnn_layer_grad, nullptr)
+          .cuda(cuda_rnn_layer_grad)
+          .internal(),
       // ---- on-device training graphs (ONNX Runtime Training's ops) ----
       // The overwrite flag (one bool) is read on the host, as ONNX Runtime reads it.
       Row(kMs, "InPlaceAccumulatorV2", 1, shape_inplace_accumulator, cpu_inplace_accumulator,

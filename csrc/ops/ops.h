@@ -255,6 +255,12 @@ void cpu_simplified_layernorm(OpContext&);
 std::vector<OutputInfo> shape_simplified_layernorm_grad(const OpContext&);
 void cpu_simplified_layernorm_grad(OpContext&);
 void grad_simplified_layernorm(GradContext&);
+// rnn_ops.cpp
+std::vector<OutputInfo> shape_rnn_layer(const OpContext&);
+void cpu_rnn_layer(OpContext&);
+std::vector<OutputInfo> shape_rnn_layer_grad(const OpContext&);
+void cpu_rnn_layer_grad(OpContext&);
+void grad_rnn_layer(GradContext&);
 // shape_ops.cpp
 std::vector<OutputInfo> shape_reshape(const OpContext&);
 std::vector<OutputInfo> shape_flatten(const OpContext&);

@@ -213,6 +213,26 @@ def find_in_chain(error: BaseException, cls: type[BaseException]) -> BaseExcepti
     return None
 
 
+def packed_sequence_layer(error: BaseException) -> str | None:
+    """The recurrent layer (torch.nn.LSTM, GRU, RNN) whose forward was running on a
+    PackedSequence when ``error`` (or an exception it wraps) was raised, if any: torch.export
+    cannot trace those (their batch sizes are tensor values), nor does the engine run them."""
+    seen = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            local = tb.tb_frame.f_locals
+            if (tb.tb_frame.f_code.co_name == "forward"
+                    and isinstance(local.get("self"), torch.nn.RNNBase)
+                    and isinstance(local.get("orig_input"), torch.nn.utils.rnn.PackedSequence)):
+                return type(local["self"]).__name__
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
                     error: ExportError) -> ExportError:
     """After a failed export: if the module's own forward raises in eager PyTorch, that

@@ -36,6 +36,7 @@ from ortmodule.capture.common import (
     bind_initializers,
     find_in_chain,
     named_buffers,
+    packed_sequence_layer,
     preserve_state,
     surface_warnings,
 )
@@ -107,6 +108,7 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             bridge.capture_session() as session:
         # The callables registered for bridge nodes live as long as the compiled graph.
         lease = bridge.CallableLease(session.calls)
+        stage = "exporting {} with torch.export"
         try:
             # Size-oblivious tracing keeps sizes 0 and 1 symbolic too, so that a graph
             # exported at batch 2 also serves batch 1 unless the model code branches on it.
@@ -117,6 +119,7 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             traced = time.perf_counter()
             if wrapper.output_spec is None:
                 raise ExportError("the exporter did not run the module's forward")
+            stage = "lowering the exported program of {} to ONNX"  # the export worked
             yield Trace(wrapper, program, args, session, lease, start, traced, dynamic)
         except ExportError:
             raise
@@ -126,9 +129,15 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             own = find_in_chain(e, ExportError)
             if own is not None:
                 raise own from e
+            layer = packed_sequence_layer(e)
+            if layer is not None:
+                raise ExportError(
+                    f"torch.nn.{layer} got a PackedSequence: recurrent layers run on padded "
+                    "batches only; pass the padded tensor (the one given to "
+                    "pack_padded_sequence, or pad_packed_sequence's result) and mask the "
+                    "padded steps in the loss") from e
             raise ExportError(
-                f"exporting {type(module).__name__} with torch.export failed: "
-                f"{_short_error(e)}{hint(e)}"
+                f"{stage.format(type(module).__name__)} failed: {_short_error(e)}{hint(e)}"
             ) from e
 
 

@@ -21,6 +21,7 @@ from tests.python.sample_utils import (
     fused_matmul_reference,
     i64,
     rand,
+    rnn_layer_reference,
     scaled_masked_softmax_reference,
     simplified_layernorm_reference,
 )
@@ -373,6 +374,37 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"input": rand(4, 3)}, constants={"target": i64([0, 2, 1, 2]),
                                             "w": rand(3, low=0.5, high=1.5)},
           attrs={"ignore_index": 1}, order=["input", "target", "w"]),
+    ],
+    # ---- recurrent layers (torch's layout and gate order, one layer, one direction) ----
+    # Every input; the steps reversed without biases or initial states; some inputs only.
+    "LSTMTorch": [
+        S({"x": rand(4, 2, 3), "w_ih": rand(20, 3), "w_hh": rand(20, 5), "b_ih": rand(20),
+           "b_hh": rand(20), "h0": rand(2, 5), "c0": rand(2, 5)}, domain="ai.ortmodule",
+          num_outputs=3, expected=rnn_layer_reference("lstm")),
+        S({"x": rand(3, 2, 4), "w_ih": rand(12, 4), "w_hh": rand(12, 3)}, attrs={"reverse": 1},
+          domain="ai.ortmodule", num_outputs=3, expected=rnn_layer_reference("lstm", 1)),
+        S({"x": rand(3, 1, 2), "w_ih": rand(8, 2), "w_hh": rand(8, 2), "b_ih": rand(8),
+           "h0": rand(1, 2)}, order=["x", "w_ih", "w_hh", "b_ih", "", "h0"],
+          domain="ai.ortmodule", num_outputs=3, expected=rnn_layer_reference("lstm")),
+    ],
+    "GRUTorch": [
+        S({"x": rand(4, 2, 3), "w_ih": rand(15, 3), "w_hh": rand(15, 5), "b_ih": rand(15),
+           "b_hh": rand(15), "h0": rand(2, 5)}, domain="ai.ortmodule", num_outputs=2,
+          expected=rnn_layer_reference("gru")),
+        S({"x": rand(3, 2, 4), "w_ih": rand(9, 4), "w_hh": rand(9, 3)}, attrs={"reverse": 1},
+          domain="ai.ortmodule", num_outputs=2, expected=rnn_layer_reference("gru", 1)),
+        S({"x": rand(3, 2, 2), "w_ih": rand(6, 2), "w_hh": rand(6, 2), "b_hh": rand(6),
+           "h0": rand(2, 2)}, order=["x", "w_ih", "w_hh", "", "b_hh", "h0"],
+          domain="ai.ortmodule", num_outputs=2, expected=rnn_layer_reference("gru")),
+    ],
+    "RNNTorch": [
+        S({"x": rand(4, 2, 3), "w_ih": rand(5, 3), "w_hh": rand(5, 5), "b_ih": rand(5),
+           "b_hh": rand(5), "h0": rand(2, 5)}, domain="ai.ortmodule", num_outputs=2,
+          expected=rnn_layer_reference("rnn")),
+        S({"x": rand(4, 2, 3), "w_ih": rand(5, 3), "w_hh": rand(5, 5), "b_ih": rand(5),
+           "h0": rand(2, 5)}, order=["x", "w_ih", "w_hh", "b_ih", "", "h0"],
+          attrs={"reverse": 1, "nonlinearity": "relu"}, domain="ai.ortmodule", num_outputs=2,
+          expected=rnn_layer_reference("rnn", 1, "relu")),
     ],
     # Bridge nodes that call an ATen op through the dispatcher; gradients from autograd.
     "TorchCall": [

@@ -17,6 +17,7 @@ from tests.python.sample_utils import (
     Sample,
     fused_attention_reference,
     fused_matmul_reference,
+    rnn_layer_reference,
     scaled_masked_softmax_reference,
     simplified_layernorm_reference,
 )
@@ -358,6 +359,25 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         L({"input": f(64, 16, 128)}, constants={"target": idx(16, 64, 128),
                                                 "w": f(16, low=0.5, high=1.5)},
           attrs={"reduction": "sum"}, order=["input", "target", "w"]),
+    ],
+    # Recurrent layers: 32 steps of a batch of 16, hidden size 128.
+    "LSTMTorch": [
+        L({"x": f(32, 16, 64), "w_ih": f(512, 64, low=-0.1, high=0.1),
+           "w_hh": f(512, 128, low=-0.1, high=0.1), "b_ih": f(512), "b_hh": f(512),
+           "h0": f(16, 128), "c0": f(16, 128)}, domain="ai.ortmodule", num_outputs=3,
+          expected=rnn_layer_reference("lstm")),
+    ],
+    "GRUTorch": [
+        L({"x": f(32, 16, 64), "w_ih": f(384, 64, low=-0.1, high=0.1),
+           "w_hh": f(384, 128, low=-0.1, high=0.1), "b_ih": f(384), "b_hh": f(384),
+           "h0": f(16, 128)}, attrs={"reverse": 1}, domain="ai.ortmodule", num_outputs=2,
+          expected=rnn_layer_reference("gru", 1)),
+    ],
+    "RNNTorch": [
+        L({"x": f(32, 16, 64), "w_ih": f(128, 64, low=-0.1, high=0.1),
+           "w_hh": f(128, 128, low=-0.1, high=0.1), "b_ih": f(128), "b_hh": f(128),
+           "h0": f(16, 128)}, domain="ai.ortmodule", num_outputs=2,
+          expected=rnn_layer_reference("rnn")),
     ],
 }
 

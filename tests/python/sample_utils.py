@@ -117,3 +117,43 @@ def simplified_layernorm_reference(
         y = x * inv * d["scale"].astype(np.float64)
         return [y.astype(d["x"].dtype), inv.astype(d["x"].dtype)]
     return reference
+
+
+def rnn_layer_reference(cell: str, reverse: int = 0,
+                        nonlinearity: str = "tanh") -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule LSTMTorch / GRUTorch / RNNTorch: one layer of torch's cell (gates in torch's
+    order: LSTM i f g o, GRU r z n) over x [T, B, I] from h0 (and c0) or zeros, the steps run
+    backwards with reverse; outputs y [T, B, H], h_n (and c_n), computed in float64."""
+    def sigmoid(a: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-a))
+
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x = d["x"].astype(np.float64)
+        w_ih, w_hh = d["w_ih"].astype(np.float64), d["w_hh"].astype(np.float64)
+        hidden = w_hh.shape[1]
+        b_ih = d.get("b_ih", np.zeros(w_ih.shape[0])).astype(np.float64)
+        b_hh = d.get("b_hh", np.zeros(w_ih.shape[0])).astype(np.float64)
+        h = d.get("h0", np.zeros((x.shape[1], hidden))).astype(np.float64)
+        c = d.get("c0", np.zeros((x.shape[1], hidden))).astype(np.float64)
+        y = np.zeros((x.shape[0], x.shape[1], hidden))
+        steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+        for t in steps:
+            gi = x[t] @ w_ih.T + b_ih
+            gh = h @ w_hh.T + b_hh
+            if cell == "lstm":
+                i, f, g, o = np.split(gi + gh, 4, axis=1)
+                c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+                h = sigmoid(o) * np.tanh(c)
+            elif cell == "gru":
+                (ir, iz, in_), (hr, hz, hn) = np.split(gi, 3, axis=1), np.split(gh, 3, axis=1)
+                r, z = sigmoid(ir + hr), sigmoid(iz + hz)
+                n = np.tanh(in_ + r * hn)
+                h = (1 - z) * n + z * h
+            else:
+                a = gi + gh
+                h = np.tanh(a) if nonlinearity == "tanh" else np.maximum(a, 0)
+            y[t] = h
+        dtype = d["x"].dtype
+        out = [y.astype(dtype), h.astype(dtype)]
+        return out + [c.astype(dtype)] if cell == "lstm" else out
+    return reference

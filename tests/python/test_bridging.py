@@ -138,19 +138,40 @@ def test_strict_policy_refuses_custom_ops_naming_them() -> None:
         ort(torch.randn(2, 5))
 
 
-def test_in_place_op_without_translation_is_refused_not_bridged() -> None:
-    class Fills(nn.Module):
+@torch.library.custom_op("ortmodule_test::scale_in_place", mutates_args=("x",))
+def scale_in_place(x: torch.Tensor, factor: float) -> None:
+    x.mul_(factor)
+
+
+@pytest.mark.bridging
+def test_in_place_ops_run_through_their_functional_form_or_are_refused() -> None:
+    class InPlace(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(3)
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x).abs() + 1
+            torch.ops.aten.lgamma_(h)  # no translation: aten.lgamma on PyTorch, h rebound
+            return h * x
+
+    eager = InPlace().double()
+    x = torch.rand(2, 3, dtype=torch.float64)
+    _train_like_eager(eager, ORTModule(copy.deepcopy(eager), DebugOptions(exporter="fx")), x)
+
+    class Mutates(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.fc = nn.Linear(3, 3)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             h = self.fc(x)
-            torch.ops.aten.lgamma_(h)
+            torch.ops.ortmodule_test.scale_in_place(h, 2.0)
             return h
 
     with pytest.raises(ExportError, match="in place"):
-        ORTModule(Fills(), DebugOptions(exporter="fx"))(torch.rand(2, 3) + 1)
+        ORTModule(Mutates(), DebugOptions(exporter="fx"))(torch.rand(2, 3))
 
 
 @pytest.mark.parametrize("exporter", ["auto", "fx", "dynamo"])

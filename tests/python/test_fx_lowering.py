@@ -249,16 +249,16 @@ def test_nodes_name_their_source_line_and_module() -> None:
 class Uncovered(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x * 2
-        return torch.addcmul(x, y, y, value=0.5)  # no fx translation
+        return torch.erfc(y) * x  # no fx translation nor decomposition; torch.onnx has one
 
 
 def test_an_op_without_translation_is_an_error_naming_it_and_its_line() -> None:
-    ort = ORTModule(Uncovered(), FX)
+    ort = ORTModule(Uncovered(), DebugOptions(exporter="fx", fallback=FallbackPolicy.NEVER))
     with pytest.raises(ExportError) as info:
         ort(torch.randn(3, 4))
     message = str(info.value)
-    assert "aten.addcmul" in message
-    assert "test_fx_lowering.py" in message and "torch.addcmul(x, y, y" in message
+    assert "aten.erfc" in message
+    assert "test_fx_lowering.py" in message and "torch.erfc(y) * x" in message
     assert 'exporter="auto"' in message
 
 
@@ -290,8 +290,8 @@ def test_auto_lowers_an_uncovered_op_with_torch_onnx_and_says_why(
     torch.testing.assert_close(y, Uncovered()(x), rtol=1e-6, atol=1e-6)
     assert exporters_used(ort) == ["dynamo"]
     reasons = [r.getMessage() for r in caplog.records if "torch.onnx instead" in r.getMessage()]
-    assert len(reasons) == 1 and "aten.addcmul" in reasons[0], reasons
-    assert "torch.addcmul(x, y, y" in reasons[0]
+    assert len(reasons) == 1 and "aten.erfc" in reasons[0], reasons
+    assert "torch.erfc(y) * x" in reasons[0]
 
 
 def test_auto_lowers_autocast_itself_and_fallback_with_torch_onnx() -> None:
@@ -302,9 +302,9 @@ def test_auto_lowers_autocast_itself_and_fallback_with_torch_onnx() -> None:
         got, want = ort(x), model(x)
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
     assert exporters_used(ort) == ["fx"]  # tests/python/test_fx_autocast.py has the rest
-    ort = ORTModule(copy.deepcopy(model), DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP))
+    ort = ORTModule(copy.deepcopy(model), DebugOptions(fallback=FallbackPolicy.NEVER))
     ort(x)
-    assert exporters_used(ort) == ["dynamo"]
+    assert exporters_used(ort) == ["fx"]  # the policy does not change the lowering
 
 
 class NoGradRegion(nn.Module):
@@ -459,8 +459,24 @@ def test_the_option_and_environment_variable_select_it(monkeypatch: pytest.Monke
     assert set(entry.seconds) >= {"trace", "lowering", "build"}
 
 
-def test_fallback_says_it_needs_dynamo() -> None:
-    ort = ORTModule(model_zoo.make_model("mlp"),
-                    DebugOptions(exporter="fx", fallback=FallbackPolicy.UNSUPPORTED_OP))
-    with pytest.raises(NotImplementedError, match="torch.onnx's lowering.*default exporter"):
-        ort(torch.randn(2, model_zoo.MLP_IN))
+def test_the_fx_exporter_bridges_what_it_cannot_lower() -> None:
+    """Under the default policy the fx exporter runs an op it neither translates nor
+    decomposes on PyTorch (digamma), with autograd's gradient."""
+
+    class Digamma(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.digamma(self.fc(x).abs() + 1)
+
+    eager = Digamma()
+    ort = ORTModule(copy.deepcopy(eager), FX)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(ort(x), eager(x), rtol=1e-5, atol=1e-6)
+    ort(x).sum().backward()
+    eager(x).sum().backward()
+    torch.testing.assert_close(ort.module.fc.weight.grad, eager.fc.weight.grad, rtol=1e-5,
+                               atol=1e-6)
+    assert exporters_used(ort) == ["fx"]

@@ -26,7 +26,7 @@ def test_is_gone_for_the_next_test() -> None:
 def test_the_engine_reads_no_variable_either() -> None:
     from ortmodule import DebugOptions, FallbackPolicy
 
-    assert DebugOptions().fallback == FallbackPolicy.NEVER
+    assert DebugOptions().fallback == FallbackPolicy.UNSUPPORTED_OP  # the default, not the variable
 
 
 PARITY_TESTS = '''

@@ -20,6 +20,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     matmul,
     normalization,
     precise,
+    recurrent,
     reductions,
     shapes,
     views,

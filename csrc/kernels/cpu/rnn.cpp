@@ -1,0 +1,70 @@
+#include "kernels/cpu/rnn.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+
+namespace ortmodule {
+
+namespace {
+
+// The CPU side of rnn_loop.h's Exec.
+template <typename T>
+struct CpuRnnExec {
+  void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+            int64_t ldb, T beta, T* C, int64_t ldc) {
+    ortmodule::gemm<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  }
+  // Rows of the batch in parallel chunks of at least ~16k elements (a step is short: threads
+  // pay off only for large batches and hidden sizes).
+  static int64_t grain(int64_t H) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, H)); }
+  void step_forward(const math::RnnStepForward<T>& step, int64_t B) {
+    parallel_for(0, B, grain(step.H), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t j = 0; j < step.H; ++j) math::rnn_step_forward(step, b, j);
+    });
+  }
+  void step_backward(const math::RnnStepBackward<T>& step, int64_t B) {
+    parallel_for(0, B, grain(step.H), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t j = 0; j < step.H; ++j) math::rnn_step_backward(step, b, j);
+    });
+  }
+  void copy_rows(int64_t rows, int64_t cols, const T* src, int64_t src_ld, T* dst) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * cols, src + r * src_ld, static_cast<size_t>(cols) * sizeof(T));
+  }
+  void fill_zero(int64_t n, T* dst) { std::fill(dst, dst + n, T(0)); }
+  void column_sums(int64_t rows, int64_t cols, const T* src, T* dst) {
+    parallel_for(0, cols, 256, [&](int64_t c0, int64_t c1) {
+      std::fill(dst + c0, dst + c1, T(0));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[c] += src[r * cols + c];
+    });
+  }
+};
+
+}  // namespace
+
+template <typename T>
+void rnn_layer_forward(const rnn::RnnDims& dims, const rnn::RnnForwardArgs<T>& args) {
+  CpuRnnExec<T> exec;
+  rnn::rnn_forward(exec, dims, args);
+}
+
+template <typename T>
+void rnn_layer_backward(const rnn::RnnDims& dims, const rnn::RnnBackwardArgs<T>& args) {
+  CpuRnnExec<T> exec;
+  rnn::rnn_backward(exec, dims, args);
+}
+
+#define ORTM_INSTANTIATE_RNN(T)                                                           \
+  template void rnn_layer_forward<T>(const rnn::RnnDims&, const rnn::RnnForwardArgs<T>&); \
+  template void rnn_layer_backward<T>(const rnn::RnnDims&, const rnn::RnnBackwardArgs<T>&);
+ORTM_INSTANTIATE_RNN(float)
+ORTM_INSTANTIATE_RNN(double)
+#undef ORTM_INSTANTIATE_RNN
+
+}  // namespace ortmodule
