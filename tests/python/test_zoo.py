@@ -35,8 +35,9 @@ _DEBERTA_BRANCH = ("data-dependent Python control flow in the model's loss: "
 KNOWN_FAILURES: dict[str, str] = {
     "deberta": _DEBERTA_BRANCH.format("deberta"),
     "deberta_v2": _DEBERTA_BRANCH.format("deberta_v2"),
-    "efficientnet": "Conv lowering of padding='valid' (EfficientNet's stem): \"attribute "
-                    "'pads' [0, 0] has 2 entries; expected 4 for 2 spatial dims\"",
+    "efficientnet": "Conv lowering (capture/fx/ops/conv.py) does not broadcast a one-entry "
+                    "padding list (padding='valid' of EfficientNet's stem arrives as [0]): "
+                    "\"attribute 'pads' [0, 0] has 2 entries; expected 4 for 2 spatial dims\"",
 }
 # Numerical cases, not engine faults (non-strict: they sit at the tolerance): MobileNetV2's
 # float32 gradients are ill-conditioned (BatchNorm over batch 2; eager float32 vs float64
