@@ -10,6 +10,10 @@ namespace ortmodule {
 
 namespace {
 
+bool dtype_only_input(const Node& n, size_t i) {
+  return i < 32 && ((n.def->no_grad_inputs >> i) & 1u);
+}
+
 // Values that depend on a requested input (through differentiable ops, or ops whose
 // gradient is zero: their outputs require grad as in PyTorch).
 std::unordered_set<Value*> values_requiring_grad(const std::vector<Node*>& nodes,
@@ -18,7 +22,8 @@ std::unordered_set<Value*> values_requiring_grad(const std::vector<Node*>& nodes
   for (Node* n : nodes) {
     if (!n->def || !(n->def->differentiable || n->def->zero_gradient)) continue;
     bool any = false;
-    for (Value* in : n->inputs) any = any || (in && req.count(in));
+    for (size_t i = 0; i < n->inputs.size(); ++i)
+      any = any || (n->inputs[i] && req.count(n->inputs[i]) && !dtype_only_input(*n, i));
     if (!any) continue;
     for (Value* out : n->outputs)
       if (out) req.insert(out);
@@ -105,7 +110,8 @@ GradientGraphInfo build_gradient_graph(Graph& graph, const std::vector<Value*>& 
     bool any_needed = false;
     for (size_t i = 0; i < node->inputs.size(); ++i) {
       Value* in = node->inputs[i];
-      needs[i] = in && req.count(in) && reach.count(in);
+      needs[i] =
+          in && req.count(in) && reach.count(in) && !(node->def && dtype_only_input(*node, i));
       any_needed = any_needed || needs[i];
     }
     if (!any_needed || !node->def || !node->def->differentiable) continue;

@@ -13,6 +13,28 @@
 
 namespace ortmodule {
 
+// activation.cu
+ORTM_CUDA_KERNEL(cuda_elu);
+ORTM_CUDA_KERNEL(cuda_elu_grad);
+ORTM_CUDA_KERNEL(cuda_hard_sigmoid);
+ORTM_CUDA_KERNEL(cuda_hard_sigmoid_grad);
+ORTM_CUDA_KERNEL(cuda_hard_swish);
+ORTM_CUDA_KERNEL(cuda_hard_swish_grad);
+ORTM_CUDA_KERNEL(cuda_mish);
+ORTM_CUDA_KERNEL(cuda_mish_grad);
+ORTM_CUDA_KERNEL(cuda_round);
+ORTM_CUDA_KERNEL(cuda_tan);
+ORTM_CUDA_KERNEL(cuda_asin);
+ORTM_CUDA_KERNEL(cuda_acos);
+ORTM_CUDA_KERNEL(cuda_atan);
+ORTM_CUDA_KERNEL(cuda_sinh);
+ORTM_CUDA_KERNEL(cuda_cosh);
+ORTM_CUDA_KERNEL(cuda_asinh);
+ORTM_CUDA_KERNEL(cuda_acosh);
+ORTM_CUDA_KERNEL(cuda_atanh);
+ORTM_CUDA_KERNEL(cuda_erfcx);
+ORTM_CUDA_KERNEL(cuda_log_ndtr);
+ORTM_CUDA_KERNEL(cuda_atan2);
 // attention.cu
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);
@@ -65,6 +87,9 @@ ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
 ORTM_CUDA_KERNEL(cuda_gather);
 ORTM_CUDA_KERNEL(cuda_gather_grad);
 ORTM_CUDA_KERNEL(cuda_embedding_grad);
+// groupnorm.cu
+ORTM_CUDA_KERNEL(cuda_groupnorm);
+ORTM_CUDA_KERNEL(cuda_groupnorm_grad);
 // index.cu
 ORTM_CUDA_KERNEL(cuda_gather_elements);
 ORTM_CUDA_KERNEL(cuda_gather_elements_grad);
@@ -135,6 +160,9 @@ ORTM_CUDA_KERNEL(cuda_reduce_grad);
 ORTM_CUDA_KERNEL(cuda_reduce_extreme_grad);
 ORTM_CUDA_KERNEL(cuda_arg_max);
 ORTM_CUDA_KERNEL(cuda_arg_min);
+// resize.cu
+ORTM_CUDA_KERNEL(cuda_resize);
+ORTM_CUDA_KERNEL(cuda_resize_grad);
 // rnn.cu
 ORTM_CUDA_KERNEL(cuda_rnn_layer);
 ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);

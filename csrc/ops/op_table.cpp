@@ -83,7 +83,9 @@ std::vector<OpDef> build_table() {
           .cuda(cpu_view)
           .not_differentiable(),
       Row("", "Cast", 6, shape_cast, cpu_cast, grad_cast).cuda(cuda_cast),
-      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast).cuda(cuda_cast),
+      Row("", "CastLike", 15, shape_cast_like, cpu_cast, grad_cast)
+          .cuda(cuda_cast)
+          .no_grad_inputs({1}),
       Row("", "Expand", 8, shape_expand, cpu_expand, grad_expand).cuda(cuda_expand, {1}),
       Row("", "Sin", 7, shape_same_as_input0, cpu_sin, grad_sin).cuda(cuda_sin).inplace(0),
       Row("", "Cos", 7, shape_same_as_input0, cpu_cos, grad_cos).cuda(cuda_cos).inplace(0),
@@ -103,6 +105,44 @@ std::vector<OpDef> build_table() {
       Row("", "Max", 1, shape_variadic_broadcast, cpu_max, grad_min_max).cuda(cuda_max),
       Row("", "Mod", 10, shape_binary_broadcast, cpu_mod, grad_mod).cuda(cuda_mod),
       Row("", "Where", 9, shape_where, cpu_where, grad_where).cuda(cuda_where),
+      // ---- activations, rounding and transcendental functions ----
+      // The ELU family: aten.elu(x, alpha, scale, input_scale) in ONNX's forms, and the
+      // ai.ortmodule ScaledElu for the scales none of them has (activation_family_ops.cpp).
+      Row("", "Elu", 6, shape_same_as_input0, cpu_elu, grad_elu).cuda(cuda_elu).inplace(0),
+      Row("", "Selu", 6, shape_same_as_input0, cpu_elu, grad_elu).cuda(cuda_elu).inplace(0),
+      Row("", "Celu", 12, shape_same_as_input0, cpu_elu, grad_elu).cuda(cuda_elu).inplace(0),
+      Row(kOwn, "ScaledElu", 1, shape_same_as_input0, cpu_elu, grad_elu).cuda(cuda_elu).inplace(0),
+      Row("", "HardSigmoid", 6, shape_same_as_input0, cpu_hard_sigmoid, grad_hard_sigmoid)
+          .cuda(cuda_hard_sigmoid)
+          .inplace(0),
+      Row("", "HardSwish", 14, shape_same_as_input0, cpu_hard_swish, grad_hard_swish)
+          .cuda(cuda_hard_swish)
+          .inplace(0),
+      Row("", "Mish", 18, shape_same_as_input0, cpu_mish, grad_mish).cuda(cuda_mish).inplace(0),
+      // Half to even; its gradient is zeros, as torch.round's (the input's .grad is a tensor).
+      Row("", "Round", 11, shape_same_as_input0, cpu_round, grad_round).cuda(cuda_round).inplace(0),
+      Row("", "Tan", 7, shape_same_as_input0, cpu_tan, grad_tan).cuda(cuda_tan).inplace(0),
+      Row("", "Asin", 7, shape_same_as_input0, cpu_asin, grad_asin).cuda(cuda_asin).inplace(0),
+      Row("", "Acos", 7, shape_same_as_input0, cpu_acos, grad_acos).cuda(cuda_acos).inplace(0),
+      Row("", "Atan", 7, shape_same_as_input0, cpu_atan, grad_atan).cuda(cuda_atan).inplace(0),
+      Row("", "Sinh", 9, shape_same_as_input0, cpu_sinh, grad_sinh).cuda(cuda_sinh).inplace(0),
+      Row("", "Cosh", 9, shape_same_as_input0, cpu_cosh, grad_cosh).cuda(cuda_cosh).inplace(0),
+      Row("", "Asinh", 9, shape_same_as_input0, cpu_asinh, grad_asinh).cuda(cuda_asinh).inplace(0),
+      Row("", "Acosh", 9, shape_same_as_input0, cpu_acosh, grad_acosh).cuda(cuda_acosh).inplace(0),
+      Row("", "Atanh", 9, shape_same_as_input0, cpu_atanh, grad_atanh).cuda(cuda_atanh).inplace(0),
+      // F.hardtanh and relu6: Clip with attribute bounds, the gradient strictly inside them.
+      Row(kOwn, "HardTanh", 1, shape_same_as_input0, cpu_clip, grad_hard_tanh)
+          .cuda(cuda_clip)
+          .inplace(0),
+      // torch.atan2(a, b), a and b broadcast.
+      Row(kOwn, "Atan2", 1, shape_binary_broadcast, cpu_atan2, grad_atan2).cuda(cuda_atan2),
+      // torch.special.erfcx and log_ndtr, accurate for large |x| (kernels/math/activation.h).
+      Row(kOwn, "Erfcx", 1, shape_same_as_input0, cpu_erfcx, grad_erfcx)
+          .cuda(cuda_erfcx)
+          .inplace(0),
+      Row(kOwn, "LogNdtr", 1, shape_same_as_input0, cpu_log_ndtr, grad_log_ndtr)
+          .cuda(cuda_log_ndtr)
+          .inplace(0),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),
@@ -306,6 +346,23 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss)
           .cuda(cuda_nll_loss),
+      // ---- Resampling and per-sample normalization: torch's avg_pool divisor_override ----
+      // AveragePool whose windows divide by the divisor_override attribute.
+      Row(kOwn, "AveragePoolTorch", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),
+      // Resize (opsets 11+: roi, scales, sizes read on the host to build the tap tables);
+      // ResizeTorch(X, sizes, scales?) follows PyTorch's upsample_* index rules.
+      Row("", "Resize", 11, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2, 3}),
+      Row(kOwn, "ResizeTorch", 1, shape_resize, cpu_resize, grad_resize).cuda(cuda_resize, {1, 2}),
+      // Per-sample normalization; outputs 1 and 2 (mean, rstd: [N, G]) are the gradient's.
+      Row("", "InstanceNormalization", 6, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
+      // torch's GroupNorm: num_groups groups of consecutive channels (0: one per channel).
+      Row(kOwn, "GroupNorm", 1, shape_groupnorm, cpu_groupnorm, grad_groupnorm)
+          .cuda(cuda_groupnorm)
+          .grad_outputs(1)
+          .tolerance(1e-4, 1e-5),
       // ---- recurrent layers (torch's RNN, LSTM, GRU; one layer, one direction) ----
       // The weights in torch's layout and gate order; the fx lowering stacks layers and
       // directions (ops/rnn_layer.h). The outputs after H_n / C_n (the saved gates and states

@@ -64,6 +64,10 @@ struct OpDef {
   // a shape or a scalar: ConstantOfShape, Range, BroadcastGradientArgs): inputs on a device
   // are brought to the host, and consumers on a device take the output there.
   bool runs_on_host = false;
+  // Inputs whose values never reach an output differentiably (bit i for input i): CastLike's
+  // target, read for its dtype only. A value computed from a parameter feeding only such
+  // inputs (a bound cast like the input, as torch.onnx writes Clip's) needs no gradient.
+  uint32_t no_grad_inputs = 0;
   GradFn grad = nullptr;       // nullptr: no gradient rule
   bool differentiable = true;  // false: outputs never carry gradients (Shape, Constant, ...)
   // Piecewise constant (Floor, Sign): no gradient flows through it, but as in PyTorch its

@@ -35,6 +35,23 @@ std::vector<OpDef> internal_rows() {
           .cuda(cuda_clip_grad, {2, 3})
           .internal()
           .inplace(0),
+      // ---- gradients of the activation family (activation_family_ops.cpp) ----
+      Row(kOwn, "EluGrad", 1, shape_same_as_input0, cpu_elu_grad, nullptr)
+          .cuda(cuda_elu_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "HardSigmoidGrad", 1, shape_same_as_input0, cpu_hard_sigmoid_grad, nullptr)
+          .cuda(cuda_hard_sigmoid_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "HardSwishGrad", 1, shape_same_as_input0, cpu_hard_swish_grad, nullptr)
+          .cuda(cuda_hard_swish_grad)
+          .internal()
+          .inplace(0),
+      Row(kOwn, "MishGrad", 1, shape_same_as_input0, cpu_mish_grad, nullptr)
+          .cuda(cuda_mish_grad)
+          .internal()
+          .inplace(0),
       Row(kMs, "SoftmaxGrad_13", 1, shape_same_as_input0, cpu_softmax_grad, nullptr)
           .cuda(cuda_softmax_grad)
           .internal(),
@@ -191,6 +208,15 @@ std::vector<OpDef> internal_rows() {
           .internal(),
       Row(kOwn, "NegativeLogLikelihoodLossGrad", 1, shape_nll_loss_grad, cpu_nll_loss_grad, nullptr)
           .cuda(cuda_nll_loss_grad, {1})
+          .internal(),
+      // ---- Resampling and per-sample normalization ----
+      // ResizeGrad(dY, x_shape, the forward's inputs 1...): x_shape and the forward's roi,
+      // scales and sizes are read on the host.
+      Row(kOwn, "ResizeGrad", 1, shape_resize_grad, cpu_resize_grad, nullptr)
+          .cuda(cuda_resize_grad, {1, 2, 3, 4})
+          .internal(),
+      Row(kOwn, "GroupNormGrad", 1, shape_groupnorm_grad, cpu_groupnorm_grad, nullptr)
+          .cuda(cuda_groupnorm_grad)
           .internal(),
   };
 }

@@ -72,6 +72,10 @@ struct Row {
     def.host_call = true;
     return *this;
   }
+  Row& no_grad_inputs(std::initializer_list<int> inputs) {
+    for (int i : inputs) def.no_grad_inputs |= 1u << i;
+    return *this;
+  }
   Row& not_differentiable() {
     def.differentiable = false;
     return *this;

@@ -123,6 +123,20 @@ void expect_same_dtype(const OpContext& ctx, size_t k);
 // Gelu and its gradients: true for the tanh approximation (attribute approximate="tanh", or
 // com.microsoft FastGeluGrad), false for the exact erf form.
 bool gelu_is_tanh(const OpContext& ctx);
+// ClipGrad's attribute exclusive=1: the gradient passes strictly inside the bounds (HardTanh).
+bool clip_grad_exclusive(const OpContext& ctx);
+// The ELU family (Elu, Selu, Celu, ai.ortmodule ScaledElu and EluGrad) as aten.elu's parameters:
+// x > 0 ? scale x : alpha scale (exp(input_scale x) - 1).
+struct EluParams {
+  double alpha, scale, input_scale;
+};
+EluParams elu_params(const Node& node);
+// HardSigmoid(Grad)'s alpha and beta (defaults 0.2 and 0.5); the gradient's kinks
+// -beta/alpha and (1-beta)/alpha in the attributes' float precision.
+struct HardSigmoidParams {
+  float alpha, beta, lower, upper;
+};
+HardSigmoidParams hard_sigmoid_params(const Node& node);
 // Softmax, LogSoftmax and their gradients: the shape `s` viewed as [outer, dim, inner] along
 // the node's axis (coerced to 2-D at the axis for the rows before opset 13).
 void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,

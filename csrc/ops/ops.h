@@ -10,6 +10,19 @@ namespace ortmodule {
 
 class GradContext;
 
+// activation_family_ops.cpp
+void cpu_elu(OpContext&);
+void cpu_elu_grad(OpContext&);
+void grad_elu(GradContext&);
+void cpu_hard_sigmoid(OpContext&);
+void cpu_hard_sigmoid_grad(OpContext&);
+void grad_hard_sigmoid(GradContext&);
+void cpu_hard_swish(OpContext&);
+void cpu_hard_swish_grad(OpContext&);
+void grad_hard_swish(GradContext&);
+void cpu_mish(OpContext&);
+void cpu_mish_grad(OpContext&);
+void grad_mish(GradContext&);
 // activation_ops.cpp
 void cpu_sin(OpContext&);
 void cpu_cos(OpContext&);
@@ -58,6 +71,7 @@ void grad_cast(GradContext&);
 void cpu_clip(OpContext&);
 void cpu_clip_grad(OpContext&);
 void grad_clip(GradContext&);
+void grad_hard_tanh(GradContext&);
 // conv_ops.cpp
 std::vector<OutputInfo> shape_conv(const OpContext&);
 void cpu_conv(OpContext&);
@@ -120,6 +134,12 @@ void grad_expand(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);
+// groupnorm_ops.cpp
+std::vector<OutputInfo> shape_groupnorm(const OpContext&);
+void cpu_groupnorm(OpContext&);
+void grad_groupnorm(GradContext&);
+std::vector<OutputInfo> shape_groupnorm_grad(const OpContext&);
+void cpu_groupnorm_grad(OpContext&);
 // index_ops.cpp
 std::vector<OutputInfo> shape_gather_elements(const OpContext&);
 void cpu_gather_elements(OpContext&);
@@ -249,6 +269,12 @@ void cpu_reduce_extreme_grad(OpContext&);
 std::vector<OutputInfo> shape_arg_extreme(const OpContext&);
 void cpu_arg_max(OpContext&);
 void cpu_arg_min(OpContext&);
+// resize_ops.cpp
+std::vector<OutputInfo> shape_resize(const OpContext&);
+void cpu_resize(OpContext&);
+void grad_resize(GradContext&);
+std::vector<OutputInfo> shape_resize_grad(const OpContext&);
+void cpu_resize_grad(OpContext&);
 // rmsnorm_ops.cpp
 std::vector<OutputInfo> shape_simplified_layernorm(const OpContext&);
 void cpu_simplified_layernorm(OpContext&);
@@ -324,5 +350,32 @@ void cpu_size(OpContext&);
 std::vector<OutputInfo> shape_scale(const OpContext&);
 void cpu_scale(OpContext&);
 void grad_scale(GradContext&);
+// transcendental_ops.cpp
+void cpu_round(OpContext&);
+void cpu_tan(OpContext&);
+void cpu_asin(OpContext&);
+void cpu_acos(OpContext&);
+void cpu_atan(OpContext&);
+void cpu_sinh(OpContext&);
+void cpu_cosh(OpContext&);
+void cpu_asinh(OpContext&);
+void cpu_acosh(OpContext&);
+void cpu_atanh(OpContext&);
+void cpu_erfcx(OpContext&);
+void cpu_log_ndtr(OpContext&);
+void cpu_atan2(OpContext&);
+void grad_round(GradContext&);
+void grad_tan(GradContext&);
+void grad_asin(GradContext&);
+void grad_acos(GradContext&);
+void grad_atan(GradContext&);
+void grad_sinh(GradContext&);
+void grad_cosh(GradContext&);
+void grad_asinh(GradContext&);
+void grad_acosh(GradContext&);
+void grad_atanh(GradContext&);
+void grad_atan2(GradContext&);
+void grad_erfcx(GradContext&);
+void grad_log_ndtr(GradContext&);
 
 }  // namespace ortmodule

@@ -131,9 +131,12 @@ void grad_maxpool(GradContext& g) {
   g.set_input_grad(0, dx);
 }
 
-// ---- AveragePool(X); AveragePoolGrad(dY, x_shape) ----
+// ---- AveragePool(X), ai.ortmodule AveragePoolTorch(X); AveragePoolGrad(dY, x_shape) ----
+// AveragePoolTorch is AveragePool with torch's divisor_override: every window divides its sum
+// by that number. The gradient node carries it over with the window attributes.
 
 std::vector<OutputInfo> shape_avgpool(const OpContext& ctx) {
+  pool_divisor_override(ctx);
   const Shape& x = ctx.in(0).shape();
   if (is_pool3d(x))
     return one_output(ctx.in(0).dtype(), pool3d_out_shape(make_pool3d(ctx, x, false)));
@@ -143,8 +146,9 @@ std::vector<OutputInfo> shape_avgpool(const OpContext& ctx) {
 
 void cpu_avgpool(OpContext& ctx) {
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
+  const int64_t divisor = pool_divisor_override(ctx);
   if (is_pool3d(ctx.in(0).shape())) {
-    const Pool3dParams p = make_pool3d(ctx, ctx.in(0).shape(), include);
+    const Pool3dParams p = make_pool3d(ctx, ctx.in(0).shape(), include, divisor);
     ORTM_DISPATCH_FLOAT(
         ctx.in(0).dtype(), ctx,
         avgpool3d_forward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
@@ -153,15 +157,16 @@ void cpu_avgpool(OpContext& ctx) {
   Window w = make_window(ctx, ctx.in(0).shape(), ctx.node.attr_ints("kernel_shape"));
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
-      avgpool2d_forward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
+      avgpool2d_forward<scalar_t>(pool_params(w, include, divisor), ctx.in(0).data<scalar_t>(),
                                   ctx.out(0).data<scalar_t>()));
 }
 
 void cpu_avgpool_grad(OpContext& ctx) {
   bool include = ctx.node.attr_int("count_include_pad", 0) != 0;
+  const int64_t divisor = pool_divisor_override(ctx);
   const Shape x = ctx.in(1).to_int_vector();
   if (is_pool3d(x)) {
-    const Pool3dParams p = make_pool3d(ctx, x, include);
+    const Pool3dParams p = make_pool3d(ctx, x, include, divisor);
     ORTM_DISPATCH_FLOAT(
         ctx.in(0).dtype(), ctx,
         avgpool3d_backward<scalar_t>(p, ctx.in(0).data<scalar_t>(), ctx.out(0).data<scalar_t>()));
@@ -170,7 +175,7 @@ void cpu_avgpool_grad(OpContext& ctx) {
   Window w = make_window(ctx, x, ctx.node.attr_ints("kernel_shape"));
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
-      avgpool2d_backward<scalar_t>(pool_params(w, include), ctx.in(0).data<scalar_t>(),
+      avgpool2d_backward<scalar_t>(pool_params(w, include, divisor), ctx.in(0).data<scalar_t>(),
                                    ctx.out(0).data<scalar_t>()));
 }
 

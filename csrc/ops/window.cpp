@@ -108,9 +108,10 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
   w.dil_w = dil[sd - 1];
   w.pad_top = one_d ? 0 : pads[0];
   w.pad_left = pads[sd - 1];
-  int64_t pad_bottom = one_d ? 0 : pads[sd], pad_right = pads[2 * sd - 1];
-  w.outH = out_extent(w.H, w.kH, w.stride_h, w.pad_top, pad_bottom, w.dil_h, ceil_mode);
-  w.outW = out_extent(w.W, w.kW, w.stride_w, w.pad_left, pad_right, w.dil_w, ceil_mode);
+  w.pad_bottom = one_d ? 0 : pads[sd];
+  w.pad_right = pads[2 * sd - 1];
+  w.outH = out_extent(w.H, w.kH, w.stride_h, w.pad_top, w.pad_bottom, w.dil_h, ceil_mode);
+  w.outW = out_extent(w.W, w.kW, w.stride_w, w.pad_left, w.pad_right, w.dil_w, ceil_mode);
   if (w.outH <= 0 || w.outW <= 0) ctx.fail("input " + shape_str(x) + " is smaller than the kernel");
   return w;
 }
@@ -136,16 +137,30 @@ Window make_pool_window(const OpContext& ctx, const Shape& x) {
   return w;
 }
 
-Pool2dParams pool_params(const Window& w, bool count_include_pad) {
-  return Pool2dParams{w.N,       w.C,        w.H,     w.W,        w.kH,
-                      w.kW,      w.outH,     w.outW,  w.stride_h, w.stride_w,
-                      w.pad_top, w.pad_left, w.dil_h, w.dil_w,    count_include_pad};
+Pool2dParams pool_params(const Window& w, bool count_include_pad, int64_t divisor_override) {
+  Pool2dParams p{w.N,       w.C,        w.H,     w.W,        w.kH,
+                 w.kW,      w.outH,     w.outW,  w.stride_h, w.stride_w,
+                 w.pad_top, w.pad_left, w.dil_h, w.dil_w,    count_include_pad};
+  p.pad_bottom = w.pad_bottom;
+  p.pad_right = w.pad_right;
+  p.divisor_override = divisor_override;
+  return p;
+}
+
+int64_t pool_divisor_override(const OpContext& ctx) {
+  if (!ctx.node.has_attr("divisor_override")) return 0;
+  const int64_t d = ctx.node.attr_int("divisor_override", 0);
+  if (d <= 0)
+    ctx.fail("attribute divisor_override=" + std::to_string(d) +
+             " must be positive (torch's avg_pool refuses zero as well)");
+  return d;
 }
 
 // Pooling over [N, C, D, H, W] (the 3-D kernels; 1-D and 2-D take the Window path).
 bool is_pool3d(const Shape& x) { return x.size() == 5; }
 
-Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad) {
+Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad,
+                         int64_t divisor_override) {
   const WindowAttrs a = read_window_attrs(ctx, x, ctx.node.attr_ints("kernel_shape"));
   const std::vector<int64_t>&kernel = a.kernel, &strides = a.strides, &dil = a.dilations,
         &pads = a.pads;
@@ -155,6 +170,7 @@ Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_includ
   p.N = x[0];
   p.C = x[1];
   p.count_include_pad = count_include_pad;
+  p.divisor_override = divisor_override;
   for (int i = 0; i < 3; ++i) {
     p.in[i] = in[i];
     p.kernel[i] = kernel[i];
@@ -186,7 +202,7 @@ void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool
 // Copies the attributes that define the window geometry onto a gradient node.
 void copy_window_attrs(const Node& from, Node* to) {
   for (const char* key : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-                          "ceil_mode", "count_include_pad", "storage_order"}) {
+                          "ceil_mode", "count_include_pad", "storage_order", "divisor_override"}) {
     if (from.has_attr(key)) to->attrs[key] = from.attrs.at(key);
   }
 }

@@ -16,6 +16,7 @@ struct Window {
   int64_t N, C, H, W, kH, kW, outH, outW;
   int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
   bool one_d;
+  int64_t pad_bottom, pad_right;
 };
 
 // Window attributes read from the node (defaults for absent ones), checked, with auto_pad
@@ -36,9 +37,14 @@ Window make_window(const OpContext& ctx, const Shape& x, std::vector<int64_t> ke
 Shape window_out_shape(const Window& w, int64_t channels);
 // Pooling windows must overlap the input: each pad smaller than the (dilated) kernel.
 Window make_pool_window(const OpContext& ctx, const Shape& x);
-Pool2dParams pool_params(const Window& w, bool count_include_pad);
+// divisor_override: ai.ortmodule AveragePoolTorch's attribute (0, none, elsewhere).
+Pool2dParams pool_params(const Window& w, bool count_include_pad, int64_t divisor_override = 0);
+// AveragePoolTorch's divisor_override attribute (torch's avg_pool divisor_override), checked
+// positive; 0 where the node has none (ONNX AveragePool).
+int64_t pool_divisor_override(const OpContext& ctx);
 bool is_pool3d(const Shape& x);
-Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad);
+Pool3dParams make_pool3d(const OpContext& ctx, const Shape& x, bool count_include_pad,
+                         int64_t divisor_override = 0);
 Shape pool3d_out_shape(const Pool3dParams& p);
 // MaxPool storage_order=1: row-major positions in [N, C, spatial...] to column-major, or back.
 void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool to_column);

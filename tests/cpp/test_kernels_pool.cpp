@@ -40,6 +40,7 @@ PoolCase make_pool(std::string name, int64_t N, int64_t C, int64_t H, int64_t W,
   Pool2dParams p;
   p.N = N, p.C = C, p.H = H, p.W = W, p.kH = kH, p.kW = kW;
   p.stride_h = sh, p.stride_w = sw, p.pad_top = pt, p.pad_left = pl, p.dil_h = dh, p.dil_w = dw;
+  p.pad_bottom = pb, p.pad_right = pr;
   p.outH = pooled_size(H, kH, sh, pt, pb, dh, ceil_mode);
   p.outW = pooled_size(W, kW, sw, pl, pr, dw, ceil_mode);
   p.count_include_pad = false;
@@ -53,6 +54,7 @@ std::vector<PoolCase> pool_cases() {
       make_pool("overlapping", 1, 2, 5, 6, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, false),
       make_pool("ceil_mode", 2, 2, 7, 8, 3, 2, 2, 2, 0, 0, 0, 0, 1, 1, true),
       make_pool("ceil_mode_pad", 1, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true),
+      make_pool("ceil_past_input", 1, 2, 5, 5, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true),
       make_pool("dilated_pad", 1, 2, 9, 8, 3, 2, 1, 1, 1, 1, 1, 1, 2, 3, false),
       make_pool("asym_pads", 2, 1, 5, 5, 2, 2, 2, 2, 0, 1, 1, 0, 1, 1, false),
       make_pool("pool1d", 2, 3, 1, 10, 1, 3, 1, 2, 0, 1, 0, 1, 1, 1, false),
@@ -117,14 +119,28 @@ void ref_maxpool(const Pool2dParams& p, const std::vector<double>& x, std::vecto
   });
 }
 
-double ref_divisor(const Pool2dParams& p, const std::vector<int64_t>& cells) {
-  return p.count_include_pad ? static_cast<double>(p.kH * p.kW) : static_cast<double>(cells.size());
+// count_include_pad counts the taps of output o's window inside the padded input, as
+// PyTorch's avg_pool2d: a ceil_mode window past the bottom/right padding counts fewer.
+double ref_divisor(const Pool2dParams& p, int64_t o, const std::vector<int64_t>& cells) {
+  if (p.divisor_override > 0) return static_cast<double>(p.divisor_override);
+  if (!p.count_include_pad) return static_cast<double>(cells.size());
+  const int64_t oh = (o / p.outW) % p.outH, ow = o % p.outW;
+  int64_t rows = 0, cols = 0;
+  for (int64_t kh = 0; kh < p.kH; ++kh) {
+    const int64_t ih = oh * p.stride_h - p.pad_top + kh * p.dil_h;
+    rows += ih >= -p.pad_top && ih < p.H + p.pad_bottom;
+  }
+  for (int64_t kw = 0; kw < p.kW; ++kw) {
+    const int64_t iw = ow * p.stride_w - p.pad_left + kw * p.dil_w;
+    cols += iw >= -p.pad_left && iw < p.W + p.pad_right;
+  }
+  return static_cast<double>(rows * cols);
 }
 
 std::vector<double> ref_avgpool(const Pool2dParams& p, const std::vector<double>& x) {
   std::vector<double> y(out_size(p), 0.0);
   for_each_window(p, [&](int64_t o, const std::vector<int64_t>& cells) {
-    for (int64_t c : cells) y[o] += x[c] / ref_divisor(p, cells);
+    for (int64_t c : cells) y[o] += x[c] / ref_divisor(p, o, cells);
   });
   return y;
 }
@@ -132,7 +148,7 @@ std::vector<double> ref_avgpool(const Pool2dParams& p, const std::vector<double>
 std::vector<double> ref_avgpool_backward(const Pool2dParams& p, const std::vector<double>& dy) {
   std::vector<double> dx(in_size(p), 0.0);
   for_each_window(p, [&](int64_t o, const std::vector<int64_t>& cells) {
-    for (int64_t c : cells) dx[c] += dy[o] / ref_divisor(p, cells);
+    for (int64_t c : cells) dx[c] += dy[o] / ref_divisor(p, o, cells);
   });
   return dx;
 }
@@ -287,12 +303,14 @@ TYPED_TEST(PoolKernelTest, MaxPool2x2KeepsTieAndNaNRules) {
 TYPED_TEST(PoolKernelTest, AvgPoolMatchesReference) {
   using T = TypeParam;
   for (const auto& tc : pool_cases()) {
-    for (bool include_pad : {false, true}) {
-      // count_include_pad is only specified for ceil_mode=False (see pool.cpp).
-      if (include_pad && tc.ceil_mode) continue;
-      SCOPED_TRACE(tc.name + (include_pad ? "_include_pad" : ""));
+    for (int mode = 0; mode < 3; ++mode) {
+      // Without and with count_include_pad (ceil_mode windows past the padded input count
+      // only their taps inside it), then a divisor_override.
+      const bool include_pad = mode == 1;
+      SCOPED_TRACE(tc.name + (mode == 1 ? "_include_pad" : mode == 2 ? "_divisor_override" : ""));
       Pool2dParams p = tc.p;
       p.count_include_pad = include_pad;
+      if (mode == 2) p.divisor_override = 3;
       const auto x = random_values(in_size(p), 13), dy = random_values(out_size(p), 14);
       const auto xt = cast_to<T>(x), dyt = cast_to<T>(dy);
       std::vector<T> y(out_size(p), std::numeric_limits<T>::quiet_NaN());
@@ -342,7 +360,6 @@ TEST(PoolKernelGradCheck, BackwardMatchesFiniteDifferences) {
           [&](const double* xs, double* ys) { maxpool2d_forward<double>(p, xs, ys, nullptr); }, dx);
     }
     for (bool include_pad : {false, true}) {
-      if (include_pad && tc.ceil_mode) continue;
       SCOPED_TRACE(include_pad ? "avgpool_include_pad" : "avgpool");
       Pool2dParams p = tc.p;
       p.count_include_pad = include_pad;

@@ -9,6 +9,8 @@ samples here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tests.python.op_samples_data import DATA_SAMPLES
@@ -570,6 +572,298 @@ _extend({
         S({"x": rand(1, 2, 6, 6)}, attrs={"kernel_shape": [2, 2]}, opset=6),
     ],
 })
+def _torch_unary(fn: str) -> object:
+    """The reference of an ai.ortmodule op that is a torch function of x (float64)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        f = torch
+        for part in fn.split("."):
+            f = getattr(f, part)
+        return [f(torch.from_numpy(d["x"])).numpy()]
+    return reference
+
+
+def _atan2(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.arctan2(d["a"], d["b"])]
+
+
+# ---- activations, rounding and transcendental functions (activation_family_ops.cpp,
+# transcendental_ops.cpp); values stay away from the kinks of the piecewise ones ----
+_KINKS_3 = np.array([-4.2, -3.1, -2.9, -1.3, -0.2, 0.4, 1.9, 2.9, 3.1, 5.0])
+_extend({
+    "Elu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.7}), S({"x": away_from_zero(5)})],
+    "Selu": [S({"x": away_from_zero(3, 4)}),
+             S({"x": away_from_zero(5)}, attrs={"alpha": 1.5, "gamma": 2.0})],
+    "Celu": [S({"x": away_from_zero(3, 4)}, attrs={"alpha": 0.5}), S({"x": away_from_zero(5)})],
+    "ScaledElu": [S({"x": away_from_zero(3, 4)},
+                    attrs={"alpha": 0.5, "scale": 2.0, "input_scale": 1.5}, domain="ai.ortmodule",
+                    expected=lambda d: [np.where(d["x"] > 0, 2.0 * d["x"],
+                                                 np.expm1(1.5 * d["x"]))])],
+    "HardSigmoid": [S({"x": np.array([-3.9, -2.7, -2.2, -1.0, 0.3, 1.7, 2.4, 2.8, 3.5])}),
+                    S({"x": _KINKS_3}, attrs={"alpha": 1 / 6, "beta": 0.5})],
+    # (onnx.reference multiplies by alpha = float32(1/6); the engine divides by 6, as torch.)
+    "HardSwish": [S({"x": _KINKS_3}, reference_rtol=1e-6)],
+    "Mish": [S({"x": rand(3, 4, low=-4, high=4)}, opset=18),
+             S({"x": np.array([-30.0, -12.0, 0.0, 15.0, 30.0])}, opset=18)],
+    # Ties round to even (no finite differences across the steps).
+    "Round": [S({"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4, -0.6, 3.7, -0.0])},
+                grad=[]),
+              S({"x": np.array([-2.3, -0.7, 0.2, 1.1, 3.7])})],
+    "Tan": [S({"x": rand(3, 4, low=-1.2, high=1.2)})],
+    "Asin": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "Acos": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "Atan": [S({"x": rand(3, 4, low=-3, high=3)})],
+    "Sinh": [S({"x": rand(3, 4, low=-2, high=2)})],
+    "Cosh": [S({"x": rand(3, 4, low=-2, high=2)})],
+    "Asinh": [S({"x": rand(3, 4, low=-3, high=3)})],
+    "Acosh": [S({"x": rand(3, 4, low=1.2, high=3)})],
+    "Atanh": [S({"x": rand(3, 4, low=-0.9, high=0.9)})],
+    "HardTanh": [S({"x": np.array([-1.7, -0.9, -0.3, 0.2, 0.8, 1.4])}, attrs={"min": -1.0, "max": 1.0},
+                   domain="ai.ortmodule", expected=lambda d: [np.clip(d["x"], -1.0, 1.0)]),
+                 S({"x": np.array([-1.0, 0.5, 3.0, 5.9, 6.5])}, attrs={"min": 0.0, "max": 6.0},
+                   domain="ai.ortmodule", expected=lambda d: [np.clip(d["x"], 0.0, 6.0)])],
+    "Atan2": [S({"a": rand(2, 3), "b": rand(3)}, domain="ai.ortmodule", expected=_atan2),
+              S({"a": away_from_zero(2, 1, 3), "b": away_from_zero(4, 1)}, domain="ai.ortmodule",
+                expected=_atan2)],
+    "Erfcx": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule",
+                expected=_torch_unary("special.erfcx")),
+              S({"x": np.array([-8.0, -1.5, 5.0, 25.0, 26.5, 40.0, 1e3])},
+                domain="ai.ortmodule", expected=_torch_unary("special.erfcx")),
+              S({"x": np.array([-26.5, -30.0, -np.inf, 1e10, 1e300, np.inf, np.nan])}, grad=[],
+                domain="ai.ortmodule", expected=_torch_unary("special.erfcx"))],
+    "LogNdtr": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule",
+                  expected=_torch_unary("special.log_ndtr")),
+                S({"x": np.array([-40.0, -20.0, -6.5, -1.0, 0.5, 6.0, 9.0, 40.0])},
+                  domain="ai.ortmodule", expected=_torch_unary("special.log_ndtr"))],
+})
+
+
+# ---- Resampling and per-sample normalization: pooling windows past the padded input ----
+
+
+def _avgpool_torch(d: dict[str, np.ndarray], kernel: list[int], stride: list[int],
+                   pad: list[int], ceil_mode: bool, count_include_pad: bool,
+                   divisor: int | None) -> list[np.ndarray]:
+    """torch's avg_pool1d/2d/3d (the reference of AveragePoolTorch's divisor_override)."""
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    pool = {3: torch.nn.functional.avg_pool1d, 4: torch.nn.functional.avg_pool2d,
+            5: torch.nn.functional.avg_pool3d}[x.dim()]
+    extra = {} if x.dim() == 3 else {"divisor_override": divisor}
+    return [pool(x, kernel, stride, pad, ceil_mode, count_include_pad, **extra).numpy()]
+
+
+def _avgpool_torch_sample(shape: tuple[int, ...], kernel: list[int], stride: list[int],
+                          pad: list[int], ceil_mode: bool, count_include_pad: bool,
+                          divisor: int) -> Sample:
+    attrs = {"kernel_shape": kernel, "strides": stride, "pads": pad + pad,
+             "ceil_mode": int(ceil_mode), "count_include_pad": int(count_include_pad),
+             "divisor_override": divisor}
+    return S({"x": rand(*shape)}, attrs=attrs, domain="ai.ortmodule",
+             expected=lambda d: _avgpool_torch(d, kernel, stride, pad, ceil_mode,
+                                               count_include_pad, divisor))
+
+
+_extend({
+    # ceil_mode windows that run past the padded input divide by their clipped size (as
+    # torch's avg_pool does), 1-D, 2-D and 3-D; a kernel larger than the input.
+    "AveragePool": [
+        S({"x": rand(1, 2, 5, 5)}, attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                          "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(2, 2, 6, 7)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                          "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                          "count_include_pad": 1}),
+        S({"x": rand(1, 2, 3, 3)}, attrs={"kernel_shape": [4, 4], "strides": [4, 4],
+                                          "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(2, 3, 7)}, attrs={"kernel_shape": [3], "strides": [2], "pads": [1, 1],
+                                       "ceil_mode": 1, "count_include_pad": 1}),
+        S({"x": rand(1, 2, 5, 4, 5)}, attrs={"kernel_shape": [2, 3, 2], "strides": [2, 2, 2],
+                                             "pads": [0, 1, 1, 0, 1, 1], "ceil_mode": 1,
+                                             "count_include_pad": 1}),
+    ],
+    "AveragePoolTorch": [
+        _avgpool_torch_sample((1, 2, 5, 5), [2, 2], [2, 2], [0, 0], True, True, 3),
+        _avgpool_torch_sample((2, 2, 6, 7), [3, 3], [2, 2], [1, 1], True, False, 5),
+        _avgpool_torch_sample((1, 2, 5, 4, 5), [2, 3, 2], [2, 2, 2], [1, 1, 0], False, True, 7),
+    ],
+})
+# ---- Resampling and per-sample normalization: Resize, ResizeTorch ----
+
+
+def _resize(x: np.ndarray, *, scales: list[float] | None = None,
+            sizes: list[int] | None = None, opset: int = 17, **attrs: object) -> Sample:
+    """ONNX Resize of x by scales (float32) or sizes (int64), as initializers."""
+    constants: dict[str, np.ndarray] = {}
+    order = ["x", "", "", ""]
+    if opset < 13:  # roi and scales are required inputs there (empty when unused)
+        constants["roi"] = np.zeros(0, np.float32)
+        order[1] = "roi"
+        if scales is None:
+            constants["scales"] = np.zeros(0, np.float32)
+            order[2] = "scales"
+    if scales is not None:
+        constants["scales"] = np.asarray(scales, np.float32)
+        order[2] = "scales"
+    if sizes is not None:
+        constants["sizes"] = i64(sizes)
+        order[3] = "sizes"
+    while order[-1] == "":
+        order.pop()
+    # onnx.reference's Resize computes the cubic weights in float32 (its cubic_coeff_a is a
+    # numpy float32): the cubic samples run its interpolation with the coefficient in float64.
+    expected = _resize_cubic_reference(attrs) if attrs.get("mode") == "cubic" else None
+    return S({"x": x}, attrs=dict(attrs), constants=constants, order=order, grad=["x"],
+             opset=opset, expected=expected)
+
+
+def _resize_cubic_reference(attrs: dict[str, object]
+                            ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    from onnx.reference.ops import op_resize
+
+    a = float(attrs.get("cubic_coeff_a", -0.75))  # type: ignore[arg-type]
+
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        y = op_resize._interpolate_nd(
+            d["x"], lambda ratio, scale: op_resize._cubic_coeffs(ratio, scale, A=a),
+            output_size=list(d["sizes"]) if "sizes" in d else None,
+            scale_factors=list(d["scales"].astype(np.float64)) if "sizes" not in d else None,
+            exclude_outside=bool(attrs.get("exclude_outside", 0)),
+            coordinate_transformation_mode=str(attrs.get("coordinate_transformation_mode",
+                                                         "half_pixel")))
+        return [y.astype(d["x"].dtype)]
+    return reference
+
+
+def _resize_torch_reference(d: dict[str, np.ndarray], mode: str,
+                            align_corners: bool) -> list[np.ndarray]:
+    """PyTorch's upsample_* / _upsample_nearest_exact* (the .default overloads, which take
+    the output size and the scale factors torch was given)."""
+    import torch
+
+    aten = torch.ops.aten
+    x = torch.from_numpy(d["x"])
+    sizes = [int(v) for v in d["sizes"]]
+    factors = [None if v <= 0 else float(v) for v in d["scales"]] if "scales" in d \
+        else [None] * len(sizes)
+    rank = len(sizes)
+    if mode in ("nearest", "nearest_exact"):
+        prefix = "upsample_nearest" if mode == "nearest" else "_upsample_nearest_exact"
+        fn = getattr(aten, f"{prefix}{rank}d").default
+        return [fn(x, sizes, *factors).numpy()]
+    name = {("linear", 1): "upsample_linear1d", ("linear", 2): "upsample_bilinear2d",
+            ("linear", 3): "upsample_trilinear3d", ("cubic", 2): "upsample_bicubic2d"}[
+                (mode, rank)]
+    return [getattr(aten, name).default(x, sizes, align_corners, *factors).numpy()]
+
+
+def _resize_torch(x: np.ndarray, mode: str, sizes: list[int],
+                  scales: list[float] | None = None, align_corners: bool = False) -> Sample:
+    constants = {"sizes": i64(sizes)}
+    order = ["x", "sizes"]
+    if scales is not None:
+        constants["scales"] = np.asarray(scales, np.float64)
+        order.append("scales")
+    return S({"x": x}, attrs={"mode": mode, "align_corners": int(align_corners)},
+             constants=constants, order=order, grad=["x"], domain="ai.ortmodule",
+             expected=lambda d: _resize_torch_reference(d, mode, align_corners))
+
+
+_extend({
+    "Resize": [
+        # nearest: every nearest_mode, upsampling and downsampling, scales and sizes
+        _resize(rand(1, 2, 3, 2), scales=[1, 1, 2, 3]),
+        _resize(rand(1, 2, 5, 4), scales=[1, 1, 0.6, 1.7], mode="nearest",
+                coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        _resize(rand(1, 2, 3, 4), sizes=[1, 2, 5, 7], mode="nearest",
+                coordinate_transformation_mode="align_corners", nearest_mode="round_prefer_ceil"),
+        _resize(rand(2, 1, 4, 3), sizes=[2, 1, 7, 5], mode="nearest",
+                coordinate_transformation_mode="pytorch_half_pixel", nearest_mode="ceil"),
+        # linear, 1-D, 2-D and 3-D spatial
+        _resize(rand(1, 2, 3, 4), scales=[1, 1, 2, 2], mode="linear"),
+        _resize(rand(2, 2, 4, 3), sizes=[2, 2, 5, 7], mode="linear",
+                coordinate_transformation_mode="align_corners"),
+        _resize(rand(2, 3, 5), sizes=[2, 3, 8], mode="linear",
+                coordinate_transformation_mode="pytorch_half_pixel"),
+        _resize(rand(1, 2, 3, 4, 4), scales=[1, 1, 1.5, 2, 0.5], mode="linear",
+                coordinate_transformation_mode="asymmetric"),
+        # cubic: coefficient, exclude_outside, downsampling
+        _resize(rand(1, 2, 4, 4), scales=[1, 1, 2, 1.5], mode="cubic"),
+        _resize(rand(1, 1, 5, 4), sizes=[1, 1, 7, 6], mode="cubic", exclude_outside=1,
+                coordinate_transformation_mode="align_corners"),
+        _resize(rand(1, 2, 6, 5), sizes=[1, 2, 3, 4], mode="cubic", cubic_coeff_a=-0.5,
+                coordinate_transformation_mode="asymmetric"),
+        _resize(rand(1, 2, 4, 5), scales=[1, 1, 1.75, 0.8], mode="cubic", exclude_outside=1),
+        # opset 11 (roi and empty scales before sizes), 18 (axes, keep_aspect_ratio_policy),
+        # 19 (half_pixel_symmetric)
+        _resize(rand(1, 2, 3, 3), sizes=[1, 2, 6, 4], opset=11, mode="linear"),
+        _resize(rand(1, 2, 3, 4), scales=[2.5, 1.5], opset=18, mode="linear", axes=[2, 3]),
+        _resize(rand(1, 2, 4, 6), sizes=[6, 6], opset=18, mode="nearest", axes=[2, 3],
+                keep_aspect_ratio_policy="not_larger"),
+        _resize(rand(1, 2, 4, 5), scales=[1, 1, 1.6, 0.7], opset=19, mode="linear",
+                coordinate_transformation_mode="half_pixel_symmetric"),
+    ],
+    "ResizeTorch": [
+        _resize_torch(rand(1, 2, 3, 4), "nearest", [6, 8], [2.0, 2.0]),
+        _resize_torch(rand(2, 2, 5, 4), "nearest", [7, 4], [1.5, 1.1]),
+        _resize_torch(rand(1, 3, 7), "nearest", [3]),
+        _resize_torch(rand(1, 2, 2, 3, 3), "nearest", [3, 4, 5]),
+        _resize_torch(rand(1, 2, 5, 3), "nearest_exact", [8, 4], [1.7, 1.5]),
+        _resize_torch(rand(1, 2, 6), "nearest_exact", [4]),
+        _resize_torch(rand(1, 2, 3, 4), "linear", [5, 7]),
+        _resize_torch(rand(1, 2, 3, 4), "linear", [6, 6], [2.0, 1.5]),
+        _resize_torch(rand(2, 1, 4, 5), "linear", [7, 3], align_corners=True),
+        _resize_torch(rand(1, 2, 5), "linear", [9], [1.9]),
+        _resize_torch(rand(1, 1, 2, 3, 4), "linear", [3, 5, 6], align_corners=True),
+        _resize_torch(rand(1, 2, 4, 4), "cubic", [7, 9]),
+        _resize_torch(rand(1, 2, 4, 5), "cubic", [6, 5], [1.5, 1.0]),
+        _resize_torch(rand(1, 1, 5, 4), "cubic", [3, 7], align_corners=True),
+    ],
+})
+
+# ---- Resampling and per-sample normalization: InstanceNormalization, GroupNorm ----
+
+
+def _group_norm_torch(d: dict[str, np.ndarray], groups: int, eps: float,
+                      outputs: int) -> list[np.ndarray]:
+    """torch's native_group_norm: Y, mean and rstd ([N, G]); groups 0 is one per channel."""
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    n, c = x.shape[:2]
+    g = groups or c
+    y, mean, rstd = torch.ops.aten.native_group_norm(
+        x, torch.from_numpy(d["scale"]), torch.from_numpy(d["bias"]), n, c,
+        x[0, 0].numel(), g, eps)
+    return [t.numpy() for t in (y, mean, rstd)][:outputs]
+
+
+def _group_norm_sample(shape: tuple[int, ...], groups: int, eps: float = 1e-5,
+                       outputs: int = 1) -> Sample:
+    c = shape[1]
+    return S({"x": rand(*shape), "scale": rand(c, low=0.5, high=1.5), "bias": rand(c)},
+             attrs={"num_groups": groups, "epsilon": eps}, domain="ai.ortmodule",
+             num_outputs=outputs, expected=lambda d: _group_norm_torch(d, groups, eps, outputs))
+
+
+_extend({
+    "InstanceNormalization": [
+        S({"x": rand(2, 3, 4, 5), "scale": rand(3, low=0.5, high=1.5), "bias": rand(3)}),
+        S({"x": rand(3, 2, 7), "scale": rand(2, low=0.5, high=1.5), "bias": rand(2)},
+          attrs={"epsilon": 1e-3}),
+        S({"x": rand(1, 2, 2, 3, 3), "scale": rand(2, low=0.5, high=1.5), "bias": rand(2)}),
+    ],
+    "GroupNorm": [
+        _group_norm_sample((2, 6, 3, 4), 3),
+        _group_norm_sample((3, 4, 5), 2, eps=2.0 ** -10, outputs=3),  # a float32 epsilon
+        _group_norm_sample((2, 4, 2, 2, 3), 1),
+        _group_norm_sample((2, 3, 4), 0, outputs=3),
+        _group_norm_sample((4, 5), 5),
+    ],
+})
+
+
 
 def _logsumexp_reference(axes: tuple[int, ...]) -> object:
     """ReduceLogSumExp computed max-shifted (onnx.reference's exp overflows on large inputs)."""

@@ -80,6 +80,13 @@ def _unary(low: float = -1.0, high: float = 1.0, **kw: object) -> list[Sample]:
     return [L({"x": f(R, C, low=low, high=high)}, **kw)]
 
 
+def _torch_special(fn: str, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    return getattr(torch.special, fn)(torch.from_numpy(x.astype(np.float64))).numpy().astype(
+        x.dtype)
+
+
 def _binary(b_low: float = -1.0, b_high: float = 1.0) -> list[Sample]:
     return [L({"a": f(R, C), "b": f(C, low=b_low, high=b_high)}),
             L({"a": f(R, C), "b": f(R, 1, low=b_low, high=b_high)})]
@@ -174,6 +181,27 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
                                           L({"x": f(R, C, low=-6, high=6)}, opset=20,
                                             attrs={"approximate": "tanh"})],
     "Floor": _unary(-5, 5), "Ceil": _unary(-5, 5),
+    # ---- activations, rounding and transcendental functions ----
+    "Elu": _unary(-3, 3, attrs={"alpha": 0.7}), "Selu": _unary(-3, 3),
+    "Celu": _unary(-3, 3, attrs={"alpha": 0.5}),
+    "ScaledElu": _unary(-3, 3, attrs={"alpha": 0.5, "scale": 2.0, "input_scale": 1.5},
+                        domain="ai.ortmodule",
+                        expected=lambda d: [np.where(d["x"] > 0, np.float32(2) * d["x"],
+                                                     np.expm1(np.float32(1.5) * d["x"]))]),
+    "HardSigmoid": _unary(-4, 4, attrs={"alpha": 1 / 6, "beta": 0.5}),
+    "HardSwish": _unary(-5, 5), "Mish": _unary(-5, 5, opset=18),
+    "Round": _unary(-5, 5, grad=[]), "Tan": _unary(-1.2, 1.2), "Asin": _unary(-0.9, 0.9),
+    "Acos": _unary(-0.9, 0.9), "Atan": _unary(-3, 3), "Sinh": _unary(-2, 2),
+    "Cosh": _unary(-2, 2), "Asinh": _unary(-3, 3), "Acosh": _unary(1.2, 3),
+    "Atanh": _unary(-0.9, 0.9),
+    "HardTanh": _unary(-2, 2, attrs={"min": -1.0, "max": 1.0}, domain="ai.ortmodule",
+                       expected=lambda d: [np.clip(d["x"], np.float32(-1), np.float32(1))]),
+    "Atan2": [L({"a": f(R, C), "b": f(C)}, domain="ai.ortmodule",
+                expected=lambda d: [np.arctan2(d["a"], d["b"])])],
+    "Erfcx": _unary(-5, 30, domain="ai.ortmodule", expected=lambda d: [_torch_special(
+        "erfcx", d["x"])]),
+    "LogNdtr": _unary(-40, 6, domain="ai.ortmodule", expected=lambda d: [_torch_special(
+        "log_ndtr", d["x"])]),
     "Min": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Max": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Mod": [L({"a": _mod_dividend(), "b": _MOD_DIVISOR}, attrs={"fmod": 1}, grad=["a"])],
@@ -415,3 +443,56 @@ NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribut
                    "FusedAttentionDropout": "random; compared with the unfused Dropout graph at "
                                             "sizes that span several blocks in "
                                             "test_attention_fusion.py"}
+
+# ---- Resampling and per-sample normalization ----
+
+
+def _avg_pool_divisor5(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    return [torch.nn.functional.avg_pool2d(x, 3, 2, 1, True, True, 5).numpy()]
+
+
+def _bicubic(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    return [torch.ops.aten.upsample_bicubic2d.default(x, [40, 36], False, 2.0, 1.5).numpy()]
+
+
+def _group_norm8(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    x = torch.from_numpy(d["x"])
+    out = torch.ops.aten.native_group_norm(x, torch.from_numpy(d["scale"]),
+                                           torch.from_numpy(d["bias"]), 8, 32, 256, 8, 1e-5)
+    return [t.numpy() for t in out]
+
+
+LARGE_SAMPLES.update({
+    "AveragePoolTorch": [L({"x": _nchw()}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
+                                                  "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                                                  "count_include_pad": 1, "divisor_override": 5},
+                           domain="ai.ortmodule", expected=_avg_pool_divisor5)],
+    "Resize": [
+        L({"x": f(4, 16, 20, 24)}, constants={"scales": np.asarray([1, 1, 2, 1.5], np.float32)},
+          order=["x", "", "scales"], attrs={"mode": "linear"}),
+        L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([4, 16, 33, 17], np.int64)},
+          order=["x", "", "", "sizes"], attrs={"mode": "nearest"}),
+    ],
+    "InstanceNormalization": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)}),
+    ],
+    "GroupNorm": [
+        L({"x": f(8, 32, 16, 16), "scale": f(32, low=0.5, high=1.5), "bias": f(32)},
+          attrs={"num_groups": 8}, domain="ai.ortmodule", num_outputs=3,
+          expected=_group_norm8),
+    ],
+    "ResizeTorch": [
+        L({"x": f(4, 16, 20, 24)}, constants={"sizes": np.asarray([40, 36], np.int64),
+                                              "scales": np.asarray([2.0, 1.5])},
+          order=["x", "sizes", "scales"], attrs={"mode": "cubic", "align_corners": 0},
+          domain="ai.ortmodule", expected=_bicubic),
+    ],
+})

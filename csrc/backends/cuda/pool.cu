@@ -25,15 +25,15 @@ struct PoolGeom {
   int64_t in[3], kernel[3], out[3], stride[3], pad[3], pad_end[3], dil[3];
   int64_t X, P;  // input and output plane sizes
   bool count_include_pad;
-  // count_include_pad divides by the whole kernel (the 1-D/2-D CPU kernels) rather than by
-  // the taps inside the padded input (the 3-D ones); the two differ only with ceil_mode.
-  bool full_kernel_divisor;
+  int64_t divisor_override;  // AveragePoolTorch's; 0 where none
 };
 
 // The geometry of input shape x, checked as the shape rules check it.
-PoolGeom pool_geom(const OpContext& ctx, const Shape& x, bool count_include_pad) {
+PoolGeom pool_geom(const OpContext& ctx, const Shape& x, bool count_include_pad,
+                   int64_t divisor_override = 0) {
   PoolGeom g{};
   g.count_include_pad = count_include_pad;
+  g.divisor_override = divisor_override;
   if (is_pool3d(x)) {
     const Pool3dParams p = make_pool3d(ctx, x, count_include_pad);
     for (int i = 0; i < 3; ++i) {
@@ -47,9 +47,9 @@ PoolGeom pool_geom(const OpContext& ctx, const Shape& x, bool count_include_pad)
     }
   } else {
     const Pool2dParams p = pool_params(make_pool_window(ctx, x), count_include_pad);
-    g.full_kernel_divisor = true;
     const int64_t in[3] = {1, p.H, p.W}, kernel[3] = {1, p.kH, p.kW}, out[3] = {1, p.outH, p.outW};
     const int64_t stride[3] = {1, p.stride_h, p.stride_w}, pad[3] = {0, p.pad_top, p.pad_left};
+    const int64_t pad_end[3] = {0, p.pad_bottom, p.pad_right};
     const int64_t dil[3] = {1, p.dil_h, p.dil_w};
     for (int i = 0; i < 3; ++i) {
       g.in[i] = in[i];
@@ -57,6 +57,7 @@ PoolGeom pool_geom(const OpContext& ctx, const Shape& x, bool count_include_pad)
       g.out[i] = out[i];
       g.stride[i] = stride[i];
       g.pad[i] = pad[i];
+      g.pad_end[i] = pad_end[i];
       g.dil[i] = dil[i];
     }
   }
@@ -83,14 +84,13 @@ __device__ Taps window_taps(const PoolGeom& g, int64_t q) {
 
 // AveragePool's divisor for a window (as avg_divisor / avg3d_divisor in kernels/cpu/pool.cpp).
 __device__ int64_t average_divisor(const PoolGeom& g, const Taps& t) {
-  int64_t inside = 1, padded = 1, full = 1;
+  if (g.divisor_override > 0) return g.divisor_override;
+  int64_t inside = 1, padded = 1;
   for (int d = 0; d < 3; ++d) {
     inside *= t.hi[d] - t.lo[d];
     padded *= pool_padded_taps(t.start[d], g.dil[d], g.in[d], g.pad[d], g.pad_end[d], g.kernel[d]);
-    full *= g.kernel[d];
   }
-  if (!g.count_include_pad) return inside;
-  return g.full_kernel_divisor ? full : padded;
+  return g.count_include_pad ? padded : inside;
 }
 
 // Position `pos` in a plane as MaxPool's indices count it (storage_order=1: column-major).
@@ -271,7 +271,7 @@ bool count_include_pad(const OpContext& ctx) {
 template <typename T>
 void launch_avgpool(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const PoolGeom g = pool_geom(ctx, x.shape(), count_include_pad(ctx));
+  const PoolGeom g = pool_geom(ctx, x.shape(), count_include_pad(ctx), pool_divisor_override(ctx));
   Tensor& y = ctx.out(0);
   const int64_t n = y.numel();
   if (n == 0) return;
@@ -282,7 +282,8 @@ void launch_avgpool(OpContext& ctx) {
 
 template <typename T>
 void launch_avgpool_grad(OpContext& ctx) {
-  const PoolGeom g = pool_geom(ctx, ctx.in(1).to_int_vector(), count_include_pad(ctx));
+  const PoolGeom g =
+      pool_geom(ctx, ctx.in(1).to_int_vector(), count_include_pad(ctx), pool_divisor_override(ctx));
   Tensor& dx = ctx.out(0);
   const int64_t n = dx.numel();
   if (n == 0) return;

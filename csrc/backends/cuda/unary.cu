@@ -74,7 +74,10 @@ struct ClipOp {
 template <typename T>
 struct ClipGradOp {
   T lo, hi;
-  __device__ T operator()(T g, T x) const { return math::clip_grad(g, x, lo, hi); }
+  bool exclusive;
+  __device__ T operator()(T g, T x) const {
+    return exclusive ? math::clip_grad_exclusive(g, x, lo, hi) : math::clip_grad(g, x, lo, hi);
+  }
 };
 template <typename T>
 struct ScaleOp {
@@ -147,8 +150,9 @@ void cuda_clip_grad(OpContext& ctx) {
   ORTM_CUDA_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, {
     scalar_t lo, hi;
     clip_bounds(ctx, 2, &lo, &hi);
-    cuda::launch_map<scalar_t, scalar_t, scalar_t>(ctx, ctx.out(0), ClipGradOp<scalar_t>{lo, hi},
-                                                   "ClipGrad", ctx.in(0), ctx.in(1));
+    cuda::launch_map<scalar_t, scalar_t, scalar_t>(
+        ctx, ctx.out(0), ClipGradOp<scalar_t>{lo, hi, clip_grad_exclusive(ctx)}, "ClipGrad",
+        ctx.in(0), ctx.in(1));
   });
 }
 

@@ -92,11 +92,14 @@ OutRange inside_windows(int64_t out, int64_t stride, int64_t pad, int64_t dilati
   return {lo, std::max(lo, hi)};
 }
 
-// With count_include_pad the divisor is kH * kW. That matches PyTorch's avg_pool2d when
-// ceil_mode=False, where windows never reach past the padded input. With ceil_mode=True PyTorch
-// would also drop the cells beyond the bottom/right padding; callers do not send that case here.
+// With count_include_pad the divisor counts the taps inside the padded input, as PyTorch's
+// avg_pool2d does: a ceil_mode window that runs past the bottom/right padding divides by its
+// clipped size, not by kH * kW.
 int64_t avg_divisor(const Pool2dParams& p, const Window& win) {
-  if (p.count_include_pad) return p.kH * p.kW;
+  if (p.divisor_override > 0) return p.divisor_override;
+  if (p.count_include_pad)
+    return pool_padded_taps(win.h0, p.dil_h, p.H, p.pad_top, p.pad_bottom, p.kH) *
+           pool_padded_taps(win.w0, p.dil_w, p.W, p.pad_left, p.pad_right, p.kW);
   return (win.kh1 - win.kh0) * (win.kw1 - win.kw0);
 }
 
@@ -357,6 +360,7 @@ void for_each_tap3d(const Pool3dParams& p, const Window3d& w, G g) {
 }
 
 int64_t avg3d_divisor(const Pool3dParams& p, const Window3d& w) {
+  if (p.divisor_override > 0) return p.divisor_override;
   if (p.count_include_pad) return w.padded;
   return (w.hi[0] - w.lo[0]) * (w.hi[1] - w.lo[1]) * (w.hi[2] - w.lo[2]);
 }

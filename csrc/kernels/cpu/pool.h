@@ -9,6 +9,11 @@ struct Pool2dParams {
   int64_t N, C, H, W, kH, kW, outH, outW;
   int64_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
   bool count_include_pad;  // AveragePool only
+  // AveragePool's count_include_pad divisor counts the taps inside the padded input, whose
+  // bottom/right padding these are (ceil_mode windows may run past it).
+  int64_t pad_bottom = 0, pad_right = 0;
+  // ai.ortmodule AveragePoolTorch (torch's divisor_override): every window's divisor when > 0.
+  int64_t divisor_override = 0;
 };
 
 // x: [N, C, H, W] -> y: [N, C, outH, outW], indices (nullable): [N, C, outH, outW].
@@ -24,8 +29,10 @@ void maxpool2d_forward(const Pool2dParams& p, const T* x, T* y, int64_t* indices
 template <typename T>
 int64_t maxpool2d_backward(const Pool2dParams& p, const T* dy, const int64_t* indices, T* dx);
 
-// x: [N, C, H, W] -> y: [N, C, outH, outW]. ONNX AveragePool: the divisor is kH*kW when
-// count_include_pad, otherwise the number of input cells in the window.
+// x: [N, C, H, W] -> y: [N, C, outH, outW]. ONNX AveragePool (and torch's avg_pool2d): with
+// count_include_pad the divisor counts the window's taps inside the padded input (input plus
+// the pads; taps past the end padding, from ceil_mode, do not count), otherwise the taps
+// inside the input; divisor_override > 0 replaces both.
 template <typename T>
 void avgpool2d_forward(const Pool2dParams& p, const T* x, T* y);
 
@@ -37,7 +44,8 @@ void avgpool2d_backward(const Pool2dParams& p, const T* dy, T* dx);
 struct Pool3dParams {
   int64_t N, C;
   int64_t in[3], kernel[3], out[3], stride[3], pad_begin[3], pad_end[3], dilation[3];
-  bool count_include_pad;  // AveragePool only
+  bool count_include_pad;        // AveragePool only
+  int64_t divisor_override = 0;  // as Pool2dParams'
 };
 
 // x -> y, indices (nullable): [N, C, out...]. Indices as in maxpool2d_forward (row-major
@@ -52,7 +60,7 @@ int64_t maxpool3d_backward(const Pool3dParams& p, const T* dy, const int64_t* in
 
 // ONNX AveragePool: with count_include_pad the divisor counts the window's taps inside the
 // padded input (input plus the pads; taps past the end padding, from ceil_mode, do not count),
-// otherwise the taps inside the input.
+// otherwise the taps inside the input; divisor_override > 0 replaces both.
 template <typename T>
 void avgpool3d_forward(const Pool3dParams& p, const T* x, T* y);
 

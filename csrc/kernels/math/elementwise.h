@@ -105,6 +105,12 @@ ORTM_HOST_DEVICE T sign(T v) {
   }
 }
 
+// torch.nn.functional.hardtanh's gradient: strictly inside the bounds only.
+template <typename T>
+ORTM_HOST_DEVICE T clip_grad_exclusive(T dy, T x, T lo, T hi) {
+  return (x > lo && x < hi) ? dy : T(0);
+}
+
 // Clip: min(max(v, lo), hi); with lo > hi every element becomes hi (numpy.clip); NaN stays.
 template <typename T>
 ORTM_HOST_DEVICE T clip(T v, T lo, T hi) {

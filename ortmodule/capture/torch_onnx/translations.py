@@ -62,6 +62,20 @@ def _channel_ones(input: Any, value: float) -> Any:
     return op.Expand(op.Constant(value_float=value), op.Shape(input, start=1, end=2))
 
 
+def _saved_statistics(input: Any, eps: float) -> tuple[Any, Any]:
+    """ATen batch norm's save_mean and save_invstd in training: the batch mean and
+    1 / sqrt(biased batch variance + eps) per channel (axes 0 and 2.. of [N, C, ...]). Like
+    eager's, they carry no gradient."""
+    rank = op.Size(op.Shape(input))
+    axes = op.Concat(op.Constant(value_ints=[0]),
+                     op.Range(op.Constant(value_int=2), rank, op.Constant(value_int=1)), axis=0)
+    mean = op.ReduceMean(input, axes, keepdims=1)
+    diff = op.Sub(input, mean)
+    var = op.ReduceMean(op.Mul(diff, diff), axes, keepdims=0)
+    invstd = op.Reciprocal(op.Sqrt(op.Add(var, op.CastLike(op.Constant(value_float=eps), var))))
+    return own.StopGradient(op.Squeeze(mean, axes)), own.StopGradient(invstd)
+
+
 def batch_norm_functional(input: Any, weight: Any = None, bias: Any = None,
                           running_mean: Any = None, running_var: Any = None,
                           training: bool = False, momentum: float = 0.1,
@@ -75,16 +89,16 @@ def batch_norm_functional(input: Any, weight: Any = None, bias: Any = None,
         bias = _channel_ones(input, 0.0)
     if not training:
         y = op.BatchNormalization(input, weight, bias, running_mean, running_var, epsilon=eps)
-        return y, running_mean, running_var, running_mean, running_var
+        empty = op.CastLike(op.Constant(value_floats=[]), input)
+        return y, empty, empty, running_mean, running_var
     # ONNX's momentum weights the old running value; PyTorch's weights the batch value.
     # PyTorch updates running_var with the unbiased batch variance (ONNX's
     # BatchNormalization with the biased one): the engine's BatchNormTorch does.
     y, new_mean, new_var = own.BatchNormTorch(
         input, weight, bias, running_mean, running_var,
         epsilon=eps, momentum=1.0 - momentum, training_mode=1)
-    # Outputs 1 and 2 (saved mean and inverse std) only feed ATen's own batch-norm
-    # backward, which never appears in a forward graph; the engine derives its own.
-    return y, new_mean, new_var, new_mean, new_var
+    save_mean, save_invstd = _saved_statistics(input, eps)
+    return y, save_mean, save_invstd, new_mean, new_var
 
 
 def batch_norm_no_stats(input: Any, weight: Any = None, bias: Any = None,
@@ -99,10 +113,11 @@ def batch_norm_no_stats(input: Any, weight: Any = None, bias: Any = None,
         bias = _channel_ones(input, 0.0)
     # Training-mode BatchNormalization needs running statistics to update; these are
     # throwaway values (its running-statistic outputs are not used).
-    y, mean, var = op.BatchNormalization(
+    y, _, _ = op.BatchNormalization(
         input, weight, bias, _channel_ones(input, 0.0), _channel_ones(input, 1.0),
         epsilon=eps, momentum=1.0 - momentum, training_mode=1)
-    return y, mean, var
+    save_mean, save_invstd = _saved_statistics(input, eps)
+    return y, save_mean, save_invstd
 
 
 def embedding(weight: Any, indices: Any, padding_idx: int = -1,

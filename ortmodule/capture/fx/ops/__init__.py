@@ -7,6 +7,7 @@ modify. Importing this package registers every family into ``registry.TABLE``.
 """
 
 from ortmodule.capture.fx.ops import (  # noqa: F401
+    activations,
     attention,
     bridge,
     casts,
@@ -22,6 +23,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     precise,
     recurrent,
     reductions,
+    resampling,
     shapes,
     views,
 )

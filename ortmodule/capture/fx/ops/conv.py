@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
+import numpy as np
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
@@ -64,17 +66,20 @@ def _max_pool(lw: Lowering, node: Any, x: Any, kernel: Any, stride: Any = (),
                  ceil_mode=int(ceil_mode))
 
 
-@register(aten.avg_pool2d.default, aten.avg_pool1d.default)
+@register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default)
 def _avg_pool(lw: Lowering, node: Any, x: Any, kernel: Any, stride: Any = (),
               padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
               divisor_override: Any = None) -> Any:
-    if divisor_override is not None:
-        raise UnsupportedOp(f"avg_pool with divisor_override has no fx translation; "
-                          f"{FALLBACK_HINT}")
+    """ONNX AveragePool (whose ceil_mode windows past the padded input divide by their
+    clipped size, as torch's do); torch's divisor_override is the engine's AveragePoolTorch."""
     spatial = lw.rank(x) - 2
     k, s, p = _pool_args(kernel, stride, padding, spatial)
-    return lw.op("AveragePool", [lw.tensor(x)], kernel_shape=k, strides=s, pads=p,
-                 ceil_mode=int(ceil_mode), count_include_pad=int(count_include_pad))
+    attrs = {"kernel_shape": k, "strides": s, "pads": p, "ceil_mode": int(ceil_mode),
+             "count_include_pad": int(count_include_pad)}
+    if divisor_override is not None:
+        return lw.op("AveragePoolTorch", [lw.tensor(x)], domain=OWN_DOMAIN,
+                     divisor_override=int(divisor_override), **attrs)
+    return lw.op("AveragePool", [lw.tensor(x)], **attrs)
 
 
 @register(aten.adaptive_avg_pool2d.default, aten.adaptive_avg_pool1d.default)
@@ -100,9 +105,10 @@ def _channel_fill(lw: Lowering, x: Any, value: float) -> str:
                  value=_scalar_tensor(value, lw.dtype_of(x)))
 
 
-@register(aten.batch_norm.default)
-def _batch_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any, var: Any,
-                training: bool, momentum: float, eps: float, cudnn: bool = True) -> Any:
+def _batch_norm_outputs(lw: Lowering, x: Any, w: Any, b: Any, mean: Any, var: Any,
+                        training: bool, momentum: float, eps: float
+                        ) -> tuple[str, str | None, str | None]:
+    """Y and, in training with running statistics, their updated values (else None)."""
     value = lw.tensor(x)
     scale = lw.tensor(w) if w is not None else _channel_fill(lw, x, 1.0)
     bias = lw.tensor(b) if b is not None else _channel_fill(lw, x, 0.0)
@@ -114,18 +120,87 @@ def _batch_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any, var:
                          _channel_fill(lw, x, 1.0)],
                         outputs=3, epsilon=float(eps), momentum=1.0 - float(momentum),
                         training_mode=1)
-        return y
+        return y, None, None
     if not training:
         return lw.op("BatchNormalization", [value, scale, bias, lw.tensor(mean),
-                                            lw.tensor(var)], epsilon=float(eps))
+                                            lw.tensor(var)], epsilon=float(eps)), None, None
     # PyTorch's running_var tracks the unbiased batch variance: the engine's BatchNormTorch.
     y, new_mean, new_var = lw.op("BatchNormTorch", [value, scale, bias, lw.tensor(mean),
                                                     lw.tensor(var)],
                                  outputs=3, domain=OWN_DOMAIN, epsilon=float(eps),
                                  momentum=1.0 - float(momentum), training_mode=1)
-    _rebind(lw, mean, new_mean)
-    _rebind(lw, var, new_var)
+    return y, new_mean, new_var
+
+
+@register(aten.batch_norm.default)
+def _batch_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any, var: Any,
+                training: bool, momentum: float, eps: float, cudnn: bool = True) -> Any:
+    y, new_mean, new_var = _batch_norm_outputs(lw, x, w, b, mean, var, training, momentum, eps)
+    if new_mean is not None and new_var is not None:
+        _rebind(lw, mean, new_mean)
+        _rebind(lw, var, new_var)
     return y
+
+
+def _used_outputs(node: Any) -> set[int]:
+    """The outputs of a multi-output node that its users read (through getitem)."""
+    return {int(u.args[1]) for u in node.users if u.target is operator.getitem}
+
+
+def _saved_statistics(lw: Lowering, node: Any, x: Any, training: bool, eps: float
+                      ) -> tuple[str | None, str | None]:
+    """ATen batch norm's save_mean and save_invstd: in training the batch mean and
+    1 / sqrt(biased batch variance + eps) per channel, in eval empty tensors (as eager's);
+    None where nothing reads them. Like eager's, they carry no gradient."""
+    if not ({1, 2} & _used_outputs(node)):
+        return None, None
+    dtype = lw.dtype_of(x)
+    if not training:
+        empty = lw.const(np.zeros(0), dtype)
+        return empty, empty
+    axes = lw.ints([0, *range(2, lw.rank(x))])
+    value = lw.tensor(x)
+    mean = lw.op("ReduceMean", [value, axes], keepdims=1)
+    diff = lw.op("Sub", [value, mean])
+    var = lw.op("ReduceMean", [lw.op("Mul", [diff, diff]), axes], keepdims=0)
+    invstd = lw.op("Reciprocal", [lw.op("Sqrt", [lw.op("Add", [var, lw.const(float(eps),
+                                                                               dtype)])])])
+    mean = lw.op("Squeeze", [mean, axes])
+    return (lw.op("StopGradient", [mean], domain=OWN_DOMAIN),
+            lw.op("StopGradient", [invstd], domain=OWN_DOMAIN))
+
+
+@register(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
+def _native_batch_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any, var: Any,
+                       training: bool, momentum: float, eps: float) -> Any:
+    """(Y, save_mean, save_invstd); running statistics, when given, are updated in place."""
+    y, new_mean, new_var = _batch_norm_outputs(lw, x, w, b, mean, var, training, momentum, eps)
+    if new_mean is not None and new_var is not None:
+        _rebind(lw, mean, new_mean)
+        _rebind(lw, var, new_var)
+    return [y, *_saved_statistics(lw, node, x, training, eps)]
+
+
+@register(aten._native_batch_norm_legit.no_stats)
+def _native_batch_norm_no_stats(lw: Lowering, node: Any, x: Any, w: Any, b: Any,
+                                training: bool, momentum: float, eps: float) -> Any:
+    return _native_batch_norm(lw, node, x, w, b, None, None, training, momentum, eps)
+
+
+@register(aten._native_batch_norm_legit_no_training.default)
+def _native_batch_norm_no_training(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any,
+                                   var: Any, momentum: float, eps: float) -> Any:
+    return _native_batch_norm(lw, node, x, w, b, mean, var, False, momentum, eps)
+
+
+@register(aten._native_batch_norm_legit_functional.default)
+def _native_batch_norm_functional(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any,
+                                  var: Any, training: bool, momentum: float, eps: float) -> Any:
+    """(Y, save_mean, save_invstd, running_mean, running_var): the updated running
+    statistics as outputs (unchanged in eval)."""
+    y, new_mean, new_var = _batch_norm_outputs(lw, x, w, b, mean, var, training, momentum, eps)
+    save_mean, save_invstd = _saved_statistics(lw, node, x, training, eps)
+    return [y, save_mean, save_invstd, new_mean or lw.tensor(mean), new_var or lw.tensor(var)]
 
 
 @register(aten.embedding.default)

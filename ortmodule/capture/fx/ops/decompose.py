@@ -13,6 +13,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ortmodule import _C
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx import registry
 from ortmodule.capture.fx.builder import Lowering, UnsupportedOp, translate
 
@@ -49,24 +50,29 @@ def _passes_requires_grad(domain: str, op_type: str) -> bool:
 
 def _eager_requires_grad(op: Any, values: list[Any], positions: list[int], spec: Any
                          ) -> list[bool] | None:
-    """Which outputs of ``op`` require grad in eager PyTorch when its floating-point
-    inputs do (the op run on the node's fake inputs under autograd); None if it cannot
-    run so."""
+    """Which outputs of ``op`` require grad in eager PyTorch when a floating-point input
+    does: the op run on the node's fake inputs under autograd, one input requiring grad at a
+    time (an input the op cannot differentiate, as batch norm's running statistics, is left
+    out); None if it cannot run so."""
     fake = torch._guards.detect_fake_mode([values[p] for p in positions])
     if fake is None:
         return None
-    try:
-        with fake, torch.enable_grad():
-            flat = list(values)
-            for p in positions:
-                v = values[p]
-                if v.is_floating_point():  # not a leaf: in-place ops may write it
-                    flat[p] = v.detach().requires_grad_(True).clone()
-            args, kwargs = pytree.tree_unflatten(flat, spec)
-            out = op(*args, **kwargs)
-    except Exception:  # noqa: BLE001 (then the check is left out)
-        return None
-    return [t.requires_grad for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    floating = [p for p in positions if values[p].is_floating_point()]
+    found: list[bool] | None = None
+    for grad_input in floating:
+        try:
+            with fake, torch.enable_grad():
+                flat = list(values)
+                # Not a leaf: in-place ops may write it.
+                flat[grad_input] = values[grad_input].detach().requires_grad_(True).clone()
+                args, kwargs = pytree.tree_unflatten(flat, spec)
+                out = op(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 (an input it does not differentiate)
+            logger.debug("%s: input %d: %s", op, grad_input, e)
+            continue
+        flags = [t.requires_grad for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        found = flags if found is None else [a or b for a, b in zip(found, flags)]
+    return found
 
 
 def _requiring_grad(lw: Lowering, mark: tuple[int, int], inputs: list[Any]) -> set[str]:
@@ -147,7 +153,12 @@ def _decompose(lw: Lowering, node: Any) -> Any:
             lw.rollback(mark)
             logger.debug("%s: its decomposition loses requires_grad", op)
             return None
-    return list(out) if isinstance(out, (list, tuple)) else out
+        # Outputs eager does not differentiate (batch norm's saved statistics, indices)
+        # pass no gradient here either.
+        outs = [lw.op("StopGradient", [o], domain=OWN_DOMAIN)
+                if not want and isinstance(o, str) and o in req else o
+                for want, o in zip(eager_grad, outs)] + outs[len(eager_grad):]
+    return outs if isinstance(out, (list, tuple)) else outs[0]
 
 
 registry.set_decomposition(_decompose)

@@ -127,18 +127,6 @@ for _op, _onnx in ((aten.floor, "Floor"), (aten.ceil, "Ceil"), (aten.sign, "Sign
     TABLE[_op.default] = _unary(_onnx)
 
 
-@register(aten.softplus.default)
-def _softplus(lw: Lowering, node: Any, x: Any, beta: Any = 1, threshold: Any = 20) -> Any:
-    """log(1 + exp(beta x)) / beta; above the threshold PyTorch returns x itself, which
-    equals it to within rounding."""
-    value = lw.tensor(x)
-    if beta == 1:
-        return lw.op("Softplus", [value])
-    dtype = lw.dtype_of(x)
-    scaled = lw.op("Softplus", [lw.op("Mul", [value, lw.const(float(beta), dtype)])])
-    return lw.op("Div", [scaled, lw.const(float(beta), dtype)])
-
-
 @register(aten.square.default)
 def _square(lw: Lowering, node: Any, x: Any) -> Any:
     v = lw.tensor(x)
@@ -150,12 +138,8 @@ def _leaky_relu(lw: Lowering, node: Any, x: Any, slope: float = 0.01) -> Any:
     return lw.op("LeakyRelu", [lw.tensor(x)], alpha=float(slope))
 
 
-@register(aten.clamp.default, aten.clip.default, aten.hardtanh.default, aten.relu6.default)
+@register(aten.clamp.default, aten.clip.default)
 def _clamp(lw: Lowering, node: Any, x: Any, low: Any = None, high: Any = None) -> Any:
-    if node.target is aten.hardtanh.default:
-        low, high = (-1.0 if low is None else low), (1.0 if high is None else high)
-    elif node.target is aten.relu6.default:
-        low, high = 0.0, 6.0
     dtype = _out(node).dtype
     bounds = [None if b is None else lw.tensor(b, dtype) for b in (low, high)]
     return lw.op("Clip", [lw.tensor(x, dtype), *bounds])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
 
+from ortmodule.capture.common import OWN_DOMAIN, ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
+from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -150,3 +153,93 @@ def _cumsum(lw: Lowering, node: Any, x: Any, dim: int, dtype: Any = None) -> Any
     if lw.rank(x) == 0:
         return lw.op("Identity", [lw.tensor(x, want)])
     return lw.op("CumSum", [lw.tensor(x, want), lw.const(int(dim), torch.int64)])
+
+
+# ---- per-sample norms: torch's GroupNorm and InstanceNorm ----
+
+def _channels_fill(lw: Lowering, x: Any, value: float) -> str:
+    channels = lw.op("Shape", [lw.tensor(x)], start=1, end=2)
+    return lw.op("ConstantOfShape", [channels], value=_scalar_tensor(value, lw.dtype_of(x)))
+
+
+def _affine(lw: Lowering, x: Any, w: Any, b: Any) -> tuple[str, str]:
+    return (lw.tensor(w) if w is not None else _channels_fill(lw, x, 1.0),
+            lw.tensor(b) if b is not None else _channels_fill(lw, x, 0.0))
+
+
+def _group_statistics(lw: Lowering, x: Any, groups: int, eps: float) -> tuple[str, str]:
+    """native_group_norm's mean and rstd, [N, G]: differentiable, as eager's are."""
+    value = lw.tensor(x)
+    grouped = lw.op("Reshape", [value, lw.ints([0, groups, -1])])
+    axis = lw.ints([2])
+    mean = lw.op("ReduceMean", [grouped, axis], keepdims=1)
+    diff = lw.op("Sub", [grouped, mean])
+    var = lw.op("ReduceMean", [lw.op("Mul", [diff, diff]), axis], keepdims=0)
+    rstd = lw.op("Reciprocal", [lw.op("Sqrt", [lw.op("Add", [
+        var, lw.const(float(eps), lw.dtype_of(x))])])])
+    return lw.op("Squeeze", [mean, axis]), rstd
+
+
+@register(aten.group_norm.default)
+def _group_norm(lw: Lowering, node: Any, x: Any, groups: int, w: Any = None, b: Any = None,
+                eps: float = 1e-5, cudnn: bool = True) -> Any:
+    scale, bias = _affine(lw, x, w, b)
+    y, _, _ = lw.op("GroupNorm", [lw.tensor(x), scale, bias], outputs=3, domain=OWN_DOMAIN,
+                    num_groups=int(groups), epsilon=float(eps))
+    return y
+
+
+@register(aten.native_group_norm.default)
+def _native_group_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, n: Any, c: Any,
+                       hxw: Any, groups: int, eps: float) -> Any:
+    y = _group_norm(lw, node, x, groups, w, b, eps)
+    used = {int(u.args[1]) for u in node.users if u.target is operator.getitem}
+    if not ({1, 2} & used):
+        return [y, None, None]
+    return [y, *_group_statistics(lw, x, int(groups), eps)]
+
+
+@register(aten.instance_norm.default)
+def _instance_norm(lw: Lowering, node: Any, x: Any, w: Any, b: Any, running_mean: Any,
+                   running_var: Any, use_input_stats: bool, momentum: float, eps: float,
+                   cudnn: bool = True) -> Any:
+    """nn.InstanceNorm1d/2d/3d. With use_input_stats (training, or no running statistics)
+    each (sample, channel) is normalised by its own statistics, and running statistics, when
+    tracked, move by momentum towards the batch average of the per-sample means and unbiased
+    variances; otherwise the running statistics normalise, as batch norm in eval does."""
+    scale, bias = _affine(lw, x, w, b)
+    value = lw.tensor(x)
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ExportError("instance_norm without input statistics needs running statistics")
+        return lw.op("BatchNormalization", [value, scale, bias, lw.tensor(running_mean),
+                                            lw.tensor(running_var)], epsilon=float(eps))
+    y = lw.op("InstanceNormalization", [value, scale, bias], epsilon=float(eps))
+    if running_mean is not None and running_var is not None:
+        new_mean, new_var = _instance_running_stats(lw, x, running_mean, running_var,
+                                                    float(momentum))
+        _rebind(lw, running_mean, new_mean)
+        _rebind(lw, running_var, new_var)
+    return y
+
+
+def _instance_running_stats(lw: Lowering, x: Any, running_mean: Any, running_var: Any,
+                            momentum: float) -> tuple[str, str]:
+    dtype = lw.dtype_of(x)
+    flat = lw.op("Reshape", [lw.op("StopGradient", [lw.tensor(x)], domain=OWN_DOMAIN),
+                             lw.ints([0, 0, -1])])
+    axis = lw.ints([2])
+    mean = lw.op("ReduceMean", [flat, axis], keepdims=1)
+    diff = lw.op("Sub", [flat, mean])
+    count = lw.op("Cast", [lw.op("Shape", [flat], start=2, end=3)], to=onnx_dtype(dtype))
+    unbiased = lw.op("Div", [lw.op("ReduceSum", [lw.op("Mul", [diff, diff]), axis], keepdims=0),
+                             lw.op("Sub", [count, lw.const(1.0, dtype)])])
+    batch = lw.ints([0])
+    mean_c = lw.op("ReduceMean", [lw.op("Squeeze", [mean, axis]), batch], keepdims=0)
+    var_c = lw.op("ReduceMean", [unbiased, batch], keepdims=0)
+    keep, take = lw.const(1.0 - momentum, dtype), lw.const(momentum, dtype)
+
+    def blend(old: Any, new: str) -> str:
+        return lw.op("Add", [lw.op("Mul", [lw.tensor(old), keep]), lw.op("Mul", [new, take])])
+
+    return blend(running_mean, mean_c), blend(running_var, var_c)

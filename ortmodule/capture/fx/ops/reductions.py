@@ -165,10 +165,13 @@ def vector_norm(lw: Lowering, value: str, ord: Any, axes: list[int] | None, keep
         return reduce(lw, "ReduceMax", lw.op("Abs", [value]), axes, keepdim)
     if p == -math.inf:
         return reduce(lw, "ReduceMin", lw.op("Abs", [value]), axes, keepdim)
-    if p == 0.0:  # the number of non-zero elements (no gradient)
-        nonzero = lw.op("Not", [lw.op("Equal", [value, lw.const(0.0, dtype)])])
-        return reduce(lw, "ReduceSum", lw.op("Cast", [nonzero], to=onnx_dtype(dtype)), axes,
-                      keepdim)
+    if p == 0.0:
+        # The number of non-zero elements: a zero gradient, but (as in eager) a result that
+        # requires grad. sign(|x|) is 1 off zero and 0 at zero (Sign passes no gradient and
+        # keeps requires_grad); NaN counts as non-zero.
+        ones = lw.op("Sign", [lw.op("Abs", [value])])
+        nonzero = lw.op("Where", [lw.op("IsNaN", [value]), lw.const(1.0, dtype), ones])
+        return reduce(lw, "ReduceSum", nonzero, axes, keepdim)
     powered = lw.op("Pow", [lw.op("Abs", [value]), lw.const(p, dtype)])
     return _root_zero_safe(lw, reduce(lw, "ReduceSum", powered, axes, keepdim), p, dtype)
 
