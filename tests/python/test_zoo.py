@@ -1,0 +1,135 @@
+"""A broad zoo of architectures (text encoders, decoders, encoder-decoders, vision CNNs and
+transformers, audio, mixture of experts, state space, torch.nn recurrent and transformer
+models) trains under ORTModule as in eager PyTorch: three AdamW steps with the loss and every
+parameter gradient compared at each, then one step at another sequence length (or image size).
+
+Default options: ops the engine lacks are bridged to PyTorch (with a warning), which these
+tests allow; a graph that runs the whole module eagerly (a fallback) fails the test, so that no
+case compares eager with eager.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from ortmodule import ORTModule
+from tests.python.conftest import bridge_nodes
+from tests.python.zoo_models import ARCHES, Arch
+
+pytestmark = pytest.mark.slow
+
+RTOL, ATOL = 1e-3, 1e-5
+BATCH = 2
+STEPS = 3
+
+# Architectures that do not train like eager yet, with the precise cause. Engine failures are
+# strict, so that each flips to a failure (to be removed from here) once it passes.
+_DEBERTA_BRANCH = ("data-dependent Python control flow in the model's loss: "
+                   "modeling_{}.py `if label_index.size(0) > 0:` (ExportError, "
+                   "GuardOnDataDependentSymNode u0 > 0)")
+KNOWN_FAILURES: dict[str, str] = {
+    "deberta": _DEBERTA_BRANCH.format("deberta"),
+    "deberta_v2": _DEBERTA_BRANCH.format("deberta_v2"),
+    "efficientnet": "Conv lowering (capture/fx/ops/conv.py) does not broadcast a one-entry "
+                    "padding list (padding='valid' of EfficientNet's stem arrives as [0]): "
+                    "\"attribute 'pads' [0, 0] has 2 entries; expected 4 for 2 spatial dims\"",
+}
+# Numerical cases, not engine faults (non-strict: they sit at the tolerance): MobileNetV2's
+# float32 gradients are ill-conditioned (BatchNorm over batch 2; eager float32 vs float64
+# already differ by 1.7x the tolerance, conv_stem gradient 1.25e-3 relative apart);
+# nn.Transformer's head.weight gradient at step 1 moves with rounding after AdamW's first
+# step (eager on 1 vs 2 threads: 5.2e-6 apart; ORTModule: 1.6e-5, rel 4e-3, 1 of 3104).
+NUMERICAL: dict[str, str] = {
+    "mobilenet_v2": "ill-conditioned float32 gradients (eager float32 vs float64 exceed "
+                    "the tolerance): conv_stem.conv_3x3 weight gradient rel 1.25e-3",
+    "torch_transformer": "AdamW amplifies rounding: head.weight[55, 15] gradient at step 1 "
+                         "1.6e-5 apart (eager 1 vs 2 threads: 5.2e-6)",
+}
+
+
+def _params() -> list[object]:
+    params: list[object] = []
+    for name in ARCHES:
+        if name in KNOWN_FAILURES:
+            name = pytest.param(name, marks=pytest.mark.xfail(
+                strict=True, reason=KNOWN_FAILURES[name]))
+        elif name in NUMERICAL:
+            name = pytest.param(name, marks=pytest.mark.xfail(strict=False,
+                                                              reason=NUMERICAL[name]))
+        params.append(name)
+    return params
+
+
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """The graph entries ORTModule compiles during the test."""
+    entries: list[object] = []
+    compile_graph = ORTModule._compile
+
+    def recording(self: ORTModule, *args: object, **kwargs: object) -> object:
+        entry = compile_graph(self, *args, **kwargs)
+        entries.append(entry)
+        return entry
+
+    monkeypatch.setattr(ORTModule, "_compile", recording)
+    yield entries
+
+
+def _loss(out: object) -> torch.Tensor:
+    return out if isinstance(out, torch.Tensor) else out.loss
+
+
+def _compare_step(arch: Arch, ort: ORTModule, eager: torch.nn.Module, batch: dict,
+                  what: str) -> None:
+    ort_loss = _loss(ort(**batch))
+    eager_loss = _loss(eager(**batch))
+    torch.testing.assert_close(ort_loss, eager_loss, rtol=RTOL, atol=ATOL,
+                               msg=lambda m: f"{arch.name} loss at {what}: {m}")
+    ort_loss.backward()
+    eager_loss.backward()
+    for (name, got), (_, want) in zip(ort.module.named_parameters(), eager.named_parameters()):
+        assert (got.grad is None) == (want.grad is None), \
+            f"{arch.name} gradient presence of '{name}' at {what}"
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, rtol=RTOL, atol=ATOL,
+                                       msg=lambda m, n=name: f"{arch.name} gradient of "
+                                       f"'{n}' at {what}: {m}")
+
+
+def _check_on_engine(arch: Arch, entries: list[object]) -> list[str]:
+    assert entries, f"{arch.name}: ORTModule compiled no graph"
+    bridged: list[str] = []
+    for entry in entries:
+        if entry.program is None:
+            pytest.fail(f"{arch.name} ran in eager PyTorch (fallback: {entry.fallback_reason})",
+                        pytrace=False)
+        bridged += bridge_nodes(entry.program)
+    return bridged
+
+
+@pytest.mark.parametrize("name", _params())
+def test_zoo_trains_like_eager(name: str, compiled: list[object]) -> None:
+    arch = ARCHES[name]
+    torch.manual_seed(0)
+    eager = arch.build().train()
+    ort = ORTModule(copy.deepcopy(eager))
+    opt_ort = torch.optim.AdamW(ort.parameters(), lr=1e-3)
+    opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bridged ops warn; allowed here
+        for step in range(STEPS):
+            _compare_step(arch, ort, eager, arch.batch(BATCH, arch.size, step), f"step {step}")
+            opt_ort.step()
+            opt_eager.step()
+            opt_ort.zero_grad()
+            opt_eager.zero_grad()
+        _compare_step(arch, ort, eager, arch.batch(arch.other_batch, arch.other_size, 100),
+                      f"size {arch.other_size}, batch {arch.other_batch}")
+    bridged = _check_on_engine(arch, compiled)
+    if bridged:
+        print(f"{arch.name}: {len(bridged)} bridged node(s): {', '.join(bridged[:8])}")
