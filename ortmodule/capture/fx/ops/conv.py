@@ -30,7 +30,10 @@ def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 
     spatial = lw.rank(w) - 2
 
     def per_dim(v: Any) -> list[int]:
-        return [int(v)] * spatial if isinstance(v, int) else [int(a) for a in v]
+        if isinstance(v, int):
+            return [int(v)] * spatial
+        v = [int(a) for a in v]
+        return v * spatial if len(v) == 1 else v  # one entry stands for every axis
 
     pads = per_dim(padding)
     unbatched = lw.rank(x) == lw.rank(w) - 1  # [C, *spatial]: PyTorch adds the batch axis
