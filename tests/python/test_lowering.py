@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from torch import nn
 
-from ortmodule import DebugOptions, ORTModule
+from ortmodule import DebugOptions, FallbackPolicy, ORTModule
 from ortmodule.capture.common import ExportError
 from ortmodule.capture.torch_onnx.sequences import rewrite_sequences
 
@@ -56,10 +56,19 @@ def test_embedding_padding_row_gets_no_gradient() -> None:
                                rtol=1e-6, atol=1e-6)
 
 
-def test_embedding_scale_grad_by_freq_is_reported() -> None:
-    model = ORTModule(nn.Embedding(5, 2, scale_grad_by_freq=True))
+def test_embedding_scale_grad_by_freq_runs_on_pytorch_or_is_refused() -> None:
+    """The engine's Embedding has no frequency scaling: by default the op runs on PyTorch
+    (with eager's gradient); under FallbackPolicy.NEVER the error names the option."""
+    ids = torch.tensor([1, 1, 3])
+    eager = nn.Embedding(5, 2, scale_grad_by_freq=True)
+    ort = ORTModule(copy.deepcopy(eager))
+    ort(ids).square().sum().backward()
+    eager(ids).square().sum().backward()
+    torch.testing.assert_close(ort.module.weight.grad, eager.weight.grad)
+    strict = ORTModule(nn.Embedding(5, 2, scale_grad_by_freq=True),
+                       DebugOptions(fallback=FallbackPolicy.NEVER))
     with pytest.raises(ExportError, match="scale_grad_by_freq"):
-        model(torch.tensor([1, 1, 3]))
+        strict(ids)
 
 
 class Splits(nn.Module):

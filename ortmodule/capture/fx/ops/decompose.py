@@ -20,6 +20,9 @@ from ortmodule.capture.fx.builder import Lowering, UnsupportedOp, translate
 logger = logging.getLogger("ortmodule.decompose")
 
 _MAX_DEPTH = 3  # decompositions of decompositions
+# Ops whose autograd formula is not the gradient of their decomposition: embedding scales
+# by frequency (scale_grad_by_freq) in its own backward only.
+_OWN_GRADIENT = {torch.ops.aten.embedding.default}
 
 
 def _decomposition_table(op: torch._ops.OpOverload) -> dict[Any, Any] | None:
@@ -91,7 +94,7 @@ def _decompose(lw: Lowering, node: Any) -> Any:
     op = node.target
     if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
         return None
-    if lw.decomposing >= _MAX_DEPTH:
+    if lw.decomposing >= _MAX_DEPTH or op in _OWN_GRADIENT:
         return None
     table = _decomposition_table(op)
     if table is None:
