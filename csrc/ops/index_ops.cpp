@@ -198,12 +198,35 @@ void cpu_scatter_elements(OpContext& ctx) {
 }
 
 namespace {
+// max / min, as eager's scatter_reduce amax/amin: each output element's gradient is shared
+// evenly among the inputs equal to it, the data element and the updates alike.
+void grad_scatter_extremum(GradContext& g, const char* gather_op, AttrList gather_attrs,
+                           AttrList add_attrs) {
+  Value* dy = g.output_grad(0);
+  Value* y = g.output(0);
+  Value* data_hit = g.emit("Equal", {g.input(0), y});
+  Value* update_hit =
+      g.emit("Equal", {g.input(2), g.emit(gather_op, {y, g.input(1)}, gather_attrs)});
+  Value* count =
+      g.emit(g.node().op_type,
+             {g.emit("CastLike", {data_hit, dy}), g.input(1), g.emit("CastLike", {update_hit, dy})},
+             add_attrs);
+  Value* share = g.emit("Div", {dy, count});
+  Value* zero = g.scalar_constant(0.0, dy);
+  if (g.needs_grad(0)) g.set_input_grad(0, g.emit("Where", {data_hit, share, zero}));
+  if (g.needs_grad(2))
+    g.set_input_grad(
+        2,
+        g.emit("Where", {update_hit, g.emit(gather_op, {share, g.input(1)}, gather_attrs), zero}));
+}
+
 // Shared by both scatters: none -> the data gradient is dY with the scattered
 // positions zeroed; add -> dY. Updates get dY gathered at their positions.
-void grad_scatter(GradContext& g, const char* gather_op, AttrList attrs) {
+void grad_scatter(GradContext& g, const char* gather_op, AttrList attrs, AttrList add_attrs) {
   const std::string r = g.node().attr_string("reduction", "none");
+  if (r == "max" || r == "min") return grad_scatter_extremum(g, gather_op, attrs, add_attrs);
   if (r != "none" && r != "add")
-    g.fail("gradients through reduction=\"" + r + "\" are not supported (none, add)");
+    g.fail("gradients through reduction=\"" + r + "\" are not supported (none, add, max, min)");
   Value* dy = g.output_grad(0);
   if (g.needs_grad(0)) {
     if (r == "add") {
@@ -224,7 +247,9 @@ void grad_scatter(GradContext& g, const char* gather_op, AttrList attrs) {
 }  // namespace
 
 void grad_scatter_elements(GradContext& g) {
-  grad_scatter(g, "GatherElements", {{"axis", Attribute::make_int(g.node().attr_int("axis", 0))}});
+  const Attribute axis = Attribute::make_int(g.node().attr_int("axis", 0));
+  grad_scatter(g, "GatherElements", {{"axis", axis}},
+               {{"axis", axis}, {"reduction", Attribute::make_string("add")}});
 }
 
 // ---- GatherND(data, indices; batch_dims) ----
@@ -299,7 +324,9 @@ void cpu_scatter_nd(OpContext& ctx) {
   });
 }
 
-void grad_scatter_nd(GradContext& g) { grad_scatter(g, "GatherND", {}); }
+void grad_scatter_nd(GradContext& g) {
+  grad_scatter(g, "GatherND", {}, {{"reduction", Attribute::make_string("add")}});
+}
 
 // ---- NonZero(x) ----
 

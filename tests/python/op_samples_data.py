@@ -175,6 +175,13 @@ DATA_SAMPLES: dict[str, list[Sample]] = {
           attrs={"reduction": "add"}, order=["x", "i", "u"], opset=16),
         S({"x": i64([[0, 0, 0]]), "u": i64([[7, 9]])}, constants={"i": i64([[2, 0]])},
           attrs={"axis": 1}, order=["x", "i", "u"], opset=16),
+        # max / min: the gradient goes to the data element or the updates equal to the result.
+        S({"x": rand(3, 4), "u": rand(3, 3)}, constants={"i": i64([[1, 3, 1], [0, 2, 2],
+                                                                   [3, 0, 0]])},
+          attrs={"axis": 1, "reduction": "max"}, order=["x", "i", "u"], opset=18),
+        S({"x": rand(3, 2), "u": rand(4, 2)}, constants={"i": i64([[2, 0], [2, 1], [0, 0],
+                                                                   [1, 1]])},
+          attrs={"reduction": "min"}, order=["x", "i", "u"], opset=18),
     ],
     "GatherND": [
         S({"x": rand(3, 4, 2)}, constants={"i": i64([[0, 1], [2, -1], [1, 0]])},
@@ -189,6 +196,8 @@ DATA_SAMPLES: dict[str, list[Sample]] = {
           order=["x", "i", "u"], opset=16),
         S({"x": rand(3, 3), "u": rand(3)}, constants={"i": i64([[0, 1], [2, 2], [0, 1]])},
           attrs={"reduction": "add"}, order=["x", "i", "u"], opset=16),
+        S({"x": rand(4, 3), "u": rand(3, 3)}, constants={"i": i64([[3], [1], [3]])},
+          attrs={"reduction": "max"}, order=["x", "i", "u"], opset=18),
     ],
     # Coordinates of the non-zero elements, row-major: NaN counts, -0.0 does not; none at all,
     # an empty input and scalars ([0, n]).

@@ -24,6 +24,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     recurrent,
     reductions,
     resampling,
+    scatter,
     shapes,
     views,
 )

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
-from ortmodule.capture.fx.ops.common import _axis, aten
+from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import register
 
 
@@ -60,8 +60,9 @@ def _gather(lw: Lowering, node: Any, x: Any, dim: int, index: Any,
 
 @register(aten.index.Tensor)
 def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
-    """Advanced indexing: one index tensor is a Gather along its dimension; index tensors
-    on the leading dimensions are one GatherND over their broadcast shape."""
+    """Advanced indexing: one index tensor is a Gather along its dimension; several are one
+    GatherND over their broadcast shape, the indexed dimensions moved first (and the result's
+    index dimensions moved back where adjacent index tensors stood, as eager lays it out)."""
     positions = [k for k, i in enumerate(indices) if i is not None]
     if any(lw.dtype_of(indices[k]) == torch.bool for k in positions):
         raise UnsupportedOp(f"indexing with a boolean mask has a data-dependent shape; "
@@ -70,10 +71,6 @@ def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
     if len(positions) == 1:
         return lw.op("Gather", [value, lw.tensor(indices[positions[0]], torch.int64)],
                      axis=positions[0])
-    if positions != list(range(len(positions))):
-        raise UnsupportedOp(f"indexing with tensors on non-leading dimensions "
-                          f"({len(positions)} index tensors at {positions}) has no fx "
-                          f"translation; {FALLBACK_HINT}")
     index_values = []
     for k in positions:
         v = lw.tensor(indices[k], torch.int64)
@@ -88,4 +85,18 @@ def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
     shape = lw.op("Shape", [total])
     stacked = [lw.op("Unsqueeze", [lw.op("Expand", [v, shape]), lw.ints([-1])])
                for v in index_values]
-    return lw.op("GatherND", [value, lw.op("Concat", stacked, axis=-1)])
+    # The indexed dimensions move first; GatherND gives [index shape, other dimensions].
+    rank = lw.rank(x)
+    rest = [d for d in range(rank) if d not in positions]
+    perm = positions + rest
+    if perm != list(range(rank)):
+        value = lw.op("Transpose", [value], perm=perm)
+    y = lw.op("GatherND", [value, lw.op("Concat", stacked, axis=-1)])
+    first = positions[0]
+    if first and positions == list(range(first, first + len(positions))):
+        # Adjacent index tensors: eager puts the index shape where they stood.
+        index_rank = _out(node).dim() - len(rest)
+        y = lw.op("Transpose", [y], perm=list(range(index_rank, index_rank + first))
+                  + list(range(index_rank)) + list(range(index_rank + first,
+                                                         index_rank + len(rest))))
+    return y
