@@ -42,10 +42,13 @@ def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
 
 
 def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-          calls: dict[int, Any], bridge: bool = False) -> tuple[onnx.ModelProto, int]:
+          calls: dict[int, Any], bridge: bool = False,
+          values: dict[torch.fx.Node, Any] | None = None) -> tuple[onnx.ModelProto, int]:
     """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
     and the number of nodes in checkpoint regions. With ``bridge``, ops without a
-    translation run on PyTorch as TorchCall nodes."""
+    translation run on PyTorch as TorchCall nodes. ``values``, when given, receives the
+    value of every FX node (an ONNX value name, a list of them, or a Python number): what
+    ``ortmodule.debug`` cuts the graph at."""
     casts = autocast.insert_casts(program.graph_module)
     if casts:
         logger.debug("autocast: %d casts made explicit", casts)
@@ -93,6 +96,8 @@ def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
             raise ExportError(f"the fx exporter does not support program inputs of kind "
                               f"{spec.kind.name} ({node.name}); {FALLBACK_HINT}")
     outputs = translate(lowering, program.graph, None)
+    if values is not None:
+        values.update(lowering.env)
     user = [i for i, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
     if len(user) != len(signature.output_specs):
         kinds = {s.kind.name for s in signature.output_specs} - {"USER_OUTPUT"}
