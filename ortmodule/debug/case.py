@@ -65,13 +65,13 @@ class Case:
         from ortmodule import _C
 
         with torch.enable_grad():
-            wrt = [n for n, t in self.inputs.items() if t.is_floating_point()]
+            wrt = [n for n, t in self.inputs.items() if t.requires_grad]
             program = _C.Program(self.onnx_bytes, [], wrt, [],
                                  graph_optimizations=self.graph_optimizations)
             feed = {n: t.detach().clone().requires_grad_(n in wrt) for n, t in self.inputs.items()}
             got_values = dict(zip(program.output_names,
                                   _C.run(program, [feed[n] for n in program.input_names])))
-            ref_inputs = [_leaf(v) for v in self.reference_inputs]
+            ref_inputs = [leaf(v) for v in self.reference_inputs]
             ref_out = reference_function(self.reference_code, self.root)(*ref_inputs)
             mismatches: list[Mismatch] = []
             got_list, want_list = [], []
@@ -157,12 +157,12 @@ class Case:
                     meta["nodes"], meta["ops"], meta["sources"], meta["seed"])
 
 
-def _leaf(value: Any) -> Any:
+def leaf(value: Any) -> Any:
+    """A fresh copy of a recorded value, requiring grad where eager's value did."""
     if isinstance(value, tuple):
-        return tuple(_leaf(v) for v in value)
+        return tuple(leaf(v) for v in value)
     if isinstance(value, torch.Tensor):
-        t = value.detach().clone()
-        return t.requires_grad_(t.is_floating_point())
+        return value.detach().clone().requires_grad_(value.requires_grad)
     return value
 
 

@@ -28,10 +28,11 @@ from onnx import helper
 from torch.export.graph_signature import InputKind
 
 from ortmodule import _schema
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx import lower as fx
 from ortmodule.capture.fx.builder import onnx_dtype, source_line
 from ortmodule.capture.trace import trace
-from ortmodule.debug.case import Case, GradInput, Output
+from ortmodule.debug.case import Case, GradInput, Output, leaf, reference_function
 from ortmodule.debug.compare import Mismatch
 from ortmodule.options import DebugOptions, FallbackPolicy
 
@@ -161,25 +162,39 @@ class _Cutter:
                 element = k if isinstance(names, list) else None
                 label = node.name if element is None else f"{node.name}[{k}]"
                 outputs.append(Output(f"{label} ({node.target})", name, i, element))
+        cut = [a for a in _inputs_of(seg) if a not in inside]
+        code = _reference_code(self.program, seg, cut, outs)
         nodes, used = self._closure([o.onnx_name for o in outputs], fed)
         rename = self._input_names(nodes, used, labels)
-        model = self._model(nodes, used, fed, rename, outputs, outs)
-        cut = [a for a in _inputs_of(seg) if a not in inside]
+        model = self._model(nodes, used, fed, rename, outputs, outs,
+                            self._differentiable(code, cut, outputs))
         grads = []
         for i, a in enumerate(cut):
             names = _onnx_names(self.values.get(a))
             for k, t in enumerate(_elements(self.eager[a])):
-                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                if isinstance(t, torch.Tensor) and t.requires_grad:
                     name = names[k] if k < len(names) else None
                     element = k if isinstance(self.eager[a], tuple) else None
                     label = a.name if element is None else f"{a.name}[{k}]"
                     grads.append(GradInput(label, rename.get(name) if name in used else None,
                                            i, element))
         return Case(model.SerializeToString(), {rename[n]: fed[n] for n in used},
-                    _reference_code(self.program, seg, cut, outs),
-                    [self.eager[a] for a in cut], outputs, grads, self.graph_optimizations,
+                    code, [self.eager[a] for a in cut], outputs, grads, self.graph_optimizations,
                     [n.name for n in seg], [str(n.target) for n in seg],
                     [source_line(n) for n in seg], root=self.program.graph_module)
+
+    def _differentiable(self, code: str, cut: list[torch.fx.Node],
+                        outputs: list[Output]) -> list[bool]:
+        """Per output, whether eager PyTorch differentiates it (not a statistic such as
+        BatchNorm's saved mean): the subgraph stops the gradient of the others."""
+        with torch.enable_grad():
+            ref = reference_function(code, self.program.graph_module)(
+                *[leaf(self.eager[a]) for a in cut])
+        flags = []
+        for out in outputs:
+            value = _pick(ref[out.index], out.element)
+            flags.append(isinstance(value, torch.Tensor) and value.requires_grad)
+        return flags
 
     def _input_names(self, nodes: list[int], used: list[str],
                      labels: dict[str, str]) -> dict[str, str]:
@@ -225,7 +240,7 @@ class _Cutter:
 
     def _model(self, nodes: list[int], used: list[str], fed: dict[str, torch.Tensor],
                rename: dict[str, str], outputs: list[Output],
-               outs_nodes: list[torch.fx.Node]) -> onnx.ModelProto:
+               outs_nodes: list[torch.fx.Node], differentiable: list[bool]) -> onnx.ModelProto:
         body = []
         for k in nodes:
             node = onnx.NodeProto()
@@ -239,15 +254,17 @@ class _Cutter:
         outs = []
         taken: set[str] = set()
         for k, out in enumerate(outputs):
-            if out.onnx_name in fed or out.onnx_name in taken:
+            want = _pick(self.eager[outs_nodes[out.index]], out.element)
+            stop = want.is_floating_point() and not differentiable[k]
+            if out.onnx_name in fed or out.onnx_name in taken or stop:
                 # A node whose value is its input's (a view lowered to nothing): the output
-                # is that value, through an Identity.
+                # is that value, through an Identity; a statistic stops the gradient.
                 name = f"repro_output_{k}"
-                body.append(helper.make_node("Identity", [rename.get(out.onnx_name,
-                                                                     out.onnx_name)], [name]))
+                body.append(helper.make_node("StopGradient" if stop else "Identity",
+                                             [rename.get(out.onnx_name, out.onnx_name)],
+                                             [name], domain=OWN_DOMAIN if stop else None))
                 out.onnx_name = name
             taken.add(out.onnx_name)
-            want = _pick(self.eager[outs_nodes[out.index]], out.element)
             outs.append(helper.make_tensor_value_info(out.onnx_name, onnx_dtype(want.dtype),
                                                       list(want.shape)))
         sub = helper.make_graph(body, "ortmodule_repro", inputs, outs, initializer=inits)
@@ -342,14 +359,16 @@ def _record(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
                 recorded[n] = _snapshot(out)
             return out
 
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    # With gradients on, so that each value says whether eager differentiates it.
+    with torch.enable_grad(), torch.random.fork_rng(devices=[]):
         Recorder(program.graph_module).run(*[_snapshot(t) for t in flat])
     return recorded
 
 
 def _snapshot(value: Any) -> Any:
+    """A copy of ``value`` that keeps whether it requires grad."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return value.detach().clone().requires_grad_(value.requires_grad)
     if isinstance(value, (tuple, list)):
         return tuple(_snapshot(v) for v in value)
     return value
