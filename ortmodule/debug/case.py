@@ -66,11 +66,13 @@ class Case:
 
         with torch.enable_grad():
             wrt = [n for n, t in self.inputs.items() if t.requires_grad]
-            program = _C.Program(self.onnx_bytes, [], wrt, [],
-                                 graph_optimizations=self.graph_optimizations)
+            program = _C.Program(
+                self.onnx_bytes, [], wrt, [], graph_optimizations=self.graph_optimizations
+            )
             feed = {n: t.detach().clone().requires_grad_(n in wrt) for n, t in self.inputs.items()}
-            got_values = dict(zip(program.output_names,
-                                  _C.run(program, [feed[n] for n in program.input_names])))
+            got_values = dict(
+                zip(program.output_names, _C.run(program, [feed[n] for n in program.input_names]))
+            )
             ref_inputs = [leaf(v) for v in self.reference_inputs]
             ref_out = reference_function(self.reference_code, self.root)(*ref_inputs)
             mismatches: list[Mismatch] = []
@@ -86,9 +88,16 @@ class Case:
             mismatches += self._gradients(got_list, want_list, feed, wrt, ref_inputs, rtol, atol)
         return mismatches
 
-    def _gradients(self, got: list[torch.Tensor], want: list[Any], feed: dict[str, torch.Tensor],
-                   wrt: list[str], ref_inputs: list[Any], rtol: float,
-                   atol: float) -> list[Mismatch]:
+    def _gradients(
+        self,
+        got: list[torch.Tensor],
+        want: list[Any],
+        feed: dict[str, torch.Tensor],
+        wrt: list[str],
+        ref_inputs: list[Any],
+        rtol: float,
+        atol: float,
+    ) -> list[Mismatch]:
         gen = torch.Generator().manual_seed(self.seed)
         got_outs, got_cots, want_outs, want_cots = [], [], [], []
         for g, w in zip(got, want):
@@ -105,11 +114,16 @@ class Case:
                 want_cots.append(cot)
         engine: dict[str, torch.Tensor | None] = {}
         if got_outs and wrt:
-            grads = torch.autograd.grad(got_outs, [feed[n] for n in wrt], got_cots,
-                                        allow_unused=True)
+            grads = torch.autograd.grad(
+                got_outs, [feed[n] for n in wrt], got_cots, allow_unused=True
+            )
             engine = dict(zip(wrt, grads))
-        leaves = [t for v in ref_inputs for t in (v if isinstance(v, tuple) else (v,))
-                  if isinstance(t, torch.Tensor) and t.requires_grad]
+        leaves = [
+            t
+            for v in ref_inputs
+            for t in (v if isinstance(v, tuple) else (v,))
+            if isinstance(t, torch.Tensor) and t.requires_grad
+        ]
         eager: dict[int, torch.Tensor | None] = {}
         if want_outs and leaves:
             grads = torch.autograd.grad(want_outs, leaves, want_cots, allow_unused=True)
@@ -117,9 +131,13 @@ class Case:
         mismatches = []
         for entry in self.grads:
             leaf = _pick(ref_inputs, entry.index, entry.element)
-            bad = compare(f"gradient of {entry.label}",
-                          engine.get(entry.onnx_name) if entry.onnx_name else None,
-                          eager.get(id(leaf)), rtol, atol)
+            bad = compare(
+                f"gradient of {entry.label}",
+                engine.get(entry.onnx_name) if entry.onnx_name else None,
+                eager.get(id(leaf)),
+                rtol,
+                atol,
+            )
             if bad is not None:
                 mismatches.append(bad)
         return mismatches
@@ -129,16 +147,24 @@ class Case:
     def save(self, folder: str) -> None:
         with open(os.path.join(folder, "model.onnx"), "wb") as f:
             f.write(self.onnx_bytes)
-        torch.save({"inputs": self.inputs, "reference_inputs": self.reference_inputs},
-                   os.path.join(folder, "inputs.pt"))
+        torch.save(
+            {"inputs": self.inputs, "reference_inputs": self.reference_inputs},
+            os.path.join(folder, "inputs.pt"),
+        )
         with open(os.path.join(folder, "reference.py"), "w") as f:
-            f.write("# The PyTorch ops the subgraph in model.onnx was lowered from "
-                    "(torch.fx code).\n")
+            f.write(
+                "# The PyTorch ops the subgraph in model.onnx was lowered from (torch.fx code).\n"
+            )
             f.write(self.reference_code)
-        meta = {"nodes": self.nodes, "ops": self.ops, "sources": self.sources,
-                "graph_optimizations": self.graph_optimizations, "seed": self.seed,
-                "outputs": [vars(o) for o in self.outputs],
-                "grads": [vars(g) for g in self.grads]}
+        meta = {
+            "nodes": self.nodes,
+            "ops": self.ops,
+            "sources": self.sources,
+            "graph_optimizations": self.graph_optimizations,
+            "seed": self.seed,
+            "outputs": [vars(o) for o in self.outputs],
+            "grads": [vars(g) for g in self.grads],
+        }
         with open(os.path.join(folder, "case.json"), "w") as f:
             json.dump(meta, f, indent=1)
 
@@ -151,10 +177,19 @@ class Case:
             code = f.read()
         with open(os.path.join(folder, "case.json")) as f:
             meta = json.load(f)
-        return Case(onnx_bytes, tensors["inputs"], code, tensors["reference_inputs"],
-                    [Output(**o) for o in meta["outputs"]],
-                    [GradInput(**g) for g in meta["grads"]], meta["graph_optimizations"],
-                    meta["nodes"], meta["ops"], meta["sources"], meta["seed"])
+        return Case(
+            onnx_bytes,
+            tensors["inputs"],
+            code,
+            tensors["reference_inputs"],
+            [Output(**o) for o in meta["outputs"]],
+            [GradInput(**g) for g in meta["grads"]],
+            meta["graph_optimizations"],
+            meta["nodes"],
+            meta["ops"],
+            meta["sources"],
+            meta["seed"],
+        )
 
 
 def leaf(value: Any) -> Any:

@@ -55,16 +55,26 @@ class Finding:
         if self.alone:
             head = f"node {c.nodes[0]} ({c.ops[0]}, from {where}) differs from eager by itself"
             if len(self.failing_alone) > 1:
-                head += (f" (as do {len(self.failing_alone) - 1} later nodes: "
-                         f"{', '.join(self.failing_alone[1:6])})")
+                head += (
+                    f" (as do {len(self.failing_alone) - 1} later nodes: "
+                    f"{', '.join(self.failing_alone[1:6])})"
+                )
         else:
-            head = (f"no node differs by itself; the {len(c.nodes)} nodes {c.nodes[0]} .. "
-                    f"{c.nodes[-1]} (from {where}) do together")
+            head = (
+                f"no node differs by itself; the {len(c.nodes)} nodes {c.nodes[0]} .. "
+                f"{c.nodes[-1]} (from {where}) do together"
+            )
         return head + "".join(f"\n  {m}" for m in self.mismatches[:8])
 
 
-def minify_call(module: torch.nn.Module, args: tuple, kwargs: dict, options: DebugOptions,
-                rtol: float, atol: float) -> Finding | None:
+def minify_call(
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    options: DebugOptions,
+    rtol: float,
+    atol: float,
+) -> Finding | None:
     """The smallest subgraph of the call's lowered graph that differs from eager PyTorch,
     or None where the whole graph, cut the same way, does not differ (the difference comes
     from elsewhere: another lowering, randomness)."""
@@ -73,27 +83,36 @@ def minify_call(module: torch.nn.Module, args: tuple, kwargs: dict, options: Deb
     with trace(module, in_spec, tensors, verbose=False, dynamic=False) as traced:
         values: dict[torch.fx.Node, Any] = {}
         bridge = FallbackPolicy.UNSUPPORTED_OP in options.fallback
-        model, _ = fx.lower(traced.program, traced.wrapper, traced.session.calls, bridge=bridge,
-                            values=values)
-        graph = _Cutter(traced.program, traced.wrapper, traced.args, model, values,
-                        options.graph_optimizations)
+        model, _ = fx.lower(
+            traced.program, traced.wrapper, traced.session.calls, bridge=bridge, values=values
+        )
+        graph = _Cutter(
+            traced.program, traced.wrapper, traced.args, model, values, options.graph_optimizations
+        )
         return graph.search(rtol, atol)
 
 
 class _Cutter:
     """The lowered graph and the eager value of every top-level FX node of the program."""
 
-    def __init__(self, program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-                 args: tuple[torch.Tensor, ...], model: onnx.ModelProto,
-                 values: dict[torch.fx.Node, Any], graph_optimizations: bool) -> None:
+    def __init__(
+        self,
+        program: torch.export.ExportedProgram,
+        wrapper: torch.nn.Module,
+        args: tuple[torch.Tensor, ...],
+        model: onnx.ModelProto,
+        values: dict[torch.fx.Node, Any],
+        graph_optimizations: bool,
+    ) -> None:
         self.program = program
         self.model = model
         self.values = values
         self.graph_optimizations = graph_optimizations
         self.eager = _record(program, wrapper, args)
         self.order = {n: k for k, n in enumerate(program.graph.nodes)}
-        self.nodes = [n for n in program.graph.nodes
-                      if n.op == "call_function" and _onnx_names(values.get(n))]
+        self.nodes = [
+            n for n in program.graph.nodes if n.op == "call_function" and _onnx_names(values.get(n))
+        ]
         self.producer = {out: k for k, n in enumerate(model.graph.node) for out in n.output}
         self.initializers = {i.name: i for i in model.graph.initializer}
         self.checked = 0
@@ -111,19 +130,19 @@ class _Cutter:
                 failing.append(result)
         if failing:
             case, mismatches = failing[0]
-            return Finding(case, mismatches, True, [c.nodes[0] for c, _ in failing],
-                           self.checked)
-        fails = lambda s, e: bool((r := self._try(self.nodes[s:e + 1], rtol, atol)) and r[1])
+            return Finding(case, mismatches, True, [c.nodes[0] for c, _ in failing], self.checked)
+        fails = lambda s, e: bool((r := self._try(self.nodes[s : e + 1], rtol, atol)) and r[1])
         last = len(self.nodes) - 1
         if last < 0 or not fails(0, last):
             return None
         end = _first_true(0, last, lambda e: fails(0, e))
         start = _last_true(0, end, lambda s: fails(s, end))
-        case, mismatches = self._try(self.nodes[start:end + 1], rtol, atol)  # type: ignore[misc]
+        case, mismatches = self._try(self.nodes[start : end + 1], rtol, atol)  # type: ignore[misc]
         return Finding(case, mismatches, False, [], self.checked)
 
-    def _try(self, seg: list[torch.fx.Node], rtol: float,
-             atol: float) -> tuple[Case, list[Mismatch]] | None:
+    def _try(
+        self, seg: list[torch.fx.Node], rtol: float, atol: float
+    ) -> tuple[Case, list[Mismatch]] | None:
         """The case of ``seg`` and what differs; None where it cannot be run alone."""
         self.checked += 1
         try:
@@ -133,8 +152,13 @@ class _Cutter:
             # A subgraph the engine cannot run by itself (a node reading a value the cut
             # does not provide): no verdict on it, the search goes on without it.
             self.unchecked += 1
-            logger.info("minify: %s .. %s not checked alone: %s: %s", seg[0].name,
-                         seg[-1].name, type(e).__name__, e)
+            logger.info(
+                "minify: %s .. %s not checked alone: %s: %s",
+                seg[0].name,
+                seg[-1].name,
+                type(e).__name__,
+                e,
+            )
             return None
 
     # ---- cutting ----
@@ -166,8 +190,9 @@ class _Cutter:
         code = _reference_code(self.program, seg, cut, outs)
         nodes, used = self._closure([o.onnx_name for o in outputs], fed)
         rename = self._input_names(nodes, used, labels)
-        model = self._model(nodes, used, fed, rename, outputs, outs,
-                            self._differentiable(code, cut, outputs))
+        model = self._model(
+            nodes, used, fed, rename, outputs, outs, self._differentiable(code, cut, outputs)
+        )
         grads = []
         for i, a in enumerate(cut):
             names = _onnx_names(self.values.get(a))
@@ -176,28 +201,41 @@ class _Cutter:
                     name = names[k] if k < len(names) else None
                     element = k if isinstance(self.eager[a], tuple) else None
                     label = a.name if element is None else f"{a.name}[{k}]"
-                    grads.append(GradInput(label, rename.get(name) if name in used else None,
-                                           i, element))
-        return Case(model.SerializeToString(), {rename[n]: fed[n] for n in used},
-                    code, [self.eager[a] for a in cut], outputs, grads, self.graph_optimizations,
-                    [n.name for n in seg], [str(n.target) for n in seg],
-                    [source_line(n) for n in seg], root=self.program.graph_module)
+                    grads.append(
+                        GradInput(label, rename.get(name) if name in used else None, i, element)
+                    )
+        return Case(
+            model.SerializeToString(),
+            {rename[n]: fed[n] for n in used},
+            code,
+            [self.eager[a] for a in cut],
+            outputs,
+            grads,
+            self.graph_optimizations,
+            [n.name for n in seg],
+            [str(n.target) for n in seg],
+            [source_line(n) for n in seg],
+            root=self.program.graph_module,
+        )
 
-    def _differentiable(self, code: str, cut: list[torch.fx.Node],
-                        outputs: list[Output]) -> list[bool]:
+    def _differentiable(
+        self, code: str, cut: list[torch.fx.Node], outputs: list[Output]
+    ) -> list[bool]:
         """Per output, whether eager PyTorch differentiates it (not a statistic such as
         BatchNorm's saved mean): the subgraph stops the gradient of the others."""
         with torch.enable_grad():
             ref = reference_function(code, self.program.graph_module)(
-                *[leaf(self.eager[a]) for a in cut])
+                *[leaf(self.eager[a]) for a in cut]
+            )
         flags = []
         for out in outputs:
             value = _pick(ref[out.index], out.element)
             flags.append(isinstance(value, torch.Tensor) and value.requires_grad)
         return flags
 
-    def _input_names(self, nodes: list[int], used: list[str],
-                     labels: dict[str, str]) -> dict[str, str]:
+    def _input_names(
+        self, nodes: list[int], used: list[str], labels: dict[str, str]
+    ) -> dict[str, str]:
         """The subgraph's input names: the FX node each one's value comes from."""
         taken = {o for k in nodes for o in self.model.graph.node[k].output}
         taken |= set(self.initializers)
@@ -210,8 +248,9 @@ class _Cutter:
             rename[v] = name
         return rename
 
-    def _closure(self, outputs: list[str], fed: dict[str, torch.Tensor]
-                 ) -> tuple[list[int], list[str]]:
+    def _closure(
+        self, outputs: list[str], fed: dict[str, torch.Tensor]
+    ) -> tuple[list[int], list[str]]:
         """The ONNX nodes computing ``outputs`` back to fed values and constants (in graph
         order), and the fed values they read (in order of first use)."""
         needed: set[int] = set()
@@ -238,9 +277,16 @@ class _Cutter:
                 used.append(o)
         return nodes, used
 
-    def _model(self, nodes: list[int], used: list[str], fed: dict[str, torch.Tensor],
-               rename: dict[str, str], outputs: list[Output],
-               outs_nodes: list[torch.fx.Node], differentiable: list[bool]) -> onnx.ModelProto:
+    def _model(
+        self,
+        nodes: list[int],
+        used: list[str],
+        fed: dict[str, torch.Tensor],
+        rename: dict[str, str],
+        outputs: list[Output],
+        outs_nodes: list[torch.fx.Node],
+        differentiable: list[bool],
+    ) -> onnx.ModelProto:
         body = []
         for k in nodes:
             node = onnx.NodeProto()
@@ -249,8 +295,10 @@ class _Cutter:
             body.append(node)
         reads = {v for n in body for v in n.input}
         inits = [self.initializers[v] for v in sorted(reads) if v in self.initializers]
-        inputs = [helper.make_tensor_value_info(rename[v], onnx_dtype(fed[v].dtype),
-                                                list(fed[v].shape)) for v in used]
+        inputs = [
+            helper.make_tensor_value_info(rename[v], onnx_dtype(fed[v].dtype), list(fed[v].shape))
+            for v in used
+        ]
         outs = []
         taken: set[str] = set()
         for k, out in enumerate(outputs):
@@ -260,16 +308,25 @@ class _Cutter:
                 # A node whose value is its input's (a view lowered to nothing): the output
                 # is that value, through an Identity; a statistic stops the gradient.
                 name = f"repro_output_{k}"
-                body.append(helper.make_node("StopGradient" if stop else "Identity",
-                                             [rename.get(out.onnx_name, out.onnx_name)],
-                                             [name], domain=OWN_DOMAIN if stop else None))
+                body.append(
+                    helper.make_node(
+                        "StopGradient" if stop else "Identity",
+                        [rename.get(out.onnx_name, out.onnx_name)],
+                        [name],
+                        domain=OWN_DOMAIN if stop else None,
+                    )
+                )
                 out.onnx_name = name
             taken.add(out.onnx_name)
-            outs.append(helper.make_tensor_value_info(out.onnx_name, onnx_dtype(want.dtype),
-                                                      list(want.shape)))
+            outs.append(
+                helper.make_tensor_value_info(
+                    out.onnx_name, onnx_dtype(want.dtype), list(want.shape)
+                )
+            )
         sub = helper.make_graph(body, "ortmodule_repro", inputs, outs, initializer=inits)
-        model = helper.make_model(sub, opset_imports=list(self.model.opset_import),
-                                  producer_name="ortmodule.debug")
+        model = helper.make_model(
+            sub, opset_imports=list(self.model.opset_import), producer_name="ortmodule.debug"
+        )
         model.ir_version = self.model.ir_version
         return model
 
@@ -321,8 +378,12 @@ def _inputs_of(seg: list[torch.fx.Node]) -> list[torch.fx.Node]:
     return seen
 
 
-def _reference_code(program: torch.export.ExportedProgram, seg: list[torch.fx.Node],
-                    cut: list[torch.fx.Node], outs: list[torch.fx.Node]) -> str:
+def _reference_code(
+    program: torch.export.ExportedProgram,
+    seg: list[torch.fx.Node],
+    cut: list[torch.fx.Node],
+    outs: list[torch.fx.Node],
+) -> str:
     """torch.fx code running ``seg`` on PyTorch from ``cut``'s values."""
     g = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {a: g.placeholder(a.name) for a in cut}
@@ -335,8 +396,9 @@ def _reference_code(program: torch.export.ExportedProgram, seg: list[torch.fx.No
     return torch.fx.GraphModule(program.graph_module, g).code
 
 
-def _record(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-            args: tuple[torch.Tensor, ...]) -> dict[torch.fx.Node, Any]:
+def _record(
+    program: torch.export.ExportedProgram, wrapper: torch.nn.Module, args: tuple[torch.Tensor, ...]
+) -> dict[torch.fx.Node, Any]:
     """The eager value of every top-level node of ``program`` run on ``args``."""
     params = dict(wrapper.named_parameters(remove_duplicate=False))
     buffers = dict(wrapper.named_buffers(remove_duplicate=False))

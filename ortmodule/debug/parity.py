@@ -40,11 +40,14 @@ class ParityReport:
         if len(self.mismatches) > 10:
             lines.append(f"  and {len(self.mismatches) - 10} more")
         if self.finding is not None:
-            lines.append("smallest failing subgraph: " + textwrap.indent(
-                str(self.finding), "  ").lstrip())
+            lines.append(
+                "smallest failing subgraph: " + textwrap.indent(str(self.finding), "  ").lstrip()
+            )
         elif self.repro is None:
-            lines.append("the minifier found no subgraph of the fx lowering that differs "
-                         "(a difference of the torch.onnx lowering, or randomness in the model)")
+            lines.append(
+                "the minifier found no subgraph of the fx lowering that differs "
+                "(a difference of the torch.onnx lowering, or randomness in the model)"
+            )
         if self.repro is not None:
             lines.append(f"repro: python {os.path.join(self.repro, 'repro.py')}")
         return "\n".join(lines)
@@ -58,10 +61,17 @@ class ParityError(RuntimeError):
         self.report = report
 
 
-def check_parity(model: torch.nn.Module, *args: Any, rtol: float = 1e-4, atol: float = 1e-5,
-                 minify: bool = True, path: str | os.PathLike | None = None,
-                 debug_options: DebugOptions | None = None, seed: int = 0,
-                 **kwargs: Any) -> ParityReport:
+def check_parity(
+    model: torch.nn.Module,
+    *args: Any,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    minify: bool = True,
+    path: str | os.PathLike | None = None,
+    debug_options: DebugOptions | None = None,
+    seed: int = 0,
+    **kwargs: Any,
+) -> ParityReport:
     """Runs ``model(*args, **kwargs)`` on copies of the model in eager PyTorch and under
     ORTModule and compares the outputs and, where gradients are enabled, the gradients of a
     random cotangent (``seed``) with respect to every parameter that requires grad and every
@@ -90,19 +100,31 @@ def check_parity(model: torch.nn.Module, *args: Any, rtol: float = 1e-4, atol: f
     _schema.flatten(want, want_flat)
     _schema.flatten(got, got_flat)
     if len(got_flat) != len(want_flat):
-        raise RuntimeError(f"ORTModule returned {len(got_flat)} tensors where eager PyTorch "
-                           f"returned {len(want_flat)}")
+        raise RuntimeError(
+            f"ORTModule returned {len(got_flat)} tensors where eager PyTorch "
+            f"returned {len(want_flat)}"
+        )
     for k, (g, w) in enumerate(zip(got_flat, want_flat)):
         bad = compare(f"output {k}", g, w, rtol, atol)
         if bad is not None:
             report.mismatches.append(bad)
     if torch.is_grad_enabled():
-        report.mismatches += _gradients(got_flat, want_flat, ort, eager, (o_args, o_kwargs),
-                                        (e_args, e_kwargs), seed, rtol, atol)
+        report.mismatches += _gradients(
+            got_flat,
+            want_flat,
+            ort,
+            eager,
+            (o_args, o_kwargs),
+            (e_args, e_kwargs),
+            seed,
+            rtol,
+            atol,
+        )
     if report.ok or not minify:
         return report
-    report.finding = minify_call(copy.deepcopy(module), *_fresh((args, kwargs)), options, rtol,
-                                 atol)
+    report.finding = minify_call(
+        copy.deepcopy(module), *_fresh((args, kwargs)), options, rtol, atol
+    )
     if report.finding is not None:
         from ortmodule.debug.repro import write_repro
 
@@ -111,21 +133,38 @@ def check_parity(model: torch.nn.Module, *args: Any, rtol: float = 1e-4, atol: f
     return report
 
 
-def check_call(module: torch.nn.Module, args: tuple, kwargs: dict,
-               options: DebugOptions) -> None:
+def check_call(module: torch.nn.Module, args: tuple, kwargs: dict, options: DebugOptions) -> None:
     """The first-call check of ``DebugOptions(minify=True)``: raises ParityError naming the
     smallest failing subgraph and its repro where the call differs from eager PyTorch."""
-    report = check_parity(module, *args, rtol=options.parity_rtol, atol=options.parity_atol,
-                          debug_options=options, **kwargs)
+    report = check_parity(
+        module,
+        *args,
+        rtol=options.parity_rtol,
+        atol=options.parity_atol,
+        debug_options=options,
+        **kwargs,
+    )
     if not report.ok:
         raise ParityError(report)
-    logger.info("%s: outputs and gradients match eager PyTorch (rtol=%g, atol=%g)",
-                type(module).__name__, options.parity_rtol, options.parity_atol)
+    logger.info(
+        "%s: outputs and gradients match eager PyTorch (rtol=%g, atol=%g)",
+        type(module).__name__,
+        options.parity_rtol,
+        options.parity_atol,
+    )
 
 
-def _gradients(got: list[torch.Tensor], want: list[torch.Tensor], ort: torch.nn.Module,
-               eager: torch.nn.Module, got_inputs: Any, want_inputs: Any, seed: int, rtol: float,
-               atol: float) -> list[Mismatch]:
+def _gradients(
+    got: list[torch.Tensor],
+    want: list[torch.Tensor],
+    ort: torch.nn.Module,
+    eager: torch.nn.Module,
+    got_inputs: Any,
+    want_inputs: Any,
+    seed: int,
+    rtol: float,
+    atol: float,
+) -> list[Mismatch]:
     gen = torch.Generator().manual_seed(seed)
     pairs = []
     for g, w in zip(got, want):
@@ -143,10 +182,16 @@ def _gradients(got: list[torch.Tensor], want: list[torch.Tensor], ort: torch.nn.
     got_leaves = [got_params[n] for n in names] + [got_in[k] for k in inputs]
     want_leaves = [want_params[n] for n in names] + [want_in[k] for k in inputs]
     labels = [f"gradient of '{n}'" for n in names] + [f"gradient of input {k}" for k in inputs]
-    got_grads = _grad([g for g, _, _ in pairs if g.requires_grad],
-                      [c for g, _, c in pairs if g.requires_grad], got_leaves)
-    want_grads = _grad([w for _, w, _ in pairs if w.requires_grad],
-                       [c for _, w, c in pairs if w.requires_grad], want_leaves)
+    got_grads = _grad(
+        [g for g, _, _ in pairs if g.requires_grad],
+        [c for g, _, c in pairs if g.requires_grad],
+        got_leaves,
+    )
+    want_grads = _grad(
+        [w for _, w, _ in pairs if w.requires_grad],
+        [c for _, w, c in pairs if w.requires_grad],
+        want_leaves,
+    )
     mismatches = []
     for label, g, w in zip(labels, got_grads, want_grads):
         bad = compare(label, g, w, rtol, atol)
@@ -155,8 +200,9 @@ def _gradients(got: list[torch.Tensor], want: list[torch.Tensor], ort: torch.nn.
     return mismatches
 
 
-def _grad(outputs: list[torch.Tensor], cotangents: list[torch.Tensor],
-          leaves: list[torch.Tensor]) -> list[torch.Tensor | None]:
+def _grad(
+    outputs: list[torch.Tensor], cotangents: list[torch.Tensor], leaves: list[torch.Tensor]
+) -> list[torch.Tensor | None]:
     if not outputs or not leaves:
         return [None] * len(leaves)
     return list(torch.autograd.grad(outputs, leaves, cotangents, allow_unused=True))

@@ -61,9 +61,13 @@ def run(folder: str) -> int:
     case = Case.load(folder)
     with open(os.path.join(folder, "case.json")) as f:
         meta = json.load(f)
-    print(f"{len(case.nodes)} node(s): " + ", ".join(
-        f"{n} ({op}, from {src or 'an unknown line'})"
-        for n, op, src in zip(case.nodes, case.ops, case.sources)))
+    print(
+        f"{len(case.nodes)} node(s): "
+        + ", ".join(
+            f"{n} ({op}, from {src or 'an unknown line'})"
+            for n, op, src in zip(case.nodes, case.ops, case.sources)
+        )
+    )
     mismatches = case.run(meta["rtol"], meta["atol"])
     for m in mismatches:
         print(f"MISMATCH {m}")

@@ -48,8 +48,9 @@ def test_float64_batch_norm_matches_eager_to_double_precision(training: bool) ->
     for g, w in zip(got_grads, want_grads):
         torch.testing.assert_close(g, w, rtol=RTOL, atol=ATOL)
     for name in ("running_mean", "running_var"):
-        torch.testing.assert_close(getattr(ort.module, name), getattr(eager, name), rtol=RTOL,
-                                   atol=ATOL)
+        torch.testing.assert_close(
+            getattr(ort.module, name), getattr(eager, name), rtol=RTOL, atol=ATOL
+        )
 
 
 def test_eps_rounded_to_float32_is_outside_the_tolerance() -> None:

@@ -65,8 +65,14 @@ def _tanh_without_gradient(lw: object, node: object, x: object) -> str:
 def _run_repro(path: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORTMODULE_")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, os.path.join(path, "repro.py")], check=False,
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, os.path.join(path, "repro.py")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_net_has_more_than_ten_nodes() -> None:
@@ -85,8 +91,7 @@ def test_correct_model_reports_parity(tmp_path: str) -> None:
     assert all(p.grad is None for p in model.parameters())  # the model itself is untouched
 
 
-def test_wrong_forward_isolated_to_its_node(tmp_path: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_forward_isolated_to_its_node(tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.TABLE, aten.tanh.default, _sigmoid_for_tanh)
     model, x = _inputs()
     report = check_parity(model, x, rtol=RTOL, atol=ATOL, path=tmp_path)
@@ -110,13 +115,15 @@ def test_wrong_forward_isolated_to_its_node(tmp_path: str,
     assert "MISMATCH output of tanh" in done.stdout
 
 
-def test_wrong_gradient_isolated_to_its_node(tmp_path: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wrong_gradient_isolated_to_its_node(
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(registry.TABLE, aten.tanh.default, _tanh_without_gradient)
     model, x = _inputs()
     report = check_parity(model, x, rtol=RTOL, atol=ATOL, path=tmp_path)
-    assert report.mismatches and all(m.what.startswith("gradient of")
-                                      for m in report.mismatches), str(report)
+    assert report.mismatches and all(m.what.startswith("gradient of") for m in report.mismatches), (
+        str(report)
+    )
     finding = report.finding
     assert finding is not None and finding.alone and finding.case.ops == ["aten.tanh.default"]
     assert [m.what for m in finding.mismatches] == ["gradient of linear_1"]
@@ -136,7 +143,8 @@ class Chain(nn.Module):
 
 
 def test_difference_that_grows_over_nodes_isolated_to_a_window(
-        tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Each product is 1e-5 relative off: below rtol=4.5e-5 alone, above it after five.
     correct = registry.TABLE[aten.mul.Tensor]
 
@@ -155,8 +163,7 @@ def test_difference_that_grows_over_nodes_isolated_to_a_window(
     assert done.returncode == 1, done.stdout + done.stderr
 
 
-def test_minify_option_raises_on_first_call(tmp_path: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_minify_option_raises_on_first_call(tmp_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.TABLE, aten.tanh.default, _sigmoid_for_tanh)
     model, x = _inputs()
     ort = ORTModule(model, DebugOptions(minify=True, save_path=str(tmp_path)))
@@ -166,7 +173,8 @@ def test_minify_option_raises_on_first_call(tmp_path: str,
 
 
 def test_minify_environment_variable_passes_a_correct_model(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: str
+) -> None:
     monkeypatch.setenv("ORTMODULE_MINIFY", "1")
     monkeypatch.chdir(tmp_path)
     model, x = _inputs()
