@@ -347,7 +347,7 @@ class ORTModule(torch.nn.Module):
                 # module; a difference raises ParityError naming the failing subgraph.
                 from ortmodule.debug.parity import check_call
 
-                check_call(self.module, args, kwargs, self._debug)
+                check_call(ORTModule, self.module, args, kwargs, self._debug)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.

@@ -1,5 +1,6 @@
-"""Parity of ORTModule with eager PyTorch on one call (``check_parity``), the minified repro
-written where they differ, and the first-call check of ``DebugOptions(minify=True)``."""
+"""Parity of ORTModule with eager PyTorch on one call (``compare_call``, which
+``ortmodule.debug.check_parity`` calls with ORTModule), the minified repro written where they
+differ, and the first-call check of ``DebugOptions(minify=True)`` (``check_call``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import copy
 import logging
 import os
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,16 +63,17 @@ class ParityError(RuntimeError):
         self.report = report
 
 
-def check_parity(
-    model: torch.nn.Module,
-    *args: Any,
+def compare_call(
+    wrap: Callable[[torch.nn.Module, DebugOptions], torch.nn.Module],
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
     rtol: float = 1e-4,
     atol: float = 1e-5,
     minify: bool = True,
     path: str | os.PathLike | None = None,
     debug_options: DebugOptions | None = None,
     seed: int = 0,
-    **kwargs: Any,
 ) -> ParityReport:
     """Runs ``model(*args, **kwargs)`` on copies of the model in eager PyTorch and under
     ORTModule and compares the outputs and, where gradients are enabled, the gradients of a
@@ -79,15 +82,13 @@ def check_parity(
     they differ the lowered graph is shrunk to its smallest failing subgraph, written as a
     repro into ``path`` (default: ``debug_options.save_path``, else the current directory)
     as ``ortmodule_repro[_<k>]/``. ``model``, its state and the random state are unchanged.
+    ``wrap(copy, options)`` is the ORTModule of a copy (``ortmodule.debug.check_parity``).
     """
-    from ortmodule.module import ORTModule
-
-    module = model.module if isinstance(model, ORTModule) else model
     options = replace(debug_options or DebugOptions(), minify=False, save_onnx=False)
     report = ParityReport()
     with torch.random.fork_rng(devices=[]):
         eager = copy.deepcopy(module)
-        ort = ORTModule(copy.deepcopy(module), options)
+        ort = wrap(copy.deepcopy(module), options)
         ort.__dict__["_debug"] = options  # the environment may ask for minify: not in here
         e_args, e_kwargs = _fresh((args, kwargs))
         o_args, o_kwargs = _fresh((args, kwargs))
@@ -133,16 +134,24 @@ def check_parity(
     return report
 
 
-def check_call(module: torch.nn.Module, args: tuple, kwargs: dict, options: DebugOptions) -> None:
-    """The first-call check of ``DebugOptions(minify=True)``: raises ParityError naming the
-    smallest failing subgraph and its repro where the call differs from eager PyTorch."""
-    report = check_parity(
+def check_call(
+    wrap: Callable[[torch.nn.Module, DebugOptions], torch.nn.Module],
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    options: DebugOptions,
+) -> None:
+    """The first-call check of ``DebugOptions(minify=True)`` (``wrap``: ORTModule): raises
+    ParityError naming the smallest failing subgraph and its repro where the call differs
+    from eager PyTorch."""
+    report = compare_call(
+        wrap,
         module,
-        *args,
+        args,
+        kwargs,
         rtol=options.parity_rtol,
         atol=options.parity_atol,
         debug_options=options,
-        **kwargs,
     )
     if not report.ok:
         raise ParityError(report)
