@@ -342,6 +342,12 @@ class ORTModule(torch.nn.Module):
                                   _autocast.traced_region(key.autocast, tensors,
                                                           self._param_slots),
                                   dynamic)
+            if self._debug.minify and entry.program is not None:
+                # Debugging only: the new graph against eager PyTorch on copies of the
+                # module; a difference raises ParityError naming the failing subgraph.
+                from ortmodule.debug.parity import check_call
+
+                check_call(ORTModule, self.module, args, kwargs, self._debug)
             cache.setdefault(key, []).append(entry)
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.

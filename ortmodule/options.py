@@ -111,6 +111,17 @@ class DebugOptions:
     of the rows (50% where the head's output is also returned); ``"always"`` wherever the
     pattern matches; ``"never"`` not at all. The loss and the gradients are those of every
     row. Part of graph_optimizations.
+
+    minify (default False) checks every new graph against eager PyTorch on its first call:
+    a copy of the module runs the call in eager PyTorch and on the engine, and their
+    outputs and the gradients of a random cotangent with respect to the parameters and
+    the inputs that require grad are compared with ``parity_rtol``/``parity_atol``
+    (``torch.isclose``). Where they differ, the lowered graph is shrunk to the smallest
+    subgraph that still differs (``ortmodule.debug``), written as a runnable repro into
+    ``save_path`` (default: the current directory), and the call raises
+    ``ortmodule.debug.ParityError`` naming the op. The module's parameters, buffers and
+    random state are as if the check had not run. Slow (two more exports on each new
+    graph): for debugging only.
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -122,6 +133,9 @@ class DebugOptions:
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
     label_sparsity: str = "auto"
+    minify: bool = False
+    parity_rtol: float = 1e-4
+    parity_atol: float = 1e-5
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -140,6 +154,13 @@ class DebugOptions:
         if not isinstance(self.graph_optimizations, bool):
             raise TypeError(f"graph_optimizations must be a bool, got "
                             f"{type(self.graph_optimizations).__name__}")
+        if not isinstance(self.minify, bool):
+            raise TypeError(f"minify must be a bool, got {type(self.minify).__name__}")
+        for field in ("parity_rtol", "parity_atol"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{field} must be a non-negative number, got {value!r}")
+            object.__setattr__(self, field, float(value))
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
@@ -159,8 +180,8 @@ class DebugOptions:
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
-        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY on top
-        of ``base``."""
+        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY,
+        ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -180,6 +201,19 @@ class DebugOptions:
             if optimize not in ("0", "1"):
                 raise ValueError(f"ORTMODULE_GRAPH_OPTIMIZATIONS={optimize!r} must be 0 or 1")
             changes["graph_optimizations"] = optimize == "1"
+        minify = os.environ.get("ORTMODULE_MINIFY")
+        if minify is not None:
+            if minify not in ("0", "1"):
+                raise ValueError(f"ORTMODULE_MINIFY={minify!r} must be 0 or 1")
+            changes["minify"] = minify == "1"
+        for env, field in (("ORTMODULE_PARITY_RTOL", "parity_rtol"),
+                           ("ORTMODULE_PARITY_ATOL", "parity_atol")):
+            value = os.environ.get(env)
+            if value is not None:
+                try:
+                    changes[field] = float(value)
+                except ValueError:
+                    raise ValueError(f"{env}={value!r} must be a number") from None
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter"),
                            ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),

@@ -85,6 +85,11 @@ double Node::attr_float(const std::string& key, double def_value) const {
   const Attribute* a = attr(key);
   if (!a) return def_value;
   if (a->kind == Attribute::Kind::Int) return static_cast<double>(a->i);
+  // ONNX's FLOAT attribute is 32-bit: a value that needs double precision (the epsilon of a
+  // float64 BatchNorm, 1e-3 rounded to float32 is 1.0000000475e-3) comes as a one-element
+  // DOUBLE tensor.
+  if (a->kind == Attribute::Kind::Tensor && a->t.dtype() == DType::Float64 && a->t.numel() == 1)
+    return a->t.data<double>()[0];
   if (a->kind != Attribute::Kind::Float) wrong_kind(*this, key, "float", a->kind);
   return a->f;
 }

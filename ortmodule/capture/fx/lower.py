@@ -42,14 +42,20 @@ def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
 
 
 def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
-          calls: dict[int, Any], bridge: bool = False) -> tuple[onnx.ModelProto, int]:
+          calls: dict[int, Any], bridge: bool = False,
+          values: dict[torch.fx.Node, Any] | None = None) -> tuple[onnx.ModelProto, int]:
     """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
     and the number of nodes in checkpoint regions. With ``bridge``, ops without a
-    translation run on PyTorch as TorchCall nodes."""
+    translation run on PyTorch as TorchCall nodes. ``values``, when given, receives the
+    value each FX node got when it was lowered (an ONNX value name, a list of them, or a
+    Python number; an in-place op's later rebinding of its input does not change it): what
+    ``ortmodule.debug`` cuts the graph at."""
     casts = autocast.insert_casts(program.graph_module)
     if casts:
         logger.debug("autocast: %d casts made explicit", casts)
     lowering = Lowering(program, calls)
+    if values is not None:
+        lowering.env = _FirstValues(values)
     lowering.bridge = bridge
     signature = program.graph_signature
 
@@ -121,6 +127,18 @@ def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
                               producer_name="ortmodule.fx")
     model.ir_version = 10
     return model, lowering.regions
+
+
+class _FirstValues(dict):
+    """The lowering's values, copying the first value of each node into ``first``."""
+
+    def __init__(self, first: dict[torch.fx.Node, Any]) -> None:
+        super().__init__()
+        self.first = first
+
+    def __setitem__(self, node: torch.fx.Node, value: Any) -> None:
+        self.first.setdefault(node, value)
+        super().__setitem__(node, value)
 
 
 def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:

@@ -6,6 +6,7 @@ import operator
 from typing import Any
 
 import numpy as np
+import onnx
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
@@ -125,14 +126,24 @@ def _batch_norm_outputs(lw: Lowering, x: Any, w: Any, b: Any, mean: Any, var: An
                         training_mode=1)
         return y, None, None
     if not training:
-        return lw.op("BatchNormalization", [value, scale, bias, lw.tensor(mean),
-                                            lw.tensor(var)], epsilon=float(eps)), None, None
+        if lw.dtype_of(x) != torch.float64:
+            return lw.op("BatchNormalization", [value, scale, bias, lw.tensor(mean),
+                                                lw.tensor(var)], epsilon=float(eps)), None, None
+        return lw.op("BatchNormTorch", [value, scale, bias, lw.tensor(mean), lw.tensor(var)],
+                     domain=OWN_DOMAIN, epsilon=_exact(eps), training_mode=0), None, None
     # PyTorch's running_var tracks the unbiased batch variance: the engine's BatchNormTorch.
     y, new_mean, new_var = lw.op("BatchNormTorch", [value, scale, bias, lw.tensor(mean),
                                                     lw.tensor(var)],
-                                 outputs=3, domain=OWN_DOMAIN, epsilon=float(eps),
-                                 momentum=1.0 - float(momentum), training_mode=1)
+                                 outputs=3, domain=OWN_DOMAIN, epsilon=_exact(eps),
+                                 momentum=_exact(1.0 - float(momentum)), training_mode=1)
     return y, new_mean, new_var
+
+
+def _exact(value: float) -> onnx.TensorProto:
+    """A float attribute in double precision (a one-element DOUBLE tensor; ONNX's FLOAT is
+    32-bit): eager's batch norm adds eps as a double, and a float64 model's 1e-3 rounded to
+    float32 (1.0000000475e-3) moves its outputs by 1e-9 relative."""
+    return onnx.helper.make_tensor("value", onnx.TensorProto.DOUBLE, [], [float(value)])
 
 
 @register(aten.batch_norm.default)
