@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("torch_onnx.aten_bridge", ["ortmodule.capture.torch_onnx.aten_bridge"]),
     ("torch_onnx.lower", ["ortmodule.capture.torch_onnx.lower"]),
     ("capture.export", ["ortmodule.capture.export"]),
-    ("entry", ["ortmodule._entry"]),
+    ("entry", ["ortmodule._entry", "ortmodule.export_cache"]),
     ("module", ["ortmodule.module", "ortmodule.optim"]),
     ("package", ["ortmodule", "ortmodule.trainer", "ortmodule.trainer.*",
                  "ortmodule.training", "ortmodule.training.*"]),
