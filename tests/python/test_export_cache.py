@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ortmodule import DebugOptions, ORTModule, export_cache
+from ortmodule import DebugOptions, LogLevel, ORTModule, export_cache
 
 ATOL, RTOL = 1e-5, 1e-5  # one engine forward/backward against eager, float32
 
@@ -249,7 +249,8 @@ def test_graph_with_autograd_function_is_not_stored(tmp_path: Path, caplog) -> N
     model = WithFunction()
     x = torch.randn(2, 4)
     with caplog.at_level("DEBUG", logger="ortmodule"):
-        out = ORTModule(model, DebugOptions(cache_dir=str(tmp_path)))(x)
+        out = ORTModule(model, DebugOptions(cache_dir=str(tmp_path),
+                                            log_level=LogLevel.VERBOSE))(x)
     torch.testing.assert_close(out, model(x), atol=ATOL, rtol=RTOL)
     assert export_cache.stats()["uncacheable"] == 1
     assert "Scale" in export_cache.stats()["last_reason"]
@@ -274,7 +275,7 @@ def test_key_names_no_device_index_or_path(tmp_path: Path) -> None:
 SCRIPT = """
 import json, sys
 import torch
-from ortmodule import DebugOptions, ORTModule, export_cache
+from ortmodule import ORTModule, export_cache
 
 class Net(torch.nn.Module):
     def __init__(self):
