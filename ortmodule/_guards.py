@@ -100,6 +100,9 @@ class AttributeGuard:
         # (instance __dict__, name, tensor, its version): plain tensor attributes (not
         # buffers) become constants of the graph.
         self.tensors: list[tuple[dict, str, torch.Tensor, int, str]] = []
+        # Per entry of `values`: the value forward read first, before it set its own (the
+        # export cache needs both to replay forward's setting).
+        self.first_read: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.values) + len(self.tensors)
@@ -215,6 +218,7 @@ def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
                 cls.__getattribute__ = own
         # Forward may set what it read (a Hugging Face model fills config.problem_type on
         # its first call, then reads it): the graph holds for the value as forward left it.
+        guard.first_read = [value for _, _, value, _ in guard.values]
         guard.values = [(d, name, d.get(name, value), owner)
                         for d, name, value, owner in guard.values]
         guard.tensors = [(d, name, d.get(name, t), d.get(name, t)._version, owner)

@@ -300,9 +300,13 @@ def cache_key(module: torch.nn.Module, key: Any, tensors: list[torch.Tensor],
 # ---- attribute guards: recorded by owner description, resolved again on load ----
 
 def _encode_attributes(guard: _guards.AttributeGuard) -> list:
+    """Per attribute: its owner, name, the value forward read first and the value forward left
+    (a Hugging Face model fills ``config.problem_type`` on its first call); per tensor
+    attribute the digest of its contents."""
     out = []
-    for _, name, value, owner in guard.values:
-        out.append(["value", owner, name, encode(value)])
+    first = guard.first_read or [v for _, _, v, _ in guard.values]
+    for (_, name, value, owner), before in zip(guard.values, first):
+        out.append(["value", owner, name, [encode(before), encode(value)]])
     for _, name, tensor, _, owner in guard.tensors:
         out.append(["tensor", owner, name, _tensor_digest(tensor)])
     return out
@@ -315,11 +319,14 @@ def _tensor_digest(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def _decode_attributes(records: list, module: torch.nn.Module) -> _guards.AttributeGuard | None:
-    """The guard of a loaded entry bound to this module's objects, or None when a recorded
-    owner is missing or an attribute's value differs now."""
+def _decode_attributes(records: list, module: torch.nn.Module
+                       ) -> tuple[_guards.AttributeGuard, list[tuple[dict, str, Any]]] | None:
+    """The guard of a loaded entry bound to this module's objects, and the attributes to set
+    as forward set them while traced; None when a recorded owner is missing or an attribute's
+    value differs from the one forward read."""
     owners = _guards.attribute_owners(module)
     guard = _guards.AttributeGuard()
+    writes: list[tuple[dict, str, Any]] = []
     for kind, owner, name, value in records:
         obj = owners.get(owner)
         if obj is None:
@@ -327,15 +334,18 @@ def _decode_attributes(records: list, module: torch.nn.Module) -> _guards.Attrib
         d = object.__getattribute__(obj, "__dict__")
         current = d.get(name, _guards._MISSING)
         if kind == "value":
-            expected = decode(value)
-            if current is _guards._MISSING or (current is not expected and current != expected):
+            before, after = decode(value[0]), decode(value[1])
+            if current is _guards._MISSING or (current is not before and current != before):
                 return None
-            guard.values.append((d, name, current, owner))
+            if after is not before and after != before:
+                writes.append((d, name, after))
+            guard.values.append((d, name, after, owner))
+            guard.first_read.append(before)
         else:
             if not isinstance(current, torch.Tensor) or _tensor_digest(current) != value:
                 return None
             guard.tensors.append((d, name, current, current._version, owner))
-    return guard
+    return guard, writes
 
 
 # ---- shape guards: size conditions only ----
@@ -425,9 +435,10 @@ def _parse(blob: bytes, key_text: str, module: torch.nn.Module) -> Loaded | None
     meta = json.loads(body[:meta_len])
     if meta["key"] != key_text:
         raise ValueError("the entry was stored for another key (a digest collision)")
-    attributes = _decode_attributes(meta["attributes"], module)
-    if attributes is None:
+    decoded = _decode_attributes(meta["attributes"], module)
+    if decoded is None:
         return None
+    attributes, writes = decoded
     for g in meta["shape_guards"]:
         _check_guard(g)
     bound = meta["bindings"]
@@ -439,6 +450,9 @@ def _parse(blob: bytes, key_text: str, module: torch.nn.Module) -> Loaded | None
         output_names=meta["output_names"], output_spec=_decode_spec(meta["output_spec"]),
         bindings=bindings, state_outputs=[tuple(p) for p in meta["state_outputs"]],
         shape_guards=list(meta["shape_guards"]), exporter=meta["exporter"])
+    # What forward set while traced, it sets here (the graph holds for those values).
+    for d, name, value in writes:
+        d[name] = value
     return Loaded(captured, attributes)
 
 

@@ -189,6 +189,43 @@ def test_changed_attribute_value_rejects_the_entry(tmp_path: Path) -> None:
     assert export_cache.stats()["hits"] == 1
 
 
+class FillsItsMode(torch.nn.Module):
+    """Sets on its first call an attribute it reads (as a Hugging Face model fills
+    config.problem_type)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.mode: str | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mode is None:
+            self.mode = "tanh"
+        return torch.tanh(self.fc(x)) if self.mode == "tanh" else self.fc(x)
+
+
+def test_attribute_forward_sets_is_set_on_a_hit(tmp_path: Path) -> None:
+    opts = DebugOptions(cache_dir=str(tmp_path))
+    x = torch.randn(3, 4)
+    for _ in range(2):
+        torch.manual_seed(0)
+        model, eager = FillsItsMode(), FillsItsMode()
+        eager.load_state_dict(model.state_dict())
+        wrapped = ORTModule(model, opts)
+        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
+        assert model.mode == eager.mode == "tanh"
+        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
+    stats = export_cache.stats()
+    assert (stats["stores"], stats["hits"], stats["rejected"]) == (1, 1, 0), stats
+    # A module whose attribute already holds another value than forward read does not hit.
+    torch.manual_seed(0)
+    model, eager = FillsItsMode(), FillsItsMode()
+    eager.load_state_dict(model.state_dict())
+    model.mode = eager.mode = "linear"
+    torch.testing.assert_close(ORTModule(model, opts)(x), eager(x), atol=ATOL, rtol=RTOL)
+    assert export_cache.stats()["hits"] == 1
+
+
 SOURCE = """
 import torch
 
