@@ -36,7 +36,6 @@ import ast
 import dataclasses
 import enum
 import hashlib
-import importlib
 import inspect
 import json
 import logging
@@ -104,21 +103,28 @@ class Uncacheable(Exception):
 
 # ---- JSON encoding of the values a capture holds ----
 
+
 def _class_ref(cls: type) -> dict:
-    if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__" and not hasattr(
-            sys.modules.get("__main__"), "__file__"):
+    if (
+        "<locals>" in cls.__qualname__
+        or cls.__module__ == "__main__"
+        and not hasattr(sys.modules.get("__main__"), "__file__")
+    ):
         raise Uncacheable(f"class {cls.__qualname__} has no importable name")
     return {"class": [cls.__module__, cls.__qualname__]}
 
 
 def _resolve_class(ref: list) -> type:
+    """A class named by an entry, from a module this process has imported already (an entry
+    never makes the process import code)."""
     module_name, qualname = ref
-    obj: Any = importlib.import_module(module_name) if module_name not in sys.modules \
-        else sys.modules[module_name]
+    obj: Any = sys.modules.get(module_name)
+    if obj is None:
+        raise LookupError(f"the entry names a class of {module_name}, which is not imported")
     for part in qualname.split("."):
         obj = getattr(obj, part)
     if not isinstance(obj, type):
-        raise ValueError(f"{module_name}.{qualname} is not a class")
+        raise TypeError(f"{module_name}.{qualname} is not a class")
     return obj
 
 
@@ -147,9 +153,10 @@ def encode(value: Any) -> Any:
     if isinstance(value, list):
         return [encode(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"dataclass": _class_ref(type(value))["class"],
-                "fields": [[f.name, encode(getattr(value, f.name))]
-                           for f in dataclasses.fields(value)]}
+        return {
+            "dataclass": _class_ref(type(value))["class"],
+            "fields": [[f.name, encode(getattr(value, f.name))] for f in dataclasses.fields(value)],
+        }
     raise Uncacheable(f"a value of type {type(value).__name__} ({value!r:.60})")
 
 
@@ -243,10 +250,14 @@ def _module_tree(module: torch.nn.Module) -> list:
                 classes[cls] = _class_code(cls)
         tree.append([name, f"{type(m).__module__}.{type(m).__qualname__}"])
     first: dict[int, str] = {}
-    params = [[n, list(p.shape), str(p.dtype), p.requires_grad, first.setdefault(id(p), n)]
-              for n, p in module.named_parameters(remove_duplicate=False)]
-    buffers = [[n, list(b.shape), str(b.dtype), first.setdefault(id(b), n)]
-               for n, b in module.named_buffers(remove_duplicate=False)]
+    params = [
+        [n, list(p.shape), str(p.dtype), p.requires_grad, first.setdefault(id(p), n)]
+        for n, p in module.named_parameters(remove_duplicate=False)
+    ]
+    buffers = [
+        [n, list(b.shape), str(b.dtype), first.setdefault(id(b), n)]
+        for n, b in module.named_buffers(remove_duplicate=False)
+    ]
     code = sorted([f"{c.__module__}.{c.__qualname__}", d] for c, d in classes.items())
     return [tree, params, buffers, code]
 
@@ -254,9 +265,13 @@ def _module_tree(module: torch.nn.Module) -> list:
 def _versions() -> dict[str, str]:
     import onnx
 
-    versions = {"python": "%d.%d" % sys.version_info[:2], "torch": torch.__version__,
-                "onnx": onnx.__version__, "ortmodule": sys.modules["ortmodule"].__version__,
-                "format": str(FORMAT_VERSION)}
+    versions = {
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "ortmodule": sys.modules["ortmodule"].__version__,
+        "format": str(FORMAT_VERSION),
+    }
     for name in ("transformers", "onnxscript"):
         mod = sys.modules.get(name)
         if mod is not None:
@@ -264,18 +279,28 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def key_for(options: DebugOptions, module: torch.nn.Module, in_spec: _schema.Spec,
-            tensors: list[torch.Tensor], modules: list[Any], param_slots: list[tuple[Any, str]],
-            dynamic: bool) -> tuple[str, str] | None:
+def key_for(
+    options: DebugOptions,
+    module: torch.nn.Module,
+    in_spec: _schema.Spec,
+    tensors: list[torch.Tensor],
+    modules: list[Any],
+    param_slots: list[tuple[Any, str]],
+    dynamic: bool,
+) -> tuple[str, str] | None:
     """The (digest, key text) of a call's entry, or None without a cache directory or when
     the call cannot be keyed (said at debug level)."""
     if options.cache_dir is None:
         return None
     key = call_key(in_spec, tensors, modules, param_slots)
     try:
-        return cache_key(module, key, tensors, dynamic,
-                         {"exporter": options.exporter, "fallback": str(options.fallback),
-                          "dynamic": dynamic})
+        return cache_key(
+            module,
+            key,
+            tensors,
+            dynamic,
+            {"exporter": options.exporter, "fallback": str(options.fallback), "dynamic": dynamic},
+        )
     except Uncacheable as e:
         _stats.uncacheable += 1
         _stats.last_reason = str(e)
@@ -283,21 +308,31 @@ def key_for(options: DebugOptions, module: torch.nn.Module, in_spec: _schema.Spe
         return None
 
 
-def cache_key(module: torch.nn.Module, key: Any, tensors: list[torch.Tensor],
-              dynamic: bool, options: dict[str, Any]) -> tuple[str, str]:
+def cache_key(
+    module: torch.nn.Module,
+    key: Any,
+    tensors: list[torch.Tensor],
+    dynamic: bool,
+    options: dict[str, Any],
+) -> tuple[str, str]:
     """(digest, canonical text) of what the lowered graph of this call depends on; raises
     Uncacheable when a part of it has no stable name."""
-    text = json.dumps({
-        "versions": _versions(),
-        "module": _module_tree(module),
-        "call": encode(key),
-        "sizes": None if dynamic else [list(t.shape) for t in tensors],
-        "options": encode(tuple(sorted(options.items()))),
-    }, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(
+        {
+            "versions": _versions(),
+            "module": _module_tree(module),
+            "call": encode(key),
+            "sizes": None if dynamic else [list(t.shape) for t in tensors],
+            "options": encode(tuple(sorted(options.items()))),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
 # ---- attribute guards: recorded by owner description, resolved again on load ----
+
 
 def _encode_attributes(guard: _guards.AttributeGuard) -> list:
     """Per attribute: its owner, name, the value forward read first and the value forward left
@@ -319,8 +354,9 @@ def _tensor_digest(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def _decode_attributes(records: list, module: torch.nn.Module
-                       ) -> tuple[_guards.AttributeGuard, list[tuple[dict, str, Any]]] | None:
+def _decode_attributes(
+    records: list, module: torch.nn.Module
+) -> tuple[_guards.AttributeGuard, list[tuple[dict, str, Any]]] | None:
     """The guard of a loaded entry bound to this module's objects, and the attributes to set
     as forward set them while traced; None when a recorded owner is missing or an attribute's
     value differs from the one forward read."""
@@ -350,26 +386,52 @@ def _decode_attributes(records: list, module: torch.nn.Module
 
 # ---- shape guards: size conditions only ----
 
-_GUARD_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
-                ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Div, ast.Pow,
-                ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-                ast.Constant, ast.Subscript, ast.Tuple, ast.Load, ast.Call, ast.Name,
-                ast.Attribute)
+_GUARD_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Div,
+    ast.Compare,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Constant,
+    ast.Subscript,
+    ast.Tuple,
+    ast.Load,
+    ast.Call,
+    ast.Name,
+    ast.Attribute,
+)
 
 
 def _check_guard(text: str) -> None:
     for node in ast.walk(ast.parse(text, mode="eval")):
         if not isinstance(node, _GUARD_NODES):
-            raise ValueError(f"shape guard {text!r} holds a {type(node).__name__}")
+            raise TypeError(f"shape guard {text!r} holds a {type(node).__name__}")
         if isinstance(node, ast.Name) and node.id not in ("L", "min", "max"):
             raise ValueError(f"shape guard {text!r} names {node.id}")
         if isinstance(node, ast.Attribute) and node.attr != "size":
             raise ValueError(f"shape guard {text!r} reads .{node.attr}")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, str)):
-            raise ValueError(f"shape guard {text!r} holds {node.value!r}")
+            raise TypeError(f"shape guard {text!r} holds {node.value!r}")
 
 
 # ---- entries ----
+
 
 @dataclasses.dataclass
 class Loaded:
@@ -387,8 +449,7 @@ def _reject(path: str, why: str) -> None:
     logger.info("export cache: entry %s is not used (%s); capturing again", path, why)
 
 
-def load(directory: str, digest: str, key_text: str,
-         module: torch.nn.Module) -> Loaded | None:
+def load(directory: str, digest: str, key_text: str, module: torch.nn.Module) -> Loaded | None:
     """The entry stored under ``digest`` when it is intact, of this format and key, and
     its recorded attribute values hold for ``module``; else None (counted and logged)."""
     start = time.perf_counter()
@@ -401,8 +462,7 @@ def load(directory: str, digest: str, key_text: str,
         return None
     try:
         loaded = _parse(blob, key_text, module)
-    except (ValueError, KeyError, TypeError, AttributeError, ImportError, struct.error,
-            json.JSONDecodeError, SyntaxError) as e:
+    except (ValueError, LookupError, TypeError, AttributeError, struct.error, SyntaxError) as e:
         _reject(path, f"{type(e).__name__}: {e}")
         return None
     if loaded is None:
@@ -413,8 +473,13 @@ def load(directory: str, digest: str, key_text: str,
     seconds = time.perf_counter() - start
     _stats.seconds_loading += seconds
     loaded.captured.seconds = {"cache_load": seconds}
-    logger.info("export cache: loaded %s (%s, %d bytes) instead of capturing %s", path,
-                loaded.captured.exporter, len(blob), type(module).__name__)
+    logger.info(
+        "export cache: loaded %s (%s, %d bytes) instead of capturing %s",
+        path,
+        loaded.captured.exporter,
+        len(blob),
+        type(module).__name__,
+    )
     return loaded
 
 
@@ -426,10 +491,12 @@ def _parse(blob: bytes, key_text: str, module: torch.nn.Module) -> Loaded | None
         raise ValueError("not an ortmodule export cache entry")
     if version != FORMAT_VERSION:
         raise ValueError(f"format version {version}, this ortmodule reads {FORMAT_VERSION}")
-    body = blob[_HEADER.size:]
+    body = blob[_HEADER.size :]
     if len(body) != meta_len + onnx_len:
-        raise ValueError(f"the file holds {len(body)} bytes after its header, its header "
-                         f"says {meta_len + onnx_len} (truncated or appended to)")
+        raise ValueError(
+            f"the file holds {len(body)} bytes after its header, its header "
+            f"says {meta_len + onnx_len} (truncated or appended to)"
+        )
     if hashlib.sha256(body).digest() != checksum:
         raise ValueError("checksum mismatch (the file was corrupted)")
     meta = json.loads(body[:meta_len])
@@ -446,10 +513,15 @@ def _parse(blob: bytes, key_text: str, module: torch.nn.Module) -> Loaded | None
     if sorted(bindings) != sorted(bound):
         raise ValueError("the module's parameters and buffers no longer match the entry")
     captured = Captured(
-        onnx_bytes=body[meta_len:], input_names=meta["input_names"],
-        output_names=meta["output_names"], output_spec=_decode_spec(meta["output_spec"]),
-        bindings=bindings, state_outputs=[tuple(p) for p in meta["state_outputs"]],
-        shape_guards=list(meta["shape_guards"]), exporter=meta["exporter"])
+        onnx_bytes=body[meta_len:],
+        input_names=meta["input_names"],
+        output_names=meta["output_names"],
+        output_spec=_decode_spec(meta["output_spec"]),
+        bindings=bindings,
+        state_outputs=[tuple(p) for p in meta["state_outputs"]],
+        shape_guards=list(meta["shape_guards"]),
+        exporter=meta["exporter"],
+    )
     # What forward set while traced, it sets here (the graph holds for those values).
     for d, name, value in writes:
         d[name] = value
@@ -468,13 +540,20 @@ def uncacheable_reason(captured: Captured) -> str:
     calls = getattr(captured.callables, "ids", None)
     if calls:
         names = sorted({getattr(c, "name", "?") for c in calls.values()})
-        return ("its graph calls custom torch.autograd.Function(s) "
-                f"{', '.join(names)} of this process as bridge nodes")
+        return (
+            "its graph calls custom torch.autograd.Function(s) "
+            f"{', '.join(names)} of this process as bridge nodes"
+        )
     return ""
 
 
-def store(directory: str, digest: str, key_text: str, captured: Captured,
-          attributes: _guards.AttributeGuard) -> bool:
+def store(
+    directory: str,
+    digest: str,
+    key_text: str,
+    captured: Captured,
+    attributes: _guards.AttributeGuard,
+) -> bool:
     """Writes the entry atomically; False (and a debug log) when the capture cannot be
     stored."""
     reason = uncacheable_reason(captured)
@@ -499,8 +578,13 @@ def store(directory: str, digest: str, key_text: str, captured: Captured,
         return False
     meta_bytes = json.dumps(meta, sort_keys=True).encode()
     body = meta_bytes + captured.onnx_bytes
-    header = _HEADER.pack(_MAGIC, FORMAT_VERSION, hashlib.sha256(body).digest(),
-                          len(meta_bytes), len(captured.onnx_bytes))
+    header = _HEADER.pack(
+        _MAGIC,
+        FORMAT_VERSION,
+        hashlib.sha256(body).digest(),
+        len(meta_bytes),
+        len(captured.onnx_bytes),
+    )
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
     try:

@@ -96,8 +96,9 @@ def test_second_module_loads_the_stored_graph(tmp_path: Path) -> None:
     assert "cache_load" in entry.seconds and "trace" not in entry.seconds
 
 
-def test_environment_variable_sets_the_directory(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_variable_sets_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ORTMODULE_CACHE_DIR", str(tmp_path / "made"))
     assert DebugOptions.from_env().cache_dir == str(tmp_path / "made")
     eager, model = _pair()
@@ -121,8 +122,11 @@ def test_truncated_or_corrupted_entry_is_rebuilt(tmp_path: Path) -> None:
     _check_step(eager, ORTModule(model, opts))
     (entry,) = _entries(tmp_path)
     data = entry.read_bytes()
-    for broken in (data[: len(data) // 2], data[:10],
-                   data[:-5] + bytes(b ^ 0xFF for b in data[-5:])):
+    for broken in (
+        data[: len(data) // 2],
+        data[:10],
+        data[:-5] + bytes(b ^ 0xFF for b in data[-5:]),
+    ):
         entry.write_bytes(broken)
         export_cache.reset_stats()
         eager, model = _pair()
@@ -168,8 +172,12 @@ def test_mode_and_input_dtype_change_the_key(tmp_path: Path) -> None:
     x, bias = _inputs()
     with torch.no_grad():
         torch.testing.assert_close(wrapped(x, bias).y, eager(x, bias).y, atol=ATOL, rtol=RTOL)
-        torch.testing.assert_close(wrapped(x.double().float(), bias.double()).y,
-                                   eager(x, bias.double()).y, atol=ATOL, rtol=RTOL)
+        torch.testing.assert_close(
+            wrapped(x.double().float(), bias.double()).y,
+            eager(x, bias.double()).y,
+            atol=ATOL,
+            rtol=RTOL,
+        )
     assert export_cache.stats()["hits"] == 0
     assert len(_entries(tmp_path)) == 3
 
@@ -189,41 +197,52 @@ def test_changed_attribute_value_rejects_the_entry(tmp_path: Path) -> None:
     assert export_cache.stats()["hits"] == 1
 
 
+class Settings:
+    mode: str | None = None
+
+    def __init__(self) -> None:
+        self.mode = None
+
+
 class FillsItsMode(torch.nn.Module):
-    """Sets on its first call an attribute it reads (as a Hugging Face model fills
+    """Sets on its first call a setting it reads (as a Hugging Face model fills
     config.problem_type)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = torch.nn.Linear(4, 4)
-        self.mode: str | None = None
+        self.config = Settings()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.mode is None:
-            self.mode = "tanh"
-        return torch.tanh(self.fc(x)) if self.mode == "tanh" else self.fc(x)
+        if self.config.mode is None:
+            self.config.mode = "tanh"
+        return torch.tanh(self.fc(x)) if self.config.mode == "tanh" else self.fc(x)
 
 
-def test_attribute_forward_sets_is_set_on_a_hit(tmp_path: Path) -> None:
-    opts = DebugOptions(cache_dir=str(tmp_path))
-    x = torch.randn(3, 4)
-    for _ in range(2):
-        torch.manual_seed(0)
-        model, eager = FillsItsMode(), FillsItsMode()
-        eager.load_state_dict(model.state_dict())
-        wrapped = ORTModule(model, opts)
-        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
-        assert model.mode == eager.mode == "tanh"
-        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
-    stats = export_cache.stats()
-    assert (stats["stores"], stats["hits"], stats["rejected"]) == (1, 1, 0), stats
-    # A module whose attribute already holds another value than forward read does not hit.
+def _fills_pair(mode: str | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
     torch.manual_seed(0)
     model, eager = FillsItsMode(), FillsItsMode()
     eager.load_state_dict(model.state_dict())
-    model.mode = eager.mode = "linear"
+    model.config.mode = eager.config.mode = mode
+    return model, eager
+
+
+def test_setting_forward_fills_is_filled_on_a_hit(tmp_path: Path) -> None:
+    opts = DebugOptions(cache_dir=str(tmp_path))
+    x = torch.randn(3, 4)
+    for _ in range(2):
+        model, eager = _fills_pair()
+        wrapped = ORTModule(model, opts)
+        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
+        assert model.config.mode == eager.config.mode == "tanh"
+        torch.testing.assert_close(wrapped(x), eager(x), atol=ATOL, rtol=RTOL)
+    stats = export_cache.stats()
+    assert (stats["stores"], stats["hits"], stats["rejected"]) == (1, 1, 0), stats
+    # A setting that already holds another value than forward read does not hit.
+    model, eager = _fills_pair("linear")
     torch.testing.assert_close(ORTModule(model, opts)(x), eager(x), atol=ATOL, rtol=RTOL)
     assert export_cache.stats()["hits"] == 1
+    assert export_cache.stats()["rejected"] == 1
 
 
 SOURCE = """
@@ -286,8 +305,7 @@ def test_graph_with_autograd_function_is_not_stored(tmp_path: Path, caplog) -> N
     model = WithFunction()
     x = torch.randn(2, 4)
     with caplog.at_level("DEBUG", logger="ortmodule"):
-        out = ORTModule(model, DebugOptions(cache_dir=str(tmp_path),
-                                            log_level=LogLevel.VERBOSE))(x)
+        out = ORTModule(model, DebugOptions(cache_dir=str(tmp_path), log_level=LogLevel.VERBOSE))(x)
     torch.testing.assert_close(out, model(x), atol=ATOL, rtol=RTOL)
     assert export_cache.stats()["uncacheable"] == 1
     assert "Scale" in export_cache.stats()["last_reason"]
@@ -303,8 +321,15 @@ def test_key_names_no_device_index_or_path(tmp_path: Path) -> None:
     from ortmodule import _schema
 
     spec = _schema.flatten(((x, bias), {}), tensors)
-    _, text = export_cache.key_for(DebugOptions(cache_dir=str(tmp_path)), model, spec, tensors,
-                                   wrapped._all_modules, wrapped._param_slots, False)
+    _, text = export_cache.key_for(
+        DebugOptions(cache_dir=str(tmp_path)),
+        model,
+        spec,
+        tensors,
+        wrapped._all_modules,
+        wrapped._param_slots,
+        False,
+    )
     assert str(tmp_path) not in text and str(os.getpid()) not in text
     assert '"device":"cpu"' in text and "cpu:" not in text
 
@@ -340,8 +365,14 @@ print(json.dumps({"stats": export_cache.stats(), "ok": ok, "out": got.tolist()})
 
 def _run_script(path: Path, cache: Path) -> dict:
     env = {**os.environ, "ORTMODULE_CACHE_DIR": str(cache)}
-    done = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -356,8 +387,11 @@ def test_second_process_loads_what_the_first_stored(tmp_path: Path) -> None:
     assert (first["stats"]["stores"], first["stats"]["hits"]) == (1, 0)
     second = _run_script(script, cache)
     assert second["ok"]
-    assert (second["stats"]["hits"], second["stats"]["misses"],
-            second["stats"]["stores"]) == (1, 0, 0)
+    assert (second["stats"]["hits"], second["stats"]["misses"], second["stats"]["stores"]) == (
+        1,
+        0,
+        0,
+    )
     assert second["out"] == first["out"]
 
 
@@ -367,8 +401,16 @@ def test_processes_writing_at_once_leave_one_valid_entry(tmp_path: Path) -> None
     script.write_text(textwrap.dedent(SCRIPT))
     cache = tmp_path / "cache"
     env = {**os.environ, "ORTMODULE_CACHE_DIR": str(cache)}
-    procs = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err

@@ -34,21 +34,27 @@ class Net(torch.nn.Module):
 
 
 def test_save_onnx_graphs_pass_the_checker(tmp_path: Path) -> None:
-    model = ORTModule(Net(), DebugOptions(save_onnx=True, onnx_prefix="net",
-                                          save_path=str(tmp_path)))
+    model = ORTModule(
+        Net(), DebugOptions(save_onnx=True, onnx_prefix="net", save_path=str(tmp_path))
+    )
     model(torch.randn(5, 4)).sum().backward()
     model.eval()
     with torch.no_grad():
         model(torch.randn(5, 4))
     saved = sorted(p.name for p in tmp_path.glob("*.onnx"))
-    assert saved == ["net_inference_forward.onnx", "net_inference_training.onnx",
-                     "net_training_forward.onnx", "net_training_training.onnx"]
+    assert saved == [
+        "net_inference_forward.onnx",
+        "net_inference_training.onnx",
+        "net_training_forward.onnx",
+        "net_training_training.onnx",
+    ]
     for name in saved:
         onnx.checker.check_model(str(tmp_path / name))
     # The gradient outputs are typed like the parameters they are the gradients of.
     training = onnx.load(str(tmp_path / "net_training_training.onnx"))
-    shapes = sorted(tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
-                    for o in training.graph.output[1:])
+    shapes = sorted(
+        tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in training.graph.output[1:]
+    )
     assert shapes == sorted([(3, 4), (3,), (3,), (3,)])
 
 
@@ -57,11 +63,17 @@ def _artifacts(tmp_path: Path, made_by: str) -> Path:
     onnx.save(mlp_model(), model_path)
     out = tmp_path / made_by
     if made_by == "ortmodule":
-        generate_artifacts(str(model_path), requires_grad=MLP_PARAMS, loss=LossType.MSELoss,
-                           optimizer=OptimType.AdamW, artifact_directory=out)
+        generate_artifacts(
+            str(model_path),
+            requires_grad=MLP_PARAMS,
+            loss=LossType.MSELoss,
+            optimizer=OptimType.AdamW,
+            artifact_directory=out,
+        )
     else:
-        reference_artifacts(model_path, out, requires_grad=",".join(MLP_PARAMS),
-                            loss="MSELoss", optimizer="AdamW")
+        reference_artifacts(
+            model_path, out, requires_grad=",".join(MLP_PARAMS), loss="MSELoss", optimizer="AdamW"
+        )
     return out
 
 
@@ -75,9 +87,10 @@ def test_training_artifacts_pass_the_checker(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("made_by", ["ortmodule", "onnxruntime-training"])
 @pytest.mark.parametrize("outputs", [["output"], ["a"], ["h", "output"]])
-def test_inference_export_passes_the_full_check(tmp_path: Path, made_by: str,
-                                                outputs: list[str]) -> None:
-    """"a" and "h" are values inside the eval model, which records no type for them: the
+def test_inference_export_passes_the_full_check(
+    tmp_path: Path, made_by: str, outputs: list[str]
+) -> None:
+    """ "a" and "h" are values inside the eval model, which records no type for them: the
     exported model must give its outputs one."""
     out = _artifacts(tmp_path, made_by)
     state = api.CheckpointState.load_checkpoint(str(out / "checkpoint"))
