@@ -457,8 +457,12 @@ def load(directory: str, digest: str, key_text: str, module: torch.nn.Module) ->
     try:
         with open(path, "rb") as f:
             blob = f.read()
-    except FileNotFoundError:
+    except OSError as e:  # no entry yet, or a directory this process cannot read
         _stats.misses += 1
+        if not isinstance(e, FileNotFoundError):
+            logger.info(
+                "export cache: cannot read %s (%s: %s); capturing", path, type(e).__name__, e
+            )
         return None
     try:
         loaded = _parse(blob, key_text, module)
@@ -547,6 +551,21 @@ def uncacheable_reason(captured: Captured) -> str:
     return ""
 
 
+def _write(directory: str, digest: str, data: bytes) -> None:
+    """Writes the entry to a temporary file in ``directory`` and renames it into place: a
+    reader sees the old entry or the new one, never a part."""
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, _path(directory, digest))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def store(
     directory: str,
     digest: str,
@@ -585,17 +604,21 @@ def store(
         len(meta_bytes),
         len(captured.onnx_bytes),
     )
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(header)
-            f.write(body)
-        os.replace(tmp, _path(directory, digest))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        _write(directory, digest, header + body)
+    except OSError as e:
+        # The graph in memory is complete: training goes on, the cache is what fails.
+        _stats.uncacheable += 1
+        _stats.last_reason = f"{type(e).__name__}: {e}"
+        logger.warning(
+            "export cache: could not write an entry into %s (%s: %s); this graph "
+            "is not stored, the next process captures it again: give "
+            "DebugOptions(cache_dir=...) / ORTMODULE_CACHE_DIR a writable directory",
+            directory,
+            type(e).__name__,
+            e,
+        )
+        return False
     _stats.stores += 1
     logger.info("export cache: stored %s", _path(directory, digest))
     return True

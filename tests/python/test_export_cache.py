@@ -139,6 +139,16 @@ def test_truncated_or_corrupted_entry_is_rebuilt(tmp_path: Path) -> None:
     assert export_cache.stats()["hits"] == 1
 
 
+def test_unwritable_directory_warns_and_trains(tmp_path: Path, caplog) -> None:
+    # A file where the cache directory's parent should be: no process can create it.
+    (tmp_path / "file").write_text("")
+    eager, model = _pair()
+    with caplog.at_level("WARNING", logger="ortmodule"):
+        _check_step(eager, ORTModule(model, DebugOptions(cache_dir=str(tmp_path / "file" / "c"))))
+    assert "could not write an entry" in caplog.text
+    assert export_cache.stats()["stores"] == 0
+
+
 def test_torch_version_changes_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     opts = DebugOptions(cache_dir=str(tmp_path))
     eager, model = _pair()
