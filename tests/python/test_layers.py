@@ -22,7 +22,8 @@ EXTENSION = "ortmodule._C"
 # (a package and the modules inside it), and of the layers below; never above.
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["ortmodule._C", "ortmodule.options", "ortmodule._schema",
-                    "ortmodule._guards", "ortmodule._autocast", "ortmodule._call_key"]),
+                    "ortmodule._guards", "ortmodule._autocast", "ortmodule._call_key",
+                    "ortmodule._cache_codec"]),
     ("capture.common", ["ortmodule.capture", "ortmodule.capture.common"]),
     ("capture.bridge", ["ortmodule.capture.bridge"]),
     ("capture.trace", ["ortmodule.capture.trace"]),
