@@ -100,6 +100,9 @@ class AttributeGuard:
         # (instance __dict__, name, tensor, its version): plain tensor attributes (not
         # buffers) become constants of the graph.
         self.tensors: list[tuple[dict, str, torch.Tensor, int, str]] = []
+        # Per entry of `values`: the value forward read first, before it set its own (the
+        # export cache needs both to replay forward's setting).
+        self.first_read: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.values) + len(self.tensors)
@@ -138,22 +141,48 @@ def _is_settings_object(value: Any) -> bool:
     return hasattr(value, "__dict__") and type(value).__module__ not in ("builtins", "torch")
 
 
+def _owners(module: torch.nn.Module) -> list[tuple[Any, str]]:
+    """The objects whose attribute reads are recorded, each with its description: every
+    module (its name in the tree, the wrapped one by its class name) and the plain objects
+    the modules hold (a Hugging Face config, an options object), whose attributes steer
+    forward just as module attributes do."""
+    seen: set[int] = set()
+    out: list[tuple[Any, str]] = []
+    holders = list(module.named_modules())
+    for name, m in holders:
+        seen.add(id(m))
+        out.append((m, name or type(m).__name__))
+    for name, m in holders:
+        for attr, value in m.__dict__.items():
+            if _is_settings_object(value) and id(value) not in seen:
+                seen.add(id(value))
+                out.append((value, f"{name}.{attr}" if name else attr))
+    return out
+
+
+def attribute_owners(module: torch.nn.Module) -> dict[str, Any]:
+    """Description -> object, for the owners of recorded attribute reads (the export cache
+    binds a stored guard to the module of another process this way); a description two
+    objects share is left out."""
+    found: dict[str, Any] = {}
+    shared: set[str] = set()
+    for obj, desc in _owners(module):
+        if desc in found:
+            shared.add(desc)
+        found[desc] = obj
+    for desc in shared:
+        del found[desc]
+    return found
+
+
 @contextlib.contextmanager
 def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
     """Records the plain attributes (in the instance ``__dict__``: flags, numbers, strings,
     tensors) that code reads from ``module`` and its submodules inside the block."""
     guard = AttributeGuard()
-    names = {id(m): name or type(m).__name__ for name, m in module.named_modules()}
-    # Plain objects the modules hold (a Hugging Face config, an options object) are read
-    # the same way: their attributes steer forward just as module attributes do.
-    holders = list(module.named_modules())
-    for name, m in holders:
-        for attr, value in m.__dict__.items():
-            if _is_settings_object(value) and id(value) not in names:
-                names[id(value)] = f"{name}.{attr}" if name else attr
-    objects = [m for _, m in holders] + [
-        v for _, m in holders for v in m.__dict__.values()
-        if _is_settings_object(v)]
+    owners = _owners(module)
+    names = {id(obj): desc for obj, desc in owners}
+    objects = [obj for obj, _ in owners]
     seen: set[tuple[int, str]] = set()
     classes = {type(o) for o in objects}
     originals = {cls: (cls.__dict__.get("__getattribute__", _MISSING), cls.__getattribute__)
@@ -189,6 +218,7 @@ def record_attribute_reads(module: torch.nn.Module) -> Iterator[AttributeGuard]:
                 cls.__getattribute__ = own
         # Forward may set what it read (a Hugging Face model fills config.problem_type on
         # its first call, then reads it): the graph holds for the value as forward left it.
+        guard.first_read = [value for _, _, value, _ in guard.values]
         guard.values = [(d, name, d.get(name, value), owner)
                         for d, name, value, owner in guard.values]
         guard.tensors = [(d, name, d.get(name, t), d.get(name, t)._version, owner)

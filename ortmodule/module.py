@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _autocast, _guards, _schema
+from ortmodule import _C, _autocast, _guards, _schema, export_cache
 from ortmodule._call_key import CallKey, call_key
 from ortmodule._entry import _Entry, build_program
 from ortmodule.capture import export as capture
@@ -406,12 +406,20 @@ class ORTModule(torch.nn.Module):
         verbose = self._debug.log_level <= 0
         capture.check_supported(module)
         capture.check_one_device(module, args, kwargs)
+        stored = export_cache.key_for(self._debug, module, in_spec, tensors, self._all_modules,
+                                      self._param_slots, dynamic)
+        loaded = stored and export_cache.load(self._debug.cache_dir, *stored, module)
         try:
-            with _guards.record_attribute_reads(module) as attributes:
-                captured = capture.export(
-                    module, in_spec, tensors, verbose, self._debug.exporter, autocast,
-                    fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback,
-                    dynamic=dynamic)
+            if loaded:
+                captured, attributes = loaded.captured, loaded.attributes
+            else:
+                with _guards.record_attribute_reads(module) as attributes:
+                    captured = capture.export(
+                        module, in_spec, tensors, verbose, self._debug.exporter, autocast,
+                        fallback_unsupported_ops=FallbackPolicy.UNSUPPORTED_OP in self._debug.fallback,
+                        dynamic=dynamic)
+                if stored:
+                    export_cache.store(self._debug.cache_dir, *stored, captured, attributes)
         except capture.ExportError as e:
             error = capture.explain_failure(module, args, kwargs, e)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:

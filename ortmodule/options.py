@@ -122,6 +122,10 @@ class DebugOptions:
     ``ortmodule.debug.ParityError`` naming the op. The module's parameters, buffers and
     random state are as if the check had not run. Slow (two more exports on each new
     graph): for debugging only.
+
+    cache_dir (default None: no cache) keeps every lowered graph on disk there (created on
+    the first store), keyed by everything that can change it, so that a later process
+    loads it instead of capturing the module again (``ortmodule.export_cache``).
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -136,6 +140,7 @@ class DebugOptions:
     minify: bool = False
     parity_rtol: float = 1e-4
     parity_atol: float = 1e-5
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -163,6 +168,15 @@ class DebugOptions:
             object.__setattr__(self, field, float(value))
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
+        if self.cache_dir is not None:
+            if not isinstance(self.cache_dir, (str, os.PathLike)):
+                raise TypeError(f"cache_dir must be a str or os.PathLike, got "
+                                f"{type(self.cache_dir).__name__}")
+            object.__setattr__(self, "cache_dir", os.fspath(self.cache_dir))
+            if not self.cache_dir:
+                raise ValueError("cache_dir must name a directory; pass None for no cache")
+            if os.path.exists(self.cache_dir) and not os.path.isdir(self.cache_dir):
+                raise ValueError(f"cache_dir {self.cache_dir!r} exists and is not a directory")
         if self.save_path is not None and not os.path.isdir(self.save_path):
             raise ValueError(f"save_path {self.save_path!r} is not an existing directory")
         if self.exporter in RETIRED_EXPORTERS:
@@ -181,7 +195,8 @@ class DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
         ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY,
-        ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL on top of ``base``."""
+        ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL, ORTMODULE_CACHE_DIR
+        on top of ``base`` (an empty ORTMODULE_CACHE_DIR switches the cache off)."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -217,10 +232,11 @@ class DebugOptions:
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter"),
                            ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),
-                           ("ORTMODULE_LABEL_SPARSITY", "label_sparsity")):
+                           ("ORTMODULE_LABEL_SPARSITY", "label_sparsity"),
+                           ("ORTMODULE_CACHE_DIR", "cache_dir")):
             value = os.environ.get(env)
             if value is not None:
-                changes[field] = value
+                changes[field] = (value or None) if field == "cache_dir" else value
         policy = os.environ.get("ORTMODULE_FALLBACK_POLICY")
         if policy is not None:
             try:

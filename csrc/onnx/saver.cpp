@@ -24,13 +24,15 @@ void fill_tensor(const Tensor& t, const std::string& name, pb::TensorProto* tp) 
   tp->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
 }
 
-void fill_value_info(const Value* v, pb::ValueInfoProto* vi) {
+void fill_value_info(const Value* v, pb::ValueInfoProto* vi, const Value* like = nullptr) {
   vi->set_name(v->name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
-  if (v->dtype != DType::Undefined) tt->set_elem_type(static_cast<int32_t>(v->dtype));
-  if (!v->has_shape) return;
+  const DType dtype = v->dtype != DType::Undefined || !like ? v->dtype : like->dtype;
+  if (dtype != DType::Undefined) tt->set_elem_type(static_cast<int32_t>(dtype));
+  const Value* shaped = v->has_shape || !like ? v : like;
+  if (!shaped->has_shape) return;
   auto* shape = tt->mutable_shape();
-  for (const Dim& d : v->shape) {
+  for (const Dim& d : shaped->shape) {
     auto* dim = shape->add_dim();
     if (d.value >= 0)
       dim->set_dim_value(d.value);
@@ -76,7 +78,12 @@ void fill_attribute(const std::string& name, const Attribute& a, pb::AttributePr
 }  // namespace
 
 std::string save_onnx_model(const Graph& graph, const std::vector<Value*>& extra_inputs,
-                            const std::vector<Value*>& extra_outputs) {
+                            const std::vector<Value*>& extra_outputs,
+                            const std::vector<const Value*>& extra_input_like,
+                            const std::vector<const Value*>& extra_output_like) {
+  auto like = [](const std::vector<const Value*>& list, size_t i) {
+    return i < list.size() ? list[i] : nullptr;
+  };
   pb::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("ortmodule");
@@ -84,11 +91,13 @@ std::string save_onnx_model(const Graph& graph, const std::vector<Value*>& extra
   pb::GraphProto* gp = model.mutable_graph();
   gp->set_name(graph.name.empty() ? "ortmodule_graph" : graph.name);
   for (const Value* v : graph.inputs()) fill_value_info(v, gp->add_input());
-  for (const Value* v : extra_inputs)
-    if (v) fill_value_info(v, gp->add_input());
+  for (size_t i = 0; i < extra_inputs.size(); ++i)
+    if (extra_inputs[i])
+      fill_value_info(extra_inputs[i], gp->add_input(), like(extra_input_like, i));
   for (const Value* v : graph.outputs()) fill_value_info(v, gp->add_output());
-  for (const Value* v : extra_outputs)
-    if (v) fill_value_info(v, gp->add_output());
+  for (size_t i = 0; i < extra_outputs.size(); ++i)
+    if (extra_outputs[i])
+      fill_value_info(extra_outputs[i], gp->add_output(), like(extra_output_like, i));
   std::set<const Value*> written;
   std::set<std::string> node_names;  // ONNX requires distinct node names
   for (const Node* n : graph.nodes()) {

@@ -168,7 +168,12 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
 }
 
 std::string Program::training_graph_onnx() const {
-  return save_onnx_model(*graph_, output_grads_, input_grads_);
+  // Each output gradient is shaped like its output, each input gradient like its input.
+  std::vector<const Value*> output_like, input_like;
+  if (output_grads_.size() == graph_->outputs().size())
+    output_like.assign(graph_->outputs().begin(), graph_->outputs().end());
+  for (int position : wrt_positions_) input_like.push_back(graph_->inputs()[position]);
+  return save_onnx_model(*graph_, output_grads_, input_grads_, output_like, input_like);
 }
 
 }  // namespace ortmodule

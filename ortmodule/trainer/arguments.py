@@ -16,7 +16,11 @@ ORT_OPTIMIZERS = ("adamw_ort_fused",)
 @dataclass
 class ORTTrainingArguments(TrainingArguments):
     """TrainingArguments with ``optim="adamw_ort_fused"`` (ortmodule.optim.FusedAdamW),
-    ``use_module_with_loss`` and the ONNX saving options of ``ortmodule.DebugOptions``."""
+    ``use_module_with_loss`` and the ONNX saving options of ``ortmodule.DebugOptions``.
+
+    ``gradient_checkpointing`` / ``activation_checkpointing`` run the checkpointed layers as
+    engine recompute regions; ``fp16`` (CUDA only) and ``bf16`` train under autocast as
+    Trainer does (with a GradScaler for fp16)."""
 
     use_module_with_loss: bool = field(
         default=False,
@@ -38,7 +42,7 @@ class ORTTrainingArguments(TrainingArguments):
 
     def __post_init__(self) -> None:
         # Before TrainingArguments' own checks, which would import DeepSpeed or fail on fp16
-        # with a message that does not say what to use here.
+        # or an optimizer name with a message that does not say what to use here.
         _refuse_unsupported(self)
         optim = self.optim.value if hasattr(self.optim, "value") else self.optim
         ort_optim = optim in ORT_OPTIMIZERS
@@ -48,6 +52,7 @@ class ORTTrainingArguments(TrainingArguments):
         super().__post_init__()
         if ort_optim:
             self.optim = optim
+        _refuse_unsupported(self)  # what __post_init__ derived (torch_compile from its backend)
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs onnx_prefix: the saved ONNX files are named "
                              "<onnx_prefix>_<mode>_forward.onnx; pass e.g. onnx_prefix='model'")
@@ -70,24 +75,56 @@ class ORTSeq2SeqTrainingArguments(Seq2SeqTrainingArguments, ORTTrainingArguments
     ORTTrainingArguments options."""
 
 
+# Optimizer names of earlier transformers (and of Optimum's ORTTrainingArguments, whose
+# default was "adamw_hf") that transformers 5 no longer knows, and what to use instead.
+RETIRED_OPTIMIZERS = {
+    "adamw_hf": "transformers 5 removed its own AdamW: use optim=\"adamw_torch\" (torch.optim."
+                "AdamW, the same update) or optim=\"adamw_ort_fused\" (ortmodule.optim.FusedAdamW)",
+    "adamw_apex_fused": "transformers 5 removed Apex's fused AdamW: use "
+                        "optim=\"adamw_ort_fused\" or optim=\"adamw_torch_fused\"",
+}
+
+
+def _on_cpu(args: TrainingArguments) -> bool:
+    import torch
+
+    return bool(getattr(args, "use_cpu", False)) or not torch.cuda.is_available()
+
+
 def _refuse_unsupported(args: TrainingArguments) -> None:
-    """Raises for the options the engine cannot honour, naming what to use instead."""
+    """Raises for the options the engine cannot honour, naming what to use instead. Runs on
+    arguments before and after TrainingArguments.__post_init__ (which sets torch_compile
+    where torch_compile_backend or torch_compile_mode is given, and activation_checkpointing
+    from its deprecated name gradient_checkpointing)."""
     refused: list[str] = []
-    if args.fp16 or args.fp16_full_eval:
-        refused.append("fp16=True: the engine runs on the CPU, where float16 training is not "
-                       "supported; train in float32 (the default)")
+    optim = args.optim.value if hasattr(args.optim, "value") else args.optim
+    if optim in RETIRED_OPTIMIZERS:
+        refused.append(f"optim={optim!r}: {RETIRED_OPTIMIZERS[optim]}")
+    if (args.fp16 or args.fp16_full_eval) and _on_cpu(args):
+        refused.append("fp16=True: float16 mixed precision needs a CUDA device (autocast to "
+                       "float16 and a GradScaler, as on eager PyTorch), and this run is on "
+                       "the CPU; on the CPU use bf16=True (bfloat16 autocast) or float32 "
+                       "(the default)")
     if args.deepspeed:
         refused.append("deepspeed: DeepSpeed does not drive ORTModule; use plain data parallel "
                        "training (torchrun), which ORTTrainer runs as DDP(ORTModule(model))")
     if args.fsdp:
         refused.append("fsdp: FSDP shards parameters that the engine reads by reference every "
                        "step; use plain data parallel training (torchrun) instead")
-    if args.torch_compile:
-        refused.append("torch_compile=True: ORTModule already compiles the model into one "
-                       "engine graph; leave torch_compile off")
-    for name in ("gradient_checkpointing", "activation_checkpointing"):
-        if getattr(args, name, False):
-            refused.append(f"{name}=True: the engine plans what backward keeps itself; leave "
-                           f"{name} off")
+    compile_options = [f"{name}={getattr(args, name)!r}"
+                       for name in ("torch_compile", "torch_compile_backend", "torch_compile_mode")
+                       if getattr(args, name, None) not in (None, False)]
+    if compile_options:
+        refused.append(f"{', '.join(compile_options)}: torch.compile would compile the model "
+                       "that ORTModule already compiles into one engine graph (transformers "
+                       "turns torch_compile on when a backend or mode is given); leave all "
+                       "three unset")
+    for name in ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"):
+        kwargs = getattr(args, name, None)
+        if isinstance(kwargs, dict) and kwargs.get("offload"):
+            refused.append(f"{name}={{'offload': True}}: the engine keeps a checkpointed "
+                           "region's inputs in its own memory plan and cannot move them to "
+                           "the host; leave offload off")
+            break
     if refused:
         raise ValueError("ORTTrainingArguments cannot honour: " + "; ".join(refused))

@@ -22,7 +22,8 @@ EXTENSION = "ortmodule._C"
 # (a package and the modules inside it), and of the layers below; never above.
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["ortmodule._C", "ortmodule.options", "ortmodule._schema",
-                    "ortmodule._guards", "ortmodule._autocast", "ortmodule._call_key"]),
+                    "ortmodule._guards", "ortmodule._autocast", "ortmodule._call_key",
+                    "ortmodule._cache_codec"]),
     ("capture.common", ["ortmodule.capture", "ortmodule.capture.common"]),
     ("capture.bridge", ["ortmodule.capture.bridge"]),
     ("capture.trace", ["ortmodule.capture.trace"]),
@@ -41,7 +42,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # ORTModule, and module.py calls check_call on the first call under minify.
     ("debug", ["ortmodule.debug.compare", "ortmodule.debug.case", "ortmodule.debug.minify",
                "ortmodule.debug.parity", "ortmodule.debug.repro"]),
-    ("entry", ["ortmodule._entry"]),
+    ("entry", ["ortmodule._entry", "ortmodule.export_cache"]),
     ("module", ["ortmodule.module", "ortmodule.optim"]),
     ("package", ["ortmodule", "ortmodule.debug", "ortmodule.trainer", "ortmodule.trainer.*",
                  "ortmodule.training", "ortmodule.training.*"]),

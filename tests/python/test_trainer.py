@@ -155,16 +155,66 @@ def test_save_onnx_writes_graphs_to_output_dir(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("overrides", "named"), [
     ({"save_onnx": True}, "onnx_prefix"),
-    ({"fp16": True}, "fp16"),
+    ({"fp16": True}, "fp16=True: float16 mixed precision needs a CUDA device"),
+    ({"fp16_full_eval": True}, "needs a CUDA device.*bf16=True"),
     ({"deepspeed": "ds_config.json"}, "deepspeed"),
     ({"fsdp": "full_shard"}, "fsdp"),
-    ({"torch_compile": True}, "torch_compile"),
-    ({"gradient_checkpointing": True}, "gradient_checkpointing"),
+    ({"torch_compile": True}, "torch_compile=True"),
+    ({"torch_compile_backend": "inductor"}, "torch_compile_backend='inductor'"),
+    ({"torch_compile_mode": "reduce-overhead"}, "torch_compile_mode='reduce-overhead'"),
+    ({"activation_checkpointing_kwargs": {"offload": True}}, "offload"),
+    ({"optim": "adamw_hf"}, "adamw_hf.*adamw_torch"),
+    ({"optim": "adamw_apex_fused"}, "adamw_apex_fused.*adamw_ort_fused"),
     ({"onnx_log_level": "LOUD"}, "onnx_log_level"),
 ])
 def test_refused_options_name_the_option(tmp_path: Path, overrides: dict, named: str) -> None:
+    # use_cpu=True (as every test here): fp16 is refused as on a machine without CUDA.
     with pytest.raises(ValueError, match=named):
         _arguments(tmp_path, **overrides)
+
+
+@pytest.mark.parametrize("overrides", [{"torch_compile_backend": "inductor"},
+                                       {"torch_compile_mode": "max-autotune"}])
+def test_plain_arguments_with_a_compile_spelling_are_refused(tmp_path: Path,
+                                                             overrides: dict) -> None:
+    """transformers turns torch_compile on for a backend or mode alone; ORTTrainer given plain
+    TrainingArguments refuses what it derived."""
+    args = _arguments(tmp_path, ort=False, **overrides)
+    assert args.torch_compile
+    with pytest.raises(ValueError, match="torch_compile"):
+        ORTTrainer(model=_model("bert"), args=args, train_dataset=SyntheticSet("bert"))
+
+
+@pytest.mark.parametrize("name", ["gradient_checkpointing", "activation_checkpointing"])
+def test_gradient_checkpointing_losses_match_trainer(tmp_path: Path, name: str) -> None:
+    """transformers 5 maps the deprecated gradient_checkpointing to activation_checkpointing;
+    both checkpoint every layer with torch.utils.checkpoint, which the engine runs as
+    recompute regions."""
+    options = {name: True, "max_steps": 4}
+    ort, ort_losses = _train("bert", tmp_path / "ort", ort=True, **options)
+    _, eager_losses = _train("bert", tmp_path / "eager", ort=False, **options)
+    assert ort.model.is_activation_checkpointing
+    _assert_losses(ort_losses, eager_losses)
+    assert ort_losses[0] != ort_losses[-1]
+
+
+def test_bf16_on_cpu_matches_trainer(tmp_path: Path) -> None:
+    """bf16=True: Trainer's bfloat16 autocast, which the engine runs on the CPU. Both runs
+    round to bfloat16 in the same places but not in the same order: tolerance of bfloat16
+    rounding over a few steps."""
+    options = {"bf16": True, "max_steps": 4}
+    _, ort_losses = _train("bert", tmp_path / "ort", ort=True, **options)
+    _, eager_losses = _train("bert", tmp_path / "eager", ort=False, **options)
+    _assert_losses(ort_losses, eager_losses, rtol=2e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 training needs a CUDA device")
+def test_fp16_on_cuda_matches_trainer(tmp_path: Path) -> None:
+    options = {"fp16": True, "max_steps": 4, "use_cpu": False}
+    ort, ort_losses = _train("bert", tmp_path / "ort", ort=True, **options)
+    _, eager_losses = _train("bert", tmp_path / "eager", ort=False, **options)
+    assert ort.accelerator.scaler is not None  # GradScaler, as Trainer uses it
+    _assert_losses(ort_losses, eager_losses, rtol=2e-2)
 
 
 @pytest.mark.slow

@@ -12,6 +12,32 @@ from ortmodule.training.api._io import check_device, read_model
 from ortmodule.training.api.checkpoint_state import CheckpointState
 
 
+def typed_outputs(model_bytes: bytes) -> bytes:
+    """The inference model with a type on every graph output: an output that is an
+    intermediate value of the eval model has none recorded there, and ONNX requires one
+    (onnx.checker: "Field 'type' of 'value_info' is required"). ONNX shape inference gives
+    it; an output it cannot type is an error naming it."""
+    import onnx
+
+    model = onnx.load_from_string(model_bytes)
+    untyped = [o.name for o in model.graph.output if not o.HasField("type")]
+    if not untyped:
+        return model_bytes
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)
+             if v.HasField("type")}
+    missing = [name for name in untyped if name not in types]
+    if missing:
+        raise ValueError(
+            f"export_model_for_inferencing: ONNX shape inference gives no type for the output(s) "
+            f"{', '.join(missing)}; request outputs computed by standard ONNX ops, or the eval "
+            "model's own outputs")
+    for output in model.graph.output:
+        if not output.HasField("type"):
+            output.type.CopyFrom(types[output.name])
+    return model.SerializeToString()
+
+
 def _is_torch(value: object) -> bool:
     import torch
 
@@ -107,7 +133,7 @@ class Module:
         as initializers, standard ONNX ops only (runs in stock onnxruntime)."""
         if isinstance(graph_output_names, str) or not isinstance(graph_output_names, list | tuple):
             raise TypeError("graph_output_names must be a list of output names")
-        data = self._module.export_model_for_inferencing(list(graph_output_names))
+        data = typed_outputs(self._module.export_model_for_inferencing(list(graph_output_names)))
         with open(os.fspath(inference_model_uri), "wb") as f:
             f.write(data)
 
