@@ -159,7 +159,9 @@ class ORTModule(torch.nn.Module):
             return getattr(self.__dict__["_original"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN:
+        if name in _OWN or name == "__class__":
+            # A new class is the wrapper's own: fully_shard (FSDP2) makes the wrapper an
+            # FSDPModule by assigning __class__.
             if name == "training":
                 self.module.training = value
             object.__setattr__(self, name, value)

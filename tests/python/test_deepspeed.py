@@ -1,0 +1,153 @@
+"""DeepSpeed ZeRO over ORTModule on the CPU (gloo), next to the same DeepSpeed run over the
+plain module: `deepspeed.initialize(model=ORTModule(model), ...)`. Stages 1 and 2 partition
+optimizer state (and gradients) and leave every parameter whole on every rank, so the engine
+reads them as it does without DeepSpeed; their gradients reach DeepSpeed's reduction through
+autograd. Stage 3 partitions the parameters themselves and gathers them in hooks around each
+submodule, which the engine never calls: refused.
+
+Two gloo processes are started once; each runs every scenario and reports back.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+from ortmodule import ORTModule
+
+WORLD = 2
+STEPS = 20
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                         nn.Linear(32, 2))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _batch(rank: int, step: int) -> torch.Tensor:
+    return torch.randn(6, 4, generator=torch.Generator().manual_seed(100 * step + rank))
+
+
+def _config(stage: int) -> dict[str, Any]:
+    return {
+        "train_micro_batch_size_per_gpu": 6,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": stage},
+        # A torch.optim.AdamW passed in: DeepSpeed's own Adam is a compiled op.
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+
+
+def _train(stage: int, wrap: bool, rank: int) -> dict[str, Any]:
+    import deepspeed
+
+    model = _net()
+    if wrap:
+        model = ORTModule(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                                   config=_config(stage))
+    losses = []
+    for step in range(STEPS):
+        loss = engine(_batch(rank, step)).square().mean()
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.detach().clone())
+    state = {k: v.detach().clone() for k, v in engine.module.state_dict().items()}
+    inner = optimizer.optimizer  # the AdamW over this rank's flat fp32 partition
+    optimizer_bytes = sum(v.numel() * v.element_size() for s in inner.state.values()
+                          for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
+    param_bytes = sum(p.numel() * p.element_size() for p in engine.module.parameters())
+    return {"losses": torch.stack(losses), "state": state,
+            "optimizer_bytes": optimizer_bytes, "param_bytes": param_bytes}
+
+
+def _zero3_refusal(rank: int) -> str:
+    import deepspeed
+
+    model = ORTModule(_net())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    try:
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                               config=_config(3))
+        engine(_batch(rank, 0))
+    except Exception as e:  # noqa: BLE001 - the report carries the message to the test
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def _worker(rank: int, port: int, results: dict) -> None:
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
+                       "LOCAL_WORLD_SIZE": str(WORLD), "DS_ACCELERATOR": "cpu"})
+    torch.set_num_threads(1)
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    try:
+        report: dict[str, Any] = {}
+        for stage in (1, 2):
+            report[stage] = {kind: _train(stage, kind == "ort", rank) for kind in ("eager", "ort")}
+        report["zero3"] = _zero3_refusal(rank)
+        results[rank] = report
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[int, dict[str, Any]]:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        results = manager.dict()
+        mp.start_processes(_worker, args=(_free_port(), results), nprocs=WORLD, join=True,
+                           start_method="spawn")
+        return dict(results)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [1, 2])
+def test_zero_over_ortmodule_matches_zero_over_plain_module(reports: dict, stage: int) -> None:
+    for rank in range(WORLD):
+        report = reports[rank][stage]
+        torch.testing.assert_close(report["ort"]["losses"], report["eager"]["losses"],
+                                   rtol=RTOL, atol=ATOL)
+        for name, value in report["eager"]["state"].items():
+            torch.testing.assert_close(report["ort"]["state"][name], value, rtol=RTOL, atol=ATOL,
+                                       msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+    # Every rank holds the same whole parameters.
+    for name, value in reports[0][stage]["ort"]["state"].items():
+        torch.testing.assert_close(reports[1][stage]["ort"]["state"][name], value, rtol=0,
+                                   atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [1, 2])
+def test_each_rank_keeps_half_of_the_optimizer_state(reports: dict, stage: int) -> None:
+    for rank in range(WORLD):
+        report = reports[rank][stage]["ort"]
+        # AdamW keeps two float32 moments per parameter element; each rank holds its half.
+        share = report["optimizer_bytes"] / (2 * report["param_bytes"])
+        assert abs(share - 1 / WORLD) < 0.05, (rank, stage, share)
+
+
+@pytest.mark.slow
+def test_zero3_is_refused_naming_stages_1_and_2(reports: dict) -> None:
+    for rank in range(WORLD):
+        message = reports[rank]["zero3"]
+        assert "ZeRO stage 3" in message and "stage 1 or 2" in message, message
