@@ -76,12 +76,7 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
     if args.fp16 or args.fp16_full_eval:
         refused.append("fp16=True: the engine runs on the CPU, where float16 training is not "
                        "supported; train in float32 (the default)")
-    if args.deepspeed:
-        refused.append("deepspeed: DeepSpeed does not drive ORTModule; use plain data parallel "
-                       "training (torchrun), which ORTTrainer runs as DDP(ORTModule(model))")
-    if args.fsdp:
-        refused.append("fsdp: FSDP shards parameters that the engine reads by reference every "
-                       "step; use plain data parallel training (torchrun) instead")
+    refused.extend(_sharding_refusals(args))
     if args.torch_compile:
         refused.append("torch_compile=True: ORTModule already compiles the model into one "
                        "engine graph; leave torch_compile off")
@@ -91,3 +86,33 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
                            f"{name} off")
     if refused:
         raise ValueError("ORTTrainingArguments cannot honour: " + "; ".join(refused))
+
+
+def _deepspeed_stage(config: object) -> int:
+    """The ZeRO stage of a DeepSpeed config (a dict or the path of a JSON file)."""
+    if isinstance(config, str):
+        import json
+
+        with open(config) as f:
+            config = json.load(f)
+    zero = config.get("zero_optimization", {}) if isinstance(config, dict) else {}
+    stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
+    return stage if isinstance(stage, int) else 0
+
+
+def _sharding_refusals(args: TrainingArguments) -> list[str]:
+    """fsdp and deepspeed: FSDP2 and ZeRO stages 1 and 2 compose with ORTModule
+    (docs/distributed.md); FSDP1 and ZeRO stage 3 do not."""
+    refused = []
+    if args.deepspeed and _deepspeed_stage(args.deepspeed) == 3:
+        refused.append("deepspeed with ZeRO stage 3: it gathers each submodule's parameters in "
+                       "hooks around that submodule, which the engine's single graph never "
+                       "calls; use ZeRO stage 1 or 2")
+    if args.fsdp:
+        config = args.fsdp_config if isinstance(args.fsdp_config, dict) else {}
+        version = config.get("version", config.get("fsdp_version", 2))
+        if str(version) != "2":
+            refused.append(f"fsdp with fsdp_config version {version}: FSDP1 flattens the "
+                           "parameters of each wrapped block into one buffer; use FSDP2 "
+                           "(fsdp_config={'version': 2}, the default)")
+    return refused

@@ -93,8 +93,42 @@ class ORTTrainer(Trainer):
 
     # ---- wrapping ----
 
+    def _wrap_blocks_for_fsdp(self) -> None:
+        """FSDP2 shards what accelerate's auto-wrap policy picks (transformer_layer_cls_to_wrap,
+        else the model's _no_split_modules) and the root. Each such block becomes
+        ORTModule(block) in place and the policy picks the ORTModules, so accelerate applies
+        fully_shard(ORTModule(block)) per block and fully_shard(model) at the root (the form
+        docs/distributed.md describes); the rest of the model runs eagerly."""
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+        plugin = self.accelerator.state.fsdp_plugin
+        model = self.model
+        names = plugin.transformer_cls_names_to_wrap or list(
+            getattr(model, "_no_split_modules", None) or [])
+        if names == ["ORTModule"]:
+            return  # already wrapped by an earlier train()
+        if not names:
+            raise ValueError("ORTTrainer with fsdp wraps each transformer block in ORTModule and "
+                             "shards it: set fsdp_config['transformer_layer_cls_to_wrap'] (the "
+                             "model has no _no_split_modules to take them from)")
+        debug = self.args.debug_options() if isinstance(self.args, ORTTrainingArguments) else None
+        wrapped = 0
+        for parent in list(model.modules()):
+            for child_name, child in list(parent.named_children()):
+                if type(child).__name__ in names:
+                    setattr(parent, child_name, ORTModule(child, debug))
+                    wrapped += 1
+        if not wrapped:
+            raise ValueError(f"ORTTrainer with fsdp found no block of the classes {names} in "
+                             f"{type(model).__name__} to wrap in ORTModule")
+        plugin.transformer_cls_names_to_wrap = ["ORTModule"]
+        plugin.auto_wrap_policy = transformer_auto_wrap_policy
+
     def _wrap_in_ortmodule(self) -> None:
         if isinstance(self.model, ORTModule):
+            return
+        if self.is_fsdp_enabled:
+            self._wrap_blocks_for_fsdp()
             return
         original = self.model
         if self._ort_model is None or self._original_model is not original:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,7 +130,7 @@ def test_zero_over_ortmodule_matches_zero_over_plain_module(reports: dict, stage
                                    rtol=RTOL, atol=ATOL)
         for name, value in report["eager"]["state"].items():
             torch.testing.assert_close(report["ort"]["state"][name], value, rtol=RTOL, atol=ATOL,
-                                       msg=lambda m, name=name: f"rank {rank} {name}: {m}")
+                                       msg=lambda m, name=name, rank=rank: f"rank {rank} {name}: {m}")
     # Every rank holds the same whole parameters.
     for name, value in reports[0][stage]["ort"]["state"].items():
         torch.testing.assert_close(reports[1][stage]["ort"]["state"][name], value, rtol=0,
@@ -151,3 +152,58 @@ def test_zero3_is_refused_naming_stages_1_and_2(reports: dict) -> None:
     for rank in range(WORLD):
         message = reports[rank]["zero3"]
         assert "ZeRO stage 3" in message and "stage 1 or 2" in message, message
+
+
+# ---- ORTTrainer with deepspeed=<config dict> ----
+
+def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
+    import transformers as tf
+
+    from tests.python.test_trainer import _train
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
+                       "LOCAL_WORLD_SIZE": str(WORLD), "DS_ACCELERATOR": "cpu"})
+    torch.set_num_threads(1)
+    config = {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",
+              "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True}
+    report: dict[str, Any] = {}
+    for kind in ("eager", "ort"):
+        trainer, losses = _train("gpt2", Path(out) / kind, ort=kind == "ort", max_steps=4,
+                                 deepspeed=config, ddp_backend="gloo")
+        trainer.save_model(str(Path(out) / kind / "saved"))
+        report[kind] = {"losses": losses,
+                        "state": {k: v.clone() for k, v in trainer.model.state_dict().items()}}
+        torch.distributed.barrier()
+    if rank == 0:
+        reloaded = tf.GPT2LMHeadModel.from_pretrained(str(Path(out) / "ort" / "saved"))
+        report["reloaded"] = {k: v.clone() for k, v in reloaded.state_dict().items()}
+    results[rank] = report
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ort_trainer_with_deepspeed_matches_trainer_and_saves_a_plain_checkpoint(
+        tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        results = manager.dict()
+        mp.start_processes(_trainer_worker, args=(_free_port(), str(tmp_path), results),
+                           nprocs=WORLD, join=True, start_method="spawn")
+        reports = dict(results)
+    for rank in range(WORLD):
+        ort, eager = reports[rank]["ort"], reports[rank]["eager"]
+        assert len(ort["losses"]) == 4
+        torch.testing.assert_close(torch.tensor(ort["losses"]), torch.tensor(eager["losses"]),
+                                   rtol=1e-3, atol=0.0)
+    reloaded, trained = reports[0]["reloaded"], reports[0]["ort"]["state"]
+    for name, value in trained.items():
+        torch.testing.assert_close(reloaded[name], value, rtol=0, atol=0, msg=name)
+
+
+def test_zero3_in_trainer_arguments_is_refused(tmp_path: Path) -> None:
+    from ortmodule.trainer import ORTTrainingArguments
+
+    with pytest.raises(ValueError, match="ZeRO stage 3.*stage 1 or 2"):
+        ORTTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                             deepspeed={"zero_optimization": {"stage": 3}})

@@ -14,6 +14,7 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -317,3 +318,56 @@ def test_ortmodule_over_fully_sharded_blocks_is_refused_naming_the_supported_for
     for rank in range(WORLD):
         message = reports[rank]["refusal"]
         assert "fully_shard(ORTModule(block))" in message, message
+
+
+# ---- ORTTrainer with fsdp (FSDP2 through accelerate) ----
+
+def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
+    import transformers as tf
+
+    from tests.python.test_trainer import _train
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
+                       "LOCAL_WORLD_SIZE": str(WORLD)})
+    torch.set_num_threads(1)
+    fsdp = {"fsdp": True, "fsdp_config": {"version": 2,
+                                          "transformer_layer_cls_to_wrap": ["GPT2Block"]},
+            "max_steps": 4, "ddp_backend": "gloo"}
+    report: dict[str, Any] = {}
+    for kind in ("eager", "ort"):
+        trainer, losses = _train("gpt2", Path(out) / kind, ort=kind == "ort", **fsdp)
+        blocks = trainer.model.transformer.h
+        trainer.save_model(str(Path(out) / kind / "saved"))
+        report[kind] = {"losses": losses, "block": type(blocks[0]).__name__,
+                        "block_is_ort": isinstance(blocks[0], ORTModule),
+                        "root_sharded": isinstance(trainer.model, FSDPModule),
+                        "state": _full(trainer.model)}
+        dist.barrier()
+    if rank == 0:
+        reloaded = tf.GPT2LMHeadModel.from_pretrained(str(Path(out) / "ort" / "saved"))
+        report["reloaded"] = {k: v.clone() for k, v in reloaded.state_dict().items()}
+    results[rank] = report
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ort_trainer_with_fsdp2_matches_trainer_and_saves_a_plain_checkpoint(
+        tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        results = manager.dict()
+        mp.start_processes(_trainer_worker, args=(_free_port(), str(tmp_path), results),
+                           nprocs=WORLD, join=True, start_method="spawn")
+        reports = dict(results)
+    for rank in range(WORLD):
+        ort, eager = reports[rank]["ort"], reports[rank]["eager"]
+        assert ort["block_is_ort"] and ort["root_sharded"], ort["block"]
+        assert not eager["block_is_ort"]
+        assert len(ort["losses"]) == 4
+        torch.testing.assert_close(torch.tensor(ort["losses"]), torch.tensor(eager["losses"]),
+                                   rtol=1e-3, atol=0.0)
+        _assert_same(ort["state"], eager["state"], f"rank {rank}, trained", 1e-3, 1e-5)
+    reloaded, trained = reports[0]["reloaded"], reports[0]["ort"]["state"]
+    for name, value in trained.items():
+        torch.testing.assert_close(reloaded[name], value, rtol=0, atol=0, msg=name)
