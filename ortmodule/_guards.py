@@ -240,7 +240,7 @@ def _describe(hook: Any) -> str:
     return f"{module}.{name}" if module and module != "__main__" else name
 
 
-def _is_fully_sharded(module: torch.nn.Module) -> bool:
+def is_fully_sharded(module: torch.nn.Module) -> bool:
     """Whether torch.distributed.fsdp.fully_shard (FSDP2) was applied to ``module`` (it
     swaps the module's class for one deriving from FSDPModule)."""
     return any(c.__name__ == "FSDPModule" and c.__module__.startswith("torch.distributed.fsdp")
@@ -256,7 +256,7 @@ def sharding_error(module: torch.nn.Module,
     calls no submodule, so it would never see them gathered."""
     names = {id(m): name for name, m in module.named_modules()}
     sharded = [names.get(id(m), "") or "the wrapped module" for m in modules
-               if _is_fully_sharded(m)]
+               if is_fully_sharded(m)]
     if sharded:
         return RuntimeError(
             f"ORTModule cannot run a model whose submodules were sharded with fully_shard "

@@ -371,3 +371,44 @@ def test_ort_trainer_with_fsdp2_matches_trainer_and_saves_a_plain_checkpoint(
     reloaded, trained = reports[0]["reloaded"], reports[0]["ort"]["state"]
     for name, value in trained.items():
         torch.testing.assert_close(reloaded[name], value, rtol=0, atol=0, msg=name)
+
+
+# ---- one process: what FSDP2's reshard does to a parameter between forward and backward ----
+
+def _resharded_between_forward_and_backward(refill: bool) -> tuple[nn.Module, nn.Module]:
+    """Block under ORTModule and eagerly; between forward and backward every parameter's
+    storage is freed (resized to 0 bytes, as FSDP2's reshard does) and, with `refill`,
+    allocated again (at another address) and filled with the same values (its all-gather)."""
+    torch.manual_seed(0)
+    eager = Block()
+    ort = ORTModule(copy.deepcopy(eager))
+    x = torch.randn(5, WIDTH)
+    losses = [m(x).square().sum() for m in (eager, ort)]
+    for m in (eager, ort):
+        for p in m.parameters():
+            saved = p.detach().clone()
+            storage = p.untyped_storage()
+            size = storage.nbytes()
+            storage.resize_(0)
+            if refill:
+                torch.randn(1 << 16)  # the allocator may hand out the old block to another
+                storage.resize_(size)
+                with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(p):
+                    p.copy_(saved)
+    if refill:
+        for loss in losses:
+            loss.backward()
+    else:
+        losses[1].backward()
+    return eager, ort
+
+
+def test_backward_reads_parameters_gathered_again_at_a_new_address() -> None:
+    eager, ort = _resharded_between_forward_and_backward(refill=True)
+    for (name, p), q in zip(eager.named_parameters(), ort.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, rtol=RTOL, atol=ATOL, msg=name)
+
+
+def test_backward_refuses_a_parameter_freed_since_forward() -> None:
+    with pytest.raises(RuntimeError, match="memory freed since the forward call"):
+        _resharded_between_forward_and_backward(refill=False)
