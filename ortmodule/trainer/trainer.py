@@ -58,6 +58,29 @@ def _unwrapping_ortmodule(unwrap: Callable[..., nn.Module]) -> Callable[..., nn.
     return unwrap_model
 
 
+def _refuse_sharding_accelerate_ignores(trainer: Trainer) -> None:
+    """accelerate turns fsdp into FSDP only for GPU-like distributed types, and deepspeed only
+    off the CPU: elsewhere (a CPU-only machine, use_cpu=True) Trainer would train with DDP
+    instead, holding the whole model on every rank. Raises rather than train unsharded."""
+    args = trainer.args
+    where = ("accelerate runs this job as "
+             f"{getattr(trainer.accelerator.state, 'distributed_type', 'no distribution')}")
+    if args.fsdp and not trainer.is_fsdp_enabled:
+        raise ValueError(
+            f"fsdp was requested but {where}, which ignores fsdp (accelerate enables FSDP only "
+            "on GPU-like devices) and would train every rank on the whole model. On a CPU-only "
+            "machine shard in your own loop with fully_shard(ORTModule(block)) per block and "
+            "fully_shard(model) (docs/distributed.md), or drop fsdp to train "
+            "DistributedDataParallel(ORTModule(model))")
+    if args.deepspeed and not trainer.is_deepspeed_enabled:
+        raise ValueError(
+            f"deepspeed was requested but {where}, which ignores deepspeed on the CPU "
+            "(accelerate enables DeepSpeed only off the CPU). On a CPU-only machine call "
+            "deepspeed.initialize(model=ORTModule(model), ...) in your own loop "
+            "(docs/distributed.md), or drop deepspeed to train "
+            "DistributedDataParallel(ORTModule(model))")
+
+
 class ORTTrainer(Trainer):
     """transformers.Trainer whose training steps run on the ortmodule engine.
 
@@ -72,6 +95,7 @@ class ORTTrainer(Trainer):
             # Plain TrainingArguments were validated by transformers only.
             from ortmodule.trainer.arguments import _refuse_unsupported
             _refuse_unsupported(self.args)
+        _refuse_sharding_accelerate_ignores(self)
         self._original_model: nn.Module | None = None
         self._ort_model: ORTModule | None = None
         # Trainer unwraps through the accelerator (label smoothing picks causal-LM label shifting

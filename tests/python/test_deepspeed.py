@@ -157,8 +157,6 @@ def test_zero3_is_refused_naming_stages_1_and_2(reports: dict) -> None:
 # ---- ORTTrainer with deepspeed=<config dict> ----
 
 def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
-    import transformers as tf
-
     from tests.python.test_trainer import _train
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
@@ -167,23 +165,22 @@ def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
     torch.set_num_threads(1)
     config = {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",
               "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True}
-    report: dict[str, Any] = {}
-    for kind in ("eager", "ort"):
-        trainer, losses = _train("gpt2", Path(out) / kind, ort=kind == "ort", max_steps=4,
-                                 deepspeed=config, ddp_backend="gloo")
-        trainer.save_model(str(Path(out) / kind / "saved"))
-        report[kind] = {"losses": losses,
-                        "state": {k: v.clone() for k, v in trainer.model.state_dict().items()}}
-        torch.distributed.barrier()
-    if rank == 0:
-        reloaded = tf.GPT2LMHeadModel.from_pretrained(str(Path(out) / "ort" / "saved"))
-        report["reloaded"] = {k: v.clone() for k, v in reloaded.state_dict().items()}
+    arguments = {"deepspeed": config, "max_steps": 1, "ddp_backend": "gloo"}
+    # transformers.Trainer on the CPU: accelerate ignores deepspeed and runs DDP.
+    trainer, _ = _train("gpt2", Path(out) / "eager", ort=False, **arguments)
+    report: dict[str, Any] = {"eager_deepspeed": trainer.is_deepspeed_enabled,
+                              "eager_wrapper": type(trainer.model_wrapped).__name__}
+    try:
+        _train("gpt2", Path(out) / "ort", ort=True, **arguments)
+        report["ort"] = "no error"
+    except ValueError as e:
+        report["ort"] = str(e)
     results[rank] = report
     torch.distributed.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_ort_trainer_with_deepspeed_matches_trainer_and_saves_a_plain_checkpoint(
+def test_ort_trainer_refuses_deepspeed_that_accelerate_would_ignore_on_cpu(
         tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
@@ -192,13 +189,10 @@ def test_ort_trainer_with_deepspeed_matches_trainer_and_saves_a_plain_checkpoint
                            nprocs=WORLD, join=True, start_method="spawn")
         reports = dict(results)
     for rank in range(WORLD):
-        ort, eager = reports[rank]["ort"], reports[rank]["eager"]
-        assert len(ort["losses"]) == 4
-        torch.testing.assert_close(torch.tensor(ort["losses"]), torch.tensor(eager["losses"]),
-                                   rtol=1e-3, atol=0.0)
-    reloaded, trained = reports[0]["reloaded"], reports[0]["ort"]["state"]
-    for name, value in trained.items():
-        torch.testing.assert_close(reloaded[name], value, rtol=0, atol=0, msg=name)
+        report = reports[rank]
+        assert not report["eager_deepspeed"]
+        assert report["eager_wrapper"] == "DistributedDataParallel"
+        assert "deepspeed.initialize(model=ORTModule(model)" in report["ort"], report["ort"]
 
 
 def test_zero3_in_trainer_arguments_is_refused(tmp_path: Path) -> None:

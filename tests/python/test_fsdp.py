@@ -279,9 +279,17 @@ def test_fully_shard_of_ortmodule_matches_fully_shard_of_plain_module(reports: d
 @pytest.mark.slow
 def test_bf16_parameters_float32_reduction_match_eager_in_bf16(reports: dict) -> None:
     # Both run their matmuls on bfloat16 parameters; the engine and eager round partial sums
-    # differently, so the comparison takes bfloat16's precision (8 bits of mantissa).
+    # differently, so the losses agree to bfloat16's precision (8 bits of mantissa). AdamW
+    # moves an element by about lr per step whatever its gradient's size, so a gradient near
+    # zero that rounds to the other sign moves a parameter by up to 2 * lr: the parameters
+    # agree to lr (0.01).
     for rank in range(WORLD):
-        _assert_training_matches(reports[rank]["bf16_params"], f"rank {rank}, bf16", 2e-2, 2e-3)
+        report = reports[rank]["bf16_params"]
+        torch.testing.assert_close(report["ort"]["losses"], report["eager"]["losses"],
+                                   rtol=2e-2, atol=2e-3)
+        _assert_same(report["ort"]["state"], report["eager"]["state"], f"rank {rank}, bf16",
+                     2e-2, 1e-2)
+        assert report["ort"]["state"]["blocks.0.up.weight"].dtype == torch.float32
 
 
 @pytest.mark.slow
@@ -323,8 +331,6 @@ def test_ortmodule_over_fully_sharded_blocks_is_refused_naming_the_supported_for
 # ---- ORTTrainer with fsdp (FSDP2 through accelerate) ----
 
 def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
-    import transformers as tf
-
     from tests.python.test_trainer import _train
 
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
@@ -333,27 +339,22 @@ def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
     torch.set_num_threads(1)
     fsdp = {"fsdp": True, "fsdp_config": {"version": 2,
                                           "transformer_layer_cls_to_wrap": ["GPT2Block"]},
-            "max_steps": 4, "ddp_backend": "gloo"}
-    report: dict[str, Any] = {}
-    for kind in ("eager", "ort"):
-        trainer, losses = _train("gpt2", Path(out) / kind, ort=kind == "ort", **fsdp)
-        blocks = trainer.model.transformer.h
-        trainer.save_model(str(Path(out) / kind / "saved"))
-        report[kind] = {"losses": losses, "block": type(blocks[0]).__name__,
-                        "block_is_ort": isinstance(blocks[0], ORTModule),
-                        "root_sharded": isinstance(trainer.model, FSDPModule),
-                        "state": _full(trainer.model)}
-        dist.barrier()
-    if rank == 0:
-        reloaded = tf.GPT2LMHeadModel.from_pretrained(str(Path(out) / "ort" / "saved"))
-        report["reloaded"] = {k: v.clone() for k, v in reloaded.state_dict().items()}
+            "max_steps": 1, "ddp_backend": "gloo"}
+    # transformers.Trainer on a CPU-only machine: accelerate ignores fsdp and runs DDP.
+    trainer, _ = _train("gpt2", Path(out) / "eager", ort=False, **fsdp)
+    report: dict[str, Any] = {"eager_sharded": isinstance(trainer.model, FSDPModule),
+                              "eager_wrapper": type(trainer.model_wrapped).__name__}
+    try:
+        _train("gpt2", Path(out) / "ort", ort=True, **fsdp)
+        report["ort"] = "no error"
+    except ValueError as e:
+        report["ort"] = str(e)
     results[rank] = report
     dist.destroy_process_group()
 
 
 @pytest.mark.slow
-def test_ort_trainer_with_fsdp2_matches_trainer_and_saves_a_plain_checkpoint(
-        tmp_path: Path) -> None:
+def test_ort_trainer_refuses_fsdp_that_accelerate_would_ignore_on_cpu(tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
@@ -361,16 +362,11 @@ def test_ort_trainer_with_fsdp2_matches_trainer_and_saves_a_plain_checkpoint(
                            nprocs=WORLD, join=True, start_method="spawn")
         reports = dict(results)
     for rank in range(WORLD):
-        ort, eager = reports[rank]["ort"], reports[rank]["eager"]
-        assert ort["block_is_ort"] and ort["root_sharded"], ort["block"]
-        assert not eager["block_is_ort"]
-        assert len(ort["losses"]) == 4
-        torch.testing.assert_close(torch.tensor(ort["losses"]), torch.tensor(eager["losses"]),
-                                   rtol=1e-3, atol=0.0)
-        _assert_same(ort["state"], eager["state"], f"rank {rank}, trained", 1e-3, 1e-5)
-    reloaded, trained = reports[0]["reloaded"], reports[0]["ort"]["state"]
-    for name, value in trained.items():
-        torch.testing.assert_close(reloaded[name], value, rtol=0, atol=0, msg=name)
+        report = reports[rank]
+        # What ORTTrainer refuses to do silently: train unsharded under DDP.
+        assert not report["eager_sharded"] and report["eager_wrapper"] == "DistributedDataParallel"
+        assert "fully_shard(ORTModule(block))" in report["ort"], report["ort"]
+        assert "accelerate enables FSDP only on GPU-like devices" in report["ort"]
 
 
 # ---- one process: what FSDP2's reshard does to a parameter between forward and backward ----
