@@ -3,6 +3,8 @@ with the options the engine cannot honour refused when the arguments are built."
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 
 from transformers import Seq2SeqTrainingArguments, TrainingArguments
@@ -91,8 +93,8 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
 def _deepspeed_stage(config: object) -> int:
     """The ZeRO stage of a DeepSpeed config (a dict or the path of a JSON file)."""
     if isinstance(config, str):
-        import json
-
+        if not os.path.isfile(config):
+            return 0  # TrainingArguments names the missing file
         with open(config) as f:
             config = json.load(f)
     zero = config.get("zero_optimization", {}) if isinstance(config, dict) else {}
@@ -110,6 +112,9 @@ def _sharding_refusals(args: TrainingArguments) -> list[str]:
                        "calls; use ZeRO stage 1 or 2")
     if args.fsdp:
         config = args.fsdp_config if isinstance(args.fsdp_config, dict) else {}
+        if isinstance(args.fsdp_config, str) and os.path.isfile(args.fsdp_config):
+            with open(args.fsdp_config) as f:
+                config = json.load(f)
         version = config.get("version", config.get("fsdp_version", 2))
         if str(version) != "2":
             refused.append(f"fsdp with fsdp_config version {version}: FSDP1 flattens the "

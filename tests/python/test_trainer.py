@@ -156,8 +156,8 @@ def test_save_onnx_writes_graphs_to_output_dir(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("overrides", "named"), [
     ({"save_onnx": True}, "onnx_prefix"),
     ({"fp16": True}, "fp16"),
-    ({"deepspeed": "ds_config.json"}, "deepspeed"),
-    ({"fsdp": "full_shard"}, "fsdp"),
+    ({"deepspeed": {"zero_optimization": {"stage": 3}}}, "deepspeed with ZeRO stage 3"),
+    ({"fsdp": True, "fsdp_config": {"version": 1}}, "FSDP1"),
     ({"torch_compile": True}, "torch_compile"),
     ({"gradient_checkpointing": True}, "gradient_checkpointing"),
     ({"onnx_log_level": "LOUD"}, "onnx_log_level"),
