@@ -110,8 +110,9 @@ def _worker(rank: int, port: int, args: argparse.Namespace, results: dict) -> No
         for runner in args.runners:
             model = _shard(_models._gpt2_small(), runner == "ortmodule")
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            ids = torch.randint(0, 50257, (args.batch, args.sequence),
-                                generator=torch.Generator().manual_seed(rank))
+            ids = torch.randint(
+                0, 50257, (args.batch, args.sequence), generator=torch.Generator().manual_seed(rank)
+            )
             steps, exposed, communication = [], [], []
             with _CommClock() as clock:
                 for step in range(args.warmup + args.steps):
@@ -126,9 +127,11 @@ def _worker(rank: int, port: int, args: argparse.Namespace, results: dict) -> No
                         steps.append(time.perf_counter() - start)
                         exposed.append(clock.exposed)
                         communication.append(clock.communication)
-            report[runner] = {"step": statistics.median(steps),
-                              "communication": statistics.median(communication),
-                              "exposed": statistics.median(exposed)}
+            report[runner] = {
+                "step": statistics.median(steps),
+                "communication": statistics.median(communication),
+                "exposed": statistics.median(exposed),
+            }
             del model, optimizer
         results[rank] = report
     finally:
@@ -150,18 +153,23 @@ def main(argv: list[str]) -> int:
     load = os.getloadavg()[0]
     with mp.get_context("spawn").Manager() as manager:
         results = manager.dict()
-        mp.start_processes(_worker, args=(port, args, results), nprocs=WORLD, join=True,
-                           start_method="spawn")
+        mp.start_processes(
+            _worker, args=(port, args, results), nprocs=WORLD, join=True, start_method="spawn"
+        )
         report = dict(results)[0]
-    print(f"GPT-2-small, FSDP2 per block on {WORLD} gloo ranks, batch {args.batch}, sequence "
-          f"{args.sequence}, {args.threads} thread(s) per rank, median of {args.steps} steps "
-          f"(rank 0); machine load average {load:.1f} on {os.cpu_count()} cores (shared: "
-          "numbers are indicative)")
+    print(
+        f"GPT-2-small, FSDP2 per block on {WORLD} gloo ranks, batch {args.batch}, sequence "
+        f"{args.sequence}, {args.threads} thread(s) per rank, median of {args.steps} steps "
+        f"(rank 0); machine load average {load:.1f} on {os.cpu_count()} cores (shared: "
+        "numbers are indicative)"
+    )
     print(f"{'runner':10} {'step s':>8} {'comm s':>8} {'exposed s':>10} {'hidden':>7}")
     for runner, r in report.items():
         hidden = 1 - r["exposed"] / r["communication"] if r["communication"] else 0.0
-        print(f"{runner:10} {r['step']:8.2f} {r['communication']:8.2f} {r['exposed']:10.2f} "
-              f"{hidden:7.0%}")
+        print(
+            f"{runner:10} {r['step']:8.2f} {r['communication']:8.2f} {r['exposed']:10.2f} "
+            f"{hidden:7.0%}"
+        )
     return 0
 
 

@@ -29,8 +29,9 @@ RTOL, ATOL = 1e-5, 1e-6
 
 def _net() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
-                         nn.Linear(32, 2))
+    return nn.Sequential(
+        nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 2)
+    )
 
 
 def _free_port() -> int:
@@ -62,8 +63,9 @@ def _train(stage: int, wrap: bool, rank: int) -> dict[str, Any]:
     if wrap:
         model = ORTModule(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
-                                                   config=_config(stage))
+    engine, optimizer, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer, config=_config(stage)
+    )
     losses = []
     for step in range(STEPS):
         loss = engine(_batch(rank, step)).square().mean()
@@ -72,11 +74,19 @@ def _train(stage: int, wrap: bool, rank: int) -> dict[str, Any]:
         losses.append(loss.detach().clone())
     state = {k: v.detach().clone() for k, v in engine.module.state_dict().items()}
     inner = optimizer.optimizer  # the AdamW over this rank's flat fp32 partition
-    optimizer_bytes = sum(v.numel() * v.element_size() for s in inner.state.values()
-                          for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0)
+    optimizer_bytes = sum(
+        v.numel() * v.element_size()
+        for s in inner.state.values()
+        for v in s.values()
+        if isinstance(v, torch.Tensor) and v.dim() > 0
+    )
     param_bytes = sum(p.numel() * p.element_size() for p in engine.module.parameters())
-    return {"losses": torch.stack(losses), "state": state,
-            "optimizer_bytes": optimizer_bytes, "param_bytes": param_bytes}
+    return {
+        "losses": torch.stack(losses),
+        "state": state,
+        "optimizer_bytes": optimizer_bytes,
+        "param_bytes": param_bytes,
+    }
 
 
 def _zero3_refusal(rank: int) -> str:
@@ -85,8 +95,7 @@ def _zero3_refusal(rank: int) -> str:
     model = ORTModule(_net())
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
     try:
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
-                                               config=_config(3))
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=_config(3))
         engine(_batch(rank, 0))
     except Exception as e:  # noqa: BLE001 - the report carries the message to the test
         return f"{type(e).__name__}: {e}"
@@ -94,9 +103,17 @@ def _zero3_refusal(rank: int) -> str:
 
 
 def _worker(rank: int, port: int, results: dict) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
-                       "LOCAL_WORLD_SIZE": str(WORLD), "DS_ACCELERATOR": "cpu"})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD),
+            "LOCAL_WORLD_SIZE": str(WORLD),
+            "DS_ACCELERATOR": "cpu",
+        }
+    )
     torch.set_num_threads(1)
     import deepspeed
 
@@ -116,8 +133,9 @@ def reports() -> dict[int, dict[str, Any]]:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
-        mp.start_processes(_worker, args=(_free_port(), results), nprocs=WORLD, join=True,
-                           start_method="spawn")
+        mp.start_processes(
+            _worker, args=(_free_port(), results), nprocs=WORLD, join=True, start_method="spawn"
+        )
         return dict(results)
 
 
@@ -126,15 +144,20 @@ def reports() -> dict[int, dict[str, Any]]:
 def test_zero_over_ortmodule_matches_zero_over_plain_module(reports: dict, stage: int) -> None:
     for rank in range(WORLD):
         report = reports[rank][stage]
-        torch.testing.assert_close(report["ort"]["losses"], report["eager"]["losses"],
-                                   rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(
+            report["ort"]["losses"], report["eager"]["losses"], rtol=RTOL, atol=ATOL
+        )
         for name, value in report["eager"]["state"].items():
-            torch.testing.assert_close(report["ort"]["state"][name], value, rtol=RTOL, atol=ATOL,
-                                       msg=lambda m, name=name, rank=rank: f"rank {rank} {name}: {m}")
+            torch.testing.assert_close(
+                report["ort"]["state"][name],
+                value,
+                rtol=RTOL,
+                atol=ATOL,
+                msg=lambda m, name=name, rank=rank: f"rank {rank} {name}: {m}",
+            )
     # Every rank holds the same whole parameters.
     for name, value in reports[0][stage]["ort"]["state"].items():
-        torch.testing.assert_close(reports[1][stage]["ort"]["state"][name], value, rtol=0,
-                                   atol=0)
+        torch.testing.assert_close(reports[1][stage]["ort"]["state"][name], value, rtol=0, atol=0)
 
 
 @pytest.mark.slow
@@ -156,20 +179,35 @@ def test_zero3_is_refused_naming_stages_1_and_2(reports: dict) -> None:
 
 # ---- ORTTrainer with deepspeed=<config dict> ----
 
+
 def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
     from tests.python.test_trainer import _train
 
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
-                       "LOCAL_WORLD_SIZE": str(WORLD), "DS_ACCELERATOR": "cpu"})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD),
+            "LOCAL_WORLD_SIZE": str(WORLD),
+            "DS_ACCELERATOR": "cpu",
+        }
+    )
     torch.set_num_threads(1)
-    config = {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",
-              "gradient_accumulation_steps": "auto", "zero_allow_untested_optimizer": True}
+    config = {
+        "zero_optimization": {"stage": 2},
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "zero_allow_untested_optimizer": True,
+    }
     arguments = {"deepspeed": config, "max_steps": 1, "ddp_backend": "gloo"}
     # transformers.Trainer on the CPU: accelerate ignores deepspeed and runs DDP.
     trainer, _ = _train("gpt2", Path(out) / "eager", ort=False, **arguments)
-    report: dict[str, Any] = {"eager_deepspeed": trainer.is_deepspeed_enabled,
-                              "eager_wrapper": type(trainer.model_wrapped).__name__}
+    report: dict[str, Any] = {
+        "eager_deepspeed": trainer.is_deepspeed_enabled,
+        "eager_wrapper": type(trainer.model_wrapped).__name__,
+    }
     try:
         _train("gpt2", Path(out) / "ort", ort=True, **arguments)
         report["ort"] = "no error"
@@ -180,13 +218,17 @@ def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
 
 
 @pytest.mark.slow
-def test_ort_trainer_refuses_deepspeed_that_accelerate_would_ignore_on_cpu(
-        tmp_path: Path) -> None:
+def test_ort_trainer_refuses_deepspeed_that_accelerate_would_ignore_on_cpu(tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
-        mp.start_processes(_trainer_worker, args=(_free_port(), str(tmp_path), results),
-                           nprocs=WORLD, join=True, start_method="spawn")
+        mp.start_processes(
+            _trainer_worker,
+            args=(_free_port(), str(tmp_path), results),
+            nprocs=WORLD,
+            join=True,
+            start_method="spawn",
+        )
         reports = dict(results)
     for rank in range(WORLD):
         report = reports[rank]
@@ -199,5 +241,9 @@ def test_zero3_in_trainer_arguments_is_refused(tmp_path: Path) -> None:
     from ortmodule.trainer import ORTTrainingArguments
 
     with pytest.raises(ValueError, match="ZeRO stage 3.*stage 1 or 2"):
-        ORTTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
-                             deepspeed={"zero_optimization": {"stage": 3}})
+        ORTTrainingArguments(
+            output_dir=str(tmp_path),
+            use_cpu=True,
+            report_to=[],
+            deepspeed={"zero_optimization": {"stage": 3}},
+        )

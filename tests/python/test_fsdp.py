@@ -101,10 +101,12 @@ def _identity(m: nn.Module) -> nn.Module:
 
 def per_block(wrap: Wrap, **shard: Any) -> Callable[[Net], nn.Module]:
     """fully_shard(wrap(block)) for every block, then fully_shard(root)."""
+
     def make(net: Net) -> nn.Module:
         for i, block in enumerate(net.blocks):
             net.blocks[i] = fully_shard(wrap(block), **shard)
         return fully_shard(net, **shard)
+
     return make
 
 
@@ -113,21 +115,14 @@ def at_root(wrap: Wrap, **shard: Any) -> Callable[[Net], nn.Module]:
     return lambda net: fully_shard(wrap(net), **shard)
 
 
-def whole_wrapped(wrap: Wrap, **shard: Any) -> Callable[[Net], nn.Module]:
-    """fully_shard(wrap(net)) after fully_shard on each block: the wrapper sees hooks inside."""
-    def make(net: Net) -> nn.Module:
-        for block in net.blocks:
-            fully_shard(block, **shard)
-        return fully_shard(wrap(net), **shard)
-    return make
-
-
 def checkpointed(wrap: Wrap, **shard: Any) -> Callable[[Net], nn.Module]:
     """Activation checkpointing around each fully_shard(wrap(block))."""
+
     def make(net: Net) -> nn.Module:
         for i, block in enumerate(net.blocks):
             net.blocks[i] = Checkpointed(fully_shard(wrap(block), **shard))
         return fully_shard(net, **shard)
+
     return make
 
 
@@ -144,8 +139,10 @@ SCENARIOS: dict[str, Callable[[Wrap], Callable[[Net], nn.Module]]] = {
 
 def _full(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter gathered across ranks."""
-    return {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone()
-            for k, v in model.state_dict().items()}
+    return {
+        k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone()
+        for k, v in model.state_dict().items()
+    }
 
 
 def _local_bytes(tensors: Any) -> int:
@@ -175,12 +172,20 @@ def _train(make: Callable[[Net], nn.Module], rank: int, accumulate: bool = False
     memory = {
         "params": _local_bytes(params),
         "grads": _local_bytes(p.grad for p in params),
-        "optimizer": _local_bytes(v for s in optimizer.state.values() for v in s.values()
-                                  if isinstance(v, torch.Tensor) and v.dim() > 0),
+        "optimizer": _local_bytes(
+            v
+            for s in optimizer.state.values()
+            for v in s.values()
+            if isinstance(v, torch.Tensor) and v.dim() > 0
+        ),
     }
     all_dtensors = all(isinstance(p, DTensor) for p in params)
-    return {"losses": torch.stack(losses), "state": _full(model), "memory": memory,
-            "sharded": all_dtensors}
+    return {
+        "losses": torch.stack(losses),
+        "state": _full(model),
+        "memory": memory,
+        "sharded": all_dtensors,
+    }
 
 
 def _checkpoint_round_trip(rank: int, folder: str) -> dict:
@@ -225,10 +230,14 @@ def _worker(rank: int, port: int, folder: str, results: dict) -> None:
     try:
         report: dict[str, Any] = {}
         for name, scenario in SCENARIOS.items():
-            report[name] = {kind: _train(scenario(wrap), rank)
-                            for kind, wrap in (("eager", _identity), ("ort", ORTModule))}
-        report["accumulate"] = {kind: _train(per_block(wrap), rank, accumulate=True)
-                                for kind, wrap in (("eager", _identity), ("ort", ORTModule))}
+            report[name] = {
+                kind: _train(scenario(wrap), rank)
+                for kind, wrap in (("eager", _identity), ("ort", ORTModule))
+            }
+        report["accumulate"] = {
+            kind: _train(per_block(wrap), rank, accumulate=True)
+            for kind, wrap in (("eager", _identity), ("ort", ORTModule))
+        }
         report["unsharded"] = _train(lambda net: copy.deepcopy(net), rank)["memory"]
         report["checkpoint"] = _checkpoint_round_trip(rank, folder)
         report["refusal"] = _refusal(rank)
@@ -242,38 +251,65 @@ def reports() -> dict[int, dict[str, Any]]:
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, tempfile.TemporaryDirectory() as folder:
         results = manager.dict()
-        mp.start_processes(_worker, args=(_free_port(), folder, results), nprocs=WORLD,
-                           join=True, start_method="spawn")
+        mp.start_processes(
+            _worker,
+            args=(_free_port(), folder, results),
+            nprocs=WORLD,
+            join=True,
+            start_method="spawn",
+        )
         return dict(results)
 
 
-def _assert_same(actual: dict, expected: dict, what: str, rtol: float = RTOL,
-                 atol: float = ATOL) -> None:
+def _assert_same(
+    actual: dict, expected: dict, what: str, rtol: float = RTOL, atol: float = ATOL
+) -> None:
     assert actual.keys() == expected.keys()
     for name, value in expected.items():
-        torch.testing.assert_close(actual[name], value, rtol=rtol, atol=atol,
-                                   msg=lambda m, name=name: f"{what} {name}: {m}")
+        torch.testing.assert_close(
+            actual[name],
+            value,
+            rtol=rtol,
+            atol=atol,
+            msg=lambda m, name=name: f"{what} {name}: {m}",
+        )
 
 
-def _assert_training_matches(report: dict, what: str, rtol: float = RTOL,
-                             atol: float = ATOL) -> None:
-    torch.testing.assert_close(report["ort"]["losses"], report["eager"]["losses"], rtol=rtol,
-                               atol=atol, msg=lambda m: f"{what} losses: {m}")
-    _assert_same(report["ort"]["state"], report["eager"]["state"], f"{what}, after {STEPS} steps,",
-                 rtol, atol)
+def _assert_training_matches(
+    report: dict, what: str, rtol: float = RTOL, atol: float = ATOL
+) -> None:
+    torch.testing.assert_close(
+        report["ort"]["losses"],
+        report["eager"]["losses"],
+        rtol=rtol,
+        atol=atol,
+        msg=lambda m: f"{what} losses: {m}",
+    )
+    _assert_same(
+        report["ort"]["state"],
+        report["eager"]["state"],
+        f"{what}, after {STEPS} steps,",
+        rtol,
+        atol,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["per_block", "per_block_keep_unsharded", "at_root",
-                                      "checkpointed"])
-def test_fully_shard_of_ortmodule_matches_fully_shard_of_plain_module(reports: dict,
-                                                                      scenario: str) -> None:
+@pytest.mark.parametrize(
+    "scenario", ["per_block", "per_block_keep_unsharded", "at_root", "checkpointed"]
+)
+def test_fully_shard_of_ortmodule_matches_fully_shard_of_plain_module(
+    reports: dict, scenario: str
+) -> None:
     for rank in range(WORLD):
         _assert_training_matches(reports[rank][scenario], f"rank {rank}, {scenario}")
         assert reports[rank][scenario]["ort"]["sharded"]
     # Both ranks hold the same model: the gradients were reduced every step.
-    _assert_same(reports[1][scenario]["ort"]["state"], reports[0][scenario]["ort"]["state"],
-                 "rank 1 vs rank 0,")
+    _assert_same(
+        reports[1][scenario]["ort"]["state"],
+        reports[0][scenario]["ort"]["state"],
+        "rank 1 vs rank 0,",
+    )
 
 
 @pytest.mark.slow
@@ -285,10 +321,12 @@ def test_bf16_parameters_float32_reduction_match_eager_in_bf16(reports: dict) ->
     # agree to lr (0.01).
     for rank in range(WORLD):
         report = reports[rank]["bf16_params"]
-        torch.testing.assert_close(report["ort"]["losses"], report["eager"]["losses"],
-                                   rtol=2e-2, atol=2e-3)
-        _assert_same(report["ort"]["state"], report["eager"]["state"], f"rank {rank}, bf16",
-                     2e-2, 1e-2)
+        torch.testing.assert_close(
+            report["ort"]["losses"], report["eager"]["losses"], rtol=2e-2, atol=2e-3
+        )
+        _assert_same(
+            report["ort"]["state"], report["eager"]["state"], f"rank {rank}, bf16", 2e-2, 1e-2
+        )
         assert report["ort"]["state"]["blocks.0.up.weight"].dtype == torch.float32
 
 
@@ -300,7 +338,8 @@ def test_gradient_accumulation_without_sync_matches_eager(reports: dict) -> None
 
 @pytest.mark.slow
 def test_each_rank_holds_about_half_of_parameters_gradients_and_optimizer_state(
-        reports: dict) -> None:
+    reports: dict,
+) -> None:
     for rank in range(WORLD):
         unsharded = reports[rank]["unsharded"]
         for scenario in ("per_block", "at_root"):
@@ -316,13 +355,15 @@ def test_distributed_checkpoint_round_trip(reports: dict) -> None:
     for rank in range(WORLD):
         report = reports[rank]["checkpoint"]
         _assert_same(report["loaded"], report["saved"], f"rank {rank}, loaded", 0, 0)
-        torch.testing.assert_close(report["losses_after"][1], report["losses_after"][0],
-                                   rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(
+            report["losses_after"][1], report["losses_after"][0], rtol=RTOL, atol=ATOL
+        )
 
 
 @pytest.mark.slow
 def test_ortmodule_over_fully_sharded_blocks_is_refused_naming_the_supported_form(
-        reports: dict) -> None:
+    reports: dict,
+) -> None:
     for rank in range(WORLD):
         message = reports[rank]["refusal"]
         assert "fully_shard(ORTModule(block))" in message, message
@@ -330,20 +371,33 @@ def test_ortmodule_over_fully_sharded_blocks_is_refused_naming_the_supported_for
 
 # ---- ORTTrainer with fsdp (FSDP2 through accelerate) ----
 
+
 def _trainer_worker(rank: int, port: int, out: str, results: dict) -> None:
     from tests.python.test_trainer import _train
 
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(WORLD),
-                       "LOCAL_WORLD_SIZE": str(WORLD)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD),
+            "LOCAL_WORLD_SIZE": str(WORLD),
+        }
+    )
     torch.set_num_threads(1)
-    fsdp = {"fsdp": True, "fsdp_config": {"version": 2,
-                                          "transformer_layer_cls_to_wrap": ["GPT2Block"]},
-            "max_steps": 1, "ddp_backend": "gloo"}
+    fsdp = {
+        "fsdp": True,
+        "fsdp_config": {"version": 2, "transformer_layer_cls_to_wrap": ["GPT2Block"]},
+        "max_steps": 1,
+        "ddp_backend": "gloo",
+    }
     # transformers.Trainer on a CPU-only machine: accelerate ignores fsdp and runs DDP.
     trainer, _ = _train("gpt2", Path(out) / "eager", ort=False, **fsdp)
-    report: dict[str, Any] = {"eager_sharded": isinstance(trainer.model, FSDPModule),
-                              "eager_wrapper": type(trainer.model_wrapped).__name__}
+    report: dict[str, Any] = {
+        "eager_sharded": isinstance(trainer.model, FSDPModule),
+        "eager_wrapper": type(trainer.model_wrapped).__name__,
+    }
     try:
         _train("gpt2", Path(out) / "ort", ort=True, **fsdp)
         report["ort"] = "no error"
@@ -358,8 +412,13 @@ def test_ort_trainer_refuses_fsdp_that_accelerate_would_ignore_on_cpu(tmp_path: 
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
-        mp.start_processes(_trainer_worker, args=(_free_port(), str(tmp_path), results),
-                           nprocs=WORLD, join=True, start_method="spawn")
+        mp.start_processes(
+            _trainer_worker,
+            args=(_free_port(), str(tmp_path), results),
+            nprocs=WORLD,
+            join=True,
+            start_method="spawn",
+        )
         reports = dict(results)
     for rank in range(WORLD):
         report = reports[rank]
@@ -370,6 +429,7 @@ def test_ort_trainer_refuses_fsdp_that_accelerate_would_ignore_on_cpu(tmp_path: 
 
 
 # ---- one process: what FSDP2's reshard does to a parameter between forward and backward ----
+
 
 def _resharded_between_forward_and_backward(refill: bool) -> tuple[nn.Module, nn.Module]:
     """Block under ORTModule and eagerly; between forward and backward every parameter's
