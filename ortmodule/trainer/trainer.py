@@ -59,9 +59,10 @@ def _unwrapping_ortmodule(unwrap: Callable[..., nn.Module]) -> Callable[..., nn.
 
 
 def _refuse_sharding_accelerate_ignores(trainer: Trainer) -> None:
-    """accelerate turns fsdp into FSDP only for GPU-like distributed types, and deepspeed only
-    off the CPU: elsewhere (a CPU-only machine, use_cpu=True) Trainer would train with DDP
-    instead, holding the whole model on every rank. Raises rather than train unsharded."""
+    """accelerate turns fsdp into FSDP only for GPU-like distributed types: on a CPU-only
+    machine (or with use_cpu=True) Trainer would train with DDP instead, every rank holding the
+    whole model. The same for deepspeed where accelerate does not enable it. Raises rather than
+    train unsharded."""
     args = trainer.args
     where = ("accelerate runs this job as "
              f"{getattr(trainer.accelerator.state, 'distributed_type', 'no distribution')}")
@@ -70,14 +71,14 @@ def _refuse_sharding_accelerate_ignores(trainer: Trainer) -> None:
             f"fsdp was requested but {where}, which ignores fsdp (accelerate enables FSDP only "
             "on GPU-like devices) and would train every rank on the whole model. On a CPU-only "
             "machine shard in your own loop with fully_shard(ORTModule(block)) per block and "
-            "fully_shard(model) (docs/distributed.md), or drop fsdp to train "
-            "DistributedDataParallel(ORTModule(model))")
+            "fully_shard(model) (docs/distributed.md), use deepspeed (ZeRO 1 or 2), or drop "
+            "fsdp to train DistributedDataParallel(ORTModule(model))")
     if args.deepspeed and not trainer.is_deepspeed_enabled:
         raise ValueError(
-            f"deepspeed was requested but {where}, which ignores deepspeed on the CPU "
-            "(accelerate enables DeepSpeed only off the CPU). On a CPU-only machine call "
-            "deepspeed.initialize(model=ORTModule(model), ...) in your own loop "
-            "(docs/distributed.md), or drop deepspeed to train "
+            f"deepspeed was requested but {where}, which did not enable DeepSpeed and would "
+            "train every rank on the whole model. Launch one process per rank (torchrun) so "
+            "that accelerate enables it, call deepspeed.initialize(model=ORTModule(model), ...) "
+            "in your own loop (docs/distributed.md), or drop deepspeed to train "
             "DistributedDataParallel(ORTModule(model))")
 
 
