@@ -35,7 +35,14 @@ WORLD = 2
 class _CommClock:
     """Wraps the collectives FSDP2 calls to time them (see the module docstring)."""
 
-    NAMES = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce")
+    # torch 2.13's FSDP2 calls the *_single forms; older releases the *_tensor ones.
+    NAMES = (
+        "all_gather_single",
+        "reduce_scatter_single",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_reduce",
+    )
 
     def __init__(self) -> None:
         self.communication = 0.0
@@ -45,7 +52,9 @@ class _CommClock:
     def __enter__(self) -> _CommClock:  # noqa: PYI034 - not subclassed
         clock = self
         for name in self.NAMES:
-            original = getattr(dist, name)
+            original = getattr(dist, name, None)
+            if original is None:
+                continue
             self._originals[name] = original
 
             def timed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
