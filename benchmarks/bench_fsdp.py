@@ -83,18 +83,24 @@ class _CommClock:
         self.communication = self.exposed = 0.0
 
 
-class _Timed:
-    def __init__(self, work: Any, clock: _CommClock) -> None:
+class _Timed(dist.Work):
+    """The collective's Work, timing the waits on it (FSDP2 waits only on dist.Work objects)."""
+
+    def __init__(self, work: dist.Work, clock: _CommClock) -> None:
+        super().__init__()
         self._work, self._clock = work, clock
 
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
+    def wait(self, *args: Any, **kwargs: Any) -> bool:
         start = time.perf_counter()
         result = self._work.wait(*args, **kwargs)
         self._clock.exposed += time.perf_counter() - start
         return result
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._work, name)
+    def is_completed(self) -> bool:
+        return self._work.is_completed()
+
+    def get_future(self) -> Any:
+        return self._work.get_future()
 
 
 def _shard(model: torch.nn.Module, ort: bool) -> torch.nn.Module:
