@@ -270,6 +270,45 @@ def _describe(hook: Any) -> str:
     return f"{module}.{name}" if module and module != "__main__" else name
 
 
+def is_fully_sharded(module: torch.nn.Module) -> bool:
+    """Whether torch.distributed.fsdp.fully_shard (FSDP2) was applied to ``module`` (it
+    swaps the module's class for one deriving from FSDPModule)."""
+    return any(c.__name__ == "FSDPModule" and c.__module__.startswith("torch.distributed.fsdp")
+               for c in type(module).__mro__)
+
+
+def sharding_error(module: torch.nn.Module,
+                   modules: list[torch.nn.Module]) -> RuntimeError | None:
+    """The error for parameter sharding applied inside the wrapped module, or None.
+
+    FSDP2 (fully_shard on a submodule) and DeepSpeed ZeRO stage 3 keep a submodule's
+    parameters sharded and gather them in hooks around that submodule's forward; the engine
+    calls no submodule, so it would never see them gathered."""
+    names = {id(m): name for name, m in module.named_modules()}
+    sharded = [names.get(id(m), "") or "the wrapped module" for m in modules
+               if is_fully_sharded(m)]
+    if sharded:
+        return RuntimeError(
+            f"ORTModule cannot run a model whose submodules were sharded with fully_shard "
+            f"({', '.join(repr(n) for n in sharded[:3])}{' ...' if len(sharded) > 3 else ''}): "
+            "fully_shard gathers a submodule's parameters in hooks around that submodule's "
+            "forward, and the engine runs the whole model as one graph in which no submodule "
+            "is called. Wrap before sharding instead: fully_shard(ORTModule(block)) for each "
+            "block, then fully_shard(model) at the root (or fully_shard(ORTModule(model)) for "
+            "one group); see docs/distributed.md")
+    if any(hasattr(p, "ds_id") for m in modules for p in m._parameters.values()
+           if p is not None):
+        return RuntimeError(
+            "ORTModule cannot run a model whose parameters DeepSpeed ZeRO stage 3 partitions: "
+            "ZeRO-3 gathers each submodule's parameters in hooks around that submodule's "
+            "forward, and the engine runs the whole model as one graph in which no submodule "
+            "is called, so it would read the empty partitions. Use ZeRO stage 1 or 2 "
+            "(deepspeed.initialize(model=ORTModule(model), config={'zero_optimization': "
+            "{'stage': 2}, ...})), which shard optimizer state and gradients; see "
+            "docs/distributed.md")
+    return None
+
+
 def module_hooks_error(module: torch.nn.Module,
                        modules: list[torch.nn.Module]) -> RuntimeError | None:
     """The error for hooks registered on ``module`` or a module inside it (``modules``, all
@@ -279,6 +318,9 @@ def module_hooks_error(module: torch.nn.Module,
     called, so its hooks would run once, while the graph is captured (forward hooks), or never
     (backward hooks), instead of on every call as in eager. Hooks the graph fully computes
     (_is_traced_hook) are allowed."""
+    sharded = sharding_error(module, modules)
+    if sharded is not None:
+        return sharded
     refused = [(m, kind, hook) for m in modules for table, kind in _HOOK_TABLES
                for hook in m.__dict__.get(table, {}).values()
                if not (table.startswith("_forward") and _is_traced_hook(hook))]

@@ -159,7 +159,9 @@ class ORTModule(torch.nn.Module):
             return getattr(self.__dict__["_original"], name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN:
+        if name in _OWN or name == "__class__":
+            # A new class is the wrapper's own: fully_shard (FSDP2) makes the wrapper an
+            # FSDPModule by assigning __class__.
             if name == "training":
                 self.module.training = value
             object.__setattr__(self, name, value)
@@ -190,7 +192,22 @@ class ORTModule(torch.nn.Module):
 
     def named_modules(self, memo: set | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, torch.nn.Module]]:
+        if _guards.is_fully_sharded(self):
+            return self._named_modules_with_wrapper(memo, prefix, remove_duplicate)
         return self.module.named_modules(memo, prefix, remove_duplicate)
+
+    def _named_modules_with_wrapper(self, memo: set | None, prefix: str,
+                                    remove_duplicate: bool) -> Iterator[tuple[str, torch.nn.Module]]:
+        """The wrapper, then the wrapped module's tree under the same name: fully_shard (FSDP2)
+        finds its groups, this wrapper's among them, by walking the root's modules()."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if self in memo:
+                return
+            memo.add(self)
+        yield prefix, self
+        yield from self.module.named_modules(memo, prefix, remove_duplicate)
 
     def train(self, mode: bool = True) -> ORTModule:
         if not isinstance(mode, bool):

@@ -79,12 +79,25 @@ struct SavedVersion {
   int position = 0;  // in the program's inputs or outputs
 };
 
+// A stashed input whose memory torch may move between forward and backward: FSDP2 frees
+// an unsharded parameter after forward (its storage resized to zero bytes) and all-gathers
+// it again into the same storage, at a new address, before backward. Autograd reads a
+// saved tensor's storage when backward runs; the engine does the same by pointing its
+// storage at the torch storage's current memory (see rebind_inputs).
+struct MovableInput {
+  std::weak_ptr<Storage> storage;  // the engine's view of the input; while it lives, its
+                                   // deleter keeps `tensor` alive
+  c10::TensorImpl* tensor = nullptr;
+  int position = 0;  // in the program's inputs
+};
+
 // What the backward nodes of one forward call share: the stash and the run in progress.
 struct BackwardRun {
   std::shared_ptr<Program> program;
   std::shared_ptr<RunState> saved;  // the stash; null once a backward without retain_graph took it
   std::shared_ptr<RunState> working;  // the backward in progress
   std::vector<SavedVersion> versions;
+  std::vector<MovableInput> movable;
   // Storages already handed to autograd during the backward in progress (see hand_out).
   std::vector<const Storage*> handed_out;
 };
@@ -181,6 +194,7 @@ struct ProgramBackward : public torch::autograd::Node {
     }
     for (const SavedVersion& v : run->versions)
       if (v.counter.current_version() != v.version) throw_modified(program, v);
+    rebind_inputs(program);
     std::vector<Tensor> output_grads(program.output_names().size());
     // Outputs nobody differentiated get zeros, which backward skips where only they flow.
     std::vector<bool> zero_outputs(output_grads.size(), false);
@@ -205,6 +219,27 @@ struct ProgramBackward : public torch::autograd::Node {
     }
     run->handed_out.clear();
     program.executor().begin_backward(*run->working, output_grads, zero_outputs);
+  }
+
+  // Points each stashed input's engine storage at its torch tensor's memory now.
+  void rebind_inputs(const Program& program) const {
+    for (const MovableInput& m : run->movable) {
+      std::shared_ptr<Storage> storage = m.storage.lock();
+      if (!storage) continue;  // no longer in the stash
+      const c10::StorageImpl* torch_storage = m.tensor->storage().unsafeGetStorageImpl();
+      const size_t needed = m.tensor->storage_offset() * m.tensor->itemsize() + storage->bytes;
+      if (torch_storage->nbytes() < needed) {
+        throw std::runtime_error(
+            "ortmodule: input '" + program.input_names()[m.position] +
+            "', which backward reads, has had its memory freed since the forward call (its "
+            "storage holds " +
+            std::to_string(torch_storage->nbytes()) + " bytes, backward needs " +
+            std::to_string(needed) +
+            "); a parameter resharded after forward must be gathered again before backward "
+            "(fully_shard does this when the ORTModule is inside the module it shards)");
+      }
+      storage->data = m.tensor->mutable_data();
+    }
   }
 
   void release_variables() override {
@@ -252,7 +287,8 @@ c10::intrusive_ptr<T> make_node(c10::intrusive_ptr<T>*) {
 
 // Builds the chain of backward nodes for one forward call and attaches the outputs.
 void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<RunState> state,
-                     const std::vector<at::Tensor>& inputs, const std::vector<Tensor>& outs,
+                     const std::vector<at::Tensor>& inputs,
+                     const std::vector<Tensor>& engine_inputs, const std::vector<Tensor>& outs,
                      std::vector<at::Tensor>& results) {
   const Plan& plan = program->executor().plan();
   auto run = std::make_shared<BackwardRun>();
@@ -260,6 +296,11 @@ void attach_backward(const std::shared_ptr<Program>& program, std::shared_ptr<Ru
   for (int p : program->stashed_input_positions()) {
     const c10::VariableVersion& counter = torch::autograd::impl::version_counter(inputs[p]);
     run->versions.push_back({counter, counter.current_version(), false, p});
+    // Inputs read in place (not a contiguous copy made by from_torch) may move.
+    const Tensor& engine_input = engine_inputs[p];
+    if (engine_input.defined() && engine_input.raw() == inputs[p].data_ptr()) {
+      run->movable.push_back({engine_input.storage(), inputs[p].unsafeGetTensorImpl(), p});
+    }
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!shares_stash(outs[i], *state, plan)) continue;
@@ -450,7 +491,7 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   for (const Tensor& o : outs) results.push_back(to_torch(o));
   if (!needs_graph) return results;
 
-  attach_backward(program, std::move(state), inputs, outs, results);
+  attach_backward(program, std::move(state), inputs, engine_inputs, outs, results);
   return results;
 }
 

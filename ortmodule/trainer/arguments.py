@@ -3,6 +3,8 @@ with the options the engine cannot honour refused when the arguments are built."
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 
 from transformers import Seq2SeqTrainingArguments, TrainingArguments
@@ -105,12 +107,7 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
                        "float16 and a GradScaler, as on eager PyTorch), and this run is on "
                        "the CPU; on the CPU use bf16=True (bfloat16 autocast) or float32 "
                        "(the default)")
-    if args.deepspeed:
-        refused.append("deepspeed: DeepSpeed does not drive ORTModule; use plain data parallel "
-                       "training (torchrun), which ORTTrainer runs as DDP(ORTModule(model))")
-    if args.fsdp:
-        refused.append("fsdp: FSDP shards parameters that the engine reads by reference every "
-                       "step; use plain data parallel training (torchrun) instead")
+    refused.extend(_sharding_refusals(args))
     compile_options = [f"{name}={getattr(args, name)!r}"
                        for name in ("torch_compile", "torch_compile_backend", "torch_compile_mode")
                        if getattr(args, name, None) not in (None, False)]
@@ -128,3 +125,36 @@ def _refuse_unsupported(args: TrainingArguments) -> None:
             break
     if refused:
         raise ValueError("ORTTrainingArguments cannot honour: " + "; ".join(refused))
+
+
+def _deepspeed_stage(config: object) -> int:
+    """The ZeRO stage of a DeepSpeed config (a dict or the path of a JSON file)."""
+    if isinstance(config, str):
+        if not os.path.isfile(config):
+            return 0  # TrainingArguments names the missing file
+        with open(config) as f:
+            config = json.load(f)
+    zero = config.get("zero_optimization", {}) if isinstance(config, dict) else {}
+    stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
+    return stage if isinstance(stage, int) else 0
+
+
+def _sharding_refusals(args: TrainingArguments) -> list[str]:
+    """fsdp and deepspeed: FSDP2 and ZeRO stages 1 and 2 compose with ORTModule
+    (docs/distributed.md); FSDP1 and ZeRO stage 3 do not."""
+    refused = []
+    if args.deepspeed and _deepspeed_stage(args.deepspeed) == 3:
+        refused.append("deepspeed with ZeRO stage 3: it gathers each submodule's parameters in "
+                       "hooks around that submodule, which the engine's single graph never "
+                       "calls; use ZeRO stage 1 or 2")
+    if args.fsdp:
+        config = args.fsdp_config if isinstance(args.fsdp_config, dict) else {}
+        if isinstance(args.fsdp_config, str) and os.path.isfile(args.fsdp_config):
+            with open(args.fsdp_config) as f:
+                config = json.load(f)
+        version = config.get("version", config.get("fsdp_version", 2))
+        if str(version) != "2":
+            refused.append(f"fsdp with fsdp_config version {version}: FSDP1 flattens the "
+                           "parameters of each wrapped block into one buffer; use FSDP2 "
+                           "(fsdp_config={'version': 2}, the default)")
+    return refused

@@ -58,6 +58,30 @@ def _unwrapping_ortmodule(unwrap: Callable[..., nn.Module]) -> Callable[..., nn.
     return unwrap_model
 
 
+def _refuse_sharding_accelerate_ignores(trainer: Trainer) -> None:
+    """accelerate turns fsdp into FSDP only for GPU-like distributed types: on a CPU-only
+    machine (or with use_cpu=True) Trainer would train with DDP instead, every rank holding the
+    whole model. The same for deepspeed where accelerate does not enable it. Raises rather than
+    train unsharded."""
+    args = trainer.args
+    where = ("accelerate runs this job as "
+             f"{getattr(trainer.accelerator.state, 'distributed_type', 'no distribution')}")
+    if args.fsdp and not trainer.is_fsdp_enabled:
+        raise ValueError(
+            f"fsdp was requested but {where}, which ignores fsdp (accelerate enables FSDP only "
+            "on GPU-like devices) and would train every rank on the whole model. On a CPU-only "
+            "machine shard in your own loop with fully_shard(ORTModule(block)) per block and "
+            "fully_shard(model) (docs/distributed.md), use deepspeed (ZeRO 1 or 2), or drop "
+            "fsdp to train DistributedDataParallel(ORTModule(model))")
+    if args.deepspeed and not trainer.is_deepspeed_enabled:
+        raise ValueError(
+            f"deepspeed was requested but {where}, which did not enable DeepSpeed and would "
+            "train every rank on the whole model. Launch one process per rank (torchrun) so "
+            "that accelerate enables it, call deepspeed.initialize(model=ORTModule(model), ...) "
+            "in your own loop (docs/distributed.md), or drop deepspeed to train "
+            "DistributedDataParallel(ORTModule(model))")
+
+
 class ORTTrainer(Trainer):
     """transformers.Trainer whose training steps run on the ortmodule engine.
 
@@ -72,6 +96,7 @@ class ORTTrainer(Trainer):
             # Plain TrainingArguments were validated by transformers only.
             from ortmodule.trainer.arguments import _refuse_unsupported
             _refuse_unsupported(self.args)
+        _refuse_sharding_accelerate_ignores(self)
         self._original_model: nn.Module | None = None
         self._ort_model: ORTModule | None = None
         # Trainer unwraps through the accelerator (label smoothing picks causal-LM label shifting
@@ -93,8 +118,42 @@ class ORTTrainer(Trainer):
 
     # ---- wrapping ----
 
+    def _wrap_blocks_for_fsdp(self) -> None:
+        """FSDP2 shards what accelerate's auto-wrap policy picks (transformer_layer_cls_to_wrap,
+        else the model's _no_split_modules) and the root. Each such block becomes
+        ORTModule(block) in place and the policy picks the ORTModules, so accelerate applies
+        fully_shard(ORTModule(block)) per block and fully_shard(model) at the root (the form
+        docs/distributed.md describes); the rest of the model runs eagerly."""
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+        plugin = self.accelerator.state.fsdp_plugin
+        model = self.model
+        names = plugin.transformer_cls_names_to_wrap or list(
+            getattr(model, "_no_split_modules", None) or [])
+        if names == ["ORTModule"]:
+            return  # already wrapped by an earlier train()
+        if not names:
+            raise ValueError("ORTTrainer with fsdp wraps each transformer block in ORTModule and "
+                             "shards it: set fsdp_config['transformer_layer_cls_to_wrap'] (the "
+                             "model has no _no_split_modules to take them from)")
+        debug = self.args.debug_options() if isinstance(self.args, ORTTrainingArguments) else None
+        wrapped = 0
+        for parent in list(model.modules()):
+            for child_name, child in list(parent.named_children()):
+                if type(child).__name__ in names:
+                    setattr(parent, child_name, ORTModule(child, debug))
+                    wrapped += 1
+        if not wrapped:
+            raise ValueError(f"ORTTrainer with fsdp found no block of the classes {names} in "
+                             f"{type(model).__name__} to wrap in ORTModule")
+        plugin.transformer_cls_names_to_wrap = ["ORTModule"]
+        plugin.auto_wrap_policy = transformer_auto_wrap_policy
+
     def _wrap_in_ortmodule(self) -> None:
         if isinstance(self.model, ORTModule):
+            return
+        if self.is_fsdp_enabled:
+            self._wrap_blocks_for_fsdp()
             return
         original = self.model
         if self._ort_model is None or self._original_model is not original:

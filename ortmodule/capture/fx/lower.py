@@ -9,6 +9,7 @@ symbolic (``trace`` keeps the exporter's shape guards and the buffer updates).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from typing import Any
 
@@ -141,14 +142,21 @@ class _FirstValues(dict):
         super().__setitem__(node, value)
 
 
+def _raw_bytes(t: torch.Tensor) -> bytes:
+    """The bytes of a contiguous CPU tensor. Not through Tensor.numpy(): that marks the
+    tensor's storage as not resizable for good, and FSDP2 frees and re-gathers parameters by
+    resizing their storage."""
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
+
+
 def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
     t = tensor.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
-        return helper.make_tensor(name, TensorProto.BFLOAT16, list(t.shape),
-                                  t.view(torch.int16).numpy().tobytes(), raw=True)
+        return helper.make_tensor(name, TensorProto.BFLOAT16, list(t.shape), _raw_bytes(t),
+                                  raw=True)
     proto = TensorProto()
     proto.name = name
     proto.data_type = onnx_dtype(t.dtype)
     proto.dims.extend(t.shape)
-    proto.raw_data = t.numpy().tobytes()
+    proto.raw_data = _raw_bytes(t)
     return proto
