@@ -259,6 +259,14 @@ def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
     return explained
 
 
+def is_data_dependent(error: BaseException) -> bool:
+    """Whether an export failed because forward used a tensor's value in Python (a branch, a
+    size or a Python number computed from it)."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return find_in_chain(error, GuardOnDataDependentSymNode) is not None
+
+
 def check_one_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     """Raises ValueError when a tensor argument is on another device than the module's
     parameters: a graph runs the kernels of one device (checked before capture, whose own

@@ -25,6 +25,7 @@ from ortmodule.capture.common import (
     check_real,
     check_supported,
     explain_failure,
+    is_data_dependent,
     forget_source_files_read,
     outside_autocast,
 )
@@ -35,7 +36,7 @@ from ortmodule.capture.trace import finish, trace
 from ortmodule.options import EXPORTERS
 
 __all__ = ["Captured", "ExportError", "check_one_device", "check_supported", "explain_failure",
-           "export"]
+           "export", "is_data_dependent"]
 
 logger = logging.getLogger("ortmodule")
 
