@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -31,12 +32,13 @@ logger = logging.getLogger("ortmodule")
 _INTERNAL = ("/torch/", "/ortmodule/", "<frozen")
 # Graph breaks already reported: (module class, file, line, reason).
 _REPORTED: set[tuple[str, str, int, str]] = set()
+# Every live GraphBreaks (a graph Dynamo compiled for one may serve another).
+_INSTANCES: weakref.WeakSet[GraphBreaks] = weakref.WeakSet()
 
-# What Dynamo must do for the parts to be engine graphs: parameters and buffers lifted as graph
-# inputs (matched to the module's own), and a value read in Python a break rather than an
-# unbacked symbol inside a graph (which torch.export would refuse again).
-_DYNAMO_CONFIG = {"inline_inbuilt_nn_modules": True, "capture_scalar_outputs": False,
-                  "capture_dynamic_output_shape_ops": False}
+# A value read in Python must be a break rather than an unbacked symbol inside a graph (which
+# the export of that graph would refuse again). (Dynamo lifts parameters and buffers as graph
+# inputs, which the backend matches to the module's own.)
+_DYNAMO_CONFIG = {"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False}
 
 
 def _describe(reason: str) -> str:
@@ -91,12 +93,20 @@ class Part(torch.nn.Module):
         return tuple(out[i] for i in self.outputs)
 
 
-def _state(module: torch.nn.Module, dotted: str) -> torch.Tensor:
+def _state(module: torch.nn.Module, dotted: str) -> Any:
     owner = module
     *path, attr = dotted.split(".")
     for p in path:
         owner = getattr(owner, p)
     return getattr(owner, attr)
+
+
+def _holds(module: torch.nn.Module, names: list[str], tensors: list[Any]) -> bool:
+    """Whether ``module``'s parameters and buffers of those names are those tensors."""
+    try:
+        return all(_state(module, n) is t for n, t in zip(names, tensors))
+    except AttributeError:
+        return False
 
 
 class GraphBreaks:
@@ -109,10 +119,9 @@ class GraphBreaks:
         self.make_part = make_part
         self.parts: list[Callable[..., Any]] = []  # the ORTModule of every part so far
         self.eager_graphs = 0  # graphs Dynamo captured that run eagerly (they mutate inputs)
-        self.breaks: list[str] = []  # "file:line: `code` (reason)" per break seen
-        # The backend object is part of Dynamo's guards: frames compiled for another module
-        # (of the same class) are never reused for this one.
+        self.breaks: list[tuple[str, str]] = []  # ("file:line: `code`", reason) per break
         self._compiled = torch.compile(self._forward, backend=self._backend, dynamic=False)
+        _INSTANCES.add(self)
 
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.module(*args, **kwargs)
@@ -129,8 +138,8 @@ class GraphBreaks:
         what = _describe(str(reason.reason))
         filename, line = (frame.filename, frame.lineno) if frame else ("<unknown>", 0)
         code = (frame.line or "").strip() if frame else ""
-        described = f"{filename}:{line}: `{code}` ({what})"
-        self.breaks.append(described)
+        where = f"{filename}:{line}: `{code}`"
+        self.breaks.append((where, what))
         name = type(self.module).__name__
         key = (name, filename, line, what)
         level = logging.DEBUG if key in _REPORTED else logging.WARNING
@@ -140,7 +149,7 @@ class GraphBreaks:
                    "eager PyTorch (gradients flow through both). Express it with tensor "
                    "operations (torch.where, masking) to keep one graph; "
                    "DebugOptions(fallback=FallbackPolicy.NEVER) refuses it instead",
-                   name, described)
+                   name, f"{where} ({what})")
 
     def _backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         self._report(gm)
@@ -149,13 +158,13 @@ class GraphBreaks:
         state.update({id(t): name for name, t in module.named_buffers(remove_duplicate=False)})
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         sources: list[tuple[str, Any]] = []
-        expected: list[tuple[int, Any]] = []  # (position, the module's tensor passed there)
+        expected: list[int] = []  # the positions of the module's parameters and buffers
         positions: list[int] = []  # the graph inputs the part takes
         for i, value in enumerate(example_inputs):
             name = state.get(id(value)) if isinstance(value, torch.Tensor) else None
             if name is not None:
                 sources.append(("state", name))
-                expected.append((i, value))
+                expected.append(i)
             else:
                 sources.append(("input", len(positions)))
                 positions.append(i)
@@ -174,18 +183,32 @@ class GraphBreaks:
                             "inputs in place (%s): it runs in eager PyTorch",
                             type(module).__name__, ", ".join(mutated))
             return gm.forward
-        cls = type(f"{type(module).__name__}[graph {len(self.parts) + 1}]", (Part,), {})
-        part = self.make_part(cls(module, gm, sources, computed))
-        self.parts.append(part)
+        state_names = [v for kind, v in sources if kind == "state"]
+        built: dict[tuple[int, ...], Callable[..., Any]] = {}
+
+        def part_for(args: tuple) -> Callable[..., Any]:
+            """The part of the module whose parameters and buffers ``args`` holds: Dynamo
+            reuses a graph compiled for one module for another one of the same class
+            (parameters are graph inputs), so a graph serves every ORTModule that reaches it,
+            each with a part of its own."""
+            state = [args[i] for i in expected]
+            for owner in [self, *_INSTANCES]:
+                if _holds(owner.module, state_names, state):
+                    cls = type(f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]",
+                               (Part,), {})
+                    part = owner.make_part(cls(owner.module, gm, sources, computed))
+                    owner.parts.append(part)
+                    return part
+            raise RuntimeError(
+                "ORTModule: a graph between graph breaks was called with parameters or buffers "
+                "of no wrapped module (replaced without a registration?); assign parameters as "
+                "nn.Parameter attributes, or construct a new ORTModule")
 
         def run(*args: Any) -> Any:
-            for i, tensor in expected:
-                if args[i] is not tensor:
-                    raise RuntimeError(
-                        "ORTModule: a graph between graph breaks was called with another "
-                        "parameter or buffer than the one it was compiled for; the module's "
-                        "parameters were replaced without a registration (assign them as "
-                        "nn.Parameter attributes, or construct a new ORTModule)")
+            key = tuple(id(args[i]) for i in expected)
+            part = built.get(key)
+            if part is None:
+                part = built[key] = part_for(args)
             got = part(*[args[i] for i in positions])
             out: list[Any] = [None] * len(results)
             for k, v in zip(computed, got):
