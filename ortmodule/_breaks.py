@@ -61,12 +61,17 @@ def _mutated_inputs(gm: torch.fx.GraphModule, inputs: set[str]) -> list[str]:
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function") or not node.args:
             continue
-        target = node.target if isinstance(node.target, str) else getattr(
-            node.target, "__name__", "")
+        target = (
+            node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        )
         first = node.args[0]
         in_place = (target.endswith("_") and not target.endswith("__")) or target == "setitem"
-        if (in_place and isinstance(first, torch.fx.Node) and first.op == "placeholder"
-                and first.name in inputs):
+        if (
+            in_place
+            and isinstance(first, torch.fx.Node)
+            and first.op == "placeholder"
+            and first.name in inputs
+        ):
             found.append(f"{first.name} ({target})")
     return found
 
@@ -76,8 +81,13 @@ class Part(torch.nn.Module):
     wrapped module's parameters and buffers (read through ``module``, so that the capture binds
     them as its own) and the other inputs passed in."""
 
-    def __init__(self, module: torch.nn.Module, graph: torch.fx.GraphModule,
-                 sources: list[tuple[str, Any]], outputs: list[int]) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        graph: torch.fx.GraphModule,
+        sources: list[tuple[str, Any]],
+        outputs: list[int],
+    ) -> None:
         super().__init__()
         self.module = module
         # Not a submodule: its tensors are the lifted inputs, not state of its own.
@@ -87,8 +97,7 @@ class Part(torch.nn.Module):
 
     def forward(self, *inputs: Any) -> tuple[Any, ...]:
         module = self.module
-        args = [inputs[v] if kind == "input" else _state(module, v)
-                for kind, v in self.sources]
+        args = [inputs[v] if kind == "input" else _state(module, v) for kind, v in self.sources]
         out = self.graph(*args)
         return tuple(out[i] for i in self.outputs)
 
@@ -113,8 +122,9 @@ class GraphBreaks:
     """Runs ``module``'s forward through TorchDynamo, each graph between two breaks on the
     engine (``make_part`` wraps a Part as an ORTModule)."""
 
-    def __init__(self, module: torch.nn.Module,
-                 make_part: Callable[[torch.nn.Module], Callable[..., Any]]) -> None:
+    def __init__(
+        self, module: torch.nn.Module, make_part: Callable[[torch.nn.Module], Callable[..., Any]]
+    ) -> None:
         self.module = module
         self.make_part = make_part
         self.parts: list[Callable[..., Any]] = []  # the ORTModule of every part so far
@@ -144,12 +154,16 @@ class GraphBreaks:
         key = (name, filename, line, what)
         level = logging.DEBUG if key in _REPORTED else logging.WARNING
         _REPORTED.add(key)
-        logger.log(level, "ortmodule: %s.forward has a graph break at %s: the code before it "
-                   "and after it runs as engine graphs, the Python reading the value runs in "
-                   "eager PyTorch (gradients flow through both). Express it with tensor "
-                   "operations (torch.where, masking) to keep one graph; "
-                   "DebugOptions(fallback=FallbackPolicy.NEVER) refuses it instead",
-                   name, f"{where} ({what})")
+        logger.log(
+            level,
+            "ortmodule: %s.forward has a graph break at %s: the code before it "
+            "and after it runs as engine graphs, the Python reading the value runs in "
+            "eager PyTorch (gradients flow through both). Express it with tensor "
+            "operations (torch.where, masking) to keep one graph; "
+            "DebugOptions(fallback=FallbackPolicy.NEVER) refuses it instead",
+            name,
+            f"{where} ({what})",
+        )
 
     def _backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         self._report(gm)
@@ -173,15 +187,21 @@ class GraphBreaks:
         output_node = next(n for n in gm.graph.nodes if n.op == "output")
         results = output_node.args[0]
         # Outputs that are graph inputs are passed through as the same objects, as in eager.
-        passthrough = {k: placeholders.index(r) for k, r in enumerate(results)
-                       if isinstance(r, torch.fx.Node) and r.op == "placeholder"}
+        passthrough = {
+            k: placeholders.index(r)
+            for k, r in enumerate(results)
+            if isinstance(r, torch.fx.Node) and r.op == "placeholder"
+        }
         computed = [k for k in range(len(results)) if k not in passthrough]
         if mutated or not computed:
             self.eager_graphs += 1
             if mutated:
-                logger.info("ortmodule: a graph of %s.forward between graph breaks changes its "
-                            "inputs in place (%s): it runs in eager PyTorch",
-                            type(module).__name__, ", ".join(mutated))
+                logger.info(
+                    "ortmodule: a graph of %s.forward between graph breaks changes its "
+                    "inputs in place (%s): it runs in eager PyTorch",
+                    type(module).__name__,
+                    ", ".join(mutated),
+                )
             return gm.forward
         state_names = [v for kind, v in sources if kind == "state"]
         built: dict[tuple[int, ...], Callable[..., Any]] = {}
@@ -194,15 +214,17 @@ class GraphBreaks:
             state = [args[i] for i in expected]
             for owner in [self, *_INSTANCES]:
                 if _holds(owner.module, state_names, state):
-                    cls = type(f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]",
-                               (Part,), {})
+                    cls = type(
+                        f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]", (Part,), {}
+                    )
                     part = owner.make_part(cls(owner.module, gm, sources, computed))
                     owner.parts.append(part)
                     return part
             raise RuntimeError(
                 "ORTModule: a graph between graph breaks was called with parameters or buffers "
                 "of no wrapped module (replaced without a registration?); assign parameters as "
-                "nn.Parameter attributes, or construct a new ORTModule")
+                "nn.Parameter attributes, or construct a new ORTModule"
+            )
 
         def run(*args: Any) -> Any:
             key = tuple(id(args[i]) for i in expected)

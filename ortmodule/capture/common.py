@@ -356,7 +356,9 @@ def check_no_outside_grad_tensors(program: torch.export.ExportedProgram,
     if not storages:
         return
     for obj in gc.get_objects():
-        if not (isinstance(obj, torch.Tensor) and obj.requires_grad and obj.is_leaf):
+        # type(), not isinstance(): the latter asks a weakref.proxy (TorchDynamo keeps some)
+        # for its class, which raises once its referent is gone.
+        if not (issubclass(type(obj), torch.Tensor) and obj.requires_grad and obj.is_leaf):
             continue
         try:
             spec = storages.get(obj.untyped_storage().data_ptr())

@@ -25,8 +25,8 @@ from ortmodule.capture.common import (
     check_real,
     check_supported,
     explain_failure,
-    is_data_dependent,
     forget_source_files_read,
+    is_data_dependent,
     outside_autocast,
 )
 from ortmodule.capture.fx import lower as fx

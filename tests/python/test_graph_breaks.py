@@ -27,8 +27,10 @@ STEPS = 4
 def _near_identity(lin: nn.Linear) -> nn.Linear:
     """Weights close to the identity, so that the sign of the input decides a branch."""
     with torch.no_grad():
-        lin.weight.copy_(torch.eye(lin.out_features, lin.in_features)
-                         + 0.01 * torch.randn(lin.out_features, lin.in_features))
+        lin.weight.copy_(
+            torch.eye(lin.out_features, lin.in_features)
+            + 0.01 * torch.randn(lin.out_features, lin.in_features)
+        )
         lin.bias.zero_()
     return lin
 
@@ -48,9 +50,13 @@ def _engine_graphs(ort: ORTModule) -> int:
     return len(programs)
 
 
-def train_like_eager(make: Callable[[], nn.Module],
-                     batch: Callable[[int], tuple[torch.Tensor, ...]],
-                     steps: int = STEPS, rtol: float = RTOL, atol: float = ATOL) -> ORTModule:
+def train_like_eager(
+    make: Callable[[], nn.Module],
+    batch: Callable[[int], tuple[torch.Tensor, ...]],
+    steps: int = STEPS,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> ORTModule:
     """``steps`` AdamW steps of the model under ORTModule and in eager PyTorch from the same
     weights: the loss, every parameter gradient and every buffer equal at every step."""
     torch.manual_seed(0)
@@ -61,19 +67,25 @@ def train_like_eager(make: Callable[[], nn.Module],
     for step in range(steps):
         inputs = batch(step)
         got, want = ort(*inputs), eager(*inputs)
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol,
-                                   msg=lambda m, s=step: f"output at step {s}: {m}")
+        torch.testing.assert_close(
+            got, want, rtol=rtol, atol=atol, msg=lambda m, s=step: f"output at step {s}: {m}"
+        )
         got.backward()
         want.backward()
         for (name, p), (_, q) in zip(ort.named_parameters(), eager.named_parameters()):
             assert (p.grad is None) == (q.grad is None), f"gradient presence of {name}"
             if q.grad is not None:
-                torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol,
-                                           msg=lambda m, n=name, s=step:
-                                           f"gradient of {n} at step {s}: {m}")
+                torch.testing.assert_close(
+                    p.grad,
+                    q.grad,
+                    rtol=rtol,
+                    atol=atol,
+                    msg=lambda m, n=name, s=step: f"gradient of {n} at step {s}: {m}",
+                )
         for (name, b), (_, c) in zip(ort.named_buffers(), eager.named_buffers()):
-            torch.testing.assert_close(b, c, rtol=rtol, atol=atol,
-                                       msg=lambda m, n=name: f"buffer {n}: {m}")
+            torch.testing.assert_close(
+                b, c, rtol=rtol, atol=atol, msg=lambda m, n=name: f"buffer {n}: {m}"
+            )
         for opt in (opt_ort, opt_eager):
             opt.step()
             opt.zero_grad()
@@ -285,5 +297,6 @@ def test_eval_and_no_grad_calls_after_training() -> None:
     eager.eval()
     with torch.no_grad():
         for sign in (1.0, -1.0):
-            torch.testing.assert_close(ort(sign * x.abs()), eager(sign * x.abs()),
-                                       rtol=RTOL, atol=ATOL)
+            torch.testing.assert_close(
+                ort(sign * x.abs()), eager(sign * x.abs()), rtol=RTOL, atol=ATOL
+            )

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("torch_onnx.lower", ["ortmodule.capture.torch_onnx.lower"]),
     ("capture.export", ["ortmodule.capture.export"]),
     ("entry", ["ortmodule._entry"]),
+    ("breaks", ["ortmodule._breaks"]),
     ("module", ["ortmodule.module", "ortmodule.optim"]),
     ("package", ["ortmodule", "ortmodule.trainer", "ortmodule.trainer.*",
                  "ortmodule.training", "ortmodule.training.*"]),

@@ -29,12 +29,7 @@ STEPS = 3
 
 # Architectures that do not train like eager yet, with the precise cause. Engine failures are
 # strict, so that each flips to a failure (to be removed from here) once it passes.
-_DEBERTA_BRANCH = ("data-dependent Python control flow in the model's loss: "
-                   "modeling_{}.py `if label_index.size(0) > 0:` (ExportError, "
-                   "GuardOnDataDependentSymNode u0 > 0)")
 KNOWN_FAILURES: dict[str, str] = {
-    "deberta": _DEBERTA_BRANCH.format("deberta"),
-    "deberta_v2": _DEBERTA_BRANCH.format("deberta_v2"),
     "mobilenet_v2": "gradient mismatch, also in float64 (so not rounding): one element of "
                     "conv_stem.first_conv.convolution.weight is 2.2e-3 relative apart at step "
                     "2 (1 of 216); not yet explained",
