@@ -110,12 +110,11 @@ def _state(module: torch.nn.Module, dotted: str) -> Any:
     return getattr(owner, attr)
 
 
-def _holds(module: torch.nn.Module, names: list[str], tensors: list[Any]) -> bool:
-    """Whether ``module``'s parameters and buffers of those names are those tensors."""
-    try:
-        return all(_state(module, n) is t for n, t in zip(names, tensors))
-    except AttributeError:
-        return False
+def _state_names(module: torch.nn.Module) -> dict[int, str]:
+    """The name of every parameter and buffer of ``module``, by the tensor's id."""
+    names = {id(t): n for n, t in module.named_parameters(remove_duplicate=False)}
+    names.update({id(t): n for n, t in module.named_buffers(remove_duplicate=False)})
+    return names
 
 
 class GraphBreaks:
@@ -168,8 +167,7 @@ class GraphBreaks:
     def _backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         self._report(gm)
         module = self.module
-        state = {id(t): name for name, t in module.named_parameters(remove_duplicate=False)}
-        state.update({id(t): name for name, t in module.named_buffers(remove_duplicate=False)})
+        state = _state_names(module)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         sources: list[tuple[str, Any]] = []
         expected: list[int] = []  # the positions of the module's parameters and buffers
@@ -203,23 +201,26 @@ class GraphBreaks:
                     ", ".join(mutated),
                 )
             return gm.forward
-        state_names = [v for kind, v in sources if kind == "state"]
         built: dict[tuple[int, ...], Callable[..., Any]] = {}
 
         def part_for(args: tuple) -> Callable[..., Any]:
-            """The part of the module whose parameters and buffers ``args`` holds: Dynamo
-            reuses a graph compiled for one module for another one of the same class
-            (parameters are graph inputs), so a graph serves every ORTModule that reaches it,
-            each with a part of its own."""
+            """The part for the parameters and buffers ``args`` holds. Dynamo reuses a graph
+            for every module of the same class (their parameters are graph inputs): the
+            graph of a submodule's forward serves each layer of a stack, the graph of a model
+            every ORTModule of that class; each gets a part with its own tensors."""
             state = [args[i] for i in expected]
             for owner in [self, *_INSTANCES]:
-                if _holds(owner.module, state_names, state):
-                    cls = type(
-                        f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]", (Part,), {}
-                    )
-                    part = owner.make_part(cls(owner.module, gm, sources, computed))
-                    owner.parts.append(part)
-                    return part
+                names = _state_names(owner.module)
+                found = [names.get(id(t)) for t in state]
+                if None in found:
+                    continue
+                it = iter(found)
+                bound = [(kind, next(it) if kind == "state" else v) for kind, v in sources]
+                cls = type(f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]",
+                           (Part,), {})
+                part = owner.make_part(cls(owner.module, gm, bound, computed))
+                owner.parts.append(part)
+                return part
             raise RuntimeError(
                 "ORTModule: a graph between graph breaks was called with parameters or buffers "
                 "of no wrapped module (replaced without a registration?); assign parameters as "
