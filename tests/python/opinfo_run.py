@@ -258,7 +258,7 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
     if any(e.program is None and e.graph_breaks is None for e in compiled):
         return "refused", "ran in eager PyTorch (export fallback)"
     if any(e.graph_breaks is not None for e in compiled):
-        return "graph-break", "; ".join(breaks) or "an op with a data-dependent output"
+        return "graph-break", "; ".join(breaks) or "split by TorchDynamo"
     if any(_bridged(e.program) for e in compiled):
         return "bridged", ", ".join(sorted({op for e in compiled for op in _bridged(e.program)}))
     return "native", ""
