@@ -216,8 +216,9 @@ class GraphBreaks:
                     continue
                 it = iter(found)
                 bound = [(kind, next(it) if kind == "state" else v) for kind, v in sources]
-                cls = type(f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]",
-                           (Part,), {})
+                cls = type(
+                    f"{type(owner.module).__name__}[graph {len(owner.parts) + 1}]", (Part,), {}
+                )
                 part = owner.make_part(cls(owner.module, gm, bound, computed))
                 owner.parts.append(part)
                 return part
