@@ -47,7 +47,7 @@ def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
 class _Entry:
     """One compiled graph: a program plus how to feed it from a call."""
 
-    program: Any  # _C.Program, or None when the call runs eagerly (fallback)
+    program: Any  # _C.Program, or None when the call runs eagerly (fallback) or split
     # Per program input: ("input", flat index) or ("param"/"buffer", owner, attribute).
     feeds: list[tuple]
     output_spec: _schema.Spec | None
@@ -72,6 +72,8 @@ class _Entry:
     guarded: bool = True
     # Feeds the program from `sources` (_C.EntryRunner).
     runner: Any = None
+    # For a forward split at graph breaks (program None): the _breaks.GraphBreaks that runs it.
+    graph_breaks: Any = None
 
     def __post_init__(self) -> None:
         # Whether accepts() has anything to check (read on every call).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -15,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _autocast, _guards, _schema, export_cache
+from ortmodule import _C, _autocast, _breaks, _guards, _schema, export_cache
 from ortmodule._call_key import CallKey, call_key
 from ortmodule._entry import _Entry, build_program
 from ortmodule.capture import export as capture
@@ -389,6 +390,8 @@ class ORTModule(torch.nn.Module):
     def _launch(self, entry: _Entry, tensors: list[torch.Tensor], args: tuple,
                 kwargs: dict) -> Any:
         if entry.program is None:
+            if entry.graph_breaks is not None:
+                return entry.graph_breaks(args, kwargs)
             return self.module(*args, **kwargs)
         outputs = entry.launch(tensors)
         spec = entry.output_spec
@@ -439,6 +442,10 @@ class ORTModule(torch.nn.Module):
                     export_cache.store(self._debug.cache_dir, *stored, captured, attributes)
         except capture.ExportError as e:
             error = capture.explain_failure(module, args, kwargs, e)
+            if (FallbackPolicy.GRAPH_BREAK in self._debug.fallback
+                    and capture.is_data_dependent(e)):
+                logger.info("%s", error)
+                return self._graph_breaks()
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
                 logger.warning("ORTModule runs %s in eager PyTorch for this kind of call "
                                "(fallback policy EXPORT_FAILURE) because its export failed: %s",
@@ -488,6 +495,28 @@ class ORTModule(torch.nn.Module):
                       tuple(t.shape for t in tensors), seconds, attributes,
                       callables=captured.callables, exporter=captured.exporter,
                       static_sizes=None if dynamic else tuple(tuple(t.shape) for t in tensors))
+
+    def _graph_breaks(self) -> _Entry:
+        """The entry of a forward that reads a tensor's value in Python: TorchDynamo splits
+        it there, each graph between the breaks runs on the engine as an ORTModule of its own
+        (with these options, less graph breaks)."""
+        debug = self._debug
+        parts = [0]
+
+        def make_part(part: torch.nn.Module) -> ORTModule:
+            parts[0] += 1
+            inner = ORTModule(part, debug)
+            # Set after construction: the environment must not turn graph breaks back on.
+            inner.__dict__["_debug"] = dataclasses.replace(
+                debug, fallback=debug.fallback & ~FallbackPolicy.GRAPH_BREAK,
+                onnx_prefix=f"{debug.onnx_prefix}_graph{parts[0]}" if debug.save_onnx
+                else debug.onnx_prefix)
+            return inner
+
+        logger.info("%s.forward reads a tensor's value in Python: running it through "
+                    "TorchDynamo, split at its graph breaks", type(self.module).__name__)
+        return _Entry(None, [], None, None,
+                      graph_breaks=_breaks.GraphBreaks(self.module, make_part))
 
     def _save(self, forward_bytes: bytes, program: Any, training: bool) -> None:
         folder = self._debug.save_path or os.getcwd()

@@ -23,10 +23,15 @@ class FallbackPolicy(enum.Flag):
     saying what and where).
 
     NEVER: every failure raises (an op the engine lacks raises an error naming it).
-    UNSUPPORTED_OP (the default): an op the engine lacks (an ATen op without a kernel or a
+    UNSUPPORTED_OP (in the default): an op the engine lacks (an ATen op without a kernel or a
     translation, a ``torch.library`` custom op) runs on PyTorch as one node of the graph, its
     gradient from autograd; the rest of the model still runs on the engine. The first graph
     that needs such nodes warns once, listing each op, its count and its source lines.
+    GRAPH_BREAK (in the default): where forward reads a tensor's value in Python (an ``if`` on a
+    tensor, ``.item()``, ``.tolist()``, boolean-mask indexing, ``nonzero``), forward is split
+    there by TorchDynamo: the code before and after runs as engine graphs, the Python reading
+    the value runs in eager PyTorch, gradients flow through all of it. Each break warns once,
+    naming its source line. Without it such a forward raises an ExportError naming the line.
     EXPORT_FAILURE: when the module cannot be exported for a call, that call (and later calls
     with the same cache key) runs the wrapped module in eager PyTorch.
     """
@@ -34,10 +39,11 @@ class FallbackPolicy(enum.Flag):
     NEVER = 0
     UNSUPPORTED_OP = enum.auto()
     EXPORT_FAILURE = enum.auto()
+    GRAPH_BREAK = enum.auto()
 
     @staticmethod
     def parse(text: str) -> FallbackPolicy:
-        """``"never"``, or names joined by ``|`` (``"unsupported_op|export_failure"``)."""
+        """``"never"``, or names joined by ``|`` (``"unsupported_op|graph_break"``)."""
         policy = FallbackPolicy.NEVER
         for part in text.split("|"):
             name = part.strip().upper()
@@ -76,8 +82,10 @@ class DebugOptions:
 
     fallback (a ``FallbackPolicy``, or its names as a string such as ``"unsupported_op"``)
     says when code may run on PyTorch instead of the engine; the default
-    (``FallbackPolicy.UNSUPPORTED_OP``) runs ops the engine lacks on PyTorch and warns once
-    per graph; ``FallbackPolicy.NEVER`` refuses them.
+    (``FallbackPolicy.UNSUPPORTED_OP | FallbackPolicy.GRAPH_BREAK``) runs ops the engine lacks
+    on PyTorch and warns once per graph, and splits a forward that reads a tensor's value in
+    Python into engine graphs around that Python (warning once per break);
+    ``FallbackPolicy.NEVER`` refuses both.
 
     exporter picks how the module is captured. Each traces it with torch.export; they
     differ in who lowers the traced ATen graph to ONNX:
@@ -133,7 +141,7 @@ class DebugOptions:
     onnx_prefix: str = ""
     save_path: str | None = None
     exporter: str = "auto"
-    fallback: FallbackPolicy = FallbackPolicy.UNSUPPORTED_OP
+    fallback: FallbackPolicy = FallbackPolicy.UNSUPPORTED_OP | FallbackPolicy.GRAPH_BREAK
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
     label_sparsity: str = "auto"

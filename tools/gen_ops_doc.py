@@ -158,11 +158,15 @@ def opinfo_section(results: Mapping[str, tuple[str, str]]) -> list[str]:
         "gradient against eager PyTorch (`tests/python/test_opinfo.py`, which fails on any",
         "mismatch). **native**: every op runs on engine kernels; **bridged**: correct, with the",
         "listed ops running on PyTorch inside the graph (the default policy; see",
-        "[behaviour](behaviour.md#ops-the-engine-lacks)); **refused**: an error names what is",
+        "[behaviour](behaviour.md#ops-the-engine-lacks)); **graph-break**: correct, the op reads",
+        "a tensor's value or has a data-dependent output, so forward is split there and the op",
+        "runs in eager PyTorch between engine graphs (the default policy; see",
+        "[graph breaks](behaviour.md#graph-breaks)); **refused**: an error names what is",
         "missing; **eager-error**: eager PyTorch rejects the samples themselves.",
         "",
         f"Of {tested} entries: " + ", ".join(
-            f"{counts.get(c, 0)} {c}" for c in ("native", "bridged", "refused", "mismatch")) +
+            f"{counts.get(c, 0)} {c}" for c in ("native", "bridged", "graph-break", "refused",
+                                                "mismatch")) +
         f" ({counts.get('eager-error', 0)} more are eager errors).",
         "",
         "| entry | class | bridged ops or reason |",

@@ -43,6 +43,10 @@ class ExportError(RuntimeError):
     """The wrapped module could not be exported to ONNX."""
 
 
+class DataDependentError(ExportError):
+    """Forward reads a tensor's value in Python: a graph cannot hold it (a graph break can)."""
+
+
 @dataclass
 class Captured:
     onnx_bytes: bytes
@@ -252,11 +256,49 @@ def explain_failure(module: torch.nn.Module, args: tuple, kwargs: dict,
         f"{type(module).__name__}.forward uses the value of a tensor in Python control flow "
         f"at {line}. A compiled graph cannot follow such a branch (it would silently take "
         "the branch of the first call): express it with tensor operations (torch.where, "
-        "masking, torch.cond), or construct the ORTModule with "
-        "DebugOptions(fallback=FallbackPolicy.EXPORT_FAILURE) to run this module in eager "
+        "masking, torch.cond), or allow graph breaks (FallbackPolicy.GRAPH_BREAK, in the "
+        "default policy) to run the code around it as engine graphs and the branch in eager "
         "PyTorch.")
     explained.__cause__ = error
     return explained
+
+
+def is_data_dependent(error: BaseException) -> bool:
+    """Whether an export failed because forward used a tensor's value in Python (a branch, a
+    size or a Python number computed from it) or an op whose output depends on the data (its
+    size, or a Python value such as ``torch.equal``'s)."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
+    from torch.fx.experimental.symbolic_shapes import (
+        GuardOnDataDependentSymNode,
+        PendingUnbackedSymbolNotFound,
+    )
+
+    return any(find_in_chain(error, cls) is not None
+               for cls in (DataDependentError, GuardOnDataDependentSymNode, DataDependentOutputException,
+                           DynamicOutputShapeException, PendingUnbackedSymbolNotFound))
+
+
+# Ops that turn a tensor's value into a Python number (.item(), .tolist(), int(t)).
+_PYTHON_VALUE_OPS = ("aten.item.default", "aten._local_scalar_dense.default")
+
+
+def check_no_python_values(program: torch.export.ExportedProgram,
+                           module: torch.nn.Module) -> None:
+    """Raises DataDependentError where forward reads a tensor's value as a Python number
+    (``.item()``, ``.tolist()``): torch.export traces it as a symbol the engine's graph cannot
+    compute."""
+    for node in program.graph.nodes:
+        if node.op == "call_function" and str(node.target) in _PYTHON_VALUE_OPS:
+            where = fx_source_line(node) or "an unknown line"
+            raise DataDependentError(
+                f"{type(module).__name__}.forward reads a tensor's value as a Python number "
+                f"(.item(), .tolist()) at {where}. A compiled graph cannot compute it: use "
+                "the tensor itself in tensor operations, or allow graph breaks "
+                "(FallbackPolicy.GRAPH_BREAK, in the default policy) to run the code around "
+                "it as engine graphs and the read in eager PyTorch.")
 
 
 def check_one_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
@@ -314,7 +356,9 @@ def check_no_outside_grad_tensors(program: torch.export.ExportedProgram,
     if not storages:
         return
     for obj in gc.get_objects():
-        if not (isinstance(obj, torch.Tensor) and obj.requires_grad and obj.is_leaf):
+        # type(), not isinstance(): the latter asks a weakref.proxy (TorchDynamo keeps some)
+        # for its class, which raises once its referent is gone.
+        if not (issubclass(type(obj), torch.Tensor) and obj.requires_grad and obj.is_leaf):
             continue
         try:
             spec = storages.get(obj.untyped_storage().data_ptr())

@@ -26,6 +26,7 @@ from ortmodule.capture.common import (
     check_supported,
     explain_failure,
     forget_source_files_read,
+    is_data_dependent,
     outside_autocast,
 )
 from ortmodule.capture.fx import lower as fx
@@ -35,7 +36,7 @@ from ortmodule.capture.trace import finish, trace
 from ortmodule.options import EXPORTERS
 
 __all__ = ["Captured", "ExportError", "check_one_device", "check_supported", "explain_failure",
-           "export"]
+           "export", "is_data_dependent"]
 
 logger = logging.getLogger("ortmodule")
 

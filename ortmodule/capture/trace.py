@@ -34,6 +34,7 @@ from ortmodule.capture.common import (
     ExportError,
     FlatWrapper,
     bind_initializers,
+    check_no_python_values,
     find_in_chain,
     named_buffers,
     packed_sequence_layer,
@@ -115,6 +116,7 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             with torch.fx.experimental._config.patch(backed_size_oblivious=dynamic):
                 program = torch.export.export(wrapper, args, dynamic_shapes=dynamic_shapes,
                                               strict=False)
+            check_no_python_values(program, module)
             mark_no_grad_regions(program)
             traced = time.perf_counter()
             if wrapper.output_spec is None:

@@ -6,6 +6,9 @@ Each entry gets one class (the worst of its samples):
 
 - ``native``: matches eager, the graph runs on the engine only;
 - ``bridged``: matches eager, some ops run on PyTorch (TorchCall bridge nodes);
+- ``graph-break``: matches eager, forward is split at a graph break (the op reads a tensor's
+  value in Python or has a data-dependent output): the op runs in eager PyTorch between
+  engine graphs (the reason names the breaks);
 - ``refused``: ORTModule raised (the reason is its error's first line);
 - ``mismatch``: a value, dtype, shape, ``requires_grad`` or gradient differs from eager
   with no error: silently wrong, which the test fails on.
@@ -52,9 +55,9 @@ SAMPLES_PER_OP = int(os.environ.get("ORTMODULE_OPINFO_SAMPLES", "2"))
 EXPORTER = os.environ.get("ORTMODULE_OPINFO_EXPORTER", "fx")
 RTOL, ATOL = 1e-4, 1e-5  # float32; float64 samples: 1e-7
 RTOL64, ATOL64 = 1e-7, 1e-7
-CLASSES = ("native", "bridged", "refused", "mismatch", "eager-error")
-_WORST = {c: k for k, c in enumerate(("eager-error", "native", "bridged", "refused",
-                                      "mismatch"))}
+CLASSES = ("native", "bridged", "graph-break", "refused", "mismatch", "eager-error")
+_WORST = {c: k for k, c in enumerate(("eager-error", "native", "bridged", "graph-break",
+                                      "refused", "mismatch"))}
 
 
 def entry_name(op: Any) -> str:
@@ -250,8 +253,12 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
                         why = ""
             if why:
                 return "mismatch", f"gradient {k}: {why}"
-    if any(e.program is None for e in compiled):
+    breaks = sorted({what for e in compiled if e.graph_breaks is not None
+                     for _, what in e.graph_breaks.breaks})
+    if any(e.program is None and e.graph_breaks is None for e in compiled):
         return "refused", "ran in eager PyTorch (export fallback)"
+    if any(e.graph_breaks is not None for e in compiled):
+        return "graph-break", "; ".join(breaks) or "split by TorchDynamo"
     if any(_bridged(e.program) for e in compiled):
         return "bridged", ", ".join(sorted({op for e in compiled for op in _bridged(e.program)}))
     return "native", ""

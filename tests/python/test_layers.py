@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("debug", ["ortmodule.debug.compare", "ortmodule.debug.case", "ortmodule.debug.minify",
                "ortmodule.debug.parity", "ortmodule.debug.repro"]),
     ("entry", ["ortmodule._entry", "ortmodule.export_cache"]),
+    ("breaks", ["ortmodule._breaks"]),
     ("module", ["ortmodule.module", "ortmodule.optim"]),
     ("package", ["ortmodule", "ortmodule.debug", "ortmodule.trainer", "ortmodule.trainer.*",
                  "ortmodule.training", "ortmodule.training.*"]),
