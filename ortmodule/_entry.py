@@ -72,6 +72,8 @@ class _Entry:
     guarded: bool = True
     # Feeds the program from `sources` (_C.EntryRunner).
     runner: Any = None
+    # Why the graph was built (first call, a training/eval switch, ...: _first_run.py).
+    build_reason: str = ""
 
     def __post_init__(self) -> None:
         # Whether accepts() has anything to check (read on every call).

@@ -111,6 +111,10 @@ class DebugOptions:
     of the rows (50% where the head's output is also returned); ``"always"`` wherever the
     pattern matches; ``"never"`` not at all. The loss and the gradients are those of every
     row. Part of graph_optimizations.
+
+    print_memory_stats prints the engine's memory (allocated, peak since the previous
+    line, cached; CUDA's where in use) after every forward and every backward run, for
+    every ORTModule in the process once one asks for it (docs/profiling.md).
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -122,6 +126,7 @@ class DebugOptions:
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
     label_sparsity: str = "auto"
+    print_memory_stats: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -140,6 +145,9 @@ class DebugOptions:
         if not isinstance(self.graph_optimizations, bool):
             raise TypeError(f"graph_optimizations must be a bool, got "
                             f"{type(self.graph_optimizations).__name__}")
+        if not isinstance(self.print_memory_stats, bool):
+            raise TypeError(f"print_memory_stats must be a bool, got "
+                            f"{type(self.print_memory_stats).__name__}")
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.save_path is not None and not os.path.isdir(self.save_path):
@@ -159,8 +167,8 @@ class DebugOptions:
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
-        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY on top
-        of ``base``."""
+        ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY,
+        ORTMODULE_PRINT_MEMORY_STATS on top of ``base``."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -175,11 +183,13 @@ class DebugOptions:
             if save not in ("0", "1"):
                 raise ValueError(f"ORTMODULE_SAVE_ONNX={save!r} must be 0 or 1")
             changes["save_onnx"] = save == "1"
-        optimize = os.environ.get("ORTMODULE_GRAPH_OPTIMIZATIONS")
-        if optimize is not None:
-            if optimize not in ("0", "1"):
-                raise ValueError(f"ORTMODULE_GRAPH_OPTIMIZATIONS={optimize!r} must be 0 or 1")
-            changes["graph_optimizations"] = optimize == "1"
+        for env, flag in (("ORTMODULE_GRAPH_OPTIMIZATIONS", "graph_optimizations"),
+                          ("ORTMODULE_PRINT_MEMORY_STATS", "print_memory_stats")):
+            value = os.environ.get(env)
+            if value is not None:
+                if value not in ("0", "1"):
+                    raise ValueError(f"{env}={value!r} must be 0 or 1")
+                changes[flag] = value == "1"
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter"),
                            ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),

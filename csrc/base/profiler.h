@@ -1,10 +1,11 @@
 // Optional timing of executor steps (off by default; one branch per step when off).
-// Ops: the kernel alone, per op type. Phases: whole parts of a run (the executor's
+// Ops: the kernel alone, per op type, forward and backward apart. Phases: whole parts of a run (the executor's
 // forward, each backward stage, the torch boundary around them), so that a benchmark can
 // split a step into kernels, executor bookkeeping and boundary work
 // (benchmarks/bench_step_overhead.py, benchmarks/profile_ops.py).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -19,9 +20,11 @@ struct OpTiming {
 
 void set_profiling(bool enabled);
 bool profiling_enabled();
-void record_op_time(const std::string& op, double seconds);
-// Accumulated kernel timings per op type since the last reset.
+void record_op_time(const std::string& op, double seconds, bool backward);
+// Accumulated kernel timings per op type since the last reset, forward and backward summed.
 std::map<std::string, OpTiming> profile_snapshot(bool reset);
+// The same, of forward's steps or of backward's, each reset on its own.
+std::map<std::string, OpTiming> op_snapshot(bool backward, bool reset);
 void record_phase_time(const char* phase, double seconds);
 // Accumulated timings per phase since the last reset.
 std::map<std::string, OpTiming> phase_snapshot(bool reset);
@@ -76,6 +79,36 @@ class PhaseTimer {
  private:
   const char* phase_;
   std::chrono::steady_clock::time_point start_;
+};
+
+// Named events for an outside profiler, one per executed op. The engine has no torch
+// headers: the Python extension installs hooks that open an at::RecordFunction
+// (torch.profiler shows the op), the standalone C++ library installs none. `begin` returns
+// null when no profiler listens; the check costs one atomic load while none is installed.
+struct OpEventHooks {
+  void* (*begin)(const std::string& op_type, const std::string& node_name);
+  void (*end)(void* event);
+};
+void set_op_event_hooks(const OpEventHooks* hooks);  // null: none
+
+// An event around one op while hooks are installed and a profiler listens.
+class OpEvent {
+ public:
+  OpEvent(const std::string& op_type, const std::string& node_name) {
+    hooks_ = installed_hooks().load(std::memory_order_acquire);
+    if (hooks_) event_ = hooks_->begin(op_type, node_name);
+  }
+  ~OpEvent() {
+    if (event_) hooks_->end(event_);
+  }
+  OpEvent(const OpEvent&) = delete;
+  OpEvent& operator=(const OpEvent&) = delete;
+
+  static std::atomic<const OpEventHooks*>& installed_hooks();
+
+ private:
+  const OpEventHooks* hooks_ = nullptr;
+  void* event_ = nullptr;
 };
 
 }  // namespace ortmodule

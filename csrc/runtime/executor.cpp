@@ -86,8 +86,10 @@ ContextVectors& spare_context_vectors() {
 // With `zero` (the step's outputs are known zeros, zero_gradients.h), outputs are zero-filled
 // instead of computed, where all of them are floating point and allocated here; returns
 // whether that was done.
+// `backward` says which table the profiler times the kernel into.
 bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
-                  StepShapes shapes, bool zero = false) {
+                  StepShapes shapes, bool backward, bool zero = false) {
+  const OpEvent event(step.node->op_type, step.node->name);
   OpContext ctx{*step.node, {}, {}, seed};
   ContextVectors& spare = spare_context_vectors();
   ctx.inputs.swap(spare.inputs);
@@ -152,7 +154,7 @@ bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     const auto start = std::chrono::steady_clock::now();
     kernel(ctx);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    record_op_time(step.node->op_type, elapsed.count());
+    record_op_time(step.node->op_type, elapsed.count(), backward);
   } else {
     kernel(ctx);
   }
@@ -208,7 +210,7 @@ bool matches_key(const std::vector<int64_t>& key, const std::vector<Tensor>& ten
 }  // namespace
 
 void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
-  execute_step(step, slots, seed, StepShapes{});
+  execute_step(step, slots, seed, StepShapes{}, /*backward=*/false);
   release_after(step, slots);
 }
 
@@ -299,7 +301,7 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
         shapes.record = &fresh->forward_shapes[s];
     }
     if (!step.shape_cached) {
-      execute_step(step, slots, state.seed, shapes);
+      execute_step(step, slots, state.seed, shapes, /*backward=*/false);
       release_after(step, slots);
       continue;
     }
@@ -312,7 +314,7 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
       ++skipped;
       continue;
     }
-    execute_step(step, slots, state.seed, shapes);
+    execute_step(step, slots, state.seed, shapes, /*backward=*/false);
     if (fresh) {
       CachedStep& cached = fresh->cached[k];
       cached.outputs.resize(step.outputs.size());
@@ -377,8 +379,27 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   for (const auto& c : plan_.constants)
     if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first))
       slots[c.first] = Tensor();
-  if (state_out) *state_out = std::move(state);
+  if (state_out) {
+    if (stash_bytes_.load(std::memory_order_relaxed) < 0 || profiling_enabled())
+      measure_stash(*state);
+    *state_out = std::move(state);
+  }
   return outputs;
+}
+
+void Executor::measure_stash(const RunState& state) {
+  std::vector<const Storage*> seen;
+  int64_t bytes = 0;
+  for (int id : plan_.stash) {
+    const Tensor& t = state.slots[id];
+    // Parameters, inputs and constants backward reads are not the engine's memory.
+    if (!t.defined() || !t.storage() || !t.storage()->writable) continue;
+    const Storage* s = t.storage().get();
+    if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+    seen.push_back(s);
+    bytes += static_cast<int64_t>(s->bytes);
+  }
+  stash_bytes_.store(bytes, std::memory_order_relaxed);
 }
 
 void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output_grads,
@@ -449,7 +470,7 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
         read[k] = step.inputs[k] >= 0 && state.zero[step.inputs[k]];
       zero = outputs_are_zero(*step.node, read);
     }
-    if (execute_step(step, state.slots, state.seed, shapes, zero)) {
+    if (execute_step(step, state.slots, state.seed, shapes, /*backward=*/true, zero)) {
       for (int id : step.outputs)
         if (id >= 0) state.zero[id] = 1;
       zero_steps_.fetch_add(1, std::memory_order_relaxed);
