@@ -32,17 +32,24 @@ MODELS = {"tiny": (16, 16, 4, 8), "mlp": (784, 512, 10, 64)}
 def build(name: str) -> tuple[ORTModule, torch.Tensor]:
     inp, hidden, out, batch = MODELS[name]
     torch.manual_seed(0)
-    layers = [nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-              nn.Linear(hidden, out)] if name == "mlp" else [
-        nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, out)]
+    layers = (
+        [
+            nn.Linear(inp, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, out),
+        ]
+        if name == "mlp"
+        else [nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, out)]
+    )
     return ORTModule(nn.Sequential(*layers)), torch.randn(batch, inp)
 
 
 def ops_per_step(model: ORTModule, x: torch.Tensor) -> int:
     with ortmodule.profile() as report:
         model(x).sum().backward()
-    return sum(s.calls for part in (report.forward_ops, report.backward_ops)
-               for s in part.values())
+    return sum(s.calls for part in (report.forward_ops, report.backward_ops) for s in part.values())
 
 
 def measure(name: str, steps: int, block: int) -> dict[str, float]:
@@ -60,24 +67,27 @@ def measure(name: str, steps: int, block: int) -> dict[str, float]:
             times[on].append(time.perf_counter() - start)
     _C.set_op_events(True)
     on, off = statistics.median(times[True]), statistics.median(times[False])
-    return {"ops": ops, "on_us": on * 1e6, "off_us": off * 1e6,
-            "per_op_ns": (on - off) / ops * 1e9}
+    return {"ops": ops, "on_us": on * 1e6, "off_us": off * 1e6, "per_op_ns": (on - off) / ops * 1e9}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--steps", type=int, default=2000, help="steps per setting")
     parser.add_argument("--block", type=int, default=100, help="steps per alternation")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"{'model':6s} {'ops/step':>8s} {'hooks on (us)':>14s} {'hooks off (us)':>15s} "
-          f"{'diff/op (ns)':>13s}")
+    print(
+        f"{'model':6s} {'ops/step':>8s} {'hooks on (us)':>14s} {'hooks off (us)':>15s} "
+        f"{'diff/op (ns)':>13s}"
+    )
     for name in args.models:
         r = measure(name, args.steps, args.block)
-        print(f"{name:6s} {r['ops']:8d} {r['on_us']:14.1f} {r['off_us']:15.1f} "
-              f"{r['per_op_ns']:13.1f}")
+        print(
+            f"{name:6s} {r['ops']:8d} {r['on_us']:14.1f} {r['off_us']:15.1f} {r['per_op_ns']:13.1f}"
+        )
 
 
 if __name__ == "__main__":

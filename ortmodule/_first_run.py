@@ -42,13 +42,15 @@ def build_reason(cache: dict, key: CallKey, entries: list | None, dynamic: bool)
     # The closest graph so far (fewest changed fields; the most recently used on ties).
     best: list[str] | None = None
     for other in reversed(others):
-        changes = [label for name, label in _KEY_CHANGES
-                   if getattr(other, name) != getattr(key, name)]
+        changes = [
+            label for name, label in _KEY_CHANGES if getattr(other, name) != getattr(key, name)
+        ]
         if best is None or len(changes) < len(best):
             best = changes
     mode = "training" if key.training and key.training[0] else "eval"
-    return ", ".join(f"{c} (now {mode})" if c == "training/eval switch" else c
-                     for c in best or ["new cache key"])
+    return ", ".join(
+        f"{c} (now {mode})" if c == "training/eval switch" else c for c in best or ["new cache key"]
+    )
 
 
 def report_new_graph(module: Any, entry: Any, tensors: list, launch: Callable[[], Any]) -> Any:
@@ -79,10 +81,13 @@ def report_new_graph(module: Any, entry: Any, tensors: list, launch: Callable[[]
         lines.append(
             f"  memory plan: {mib(max(stash, 0))} of activations kept for backward; first "
             f"forward peak {mib(peak - live)} above the {mib(live)} live before it, "
-            f"{mib(after['engine_allocated_bytes'] - live)} still live after it")
+            f"{mib(after['engine_allocated_bytes'] - live)} still live after it"
+        )
         if "cuda_allocated_bytes" in after:
-            lines.append(f"  CUDA: {mib(after['cuda_allocated_bytes'] - before.get('cuda_allocated_bytes', 0))}"
-                         " more allocated after the first forward")
+            lines.append(
+                f"  CUDA: {mib(after['cuda_allocated_bytes'] - before.get('cuda_allocated_bytes', 0))}"
+                " more allocated after the first forward"
+            )
     else:
         lines.append(f"  runs in eager PyTorch: {entry.fallback_reason}")
     logger.info("%s", "\n".join(lines))
@@ -102,15 +107,19 @@ class _MemoryPrinter:
             self.forward_runs += 1
         peak = self.window.close()
         m = profiling.memory_now()
-        line = (f"ortmodule memory | run {self.forward_runs} | after {phase:<8} | engine "
-                f"allocated {mib(m['engine_allocated_bytes'])}, peak {mib(peak)}, cached "
-                f"{mib(m['engine_cached_bytes'])}")
+        line = (
+            f"ortmodule memory | run {self.forward_runs} | after {phase:<8} | engine "
+            f"allocated {mib(m['engine_allocated_bytes'])}, peak {mib(peak)}, cached "
+            f"{mib(m['engine_cached_bytes'])}"
+        )
         if "cuda_allocated_bytes" in m:
             import torch
 
-            line += (f" | CUDA allocated {mib(m['cuda_allocated_bytes'])}, max allocated "
-                     f"{mib(torch.cuda.max_memory_allocated())}, reserved "
-                     f"{mib(m['cuda_reserved_bytes'])}")
+            line += (
+                f" | CUDA allocated {mib(m['cuda_allocated_bytes'])}, max allocated "
+                f"{mib(torch.cuda.max_memory_allocated())}, reserved "
+                f"{mib(m['cuda_reserved_bytes'])}"
+            )
         print(line, flush=True)
         self.window = profiling._engine_peak_window()
 

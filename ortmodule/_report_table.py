@@ -22,7 +22,7 @@ PHASE_LABELS = (
 )
 
 
-def mib(n: int | float) -> str:
+def mib(n: float) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
@@ -35,25 +35,36 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
 
     def line(r: tuple[str, ...]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+        ).rstrip()
 
     return [line(cells[0]), "  ".join("-" * w for w in widths)] + [line(r) for r in cells[1:]]
 
 
 def _op_rows(ops: dict[str, OpStat], total: float) -> list[tuple[Any, ...]]:
     ranked = sorted(ops.items(), key=lambda kv: -kv[1].seconds)
-    return [(op, s.calls, ms(s.seconds), ms(s.seconds / max(s.calls, 1)),
-             f"{100 * s.seconds / total:.1f}%" if total > 0 else "-") for op, s in ranked]
+    return [
+        (
+            op,
+            s.calls,
+            ms(s.seconds),
+            ms(s.seconds / max(s.calls, 1)),
+            f"{100 * s.seconds / total:.1f}%" if total > 0 else "-",
+        )
+        for op, s in ranked
+    ]
 
 
 def format_graph(g: GraphRecord) -> list[str]:
     """The lines of one graph's block (first-run log and report)."""
     native, bridged = g.native_nodes(), g.bridged_nodes()
     fwd, bwd = sum(g.nodes["forward"].values()), sum(g.nodes["backward"].values())
-    lines = [f"graph #{g.index} of {g.module}: {g.reason or 'built'} (exporter {g.exporter})",
-             f"  inputs: {'; '.join(g.inputs) or '-'}",
-             f"  nodes: {fwd} forward, {bwd} backward; {native} native, {bridged} bridged"]
+    lines = [
+        f"graph #{g.index} of {g.module}: {g.reason or 'built'} (exporter {g.exporter})",
+        f"  inputs: {'; '.join(g.inputs) or '-'}",
+        f"  nodes: {fwd} forward, {bwd} backward; {native} native, {bridged} bridged",
+    ]
     for part in ("forward", "backward"):
         counts = g.nodes[part]
         if counts:
@@ -63,20 +74,36 @@ def format_graph(g: GraphRecord) -> list[str]:
     lines.append(f"  bridged ops (run on PyTorch): {', '.join(g.bridged) or '-'}")
     if g.graph_breaks:
         lines.append(f"  graph breaks: {'; '.join(str(b) for b in g.graph_breaks)}")
-    stages = [f"{label.split(' ')[0]} {ms(g.seconds[k])}" for k, label in PHASE_LABELS[:3]
-              if k in g.seconds]
+    stages = [
+        f"{label.split(' ')[0]} {ms(g.seconds[k])}"
+        for k, label in PHASE_LABELS[:3]
+        if k in g.seconds
+    ]
     lines.append(f"  phase times: {', '.join(stages) or '-'}")
     return lines
 
 
 def format_report(r: ProfileReport) -> str:
-    lines = [f"ortmodule profile: {r.forward_runs} forward runs in {ms(r.wall_seconds)} "
-             f"(engine {ms(r.engine_seconds)}, outside the engine {ms(r.outside_seconds)})", ""]
-    rows = [(label, ms(r.phases.get(key, 0.0)),
-             f"{100 * r.phases.get(key, 0.0) / r.wall_seconds:.1f}%" if r.wall_seconds else "-")
-            for key, label in PHASE_LABELS]
-    rows.append(("outside the engine", ms(r.outside_seconds),
-                 f"{100 * r.outside_seconds / r.wall_seconds:.1f}%" if r.wall_seconds else "-"))
+    head = (
+        f"ortmodule profile: {r.forward_runs} forward runs in {ms(r.wall_seconds)} "
+        f"(engine {ms(r.engine_seconds)}, outside the engine {ms(r.outside_seconds)})"
+    )
+    lines = [head, ""]
+    rows = [
+        (
+            label,
+            ms(r.phases.get(key, 0.0)),
+            f"{100 * r.phases.get(key, 0.0) / r.wall_seconds:.1f}%" if r.wall_seconds else "-",
+        )
+        for key, label in PHASE_LABELS
+    ]
+    rows.append(
+        (
+            "outside the engine",
+            ms(r.outside_seconds),
+            f"{100 * r.outside_seconds / r.wall_seconds:.1f}%" if r.wall_seconds else "-",
+        )
+    )
     lines += _table(("phase", "time", "of wall"), rows)
     runs = max(r.forward_runs, 1)
     lines.append(f"framework overhead per forward run: {ms(r.framework_seconds / runs)}")
@@ -87,16 +114,28 @@ def format_report(r: ProfileReport) -> str:
         lines += ["", f"{part} ops (kernel time)"]
         lines += _table(("op", "calls", "total", "per call", "share"), _op_rows(ops, total))
     if r.bridged_ops:
-        lines += ["", "bridged ops (run on PyTorch): " + ", ".join(
-            f"{k} {s.calls} calls {ms(s.seconds)}" for k, s in r.bridged_ops.items())]
+        lines += [
+            "",
+            "bridged ops (run on PyTorch): "
+            + ", ".join(f"{k} {s.calls} calls {ms(s.seconds)}" for k, s in r.bridged_ops.items()),
+        ]
     m = r.memory
-    lines += ["", "memory: engine allocator " + mib(m.get("engine_allocated_bytes", 0))
-              + " allocated, " + mib(m.get("engine_peak_bytes", 0)) + " peak in the window, "
-              + mib(m.get("engine_cached_bytes", 0)) + " cached"]
+    lines += [
+        "",
+        "memory: engine allocator "
+        + mib(m.get("engine_allocated_bytes", 0))
+        + " allocated, "
+        + mib(m.get("engine_peak_bytes", 0))
+        + " peak in the window, "
+        + mib(m.get("engine_cached_bytes", 0))
+        + " cached",
+    ]
     if "cuda_allocated_bytes" in m:
-        lines.append(f"        CUDA {mib(m['cuda_allocated_bytes'])} allocated, "
-                     f"{mib(m.get('cuda_peak_bytes', 0))} peak in the window, "
-                     f"{mib(m['cuda_reserved_bytes'])} reserved")
+        lines.append(
+            f"        CUDA {mib(m['cuda_allocated_bytes'])} allocated, "
+            f"{mib(m.get('cuda_peak_bytes', 0))} peak in the window, "
+            f"{mib(m['cuda_reserved_bytes'])} reserved"
+        )
     lines += ["", f"graphs built in the window: {len(r.graphs)}"]
     for g in r.graphs:
         lines += format_graph(g)

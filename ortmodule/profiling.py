@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -51,12 +51,12 @@ class GraphRecord:
     graph_breaks: list[Any]  # what the entry records of graph breaks (empty: none)
 
     def native_nodes(self) -> int:
-        return sum(n for part in self.nodes.values() for op, n in part.items()
-                   if op not in BRIDGE_OPS)
+        return sum(
+            n for part in self.nodes.values() for op, n in part.items() if op not in BRIDGE_OPS
+        )
 
     def bridged_nodes(self) -> int:
-        return sum(n for part in self.nodes.values() for op, n in part.items()
-                   if op in BRIDGE_OPS)
+        return sum(n for part in self.nodes.values() for op, n in part.items() if op in BRIDGE_OPS)
 
 
 def graph_record(entry: Any, index: int, module: str, tensors: list[torch.Tensor]) -> GraphRecord:
@@ -74,11 +74,23 @@ def graph_record(entry: Any, index: int, module: str, tensors: list[torch.Tensor
                 inputs.append(f"{name}: {dtype}[{', '.join(str(s) for s in t.shape)}]")
         nodes = {part: dict(counts) for part, counts in program.node_counts.items()}
         bridged = list(program.bridged_nodes)
-        passes = [f"{name} ({before} -> {after} nodes)"
-                  for name, before, after, changed in program.passes if changed]
-    return GraphRecord(index, module, getattr(entry, "build_reason", "") or "", entry.exporter,
-                       inputs, dict(entry.seconds), nodes, bridged, passes,
-                       list(getattr(entry, "graph_breaks", None) or ()))
+        passes = [
+            f"{name} ({before} -> {after} nodes)"
+            for name, before, after, changed in program.passes
+            if changed
+        ]
+    return GraphRecord(
+        index,
+        module,
+        getattr(entry, "build_reason", "") or "",
+        entry.exporter,
+        inputs,
+        dict(entry.seconds),
+        nodes,
+        bridged,
+        passes,
+        list(getattr(entry, "graph_breaks", None) or ()),
+    )
 
 
 class _PeakWindow:
@@ -86,7 +98,7 @@ class _PeakWindow:
     window opened inside another restarts the counter, so the outer one keeps the peak it
     had seen by then as its floor."""
 
-    _open: list[_PeakWindow] = []
+    _open: ClassVar[list[_PeakWindow]] = []
 
     def __init__(self, read: Any, restart: Any) -> None:
         self._read, self._restart = read, restart
@@ -102,8 +114,9 @@ class _PeakWindow:
 
 
 def _engine_peak_window() -> _PeakWindow:
-    return _PeakWindow(lambda: _C.allocator_stats()["window_peak_bytes"],
-                       _C.allocator_reset_window_peak)
+    return _PeakWindow(
+        lambda: _C.allocator_stats()["window_peak_bytes"], _C.allocator_reset_window_peak
+    )
 
 
 def _cuda_in_use() -> bool:
@@ -114,16 +127,20 @@ def memory_now() -> dict[str, int]:
     """Engine allocator (host memory) and, where CUDA is in use, torch's CUDA allocator
     (the engine's device memory comes from it)."""
     stats = _C.allocator_stats()
-    out = {"engine_allocated_bytes": stats["allocated_bytes"],
-           "engine_cached_bytes": stats["cached_bytes"]}
+    out = {
+        "engine_allocated_bytes": stats["allocated_bytes"],
+        "engine_cached_bytes": stats["cached_bytes"],
+    }
     if _cuda_in_use():
         out["cuda_allocated_bytes"] = torch.cuda.memory_allocated()
         out["cuda_reserved_bytes"] = torch.cuda.memory_reserved()
     return out
 
 
-_OP_PHASES = (("forward", "executor.forward", "boundary.forward"),
-              ("backward", "executor.backward", "boundary.backward"))
+_OP_PHASES = (
+    ("forward", "executor.forward", "boundary.forward"),
+    ("backward", "executor.backward", "boundary.backward"),
+)
 
 
 @dataclass
@@ -158,15 +175,17 @@ class ProfileReport:
     @property
     def framework_seconds(self) -> float:
         """Engine time that is not kernels nor graph building (per-step overhead)."""
-        return sum(v for k, v in self.phases.items()
-                   if k.endswith((".executor", ".boundary")) or k == "call")
+        return sum(
+            v
+            for k, v in self.phases.items()
+            if k.endswith((".executor", ".boundary")) or k == "call"
+        )
 
     @property
     def bridged_ops(self) -> dict[str, OpStat]:
         """Bridge nodes' time (ops run on PyTorch), forward and backward."""
         out = {f"forward {op}": s for op, s in self.forward_ops.items() if op in BRIDGE_OPS}
-        out.update({f"backward {op}": s for op, s in self.backward_ops.items()
-                    if op in BRIDGE_OPS})
+        out.update({f"backward {op}": s for op, s in self.backward_ops.items() if op in BRIDGE_OPS})
         return out
 
     @property
@@ -177,8 +196,9 @@ class ProfileReport:
         d = asdict(self)
         d["forward_ops"] = {k: asdict(v) for k, v in self.forward_ops.items()}
         d["backward_ops"] = {k: asdict(v) for k, v in self.backward_ops.items()}
-        d["gemm"] = {k: {"calls": c, "seconds": s, "flops": f}
-                     for k, (c, s, f) in self.gemm.items()}
+        d["gemm"] = {
+            k: {"calls": c, "seconds": s, "flops": f} for k, (c, s, f) in self.gemm.items()
+        }
         d["engine_seconds"] = self.engine_seconds
         d["framework_seconds"] = self.framework_seconds
         d["outside_seconds"] = self.outside_seconds
@@ -196,7 +216,7 @@ class ProfileReport:
         return format_report(self)
 
 
-class profile:  # noqa: N801 - used like a function: `with ortmodule.profile() as report:`
+class profile:
     """Profiles every ORTModule call inside the ``with`` block; the ``ProfileReport`` it
     yields is filled in when the block ends. Turns the engine's op timing on for the
     window (a clock read around every kernel: a profiled step runs a little slower than an
@@ -204,7 +224,7 @@ class profile:  # noqa: N801 - used like a function: `with ortmodule.profile() a
     run asynchronously: the time lands on whatever op waits for them); torch.profiler shows
     device times of the same ops (docs/profiling.md)."""
 
-    _open: profile | None = None
+    _open: ClassVar[profile | None] = None
 
     def __init__(self) -> None:
         self.report = ProfileReport()
@@ -214,15 +234,17 @@ class profile:  # noqa: N801 - used like a function: `with ortmodule.profile() a
 
     def __enter__(self) -> ProfileReport:
         if profile._open is not None:
-            raise RuntimeError("ortmodule.profile windows do not nest: close the open one "
-                               "before opening another")
+            raise RuntimeError(
+                "ortmodule.profile windows do not nest: close the open one before opening another"
+            )
         profile._open = self
         for snapshot in (_C.op_profile_snapshot, _C.phase_snapshot, _C.gemm_profile_snapshot):
             snapshot(reset=True)
         self._engine_peak = _engine_peak_window()
         if _cuda_in_use():
-            self._cuda_peak = _PeakWindow(torch.cuda.max_memory_allocated,
-                                          torch.cuda.reset_peak_memory_stats)
+            self._cuda_peak = _PeakWindow(
+                torch.cuda.max_memory_allocated, torch.cuda.reset_peak_memory_stats
+            )
         _C.set_profiling(True)
         self._start = time.perf_counter()
         return self.report

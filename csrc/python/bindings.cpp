@@ -90,9 +90,9 @@ py::dict timing_dict(const std::map<std::string, OpTiming>& table) {
 // {"forward": {op_type: count}, "backward": {...}} of the plan's steps.
 py::dict node_counts(const Plan& plan) {
   py::dict d;
-  for (const auto& [part, steps] : {std::pair<const char*, const std::vector<PlanStep>*>{
-                                        "forward", &plan.forward},
-                                    {"backward", &plan.backward}}) {
+  const std::pair<const char*, const std::vector<PlanStep>*> parts[] = {
+      {"forward", &plan.forward}, {"backward", &plan.backward}};
+  for (const auto& [part, steps] : parts) {
     std::map<std::string, int> counts;
     for (const PlanStep& step : *steps) ++counts[step.node->op_type];
     py::dict c;

@@ -19,7 +19,7 @@ void* begin_op_event(const std::string& op_type, const std::string& node_name) {
   if (!event->isActive()) return nullptr;
   std::string name = "ortmodule::" + op_type;
   if (!node_name.empty()) name += " (" + node_name + ")";
-  event->before(std::string_view(name));
+  event->before(std::string_view(name), c10::ArrayRef<const c10::IValue>{});
   return event.release();
 }
 

@@ -14,8 +14,7 @@ import torch
 from torch import nn
 
 import ortmodule
-from ortmodule import _C, DebugOptions, LogLevel, ORTModule
-from ortmodule import _first_run
+from ortmodule import _C, DebugOptions, LogLevel, ORTModule, _first_run
 
 
 class MLP(nn.Module):
@@ -69,11 +68,19 @@ def test_report_matches_engine_counters() -> None:
     heaviest = max(report.forward_ops, key=lambda op: report.forward_ops[op].seconds)
     assert report.forward_ops[heaviest].calls == steps * counts["forward"][heaviest]
     # The phases are exclusive: kernels inside the executor inside the boundary.
-    for key in ("forward.kernels", "forward.executor", "forward.boundary", "backward.kernels",
-                "backward.executor", "backward.boundary", "call"):
+    for key in (
+        "forward.kernels",
+        "forward.executor",
+        "forward.boundary",
+        "backward.kernels",
+        "backward.executor",
+        "backward.boundary",
+        "call",
+    ):
         assert report.phases[key] >= 0, key
     assert report.phases["forward.kernels"] == pytest.approx(
-        sum(s.seconds for s in report.forward_ops.values()))
+        sum(s.seconds for s in report.forward_ops.values())
+    )
     # Memory: what forward keeps for backward was live inside the window.
     stash = entry.program.stash_bytes
     assert stash > 0
@@ -97,10 +104,9 @@ def test_window_peak_leaves_the_allocator_peak_alone() -> None:
 
 
 def test_windows_do_not_nest() -> None:
-    with ortmodule.profile():
-        with pytest.raises(RuntimeError, match="do not nest"):
-            with ortmodule.profile():
-                pass
+    outer = ortmodule.profile()
+    with outer, pytest.raises(RuntimeError, match="do not nest"), ortmodule.profile():
+        pass
 
 
 @pytest.mark.slow
@@ -153,8 +159,7 @@ def test_graphs_and_why_they_were_built() -> None:
     assert first.native_nodes() == sum(sum(c.values()) for c in first.nodes.values())
     assert first.bridged == [] and first.graph_breaks == []
     assert any(p.startswith("gradient_building") for p in first.passes)
-    assert report.phases["build"] == pytest.approx(
-        sum(g.seconds["build"] for g in report.graphs))
+    assert report.phases["build"] == pytest.approx(sum(g.seconds["build"] for g in report.graphs))
     # Inference graphs have no backward.
     assert report.graphs[1].nodes["backward"] == {}
 
@@ -195,9 +200,14 @@ def test_json_and_table_forms() -> None:
     assert data["graphs"][0]["reason"] == "first call"
     text = str(report)
     assert text.startswith("ortmodule profile: 2 forward runs")
-    for heading in ("phase", "forward ops (kernel time)", "backward ops (kernel time)",
-                    "memory: engine allocator", "graphs built in the window: 1",
-                    "graph breaks: 0"):
+    for heading in (
+        "phase",
+        "forward ops (kernel time)",
+        "backward ops (kernel time)",
+        "memory: engine allocator",
+        "graphs built in the window: 1",
+        "graph breaks: 0",
+    ):
         assert heading in text, heading
     for op in report.forward_ops:
         assert op in text
@@ -212,26 +222,35 @@ def test_torch_profiler_shows_engine_ops(tmp_path: object) -> None:
     (entry,) = _entries(model)
     graph = _C.load_onnx(entry.program.training_graph_onnx())
     names = {name for _, _, name in graph["nodes"]}
-    with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
-        with record_function("train_step"):
-            model(x).sum().backward()
+    with (
+        torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof,
+        record_function("train_step"),
+    ):
+        model(x).sum().backward()
     path = tmp_path / "trace.json"  # type: ignore[operator]
     prof.export_chrome_trace(str(path))
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"]
     (step,) = [e for e in events if e["name"] == "train_step"]
-    ops = [e for e in events if e["name"].startswith("ortmodule::")
-           and e["name"] not in ("ortmodule::forward",) and " (" in e["name"]]
+    ops = [
+        e
+        for e in events
+        if e["name"].startswith("ortmodule::")
+        and e["name"] not in ("ortmodule::forward",)
+        and " (" in e["name"]
+    ]
     steps = sum(sum(c.values()) for c in entry.program.node_counts.values())
     assert len(ops) >= steps - 4  # shape-cached forward steps are not run again
     for e in ops:
-        op_type, node = e["name"][len("ortmodule::"):].split(" (", 1)
+        op_type, node = e["name"][len("ortmodule::") :].split(" (", 1)
         assert node[:-1] in names, e["name"]
-        assert op_type in entry.program.node_counts["forward"] or \
-            op_type in entry.program.node_counts["backward"]
+        assert (
+            op_type in entry.program.node_counts["forward"]
+            or op_type in entry.program.node_counts["backward"]
+        )
         assert 0 <= e["dur"] <= step["dur"]
         assert step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 1
     backward_types = set(entry.program.node_counts["backward"])
-    assert any(e["name"][len("ortmodule::"):].split(" (")[0] in backward_types for e in ops)
+    assert any(e["name"][len("ortmodule::") :].split(" (")[0] in backward_types for e in ops)
     assert any(e["name"] == "ortmodule::forward" for e in events)
 
 
@@ -273,8 +292,9 @@ def test_first_run_block_at_info(caplog: pytest.LogCaptureFixture) -> None:
     assert blocks[1].startswith("graph #2 of MLP: training/eval switch (now eval)")
 
 
-def test_first_run_block_from_the_environment(caplog: pytest.LogCaptureFixture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_run_block_from_the_environment(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ORTMODULE_LOG_LEVEL", "INFO")
     model = ORTModule(MLP())
     with caplog.at_level(logging.INFO, logger="ortmodule"):
@@ -298,8 +318,11 @@ def test_print_memory_stats(capsys: pytest.CaptureFixture, monkeypatch: pytest.M
     lines = capsys.readouterr().out.splitlines()
     lines = [line for line in lines if line.startswith("ortmodule memory")]
     assert [line.split(" | ")[1:3] for line in lines] == [
-        ["run 1", "after forward "], ["run 1", "after backward"],
-        ["run 2", "after forward "], ["run 2", "after backward"]]
+        ["run 1", "after forward "],
+        ["run 1", "after backward"],
+        ["run 2", "after forward "],
+        ["run 2", "after backward"],
+    ]
     stash = _entries(model)[0].program.stash_bytes
     allocated = float(lines[2].split("engine allocated ")[1].split(" MiB")[0])
     assert allocated == pytest.approx(after_forward / 2**20, abs=0.01)
