@@ -26,6 +26,19 @@ _KEY_CHANGES = (
 )
 
 
+def _field(key: CallKey, name: str, other_grad: bool) -> Any:
+    """A key field to compare; across a grad mode switch without the requires_grad flags
+    (they read False under no_grad: the switch, not a change of their own)."""
+    value = getattr(key, name)
+    if key.grad == other_grad:
+        return value
+    if name == "tensors":
+        return tuple((t.dtype, t.rank, t.device) for t in value)
+    if name == "params":
+        return tuple((dtype, device) for dtype, device, _ in value)
+    return value
+
+
 def build_reason(cache: dict, key: CallKey, entries: list | None, dynamic: bool) -> str:
     """Why the call with ``key`` builds a new graph: ``cache`` holds the graphs so far
     (key -> entries), ``entries`` those of ``key`` (none of which accepted the call)."""
@@ -43,7 +56,9 @@ def build_reason(cache: dict, key: CallKey, entries: list | None, dynamic: bool)
     best: list[str] | None = None
     for other in reversed(others):
         changes = [
-            label for name, label in _KEY_CHANGES if getattr(other, name) != getattr(key, name)
+            label
+            for name, label in _KEY_CHANGES
+            if _field(other, name, key.grad) != _field(key, name, other.grad)
         ]
         if best is None or len(changes) < len(best):
             best = changes

@@ -75,8 +75,8 @@ def format_graph(g: GraphRecord) -> list[str]:
     if g.graph_breaks:
         lines.append(f"  graph breaks: {'; '.join(str(b) for b in g.graph_breaks)}")
     stages = [
-        f"{label.split(' ')[0]} {ms(g.seconds[k])}"
-        for k, label in PHASE_LABELS[:3]
+        f"{name} {ms(g.seconds[k])}"
+        for k, name in (("trace", "capture"), ("lowering", "lowering"), ("build", "build"))
         if k in g.seconds
     ]
     lines.append(f"  phase times: {', '.join(stages) or '-'}")

@@ -59,13 +59,13 @@ std::map<std::string, OpTiming> op_snapshot(bool backward, bool reset) {
   return snapshot(op_timings(backward), reset);
 }
 
-std::atomic<const OpEventHooks*>& OpEvent::installed_hooks() {
+std::atomic<const OpEventHooks*>& installed_op_event_hooks() {
   static std::atomic<const OpEventHooks*> hooks{nullptr};
   return hooks;
 }
 
 void set_op_event_hooks(const OpEventHooks* hooks) {
-  OpEvent::installed_hooks().store(hooks, std::memory_order_release);
+  installed_op_event_hooks().store(hooks, std::memory_order_release);
 }
 
 void record_phase_time(const char* phase, double seconds) {

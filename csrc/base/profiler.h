@@ -1,6 +1,6 @@
 // Optional timing of executor steps (off by default; one branch per step when off).
-// Ops: the kernel alone, per op type, forward and backward apart. Phases: whole parts of a run (the executor's
-// forward, each backward stage, the torch boundary around them), so that a benchmark can
+// Ops: the kernel alone, per op type, forward and backward apart. Phases: whole parts of a run (the
+// executor's forward, each backward stage, the torch boundary around them), so that a benchmark can
 // split a step into kernels, executor bookkeeping and boundary work
 // (benchmarks/bench_step_overhead.py, benchmarks/profile_ops.py).
 #pragma once
@@ -83,19 +83,28 @@ class PhaseTimer {
 
 // Named events for an outside profiler, one per executed op. The engine has no torch
 // headers: the Python extension installs hooks that open an at::RecordFunction
-// (torch.profiler shows the op), the standalone C++ library installs none. `begin` returns
-// null when no profiler listens; the check costs one atomic load while none is installed.
+// (torch.profiler shows the op), the standalone C++ library installs none. An executor run
+// asks once whether a profiler listens (op_event_listener); while none does, an op costs a
+// null check.
 struct OpEventHooks {
+  bool (*listening)();
   void* (*begin)(const std::string& op_type, const std::string& node_name);
   void (*end)(void* event);
 };
 void set_op_event_hooks(const OpEventHooks* hooks);  // null: none
+std::atomic<const OpEventHooks*>& installed_op_event_hooks();
 
-// An event around one op while hooks are installed and a profiler listens.
+// The installed hooks while a profiler listens on this thread, else null.
+inline const OpEventHooks* op_event_listener() {
+  const OpEventHooks* hooks = installed_op_event_hooks().load(std::memory_order_acquire);
+  return hooks && hooks->listening() ? hooks : nullptr;
+}
+
+// An event around one op, where `hooks` (op_event_listener()) is set.
 class OpEvent {
  public:
-  OpEvent(const std::string& op_type, const std::string& node_name) {
-    hooks_ = installed_hooks().load(std::memory_order_acquire);
+  OpEvent(const OpEventHooks* hooks, const std::string& op_type, const std::string& node_name)
+      : hooks_(hooks) {
     if (hooks_) event_ = hooks_->begin(op_type, node_name);
   }
   ~OpEvent() {
@@ -104,10 +113,8 @@ class OpEvent {
   OpEvent(const OpEvent&) = delete;
   OpEvent& operator=(const OpEvent&) = delete;
 
-  static std::atomic<const OpEventHooks*>& installed_hooks();
-
  private:
-  const OpEventHooks* hooks_ = nullptr;
+  const OpEventHooks* hooks_;
   void* event_ = nullptr;
 };
 

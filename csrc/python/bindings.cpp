@@ -83,7 +83,8 @@ py::dict describe_graph(const Graph& g) {
 
 py::dict timing_dict(const std::map<std::string, OpTiming>& table) {
   py::dict d;
-  for (const auto& kv : table) d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
+  for (const auto& kv : table)
+    d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
   return d;
 }
 

@@ -46,6 +46,9 @@ std::string small_model() {
 std::vector<std::string> g_events;
 int g_open = 0;
 
+bool g_listening = true;
+bool listening() { return g_listening; }
+
 void* begin_event(const std::string& op_type, const std::string& node_name) {
   g_events.push_back(op_type + " " + node_name);
   ++g_open;
@@ -57,7 +60,7 @@ void end_event(void* event) {
   --g_open;
 }
 
-const OpEventHooks kHooks{begin_event, end_event};
+const OpEventHooks kHooks{listening, begin_event, end_event};
 
 Tensor filled(int64_t rows, float value) {
   Tensor t = Tensor::empty(DType::Float32, {rows, 4});
@@ -87,9 +90,14 @@ TEST(OpEvents, OneEventPerStepThroughTheHooks) {
     EXPECT_EQ(g_events[forward_events + i],
               plan.backward[i].node->op_type + " " + plan.backward[i].node->name);
   EXPECT_EQ(g_events[0], "Relu layer/Relu");
-  // Without hooks nothing is reported.
+  // Without hooks, or with hooks but no listener, nothing is reported.
   g_events.clear();
   program.executor().forward({x}, 0, nullptr);
+  set_op_event_hooks(&kHooks);
+  g_listening = false;
+  program.executor().forward({x}, 0, nullptr);
+  g_listening = true;
+  set_op_event_hooks(nullptr);
   EXPECT_TRUE(g_events.empty());
 }
 

@@ -113,8 +113,8 @@ def test_windows_do_not_nest() -> None:
 def test_report_sums_to_the_measured_step_time() -> None:
     # Steps of tens of milliseconds: what the engine does not time (autograd's own
     # bookkeeping, the Python loop) stays far below 10% of them.
-    model = ORTModule(LossMLP(width=768))
-    x = torch.randn(512, 768)
+    model = ORTModule(LossMLP(width=512))
+    x = torch.randn(256, 512)
     for _ in range(2):
         model(x).backward()
         model.zero_grad(set_to_none=True)
@@ -147,13 +147,13 @@ def test_graphs_and_why_they_were_built() -> None:
     reasons = [g.reason for g in report.graphs]
     assert len(report.graphs) == 4 == len(_entries(model))
     assert reasons[0] == "first call"
-    assert "training/eval switch (now eval)" in reasons[1]
-    assert "grad mode switch" in reasons[1]
+    # Under no_grad nothing requires grad: the grad mode switch alone, not a parameter change.
+    assert reasons[1] == "training/eval switch (now eval), grad mode switch"
     assert reasons[2] == "training/eval switch (now training)"
     assert reasons[3] == "new input dtype, rank, device or requires_grad"
     first = report.graphs[0]
     assert first.index == 1 and first.module == "MLP"
-    assert first.inputs == ["x: float32[8, 16]"]
+    assert first.inputs == ["input_0: float32[8, 16]"]  # the graph input, the call's first tensor
     assert set(first.seconds) >= {"trace", "lowering", "build"}
     assert first.nodes == _entries(model)[0].program.node_counts
     assert first.native_nodes() == sum(sum(c.values()) for c in first.nodes.values())
@@ -281,7 +281,7 @@ def test_first_run_block_at_info(caplog: pytest.LogCaptureFixture) -> None:
     (entry, _) = _entries(model)
     counts = entry.program.node_counts
     assert first.startswith("graph #1 of MLP: first call")
-    assert "inputs: x: float32[8, 16]" in first
+    assert "inputs: input_0: float32[8, 16]" in first
     fwd, bwd = sum(counts["forward"].values()), sum(counts["backward"].values())
     assert f"nodes: {fwd} forward, {bwd} backward; {fwd + bwd} native, 0 bridged" in first
     assert "passes that fired: gradient_building" in first
