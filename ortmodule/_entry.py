@@ -74,6 +74,8 @@ class _Entry:
     runner: Any = None
     # For a forward split at graph breaks (program None): the _breaks.GraphBreaks that runs it.
     graph_breaks: Any = None
+    # Why the graph was built (first call, a training/eval switch, ...: _first_run.py).
+    build_reason: str = ""
 
     def __post_init__(self) -> None:
         # Whether accepts() has anything to check (read on every call).

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ortmodule import _C, _autocast, _breaks, _guards, _schema, export_cache
+from ortmodule import _C, _autocast, _breaks, _first_run, _guards, _schema, export_cache
 from ortmodule._call_key import CallKey, call_key
 from ortmodule._entry import _Entry, build_program
 from ortmodule.capture import export as capture
@@ -144,6 +144,8 @@ class ORTModule(torch.nn.Module):
         _guards.install_hooks()
         self._refresh_structure()
         logger.setLevel(opts.log_level.to_logging())
+        if opts.print_memory_stats:
+            _first_run.print_memory_stats(True)
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler())
 
@@ -346,6 +348,7 @@ class ORTModule(torch.nn.Module):
                 if changed:
                     logger.info("attributes read by forward changed (%s): building a new graph",
                                 "; ".join(changed[:5]))
+        fresh = entry is None
         if entry is None:
             # The first graph of a kind is traced at the call's sizes (a faster export);
             # once a call of the same kind comes with other sizes, the next one is traced
@@ -356,10 +359,12 @@ class ORTModule(torch.nn.Module):
             if dynamic and logger.isEnabledFor(logging.INFO):
                 logger.info("%s called with other input sizes than its graph's: exporting "
                             "again with dynamic sizes", type(self.module).__name__)
+            reason = _first_run.build_reason(cache, key, entries, dynamic)
             entry = self._compile(in_spec, tensors, args, kwargs,
                                   _autocast.traced_region(key.autocast, tensors,
                                                           self._param_slots),
                                   dynamic)
+            entry.build_reason = reason
             if self._debug.minify and entry.program is not None:
                 # Debugging only: the new graph against eager PyTorch on copies of the
                 # module; a difference raises ParityError naming the failing subgraph.
@@ -370,6 +375,9 @@ class ORTModule(torch.nn.Module):
             self._bound_cache()
         # The next call of the same kind takes this entry without computing the key.
         d["_last_call"] = self._last_call_for(entry, key, args, kwargs)
+        if fresh:
+            return _first_run.report_new_graph(
+                self, entry, tensors, lambda: self._launch(entry, tensors, args, kwargs))
         return self._launch(entry, tensors, args, kwargs)
 
     def _last_call_for(self, entry: _Entry, key: CallKey, args: tuple, kwargs: dict) -> Any:

@@ -134,6 +134,10 @@ class DebugOptions:
     cache_dir (default None: no cache) keeps every lowered graph on disk there (created on
     the first store), keyed by everything that can change it, so that a later process
     loads it instead of capturing the module again (``ortmodule.export_cache``).
+
+    print_memory_stats prints the engine's memory (allocated, peak since the previous
+    line, cached; CUDA's where in use) after every forward and every backward run, for
+    every ORTModule in the process once one asks for it (docs/profiling.md).
     """
 
     log_level: LogLevel = LogLevel.WARNING
@@ -149,6 +153,7 @@ class DebugOptions:
     parity_rtol: float = 1e-4
     parity_atol: float = 1e-5
     cache_dir: str | None = None
+    print_memory_stats: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.log_level, LogLevel):
@@ -174,6 +179,9 @@ class DebugOptions:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"{field} must be a non-negative number, got {value!r}")
             object.__setattr__(self, field, float(value))
+        if not isinstance(self.print_memory_stats, bool):
+            raise TypeError(f"print_memory_stats must be a bool, got "
+                            f"{type(self.print_memory_stats).__name__}")
         if self.save_onnx and not self.onnx_prefix:
             raise ValueError("save_onnx=True needs a non-empty onnx_prefix to name the files")
         if self.cache_dir is not None:
@@ -203,8 +211,9 @@ class DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
         ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY,
-        ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL, ORTMODULE_CACHE_DIR
-        on top of ``base`` (an empty ORTMODULE_CACHE_DIR switches the cache off)."""
+        ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL, ORTMODULE_CACHE_DIR,
+        ORTMODULE_PRINT_MEMORY_STATS on top of ``base`` (an empty ORTMODULE_CACHE_DIR
+        switches the cache off)."""
         opts = base or DebugOptions()
         changes: dict[str, object] = {}
         level = os.environ.get("ORTMODULE_LOG_LEVEL")
@@ -237,6 +246,13 @@ class DebugOptions:
                     changes[field] = float(value)
                 except ValueError:
                     raise ValueError(f"{env}={value!r} must be a number") from None
+        for env, flag in (("ORTMODULE_GRAPH_OPTIMIZATIONS", "graph_optimizations"),
+                          ("ORTMODULE_PRINT_MEMORY_STATS", "print_memory_stats")):
+            value = os.environ.get(env)
+            if value is not None:
+                if value not in ("0", "1"):
+                    raise ValueError(f"{env}={value!r} must be 0 or 1")
+                changes[flag] = value == "1"
         for env, field in (("ORTMODULE_ONNX_PREFIX", "onnx_prefix"), ("ORTMODULE_SAVE_PATH", "save_path"),
                            ("ORTMODULE_EXPORTER", "exporter"),
                            ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),

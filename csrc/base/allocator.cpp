@@ -67,7 +67,7 @@ struct Cache {
   std::mutex mu;
   std::map<size_t, std::vector<void*>> small_free;
   std::set<Block*, BySizeThenAddress> large_free;
-  AllocatorStats stats{0, 0, 0, 0};
+  AllocatorStats stats{0, 0, 0, 0, 0};
 
   // Memory from the OS for a request already counted as allocated (uncounted on failure).
   void* os_alloc(size_t size) {
@@ -83,6 +83,7 @@ struct Cache {
   void count_allocation(size_t size) {
     stats.allocated_bytes += size;
     stats.peak_allocated_bytes = std::max(stats.peak_allocated_bytes, stats.allocated_bytes);
+    stats.window_peak_bytes = std::max(stats.window_peak_bytes, stats.allocated_bytes);
   }
 
   void* get_small(size_t size) {
@@ -252,6 +253,11 @@ AllocatorStats allocator_stats() {
 void allocator_reset_peak() {
   std::lock_guard<std::mutex> lock(cache().mu);
   cache().stats.peak_allocated_bytes = cache().stats.allocated_bytes;
+}
+
+void allocator_reset_window_peak() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  cache().stats.window_peak_bytes = cache().stats.allocated_bytes;
 }
 
 void allocator_empty_cache() { cache().release_free(); }

@@ -27,9 +27,14 @@ struct AllocatorStats {
   size_t cached_bytes;     // bytes held in free lists
   size_t peak_allocated_bytes;
   size_t os_allocations;  // blocks obtained from the OS (cache misses)
+  // Peak of live bytes since allocator_reset_window_peak: a second counter, so that a
+  // report (ortmodule.profile, the first-run log) can measure a window without moving
+  // peak_allocated_bytes, which benchmarks reset and read themselves.
+  size_t window_peak_bytes;
 };
 AllocatorStats allocator_stats();
 void allocator_reset_peak();
+void allocator_reset_window_peak();
 // Returns cached blocks to the OS.
 void allocator_empty_cache();
 

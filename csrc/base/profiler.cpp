@@ -9,9 +9,10 @@ namespace ortmodule {
 namespace {
 std::atomic<bool> g_enabled{false};
 std::mutex g_mu;
-std::map<std::string, OpTiming>& op_timings() {
-  static auto* t = new std::map<std::string, OpTiming>();
-  return *t;
+std::map<std::string, OpTiming>& op_timings(bool backward) {
+  static auto* forward = new std::map<std::string, OpTiming>();
+  static auto* backward_ops = new std::map<std::string, OpTiming>();
+  return backward ? *backward_ops : *forward;
 }
 std::map<std::string, GemmTiming>& gemm_timings() {
   static auto* t = new std::map<std::string, GemmTiming>();
@@ -40,10 +41,31 @@ std::map<std::string, OpTiming> snapshot(std::map<std::string, OpTiming>& table,
 void set_profiling(bool enabled) { g_enabled = enabled; }
 bool profiling_enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-void record_op_time(const std::string& op, double seconds) { record(op_timings(), op, seconds); }
+void record_op_time(const std::string& op, double seconds, bool backward) {
+  record(op_timings(backward), op, seconds);
+}
 
 std::map<std::string, OpTiming> profile_snapshot(bool reset) {
-  return snapshot(op_timings(), reset);
+  std::map<std::string, OpTiming> out = snapshot(op_timings(false), reset);
+  for (const auto& [op, t] : snapshot(op_timings(true), reset)) {
+    OpTiming& sum = out[op];
+    sum.calls += t.calls;
+    sum.seconds += t.seconds;
+  }
+  return out;
+}
+
+std::map<std::string, OpTiming> op_snapshot(bool backward, bool reset) {
+  return snapshot(op_timings(backward), reset);
+}
+
+std::atomic<const OpEventHooks*>& installed_op_event_hooks() {
+  static std::atomic<const OpEventHooks*> hooks{nullptr};
+  return hooks;
+}
+
+void set_op_event_hooks(const OpEventHooks* hooks) {
+  installed_op_event_hooks().store(hooks, std::memory_order_release);
 }
 
 void record_phase_time(const char* phase, double seconds) {

@@ -1,10 +1,11 @@
 // Optional timing of executor steps (off by default; one branch per step when off).
-// Ops: the kernel alone, per op type. Phases: whole parts of a run (the executor's
-// forward, each backward stage, the torch boundary around them), so that a benchmark can
+// Ops: the kernel alone, per op type, forward and backward apart. Phases: whole parts of a run (the
+// executor's forward, each backward stage, the torch boundary around them), so that a benchmark can
 // split a step into kernels, executor bookkeeping and boundary work
 // (benchmarks/bench_step_overhead.py, benchmarks/profile_ops.py).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -19,9 +20,11 @@ struct OpTiming {
 
 void set_profiling(bool enabled);
 bool profiling_enabled();
-void record_op_time(const std::string& op, double seconds);
-// Accumulated kernel timings per op type since the last reset.
+void record_op_time(const std::string& op, double seconds, bool backward);
+// Accumulated kernel timings per op type since the last reset, forward and backward summed.
 std::map<std::string, OpTiming> profile_snapshot(bool reset);
+// The same, of forward's steps or of backward's, each reset on its own.
+std::map<std::string, OpTiming> op_snapshot(bool backward, bool reset);
 void record_phase_time(const char* phase, double seconds);
 // Accumulated timings per phase since the last reset.
 std::map<std::string, OpTiming> phase_snapshot(bool reset);
@@ -76,6 +79,43 @@ class PhaseTimer {
  private:
   const char* phase_;
   std::chrono::steady_clock::time_point start_;
+};
+
+// Named events for an outside profiler, one per executed op. The engine has no torch
+// headers: the Python extension installs hooks that open an at::RecordFunction
+// (torch.profiler shows the op), the standalone C++ library installs none. An executor run
+// asks once whether a profiler listens (op_event_listener); while none does, an op costs a
+// null check.
+struct OpEventHooks {
+  bool (*listening)();
+  void* (*begin)(const std::string& op_type, const std::string& node_name);
+  void (*end)(void* event);
+};
+void set_op_event_hooks(const OpEventHooks* hooks);  // null: none
+std::atomic<const OpEventHooks*>& installed_op_event_hooks();
+
+// The installed hooks while a profiler listens on this thread, else null.
+inline const OpEventHooks* op_event_listener() {
+  const OpEventHooks* hooks = installed_op_event_hooks().load(std::memory_order_acquire);
+  return hooks && hooks->listening() ? hooks : nullptr;
+}
+
+// An event around one op, where `hooks` (op_event_listener()) is set.
+class OpEvent {
+ public:
+  OpEvent(const OpEventHooks* hooks, const std::string& op_type, const std::string& node_name)
+      : hooks_(hooks) {
+    if (hooks_) event_ = hooks_->begin(op_type, node_name);
+  }
+  ~OpEvent() {
+    if (event_) hooks_->end(event_);
+  }
+  OpEvent(const OpEvent&) = delete;
+  OpEvent& operator=(const OpEvent&) = delete;
+
+ private:
+  const OpEventHooks* hooks_;
+  void* event_ = nullptr;
 };
 
 }  // namespace ortmodule

@@ -81,11 +81,34 @@ py::dict describe_graph(const Graph& g) {
   return d;
 }
 
+py::dict timing_dict(const std::map<std::string, OpTiming>& table) {
+  py::dict d;
+  for (const auto& kv : table)
+    d[py::str(kv.first)] = py::make_tuple(kv.second.calls, kv.second.seconds);
+  return d;
+}
+
+// {"forward": {op_type: count}, "backward": {...}} of the plan's steps.
+py::dict node_counts(const Plan& plan) {
+  py::dict d;
+  const std::pair<const char*, const std::vector<PlanStep>*> parts[] = {
+      {"forward", &plan.forward}, {"backward", &plan.backward}};
+  for (const auto& [part, steps] : parts) {
+    std::map<std::string, int> counts;
+    for (const PlanStep& step : *steps) ++counts[step.node->op_type];
+    py::dict c;
+    for (const auto& kv : counts) c[py::str(kv.first)] = kv.second;
+    d[part] = c;
+  }
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ortmodule engine";
   install_torch_bridge();
+  set_op_events(true);
   m.def("register_callable", &register_callable, py::arg("fn"),
         "Registers fn(*tensors) -> tuple of tensors for TorchCall nodes; returns its id.");
   m.def("release_callable", &release_callable, py::arg("id"));
@@ -143,6 +166,31 @@ PYBIND11_MODULE(_C, m) {
       .def("training_graph_onnx",
            [](const Program& p) { return py::bytes(p.training_graph_onnx()); })
       .def("plan_description", &Program::plan_description)
+      .def_property_readonly(
+          "passes",
+          [](const Program& p) {
+            py::list out;
+            for (const PassRecord& r : p.passes())
+              out.append(py::make_tuple(r.name, r.nodes_before, r.nodes_after, r.changed));
+            return out;
+          },
+          "(name, nodes before, nodes after, changed) per graph pass, in the order they ran.")
+      .def_property_readonly(
+          "node_counts", [](Program& p) { return node_counts(p.executor().plan()); },
+          "{'forward': {op_type: steps}, 'backward': {...}} of the plan.")
+      .def_property_readonly(
+          "bridged_nodes",
+          [](Program& p) {
+            py::list names;
+            for (const PlanStep& step : p.executor().plan().forward)
+              if (step.node->op_type == "TorchCall") names.append(step.node->name);
+            return names;
+          },
+          "Names of forward's TorchCall nodes (ops that run on PyTorch).")
+      .def_property_readonly(
+          "stash_bytes", [](Program& p) { return p.executor().stash_bytes(); },
+          "Bytes of activations the last measured forward run kept for backward (the first "
+          "run, and every run while profiling); -1 before any.")
       .def("folded_constants", &Program::folded_constants)
       .def(
           "shape_cache_stats",
@@ -178,9 +226,34 @@ PYBIND11_MODULE(_C, m) {
     d["cached_bytes"] = s.cached_bytes;
     d["peak_allocated_bytes"] = s.peak_allocated_bytes;
     d["os_allocations"] = s.os_allocations;
+    d["window_peak_bytes"] = s.window_peak_bytes;
     return d;
   });
   m.def("allocator_reset_peak", &allocator_reset_peak);
+  m.def("allocator_reset_window_peak", &allocator_reset_window_peak,
+        "Restarts window_peak_bytes (a second peak counter for reports) at the live bytes.");
+  m.def("set_op_events", &set_op_events, py::arg("enabled"),
+        "Whether engine ops appear as torch.profiler events (on by default; benchmarks compare).");
+  m.def("op_events_enabled", &op_events_enabled);
+  m.def(
+      "set_step_observer",
+      [](py::object fn) {
+        if (fn.is_none()) {
+          set_step_observer({});
+          return;
+        }
+        auto holder = std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+          py::gil_scoped_acquire gil;
+          delete o;
+        });
+        set_step_observer([holder](const char* phase) {
+          py::gil_scoped_acquire gil;
+          (*holder)(phase);
+        });
+      },
+      py::arg("fn"),
+      "fn('forward') after each engine forward run and fn('backward') after each backward "
+      "run; None removes it.");
   m.def("set_attention_probs_limit", &set_attention_probs_limit, py::arg("bytes"),
         "FusedAttention keeps its softmax for backward while it is at most this many bytes per "
         "call and recomputes it block by block above (a tuning and testing knob).");
@@ -196,6 +269,16 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       py::arg("reset") = true, "{op_type: (calls, kernel seconds)} since the last reset.");
+  m.def(
+      "op_profile_snapshot",
+      [](bool reset) {
+        py::dict d;
+        d["forward"] = timing_dict(op_snapshot(false, reset));
+        d["backward"] = timing_dict(op_snapshot(true, reset));
+        return d;
+      },
+      py::arg("reset") = true,
+      "{'forward': {op_type: (calls, kernel seconds)}, 'backward': {...}} since the last reset.");
   m.def(
       "gemm_profile_snapshot",
       [](bool reset) {

@@ -9,11 +9,13 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/extension.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/profiler.h"
 #include "python/torch_boundary.h"
 
 namespace py = pybind11;
@@ -114,6 +116,47 @@ class EntryRunner {
 // The graph-cache key of one call (ortmodule._call_key.CallKey: the contract with
 // module.py, read field by field) and a check of every field against later calls of tensors
 // only: a later call whose fields are equal has the same key and runs the same graph.
+// While profiling: the time of a StepCall's own work (argument flattening, key checks,
+// building the result), the launch of the program excluded, as phase "boundary.call".
+class CallTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  CallTimer() : on_(profiling_enabled()) {
+    if (on_) start_ = Clock::now();
+  }
+  ~CallTimer() {
+    if (!on_) return;
+    const std::chrono::duration<double> elapsed = Clock::now() - start_;
+    record_phase_time("boundary.call", elapsed.count() - excluded_);
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+  // Leaves its own lifetime out of the enclosing CallTimer's time.
+  class Excluded {
+   public:
+    explicit Excluded(CallTimer& timer) : timer_(timer) {
+      if (timer_.on_) start_ = Clock::now();
+    }
+    ~Excluded() {
+      if (!timer_.on_) return;
+      const std::chrono::duration<double> elapsed = Clock::now() - start_;
+      timer_.excluded_ += elapsed.count();
+    }
+    Excluded(const Excluded&) = delete;
+    Excluded& operator=(const Excluded&) = delete;
+
+   private:
+    CallTimer& timer_;
+    Clock::time_point start_;
+  };
+
+ private:
+  bool on_;
+  double excluded_ = 0;
+  Clock::time_point start_;
+};
+
 class StepCall {
  public:
   StepCall(std::shared_ptr<EntryRunner> runner, py::object entry, const py::object& key,
@@ -178,6 +221,7 @@ class StepCall {
   // The call's result when `args` and `kwargs` take the same graph as the call this was
   // made from; `miss` when they may not.
   py::object call(const py::tuple& args, const py::dict& kwargs) {
+    CallTimer timer;
     FlatTensors flat;
     if (!flatten(args, kwargs, flat) || !matches(flat) || !attributes_hold()) return miss_;
     if (!accepts_.is_none() && !sizes_accepted(flat)) {
@@ -189,7 +233,11 @@ class StepCall {
       for (size_t i = 0; i < accepted_sizes_.size(); ++i)
         accepted_sizes_[i] = THPVariable_Unpack(flat[i]).sizes().vec();
     }
-    std::vector<at::Tensor> outputs = runner_->launch(flat);
+    std::vector<at::Tensor> outputs;
+    {
+      const CallTimer::Excluded launch(timer);
+      outputs = runner_->launch(flat);
+    }
     if (finish_.is_none()) return py::cast(std::move(outputs.front()));
     return finish_(py::cast(std::move(outputs)));
   }

@@ -2,11 +2,14 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <tuple>
@@ -60,6 +63,23 @@ DType dtype_from_torch(at::ScalarType t, const char* kind, const std::string& na
   throw std::invalid_argument(tensor_label(kind, name) + " has dtype " +
                               std::string(c10::toString(t)) +
                               ", which the engine does not support");
+}
+
+std::mutex g_observer_mutex;
+std::atomic<bool> g_has_observer{false};
+std::function<void(const char*)>& step_observer() {
+  static auto* observer = new std::function<void(const char*)>();
+  return *observer;
+}
+
+void notify_step_observer(const char* phase) {
+  if (!g_has_observer.load(std::memory_order_relaxed)) return;
+  std::function<void(const char*)> observer;
+  {
+    std::lock_guard<std::mutex> lock(g_observer_mutex);
+    observer = step_observer();
+  }
+  if (observer) observer(phase);
 }
 
 uint64_t draw_seed() {
@@ -174,6 +194,7 @@ struct ProgramBackward : public torch::autograd::Node {
     if (last) {
       run->working.reset();
       run->handed_out.clear();
+      notify_step_observer("backward");
     }
     return result;  // the edge to the next node gets an undefined tensor
   }
@@ -446,6 +467,7 @@ const std::vector<at::Tensor>& complete_inputs(const Program& program,
 std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
                                     const std::vector<at::Tensor>& given) {
   PhaseTimer timer("boundary.forward");
+  RECORD_FUNCTION("ortmodule::forward", c10::ArrayRef<const c10::IValue>{});
   const std::vector<std::string>& names = program->input_names();
   std::vector<at::Tensor> full;
   const std::vector<at::Tensor>& inputs = complete_inputs(*program, given, full);
@@ -489,10 +511,15 @@ std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
   std::vector<at::Tensor> results;
   results.reserve(outs.size());
   for (const Tensor& o : outs) results.push_back(to_torch(o));
-  if (!needs_graph) return results;
-
-  attach_backward(program, std::move(state), inputs, engine_inputs, outs, results);
+  if (needs_graph) attach_backward(program, std::move(state), inputs, engine_inputs, outs, results);
+  notify_step_observer("forward");
   return results;
+}
+
+void set_step_observer(std::function<void(const char* phase)> observer) {
+  std::lock_guard<std::mutex> lock(g_observer_mutex);
+  g_has_observer = static_cast<bool>(observer);
+  step_observer() = std::move(observer);
 }
 
 }  // namespace ortmodule

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,5 +23,14 @@ at::ScalarType dtype_to_torch(DType t);
 // runs the program's backward part, so gradients flow into param.grad.
 std::vector<at::Tensor> run_program(const std::shared_ptr<Program>& program,
                                     const std::vector<at::Tensor>& inputs);
+
+// torch.profiler events for every engine op (op_events.cpp); on from the module's import.
+void set_op_events(bool enabled);
+bool op_events_enabled();
+
+// Called with "forward" after every forward run and "backward" after every backward run
+// through the engine (ORTMODULE_PRINT_MEMORY_STATS); an empty function removes it. The
+// observer runs on the thread of the run, without the GIL.
+void set_step_observer(std::function<void(const char* phase)> observer);
 
 }  // namespace ortmodule

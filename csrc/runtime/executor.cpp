@@ -86,8 +86,16 @@ ContextVectors& spare_context_vectors() {
 // With `zero` (the step's outputs are known zeros, zero_gradients.h), outputs are zero-filled
 // instead of computed, where all of them are floating point and allocated here; returns
 // whether that was done.
+// How a step is reported: which table the profiler times its kernel into, and the hooks
+// of an outside profiler listening during this run (base/profiler.h), if any.
+struct StepReport {
+  bool backward = false;
+  const OpEventHooks* events = nullptr;
+};
+
 bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
-                  StepShapes shapes, bool zero = false) {
+                  StepShapes shapes, StepReport report, bool zero = false) {
+  const OpEvent event(report.events, step.node->op_type, step.node->name);
   OpContext ctx{*step.node, {}, {}, seed};
   ContextVectors& spare = spare_context_vectors();
   ctx.inputs.swap(spare.inputs);
@@ -152,7 +160,7 @@ bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     const auto start = std::chrono::steady_clock::now();
     kernel(ctx);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    record_op_time(step.node->op_type, elapsed.count());
+    record_op_time(step.node->op_type, elapsed.count(), report.backward);
   } else {
     kernel(ctx);
   }
@@ -208,7 +216,7 @@ bool matches_key(const std::vector<int64_t>& key, const std::vector<Tensor>& ten
 }  // namespace
 
 void run_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed) {
-  execute_step(step, slots, seed, StepShapes{});
+  execute_step(step, slots, seed, StepShapes{}, StepReport{false, op_event_listener()});
   release_after(step, slots);
 }
 
@@ -275,8 +283,12 @@ void Executor::finish_forward(std::shared_ptr<const SignatureEntry> fresh, int64
 
 void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& state) {
   std::vector<Tensor>& slots = state.slots;
+  const StepReport report{false, op_event_listener()};
   if (!uses_signatures_) {
-    for (const PlanStep& step : plan_.forward) run_step(step, slots, state.seed);
+    for (const PlanStep& step : plan_.forward) {
+      execute_step(step, slots, state.seed, StepShapes{}, report);
+      release_after(step, slots);
+    }
     return;
   }
   std::shared_ptr<const SignatureEntry> hit = find_entry(inputs);
@@ -299,7 +311,7 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
         shapes.record = &fresh->forward_shapes[s];
     }
     if (!step.shape_cached) {
-      execute_step(step, slots, state.seed, shapes);
+      execute_step(step, slots, state.seed, shapes, report);
       release_after(step, slots);
       continue;
     }
@@ -312,7 +324,7 @@ void Executor::run_forward_steps(const std::vector<Tensor>& inputs, RunState& st
       ++skipped;
       continue;
     }
-    execute_step(step, slots, state.seed, shapes);
+    execute_step(step, slots, state.seed, shapes, report);
     if (fresh) {
       CachedStep& cached = fresh->cached[k];
       cached.outputs.resize(step.outputs.size());
@@ -377,8 +389,27 @@ std::vector<Tensor> Executor::forward(const std::vector<Tensor>& inputs, uint64_
   for (const auto& c : plan_.constants)
     if (!std::binary_search(plan_.stash.begin(), plan_.stash.end(), c.first))
       slots[c.first] = Tensor();
-  if (state_out) *state_out = std::move(state);
+  if (state_out) {
+    if (stash_bytes_.load(std::memory_order_relaxed) < 0 || profiling_enabled())
+      measure_stash(*state);
+    *state_out = std::move(state);
+  }
   return outputs;
+}
+
+void Executor::measure_stash(const RunState& state) {
+  std::vector<const Storage*> seen;
+  int64_t bytes = 0;
+  for (int id : plan_.stash) {
+    const Tensor& t = state.slots[id];
+    // Parameters, inputs and constants backward reads are not the engine's memory.
+    if (!t.defined() || !t.storage() || !t.storage()->writable) continue;
+    const Storage* s = t.storage().get();
+    if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+    seen.push_back(s);
+    bytes += static_cast<int64_t>(s->bytes);
+  }
+  stash_bytes_.store(bytes, std::memory_order_relaxed);
 }
 
 void Executor::begin_backward(RunState& state, const std::vector<Tensor>& output_grads,
@@ -436,6 +467,7 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
   }
   const BackwardStage& s = plan_.backward_stages[stage];
   const size_t begin = stage == 0 ? 0 : plan_.backward_stages[stage - 1].end;
+  const StepReport report{true, op_event_listener()};
   for (size_t i = begin; i < s.end; ++i) {
     const PlanStep& step = plan_.backward[i];
     StepShapes shapes{nullptr, nullptr, &shape_rules_run_, &device_copies_};
@@ -449,7 +481,7 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
         read[k] = step.inputs[k] >= 0 && state.zero[step.inputs[k]];
       zero = outputs_are_zero(*step.node, read);
     }
-    if (execute_step(step, state.slots, state.seed, shapes, zero)) {
+    if (execute_step(step, state.slots, state.seed, shapes, report, zero)) {
       for (int id : step.outputs)
         if (id >= 0) state.zero[id] = 1;
       zero_steps_.fetch_add(1, std::memory_order_relaxed);

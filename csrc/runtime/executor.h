@@ -90,8 +90,14 @@ class Executor {
   void begin_backward(RunState& state, const std::vector<Tensor>& output_grads,
                       const std::vector<bool>& zero_outputs = {});
   std::vector<Tensor> run_backward_stage(RunState& state, size_t stage);
+  // Bytes of activations the stash held after a forward run that kept it (distinct storages
+  // the engine allocated; parameters and inputs are not counted): measured on
+  // the first such run and, while profiling is on, on every one; -1 before any.
+  int64_t stash_bytes() const { return stash_bytes_.load(std::memory_order_relaxed); }
 
  private:
+  void measure_stash(const RunState& state);
+
   static constexpr size_t kSignatureEntries = 4;
   static constexpr size_t kShapeCacheBytesPerEntry = size_t(64) << 20;
 
@@ -111,6 +117,7 @@ class Executor {
   std::atomic<int64_t> shape_rules_run_{0};
   std::atomic<int64_t> zero_steps_{0};
   DeviceCopies device_copies_;
+  std::atomic<int64_t> stash_bytes_{-1};
 };
 
 // Runs one step: shape rule, output allocation (views and in-place reuse), kernel.

@@ -30,6 +30,25 @@ std::unique_ptr<Graph> load_for_program(const std::string& onnx_bytes,
   load.feed_initializers = options.feed_initializers;
   return load_model(onnx_bytes, load);
 }
+// Op type -> node count: a pass changed the graph where these differ before and after it.
+std::map<std::string, int> op_histogram(const Graph& graph) {
+  std::map<std::string, int> counts;
+  for (const Node* n : graph.nodes()) ++counts[n->op_type];
+  return counts;
+}
+
+// Runs `pass` over the graph and records whether it changed the node set (for reports).
+template <typename Pass>
+void run_pass(const char* name, Graph& graph, std::vector<PassRecord>& log, Pass&& pass) {
+  const std::map<std::string, int> before = op_histogram(graph);
+  pass();
+  const std::map<std::string, int> after = op_histogram(graph);
+  PassRecord record{name, 0, 0, before != after};
+  for (const auto& kv : before) record.nodes_before += kv.second;
+  for (const auto& kv : after) record.nodes_after += kv.second;
+  log.push_back(std::move(record));
+}
+
 }  // namespace
 
 Program::Program(const std::string& onnx_bytes, const ProgramOptions& options)
@@ -65,15 +84,20 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   // Before gradient building, so that backward is built from the fused forward.
   if (options.graph_optimizations) {
     // First, so that the fusions below and gradient building treat the copied rows alike.
-    notes_ = apply_label_sparsity(
-        *graph_, {options.label_sparsity, options.sample_inputs, !options.wrt.empty()},
-        state_values);
-    fuse_tanh_gelu(*graph_, state_values);
-    fuse_attention_softmax(*graph_, state_values);
-    fuse_attention(*graph_, state_values);
-    fuse_rmsnorm(*graph_, state_values);
-    fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
-                                 state_values);
+    run_pass("label_sparsity", *graph_, passes_, [&] {
+      notes_ = apply_label_sparsity(
+          *graph_, {options.label_sparsity, options.sample_inputs, !options.wrt.empty()},
+          state_values);
+    });
+    run_pass("gelu_fusion", *graph_, passes_, [&] { fuse_tanh_gelu(*graph_, state_values); });
+    run_pass("attention_softmax_fusion", *graph_, passes_,
+             [&] { fuse_attention_softmax(*graph_, state_values); });
+    run_pass("attention_fusion", *graph_, passes_, [&] { fuse_attention(*graph_, state_values); });
+    run_pass("rmsnorm_fusion", *graph_, passes_, [&] { fuse_rmsnorm(*graph_, state_values); });
+    run_pass("transpose_folding", *graph_, passes_, [&] {
+      fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
+                                   state_values);
+    });
   }
   if (!options.wrt.empty()) {
     std::vector<Value*> wrt;
@@ -88,23 +112,29 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
       wrt.push_back(graph_->inputs()[position]);
     }
     const std::vector<Node*> forward = graph_->nodes();
-    GradientGraphInfo info = build_gradient_graph(*graph_, wrt);
+    GradientGraphInfo info;
+    run_pass("gradient_building", *graph_, passes_,
+             [&] { info = build_gradient_graph(*graph_, wrt); });
     // Gradient nodes of bfloat16/float16 values (sums of several contributions) compute in
     // float32 too, rounded like autograd's accumulation in the value's dtype.
     compute_low_precision_in_float32(*graph_);
     if (options.graph_optimizations) {
       // Before CSE and recompute: the gradients of Casts read forward values for their dtype
       // only, which must not keep those values (or their recomputation) alive.
-      simplify_cast_like_targets(*graph_);
+      run_pass("cast_like_simplification", *graph_, passes_,
+               [&] { simplify_cast_like_targets(*graph_); });
       // Transposes that gradient rules put in front of products (Gemm's, or a product's
       // gradient reading a forward Transpose that stays for another reader).
       std::vector<Value*> keep = state_values;
       for (Value* g : info.input_grads)
         if (g) keep.push_back(g);
-      fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/false, keep);
+      run_pass("transpose_folding (backward)", *graph_, passes_, [&] {
+        fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/false, keep);
+      });
     }
     std::unordered_map<Value*, Value*> replaced;
-    eliminate_common_subexpressions(*graph_, &replaced);
+    run_pass("common_subexpressions", *graph_, passes_,
+             [&] { eliminate_common_subexpressions(*graph_, &replaced); });
     for (auto* list : {&info.output_grads, &info.input_grads})
       for (Value*& v : *list) {
         auto it = v ? replaced.find(v) : replaced.end();
@@ -114,22 +144,27 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     // Before the products fuse with their activations, so that a fused product keeps only
     // its pre-activation for backward and backward recomputes the activation's output.
     if (options.graph_optimizations)
-      recompute_cheap_activations(*graph_, forward_nodes, info.output_grads);
+      run_pass("activation_recompute", *graph_, passes_,
+               [&] { recompute_cheap_activations(*graph_, forward_nodes, info.output_grads); });
     if (options.graph_optimizations) {
       std::vector<Value*> keep = state_values;
       for (auto* list : {&info.output_grads, &info.input_grads})
         for (Value* g : *list)
           if (g) keep.push_back(g);
-      const ConstantFoldingResult folding =
-          fold_constants(*graph_, static_shape_values, keep, forward_nodes);
+      ConstantFoldingResult folding;
+      run_pass("constant_folding", *graph_, passes_, [&] {
+        folding = fold_constants(*graph_, static_shape_values, keep, forward_nodes);
+      });
       folded_forward_ = folding.folded_forward;
       folded_backward_ = folding.folded_backward;
       // Once gradients are built, so that backward is built from the plain nodes' rules. The
       // product nodes are rewritten in place, so forward_nodes still names forward.
-      fuse_matmul_bias(*graph_, keep);
-      recompute_widening_casts(*graph_, forward_nodes, info.output_grads);
+      run_pass("matmul_bias_fusion", *graph_, passes_, [&] { fuse_matmul_bias(*graph_, keep); });
+      run_pass("cast_recompute", *graph_, passes_,
+               [&] { recompute_widening_casts(*graph_, forward_nodes, info.output_grads); });
     }
-    recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads);
+    run_pass("checkpoint_recompute", *graph_, passes_,
+             [&] { recompute_checkpoint_regions(*graph_, forward_nodes, info.output_grads); });
     request.output_grads = output_grads_ = info.output_grads;
     request.input_grads = input_grads_ = info.input_grads;
     for (Value* g : info.output_grads) output_differentiable_.push_back(g != nullptr);
@@ -137,18 +172,22 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     output_differentiable_.assign(output_names_.size(), false);
     if (options.graph_optimizations) {
       const std::vector<Node*> forward = graph_->nodes();
-      folded_forward_ =
-          fold_constants(*graph_, static_shape_values, state_values,
-                         std::unordered_set<const Node*>(forward.begin(), forward.end()))
-              .folded_forward;
-      fuse_matmul_bias(*graph_, state_values);
+      run_pass("constant_folding", *graph_, passes_, [&] {
+        folded_forward_ =
+            fold_constants(*graph_, static_shape_values, state_values,
+                           std::unordered_set<const Node*>(forward.begin(), forward.end()))
+                .folded_forward;
+      });
+      run_pass("matmul_bias_fusion", *graph_, passes_,
+               [&] { fuse_matmul_bias(*graph_, state_values); });
     }
   }
   if (options.graph_optimizations) {
     std::vector<Value*> keep = state_values;
     for (Value* g : input_grads_)
       if (g) keep.push_back(g);
-    fuse_elementwise(*graph_, keep, output_grads_);
+    run_pass("elementwise_fusion", *graph_, passes_,
+             [&] { fuse_elementwise(*graph_, keep, output_grads_); });
   }
   executor_ = std::make_unique<Executor>(make_plan(*graph_, request));
   const Plan& plan = executor_->plan();

@@ -30,6 +30,14 @@ struct ProgramOptions {
   std::map<std::string, Tensor> sample_inputs;
 };
 
+// One graph pass as it ran on a program's graph (for reports: which passes fired).
+struct PassRecord {
+  std::string name;
+  int nodes_before = 0;
+  int nodes_after = 0;
+  bool changed = false;  // the op types or their counts differ after the pass
+};
+
 class Program {
  public:
   Program(const std::string& onnx_bytes, const ProgramOptions& options);
@@ -58,6 +66,8 @@ class Program {
   // What the graph rewrites that depend on the first call's data decided, a line each
   // (ORTModule logs them).
   const std::vector<std::string>& notes() const { return notes_; }
+  // The graph passes in the order they ran, gradient building among them.
+  const std::vector<PassRecord>& passes() const { return passes_; }
   std::string plan_description() const { return executor_->plan().describe(); }
   // Nodes that constant folding replaced by initializers, of forward and of backward.
   std::pair<int, int> folded_constants() const { return {folded_forward_, folded_backward_}; }
@@ -73,6 +83,7 @@ class Program {
   std::vector<Value*> output_grads_, input_grads_;
   std::vector<int> stashed_inputs_;
   std::vector<std::string> notes_;
+  std::vector<PassRecord> passes_;
   bool uses_randomness_ = false;
   int folded_forward_ = 0, folded_backward_ = 0;
 };
