@@ -326,6 +326,11 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"group": 3, "strides": [2, 1, 1], "dilations": [1, 1, 2]},
           expected=conv_transpose_reference({"group": 3, "strides": [2, 1, 1],
                                              "dilations": [1, 1, 2]})),
+        # output_padding not below the stride (torch allows it below the dilation): the
+        # gradient's Conv reads dY without its last cell (onnx.reference's col2im refuses it)
+        S({"x": rand(1, 2, 4), "w": rand(2, 2, 3), "b": rand(2)},
+          attrs={"dilations": [2], "output_padding": [1]},
+          expected=conv_transpose_reference({"dilations": [2], "output_padding": [1]})),
         # auto_pad: forward only (its gradient asks for explicit pads)
         S({"x": rand(1, 2, 3, 3), "w": rand(2, 2, 3, 3)},
           attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, grad=[]),

@@ -163,11 +163,20 @@ def test_generator_trains_like_eager(dtype: torch.dtype) -> None:
         for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
             torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol,
                                        msg=lambda m, n=name, s=step: f"step {s} {n}: {m}")
+        if step == 0:  # the running statistics of one step from the same weights; their
+            # momentum is an ONNX float attribute (float32): 0.1 off by 2.4e-7 relative
+            for (name, b), c in zip(eager.named_buffers(), ort.buffers()):
+                torch.testing.assert_close(c, b, rtol=max(rtol, 1e-6), atol=atol,
+                                           msg=lambda m, n=name: f"step 0 buffer {n}: {m}")
         for opt in opts:
             opt.step()
+    # AdamW divides each gradient by its own running magnitude: where one nearly cancels
+    # (BatchNorm makes a weight's gradient sum to about zero), the gradients' relative error
+    # becomes a step error of up to lr times it; the running statistics follow the weights.
+    step_rtol, step_atol = {torch.float64: (1e-6, 1e-9), torch.float32: (1e-4, 1e-4)}[dtype]
     for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-        torch.testing.assert_close(q.detach(), p.detach(), rtol=rtol, atol=atol,
+        torch.testing.assert_close(q.detach(), p.detach(), rtol=step_rtol, atol=step_atol,
                                    msg=lambda m, n=name: f"{n} after 3 steps: {m}")
     for (name, b), c in zip(eager.named_buffers(), ort.buffers()):
-        torch.testing.assert_close(c, b, rtol=rtol, atol=atol,
+        torch.testing.assert_close(c, b, rtol=step_rtol, atol=step_atol,
                                    msg=lambda m, n=name: f"buffer {n}: {m}")
