@@ -63,27 +63,33 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
     ctx.fail("attribute 'output_padding' " + shape_str(out_pad) + " has " +
              std::to_string(out_pad.size()) + " entries; expected " + std::to_string(sd));
   check_non_negative(ctx, out_pad, "attribute 'output_padding'");
-  if (ctx.node.has_attr("output_shape"))
-    ctx.fail(
-        "attribute 'output_shape' is not supported; give the equivalent 'pads' and "
-        "'output_padding' instead");
+  const std::vector<int64_t> output_shape = ctx.node.attr_ints("output_shape");
+  if (!output_shape.empty() && output_shape.size() != sd)
+    ctx.fail("attribute 'output_shape' " + shape_str(output_shape) + " has " +
+             std::to_string(output_shape.size()) + " entries; expected the " +
+             std::to_string(sd) + " spatial extents");
   const std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "VALID") {
-    std::fill(pads.begin(), pads.end(), 0);
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // Output extent stride * x: the total padding split evenly, the odd cell at the end
-    // (SAME_UPPER) or the beginning (SAME_LOWER).
-    for (size_t i = 0; i < sd; ++i) {
-      const int64_t total = strides[i] * (x[i + 2] - 1) + out_pad[i] + dil[i] * (kernel[i] - 1) +
-                            1 - strides[i] * x[i + 2];
-      if (total < 0)
-        ctx.fail("auto_pad " + auto_pad + " needs negative padding here (stride " +
-                 std::to_string(strides[i]) + " exceeds the kernel extent); give 'pads' instead");
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + sd] = total - pads[i];
-    }
-  } else if (auto_pad != "NOTSET") {
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID")
     ctx.fail("unknown auto_pad '" + auto_pad + "'");
+  if (auto_pad == "VALID") std::fill(pads.begin(), pads.end(), 0);
+  std::vector<int64_t> extents(sd, 0);  // 0: from the pads
+  if (same || !output_shape.empty()) {
+    // The output extent given (output_shape; stride * x under auto_pad SAME_*), the pads
+    // derived from it as the ONNX spec does: the total padding split evenly, the odd cell at
+    // the end under SAME_UPPER and at the beginning otherwise (floor division, as
+    // onnx.reference: a total of -1, an output one cell longer, pads nothing in front).
+    for (size_t i = 0; i < sd; ++i) {
+      extents[i] = output_shape.empty() ? strides[i] * x[i + 2] : output_shape[i];
+      const int64_t total = strides[i] * (x[i + 2] - 1) + out_pad[i] + dil[i] * (kernel[i] - 1) +
+                            1 - extents[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[i + sd] = total - pads[i];
+      if (pads[i] < 0)
+        ctx.fail("the output extent " + std::to_string(extents[i]) + " on spatial axis " +
+                 std::to_string(i) + " needs a negative leading pad; give 'pads' instead");
+    }
   }
   const int64_t group = ctx.node.attr_int("group", 1);
   if (group <= 0 || x[1] != w[0] || w[0] % group != 0)
@@ -108,8 +114,9 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
     p.pad_begin[i] = 0;
   }
   for (size_t i = 0; i < sd; ++i) {
-    const int64_t extent = strides[i] * (x[i + 2] - 1) + out_pad[i] + dil[i] * (kernel[i] - 1) +
-                           1 - pads[i] - pads[i + sd];
+    const int64_t extent = extents[i] > 0 ? extents[i]
+                                          : strides[i] * (x[i + 2] - 1) + out_pad[i] +
+                                                dil[i] * (kernel[i] - 1) + 1 - pads[i] - pads[i + sd];
     if (extent <= 0)
       ctx.fail("ConvTranspose's output extent on spatial axis " + std::to_string(i) + " is " +
                std::to_string(extent) + " (input " + shape_str(x) + ", pads " + shape_str(pads) +
@@ -169,9 +176,11 @@ struct GradPads {
 GradPads grad_pads(const GradContext& g, size_t sd) {
   const Node& node = g.node();
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-    g.fail("the gradient of ConvTranspose with auto_pad " + auto_pad +
-           " is not supported; give explicit 'pads'");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || node.has_attr("output_shape"))
+    g.fail("the gradient of ConvTranspose with " +
+           (node.has_attr("output_shape") ? std::string("attribute 'output_shape'")
+                                          : "auto_pad " + auto_pad) +
+           " is not supported; give explicit 'pads' and 'output_padding'");
   GradPads r{node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0)),
              std::vector<int64_t>(sd, 0)};
   std::vector<int64_t>& pads = r.pads;

@@ -331,9 +331,11 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"x": rand(1, 2, 4), "w": rand(2, 2, 3), "b": rand(2)},
           attrs={"dilations": [2], "output_padding": [1]},
           expected=conv_transpose_reference({"dilations": [2], "output_padding": [1]})),
-        # auto_pad: forward only (its gradient asks for explicit pads)
+        # auto_pad and output_shape: forward only (their gradient asks for explicit pads)
         S({"x": rand(1, 2, 3, 3), "w": rand(2, 2, 3, 3)},
           attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, grad=[]),
+        S({"x": rand(1, 1, 3, 3), "w": rand(1, 2, 3, 3), "b": rand(2)},
+          attrs={"strides": [3, 2], "output_shape": [10, 8]}, grad=[]),
     ],
     "MaxPool": [
         S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],
