@@ -66,8 +66,8 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
   const std::vector<int64_t> output_shape = ctx.node.attr_ints("output_shape");
   if (!output_shape.empty() && output_shape.size() != sd)
     ctx.fail("attribute 'output_shape' " + shape_str(output_shape) + " has " +
-             std::to_string(output_shape.size()) + " entries; expected the " +
-             std::to_string(sd) + " spatial extents");
+             std::to_string(output_shape.size()) + " entries; expected the " + std::to_string(sd) +
+             " spatial extents");
   const std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (!same && auto_pad != "NOTSET" && auto_pad != "VALID")
@@ -81,8 +81,8 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
     // onnx.reference: a total of -1, an output one cell longer, pads nothing in front).
     for (size_t i = 0; i < sd; ++i) {
       extents[i] = output_shape.empty() ? strides[i] * x[i + 2] : output_shape[i];
-      const int64_t total = strides[i] * (x[i + 2] - 1) + out_pad[i] + dil[i] * (kernel[i] - 1) +
-                            1 - extents[i];
+      const int64_t total =
+          strides[i] * (x[i + 2] - 1) + out_pad[i] + dil[i] * (kernel[i] - 1) + 1 - extents[i];
       const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
       pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       pads[i + sd] = total - pads[i];
@@ -98,8 +98,8 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
              " (ConvTranspose's weight is [C_in, C_out / group, kernel...])");
   for (size_t i = 0; i < sd; ++i) {
     if (kernel[i] != w[i + 2])
-      ctx.fail("attribute 'kernel_shape' " + shape_str(kernel) + " does not match weight (input 1) " +
-               shape_str(w));
+      ctx.fail("attribute 'kernel_shape' " + shape_str(kernel) +
+               " does not match weight (input 1) " + shape_str(w));
   }
   TransposeGeometry t{};
   Conv3dParams& p = t.conv;
@@ -114,9 +114,10 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
     p.pad_begin[i] = 0;
   }
   for (size_t i = 0; i < sd; ++i) {
-    const int64_t extent = extents[i] > 0 ? extents[i]
-                                          : strides[i] * (x[i + 2] - 1) + out_pad[i] +
-                                                dil[i] * (kernel[i] - 1) + 1 - pads[i] - pads[i + sd];
+    const int64_t extent = extents[i] > 0
+                               ? extents[i]
+                               : strides[i] * (x[i + 2] - 1) + out_pad[i] +
+                                     dil[i] * (kernel[i] - 1) + 1 - pads[i] - pads[i + sd];
     if (extent <= 0)
       ctx.fail("ConvTranspose's output extent on spatial axis " + std::to_string(i) + " is " +
                std::to_string(extent) + " (input " + shape_str(x) + ", pads " + shape_str(pads) +
@@ -134,9 +135,9 @@ TransposeGeometry transpose_geometry(const OpContext& ctx) {
 
 // The 2-D form of a 1-D or 2-D geometry (index 1 and 2 of the 3-D one).
 Conv2dParams as_conv2d(const Conv3dParams& p) {
-  return Conv2dParams{p.N,         p.C,         p.in[1],        p.in[2],        p.M,
-                      p.kernel[1], p.kernel[2], p.out[1],       p.out[2],       p.group,
-                      p.stride[1], p.stride[2], p.pad_begin[1], p.pad_begin[2], p.dilation[1],
+  return Conv2dParams{p.N,          p.C,         p.in[1],        p.in[2],        p.M,
+                      p.kernel[1],  p.kernel[2], p.out[1],       p.out[2],       p.group,
+                      p.stride[1],  p.stride[2], p.pad_begin[1], p.pad_begin[2], p.dilation[1],
                       p.dilation[2]};
 }
 
@@ -181,12 +182,12 @@ GradPads grad_pads(const GradContext& g, size_t sd) {
            (node.has_attr("output_shape") ? std::string("attribute 'output_shape'")
                                           : "auto_pad " + auto_pad) +
            " is not supported; give explicit 'pads' and 'output_padding'");
-  GradPads r{node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0)),
-             std::vector<int64_t>(sd, 0)};
+  GradPads r{node.attr_ints("pads", std::vector<int64_t>(2 * sd, 0)), std::vector<int64_t>(sd, 0)};
   std::vector<int64_t>& pads = r.pads;
   if (auto_pad == "VALID") std::fill(pads.begin(), pads.end(), 0);
   const std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(sd, 1));
-  const std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(sd, 0));
+  const std::vector<int64_t> out_pad =
+      node.attr_ints("output_padding", std::vector<int64_t>(sd, 0));
   if (pads.size() != 2 * sd || strides.size() != sd || out_pad.size() != sd)
     g.fail("ConvTranspose's pads, strides or output_padding do not match its rank");
   for (size_t i = 0; i < sd; ++i) {
@@ -234,16 +235,17 @@ void cpu_conv_transpose(OpContext& ctx) {
   if (has_low_precision(ctx)) return run_widened(ctx, cpu_conv_transpose);
   const TransposeGeometry t = transpose_geometry(ctx);
   const int rank = static_cast<int>(ctx.in(0).shape().size());
-  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                      conv_transpose_cpu<scalar_t>(
-                          t.conv, rank, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
-                          ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr,
-                          ctx.out(0).data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(
+      ctx.in(0).dtype(), ctx,
+      conv_transpose_cpu<scalar_t>(
+          t.conv, rank, ctx.in(0).data<scalar_t>(), ctx.in(1).data<scalar_t>(),
+          ctx.has_input(2) ? ctx.in(2).data<scalar_t>() : nullptr, ctx.out(0).data<scalar_t>()));
 }
 
 void grad_conv_transpose(GradContext& g) {
   Value* w = g.input(1);
-  const size_t rank = w->has_shape ? w->shape.size() : g.node().attr_ints("kernel_shape").size() + 2;
+  const size_t rank =
+      w->has_shape ? w->shape.size() : g.node().attr_ints("kernel_shape").size() + 2;
   if (rank < 3 || rank > 5) g.fail("ConvTranspose's weight rank is unknown or not 3, 4 or 5");
   const size_t sd = rank - 2;
   const GradPads gp = grad_pads(g, sd);
@@ -260,8 +262,8 @@ void grad_conv_transpose(GradContext& g) {
   };
   if (g.needs_grad(0)) g.set_input_grad(0, set_attrs(g.emit("Conv", {dy, w})));
   if (g.needs_grad(1)) {
-    std::vector<Value*> grads = g.emit_multi("ConvGrad", {g.input(0), dy, w}, {false, true, false},
-                                             {}, "com.microsoft");
+    std::vector<Value*> grads =
+        g.emit_multi("ConvGrad", {g.input(0), dy, w}, {false, true, false}, {}, "com.microsoft");
     g.set_input_grad(1, set_attrs(grads[1]));
   }
   if (g.needs_grad(2)) {

@@ -54,7 +54,7 @@ bool conv_pads_even(const Node& n) {
 bool computes_low_precision(const Node& n) {
   static const std::unordered_set<std::string> ops = {
       "MatMul",          "Gemm", "FusedMatMul", "FusedMatMulSumToShape",
-      "FusedMatMulBias", "Conv", "ConvGrad",   "ConvTranspose"};
+      "FusedMatMulBias", "Conv", "ConvGrad",    "ConvTranspose"};
   if (!ops.count(n.op_type) || !n.def || n.def->host_call) return false;
   if ((n.op_type == "Conv" || n.op_type == "ConvGrad" || n.op_type == "ConvTranspose") &&
       !conv_pads_even(n))

@@ -32,8 +32,13 @@ class Fn(nn.Module):
         return self.fn(*xs)
 
 
-def _check(module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, seed: int = 0,
-           options: DebugOptions = FX) -> None:
+def _check(
+    module: nn.Module,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    seed: int = 0,
+    options: DebugOptions = FX,
+) -> None:
     rtol, atol = TOL[dtype]
     module = module.to(dtype)
     torch.manual_seed(seed)
@@ -59,24 +64,40 @@ def _check(module: nn.Module, shape: tuple[int, ...], dtype: torch.dtype, seed: 
 # (layer, input shape): strides, padding, output_padding, dilation, groups, bias or none
 LAYERS = {
     "1d": (lambda: nn.ConvTranspose1d(3, 4, 3), (2, 3, 7)),
-    "1d-s2-op1-nobias": (lambda: nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1,
-                                                   output_padding=1, bias=False), (2, 4, 5)),
+    "1d-s2-op1-nobias": (
+        lambda: nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1, output_padding=1, bias=False),
+        (2, 4, 5),
+    ),
     "1d-unbatched": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1), (3, 6)),
-    "2d-s2-p1-op1": (lambda: nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1,
-                                               output_padding=1), (2, 4, 5, 5)),
-    "2d-dcgan": (lambda: nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False),
-                 (2, 6, 4, 4)),
-    "2d-groups-dilation": (lambda: nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 1),
-                                                     padding=(1, 0), dilation=(1, 2),
-                                                     groups=2), (2, 4, 4, 5)),
-    "2d-op-below-dilation": (lambda: nn.ConvTranspose2d(2, 2, 3, stride=1, dilation=2,
-                                                       output_padding=1), (1, 2, 4, 4)),
+    "2d-s2-p1-op1": (
+        lambda: nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
+        (2, 4, 5, 5),
+    ),
+    "2d-dcgan": (
+        lambda: nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False),
+        (2, 6, 4, 4),
+    ),
+    "2d-groups-dilation": (
+        lambda: nn.ConvTranspose2d(
+            4, 6, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2
+        ),
+        (2, 4, 4, 5),
+    ),
+    "2d-op-below-dilation": (
+        lambda: nn.ConvTranspose2d(2, 2, 3, stride=1, dilation=2, output_padding=1),
+        (1, 2, 4, 4),
+    ),
     "2d-unbatched": (lambda: nn.ConvTranspose2d(3, 2, 2, stride=2), (3, 4, 4)),
-    "3d-s2-op": (lambda: nn.ConvTranspose3d(2, 3, 3, stride=2, padding=1,
-                                            output_padding=(1, 0, 1)), (1, 2, 3, 3, 2)),
-    "3d-groups-nobias": (lambda: nn.ConvTranspose3d(4, 2, (2, 3, 2), stride=(1, 2, 1),
-                                                   dilation=(2, 1, 1), groups=2,
-                                                   bias=False), (2, 4, 2, 3, 3)),
+    "3d-s2-op": (
+        lambda: nn.ConvTranspose3d(2, 3, 3, stride=2, padding=1, output_padding=(1, 0, 1)),
+        (1, 2, 3, 3, 2),
+    ),
+    "3d-groups-nobias": (
+        lambda: nn.ConvTranspose3d(
+            4, 2, (2, 3, 2), stride=(1, 2, 1), dilation=(2, 1, 1), groups=2, bias=False
+        ),
+        (2, 4, 2, 3, 3),
+    ),
 }
 
 
@@ -110,11 +131,20 @@ def test_functional_conv_transpose_matches_eager(dtype: torch.dtype) -> None:
 def test_both_exporters_emit_conv_transpose(exporter: str, tmp_path: Path) -> None:
     """The fx lowering and torch.onnx's both emit ONNX ConvTranspose, which runs natively
     (fallback NEVER) and matches eager."""
-    options = DebugOptions(exporter=exporter, fallback=FallbackPolicy.NEVER, save_onnx=True,
-                           onnx_prefix="ct", save_path=str(tmp_path))
+    options = DebugOptions(
+        exporter=exporter,
+        fallback=FallbackPolicy.NEVER,
+        save_onnx=True,
+        onnx_prefix="ct",
+        save_path=str(tmp_path),
+    )
     torch.manual_seed(0)
-    _check(nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1), (2, 3, 4, 4),
-           torch.float32, options=options)
+    _check(
+        nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1),
+        (2, 3, 4, 4),
+        torch.float32,
+        options=options,
+    )
     (path,) = tmp_path.glob("ct_*_forward.onnx")
     nodes = [n for n in onnx.load(str(path)).graph.node if n.op_type == "ConvTranspose"]
     assert len(nodes) == 1
@@ -129,10 +159,10 @@ class Generator(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.ConvTranspose2d(8, 16, 4, stride=1, padding=0, bias=False),   # 1 -> 4
+            nn.ConvTranspose2d(8, 16, 4, stride=1, padding=0, bias=False),  # 1 -> 4
             nn.BatchNorm2d(16),
             nn.ReLU(),
-            nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1, bias=False),   # 4 -> 8
+            nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1, bias=False),  # 4 -> 8
             nn.BatchNorm2d(8),
             nn.ReLU(),
             nn.ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1),  # 8 -> 16
@@ -161,13 +191,23 @@ def test_generator_trains_like_eager(dtype: torch.dtype) -> None:
             losses.append(loss.detach())
         torch.testing.assert_close(losses[1], losses[0], rtol=rtol, atol=atol)
         for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-            torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=atol,
-                                       msg=lambda m, n=name, s=step: f"step {s} {n}: {m}")
+            torch.testing.assert_close(
+                q.grad,
+                p.grad,
+                rtol=rtol,
+                atol=atol,
+                msg=lambda m, n=name, s=step: f"step {s} {n}: {m}",
+            )
         if step == 0:  # the running statistics of one step from the same weights; their
             # momentum is an ONNX float attribute (float32): 0.1 off by 2.4e-7 relative
             for (name, b), c in zip(eager.named_buffers(), ort.buffers()):
-                torch.testing.assert_close(c, b, rtol=max(rtol, 1e-6), atol=atol,
-                                           msg=lambda m, n=name: f"step 0 buffer {n}: {m}")
+                torch.testing.assert_close(
+                    c,
+                    b,
+                    rtol=max(rtol, 1e-6),
+                    atol=atol,
+                    msg=lambda m, n=name: f"step 0 buffer {n}: {m}",
+                )
         for opt in opts:
             opt.step()
     # AdamW divides each gradient by its own running magnitude: where one nearly cancels
@@ -175,8 +215,14 @@ def test_generator_trains_like_eager(dtype: torch.dtype) -> None:
     # becomes a step error of up to lr times it; the running statistics follow the weights.
     step_rtol, step_atol = {torch.float64: (1e-6, 1e-9), torch.float32: (1e-4, 1e-4)}[dtype]
     for (name, p), q in zip(eager.named_parameters(), ort.parameters()):
-        torch.testing.assert_close(q.detach(), p.detach(), rtol=step_rtol, atol=step_atol,
-                                   msg=lambda m, n=name: f"{n} after 3 steps: {m}")
+        torch.testing.assert_close(
+            q.detach(),
+            p.detach(),
+            rtol=step_rtol,
+            atol=step_atol,
+            msg=lambda m, n=name: f"{n} after 3 steps: {m}",
+        )
     for (name, b), c in zip(eager.named_buffers(), ort.buffers()):
-        torch.testing.assert_close(c, b, rtol=step_rtol, atol=step_atol,
-                                   msg=lambda m, n=name: f"buffer {n}: {m}")
+        torch.testing.assert_close(
+            c, b, rtol=step_rtol, atol=step_atol, msg=lambda m, n=name: f"buffer {n}: {m}"
+        )

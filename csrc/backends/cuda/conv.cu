@@ -315,8 +315,8 @@ void conv_grad(OpContext& ctx, const Conv3dParams& params, int rank, Device devi
     T* dxc = dx + n0 * g.C * g.X;
     // A single pointwise image: the column gradient is dX itself.
     T* dcol = pointwise_images ? dxc : col.data<T>();
-    gemm_batched<T>(ctx, device, true, false, g.group, K, L, Mg, w, Mg * K, dyc, Mg * L, T(0),
-                    dcol, K * L);
+    gemm_batched<T>(ctx, device, true, false, g.group, K, L, Mg, w, Mg * K, dyc, Mg * L, T(0), dcol,
+                    K * L);
     if (pointwise_images) continue;
     col2im_kernel<T>
         <<<cuda::blocks_for(B * g.C * g.X), cuda::kThreads, 0, stream>>>(g, B, dcol, dxc);
