@@ -127,6 +127,29 @@ def test_functional_conv_transpose_matches_eager(dtype: torch.dtype) -> None:
     _check(Functional(), (2, 4, 3, 4), dtype)
 
 
+class AtenConvolution(nn.Module):
+    """aten.convolution / aten._convolution called with transposed=True (a dilated, grouped
+    2-D transposed convolution with output_padding)."""
+
+    def __init__(self, private: bool) -> None:
+        super().__init__()
+        self.private = private
+        self.weight = nn.Parameter(torch.randn(4, 3, 3, 3) * 0.3)
+        self.bias = nn.Parameter(torch.randn(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        args = (x, self.weight, self.bias, [2, 1], [1, 0], [1, 2], True, [1, 0], 2)
+        if self.private:
+            return torch.ops.aten._convolution(*args, False, False, True, True)
+        return torch.ops.aten.convolution(*args)
+
+
+@pytest.mark.parametrize("private", [False, True], ids=["convolution", "_convolution"])
+def test_transposed_aten_convolution_matches_eager(private: bool) -> None:
+    torch.manual_seed(0)
+    _check(AtenConvolution(private), (2, 4, 3, 4), torch.float64)
+
+
 @pytest.mark.parametrize("exporter", ["fx", "dynamo"])
 def test_both_exporters_emit_conv_transpose(exporter: str, tmp_path: Path) -> None:
     """The fx lowering and torch.onnx's both emit ONNX ConvTranspose, which runs natively
