@@ -249,3 +249,59 @@ def test_generator_trains_like_eager(dtype: torch.dtype) -> None:
         torch.testing.assert_close(
             c, b, rtol=step_rtol, atol=step_atol, msg=lambda m, n=name: f"buffer {n}: {m}"
         )
+
+
+def _conv_transpose_model(**attrs: object) -> bytes:
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "conv_transpose",
+        [
+            helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1, 2, 3, 3]),
+            helper.make_tensor_value_info("w", TensorProto.DOUBLE, [2, 2, 3, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "attrs,message",
+    [
+        ({"strides": [2, 2], "auto_pad": "SAME_UPPER"}, "auto_pad SAME_UPPER"),
+        ({"strides": [2, 2], "output_shape": [6, 6]}, "attribute 'output_shape'"),
+    ],
+    ids=["auto_pad", "output_shape"],
+)
+def test_gradient_with_derived_pads_is_refused_with_the_attribute_named(
+    attrs: dict[str, object], message: str
+) -> None:
+    """auto_pad SAME_* and output_shape derive the pads from the input's shape, which the
+    gradient rule does not see: the forward runs, the gradient is refused naming them."""
+    from ortmodule import _C
+
+    model = _conv_transpose_model(**attrs)
+    x, w = (
+        torch.randn(1, 2, 3, 3, dtype=torch.float64),
+        torch.randn(2, 2, 3, 3, dtype=torch.float64),
+    )
+    (y,) = _C.run(_C.Program(model, [], []), [x, w])
+    assert y.shape == (1, 2, 6, 6)
+    with pytest.raises(RuntimeError, match=f"{message}.*give explicit 'pads'"):
+        _C.Program(model, [], ["x"])
+
+
+def test_unknown_attribute_values_are_refused() -> None:
+    from ortmodule import _C
+
+    x, w = (
+        torch.randn(1, 2, 3, 3, dtype=torch.float64),
+        torch.randn(2, 2, 3, 3, dtype=torch.float64),
+    )
+    with pytest.raises(RuntimeError, match="unknown auto_pad 'SAME'"):
+        _C.run(_C.Program(_conv_transpose_model(auto_pad="SAME"), [], []), [x, w])
+    with pytest.raises(RuntimeError, match="'output_padding'"):
+        _C.run(_C.Program(_conv_transpose_model(output_padding=[1]), [], []), [x, w])
