@@ -47,6 +47,7 @@ ORTM_CUDA_KERNEL(cuda_cast);
 // conv.cu
 ORTM_CUDA_KERNEL(cuda_conv);
 ORTM_CUDA_KERNEL(cuda_conv_grad);
+ORTM_CUDA_KERNEL(cuda_conv_transpose);
 // creation.cu
 ORTM_CUDA_KERNEL(cuda_zeros_like);
 ORTM_CUDA_KERNEL(cuda_scalar_like);

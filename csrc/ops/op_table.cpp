@@ -290,6 +290,9 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_log_softmax)
           .until(12),
       Row("", "Conv", 1, shape_conv, cpu_conv, grad_conv).cuda(cuda_conv).tolerance(1e-5, 1e-5),
+      Row("", "ConvTranspose", 1, shape_conv_transpose, cpu_conv_transpose, grad_conv_transpose)
+          .cuda(cuda_conv_transpose)
+          .tolerance(1e-5, 1e-5),
       Row("", "MaxPool", 1, shape_maxpool, cpu_maxpool, grad_maxpool)
           .cuda(cuda_maxpool)
           .grad_outputs(1),

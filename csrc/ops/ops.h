@@ -78,6 +78,10 @@ void cpu_conv(OpContext&);
 std::vector<OutputInfo> shape_conv_grad(const OpContext&);
 void cpu_conv_grad(OpContext&);
 void grad_conv(GradContext&);
+// conv_transpose_ops.cpp
+std::vector<OutputInfo> shape_conv_transpose(const OpContext&);
+void cpu_conv_transpose(OpContext&);
+void grad_conv_transpose(GradContext&);
 // elementwise_ops.cpp
 std::vector<OutputInfo> shape_same_as_input0(const OpContext&);
 std::vector<OutputInfo> shape_view_of_input0(const OpContext&);

@@ -52,6 +52,9 @@ void convert_storage_order(const Shape& x, int64_t* indices, int64_t count, bool
 // it, with 1-D and 2-D inputs as 3-D ones whose leading spatial dims are 1 (the CUDA kernels
 // take every rank through this one form).
 Conv3dParams conv_geometry(const OpContext& ctx, const Shape& x, const Shape& weight);
+// ConvTranspose(X, W)'s geometry as the Conv it transposes (ops/conv_transpose_ops.cpp): the
+// Conv whose input has Y's shape and whose output has X's, in the same 3-D form.
+Conv3dParams conv_transpose_geometry(const OpContext& ctx);
 // Copies the attributes that define the window geometry onto a gradient node.
 void copy_window_attrs(const Node& from, Node* to);
 

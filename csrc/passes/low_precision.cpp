@@ -24,12 +24,20 @@ bool keeps_low_precision(const Node& n) {
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
 }
 
-// A Conv (or ConvGrad) whose pads are the same at both ends of every axis: the ones the
-// CUDA kernels hand to torch's convolution (cuDNN) in any floating type, see
-// runtime/aten_conv.h. Uneven pads (explicit, or from auto_pad SAME_*) compute in float32.
+// A Conv, ConvGrad or ConvTranspose whose pads are the same at both ends of every axis (and,
+// for ConvTranspose, whose output_padding is below its strides): the ones the CUDA kernels
+// hand to torch's convolution (cuDNN) in any floating type, see runtime/aten_conv.h. Uneven
+// pads (explicit, or from auto_pad SAME_*) compute in float32.
 bool conv_pads_even(const Node& n) {
   const Attribute* auto_pad = n.attr("auto_pad");
   if (auto_pad && auto_pad->s != "NOTSET" && auto_pad->s != "VALID") return false;
+  if (const Attribute* out_pad = n.attr("output_padding")) {
+    const Attribute* strides = n.attr("strides");
+    for (size_t i = 0; i < out_pad->ints.size(); ++i) {
+      const int64_t stride = strides && i < strides->ints.size() ? strides->ints[i] : 1;
+      if (out_pad->ints[i] >= stride) return false;
+    }
+  }
   const Attribute* pads = n.attr("pads");
   if (!pads) return true;
   const std::vector<int64_t>& p = pads->ints;
@@ -46,9 +54,11 @@ bool conv_pads_even(const Node& n) {
 bool computes_low_precision(const Node& n) {
   static const std::unordered_set<std::string> ops = {
       "MatMul",          "Gemm", "FusedMatMul", "FusedMatMulSumToShape",
-      "FusedMatMulBias", "Conv", "ConvGrad"};
+      "FusedMatMulBias", "Conv", "ConvGrad",    "ConvTranspose"};
   if (!ops.count(n.op_type) || !n.def || n.def->host_call) return false;
-  if ((n.op_type == "Conv" || n.op_type == "ConvGrad") && !conv_pads_even(n)) return false;
+  if ((n.op_type == "Conv" || n.op_type == "ConvGrad" || n.op_type == "ConvTranspose") &&
+      !conv_pads_even(n))
+    return false;
   DType low = DType::Undefined;
   auto same = [&low](const Value* v) {
     if (!v || !dtype_is_floating(v->dtype)) return true;

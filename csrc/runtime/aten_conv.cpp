@@ -126,18 +126,41 @@ void aten_conv_forward(const AtenConv& c, const void* x, const void* w, const vo
 void aten_conv_backward(const AtenConv& c, const void* dy, const void* x, const void* w, void* dx,
                         void* dw, void* dbias) {
   if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
+  if (x == nullptr && dw != nullptr)
+    throw std::invalid_argument("ConvGrad through torch: dW needs the input x");
   const Geometry g = geometry(c);
+  // Without dw, torch reads only x's sizes: dx's buffer (x's shape) stands in for it.
   run_in_torch(c, "ConvGrad", [&] {
     const std::vector<int64_t> no_output_padding(g.stride.size(), 0);
     const std::vector<int64_t> bias_sizes{c.p.M};
     const std::array<bool, 3> mask{dx != nullptr, dw != nullptr, dbias != nullptr};
     auto [gx, gw, gb] = at::convolution_backward(
-        wrap(dy, g.y, g.options), wrap(x, g.x, g.options), wrap(w, g.w, g.options),
+        wrap(dy, g.y, g.options), wrap(x != nullptr ? x : dx, g.x, g.options),
+        wrap(w, g.w, g.options),
         dbias != nullptr ? at::OptionalIntArrayRef(bias_sizes) : std::nullopt, g.stride, g.pad,
         g.dil, /*transposed=*/false, no_output_padding, g.groups, mask);
     if (dx != nullptr) wrap(dx, g.x, g.options).copy_(gx);
     if (dw != nullptr) wrap(dw, g.w, g.options).copy_(gw);
     if (dbias != nullptr) wrap(dbias, {c.p.M}, g.options).copy_(gb);
+  });
+}
+
+void aten_conv_transpose_forward(const AtenConv& c, const void* x, const void* w, const void* bias,
+                                 void* y) {
+  const Geometry g = geometry(c);
+  run_in_torch(c, "ConvTranspose", [&] {
+    std::optional<at::Tensor> b;
+    if (bias != nullptr) b = wrap(bias, {c.p.C}, g.options);
+    // The pair fits torch's convolution, so each axis's output_padding is in [0, stride).
+    std::vector<int64_t> output_padding;
+    for (size_t i = 0; i < g.stride.size(); ++i) {
+      output_padding.push_back(g.x[i + 2] + 2 * g.pad[i] - g.dil[i] * (g.w[i + 2] - 1) - 1 -
+                               g.stride[i] * (g.y[i + 2] - 1));
+    }
+    const at::Tensor out =
+        at::convolution(wrap(x, g.y, g.options), wrap(w, g.w, g.options), b, g.stride, g.pad, g.dil,
+                        /*transposed=*/true, output_padding, g.groups);
+    wrap(y, g.x, g.options).copy_(out);
   });
 }
 

@@ -38,8 +38,14 @@ bool aten_conv_fits(const Conv3dParams& p);
 void aten_conv_forward(const AtenConv& c, const void* x, const void* w, const void* bias, void* y);
 
 // The gradients of aten_conv_forward for the output gradient dy: dx, dw and dbias, each
-// nullable (not computed) and overwritten.
+// nullable (not computed) and overwritten. x is read only for dw (nullable without it).
 void aten_conv_backward(const AtenConv& c, const void* dy, const void* x, const void* w, void* dx,
                         void* dw, void* dbias);
+
+// The transposed convolution of `c`'s pair: y [N, C, in...] = conv_transpose(x [N, M, out...],
+// w) + bias (nullable), i.e. aten_conv_backward's dx for dy := x plus the bias per channel,
+// in one call of torch's transposed convolution (float16 and bfloat16 on CUDA).
+void aten_conv_transpose_forward(const AtenConv& c, const void* x, const void* w, const void* bias,
+                                 void* y);
 
 }  // namespace ortmodule

@@ -2,7 +2,8 @@
 // the CPU: which geometries it takes, and that its forward and gradients equal the engine's
 // own convolution kernels (conv3d_forward / conv3d_backward, themselves checked against
 // direct loops and finite differences in test_kernels_conv.cpp) for 1-D, 2-D and 3-D
-// geometries with strides, dilations, groups and pads, in float64 and float32.
+// geometries with strides, dilations, groups and pads, in float64 and float32; and the
+// transposed convolution of each (ConvTranspose's 16-bit CUDA path) against conv3d_backward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,6 +94,24 @@ void expect_matches_engine(const AtenConv& c, double tolerance) {
   std::vector<T> only_dx(nx);
   aten_conv_backward(c, dy.data(), x.data(), w.data(), only_dx.data(), nullptr, nullptr);
   EXPECT_LE(max_rel_diff(only_dx, want_dx), tolerance) << "dx alone";
+  // dx without x (ConvTranspose's forward on CUDA): torch reads only x's sizes.
+  std::vector<T> dx_without_x(nx);
+  aten_conv_backward(c, dy.data(), nullptr, w.data(), dx_without_x.data(), nullptr, nullptr);
+  EXPECT_LE(max_rel_diff(dx_without_x, want_dx), tolerance) << "dx without x";
+  EXPECT_THROW(
+      aten_conv_backward(c, dy.data(), nullptr, w.data(), nullptr, only_dw.data(), nullptr),
+      std::invalid_argument);
+
+  // The transposed convolution of the pair: dx for dy := the input, plus a bias over C.
+  const auto bias_c = random_values<T>(p.C, 5);
+  const int64_t plane = volume(p.in);
+  for (const bool with_bias : {true, false}) {
+    std::vector<T> got(nx), want(want_dx);
+    aten_conv_transpose_forward(c, dy.data(), w.data(), with_bias ? bias_c.data() : nullptr,
+                                got.data());
+    for (size_t i = 0; with_bias && i < nx; ++i) want[i] += bias_c[(i / plane) % p.C];
+    EXPECT_LE(max_rel_diff(got, want), tolerance) << "transposed, bias " << with_bias;
+  }
 }
 
 struct Case {

@@ -18,6 +18,7 @@ from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     away_from_zero,
+    conv_transpose_reference,
     distinct,
     fused_attention_reference,
     fused_matmul_reference,
@@ -51,6 +52,9 @@ def _aten(op: str, overload: str, args: list[str], inputs: dict[str, np.ndarray]
           expected: object, num_outputs: int = 1) -> Sample:
     return S(inputs, attrs={"aten_op": op, "aten_overload": overload, "args": args},
              domain="ai.ortmodule", expected=expected, num_outputs=num_outputs)
+
+_GROUPED_CONV_TRANSPOSE = {"group": 2, "strides": [2, 1], "dilations": [1, 2],
+                           "pads": [1, 0, 0, 1], "output_padding": [1, 0]}
 
 SAMPLES: dict[str, list[Sample]] = {
     "Add": [S({"a": rand(2, 3), "b": rand(3)}), S({"a": rand(2, 1, 3), "b": rand(4, 1)})],
@@ -303,6 +307,35 @@ SAMPLES: dict[str, list[Sample]] = {
           attrs={"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1], "dilations": [2, 1, 1]}),
         S({"x": rand(2, 4, 3, 4, 5), "w": rand(6, 2, 2, 2, 3), "b": rand(6)},
           attrs={"group": 2, "strides": [1, 1, 2], "pads": [0, 1, 1, 1, 0, 1]}),
+    ],
+    "ConvTranspose": [
+        # stride 2 with output_padding (the shape torch's decoders use), with a bias
+        S({"x": rand(2, 4, 3, 3), "w": rand(4, 3, 3, 3), "b": rand(3)},
+          attrs={"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+        # 1-D, dilated, pads that differ between the two ends
+        S({"x": rand(2, 3, 5), "w": rand(3, 2, 3)}, attrs={"dilations": [2], "pads": [1, 0]}),
+        # 3-D: strides, pads and output_padding per axis
+        S({"x": rand(1, 2, 2, 3, 2), "w": rand(2, 3, 2, 2, 2), "b": rand(3)},
+          attrs={"strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 0],
+                 "output_padding": [1, 0, 0]}),
+        # groups (onnx.reference's grouped ConvTranspose is wrong: the definition instead)
+        S({"x": rand(2, 4, 3, 4), "w": rand(4, 2, 3, 2), "b": rand(4)},
+          attrs=_GROUPED_CONV_TRANSPOSE,
+          expected=conv_transpose_reference(_GROUPED_CONV_TRANSPOSE)),
+        S({"x": rand(1, 6, 3, 2, 2), "w": rand(6, 1, 2, 1, 2)},
+          attrs={"group": 3, "strides": [2, 1, 1], "dilations": [1, 1, 2]},
+          expected=conv_transpose_reference({"group": 3, "strides": [2, 1, 1],
+                                             "dilations": [1, 1, 2]})),
+        # output_padding not below the stride (torch allows it below the dilation): the
+        # gradient's Conv reads dY without its last cell (onnx.reference's col2im refuses it)
+        S({"x": rand(1, 2, 4), "w": rand(2, 2, 3), "b": rand(2)},
+          attrs={"dilations": [2], "output_padding": [1]},
+          expected=conv_transpose_reference({"dilations": [2], "output_padding": [1]})),
+        # auto_pad and output_shape: forward only (their gradient asks for explicit pads)
+        S({"x": rand(1, 2, 3, 3), "w": rand(2, 2, 3, 3)},
+          attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, grad=[]),
+        S({"x": rand(1, 1, 3, 3), "w": rand(1, 2, 3, 3), "b": rand(2)},
+          attrs={"strides": [3, 2], "output_shape": [10, 8]}, grad=[]),
     ],
     "MaxPool": [
         S({"x": distinct(1, 2, 6, 6)}, attrs={"kernel_shape": [3, 3], "strides": [2, 2],

@@ -214,6 +214,12 @@ def _low_precision(dtype: np.dtype) -> dict[str, list[Sample]]:
                    attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]}, reference_rtol=tol * 4),
                  S({"x": conv_pos(2, 2, 4, 5), "w": conv_pos(2, 1, 2, 3)},
                    attrs={"pads": [0, 1, 1, 2], "group": 2}, reference_rtol=tol * 4)],
+        "ConvTranspose": [
+            S({"x": conv_pos(1, 2, 3, 3), "w": conv_pos(2, 3, 3, 3), "b": conv_pos(3)},
+              attrs={"pads": [1, 1, 1, 1], "strides": [2, 2], "output_padding": [1, 1]},
+              reference_rtol=tol * 4),
+            S({"x": conv_pos(2, 2, 4), "w": conv_pos(2, 1, 3)},
+              attrs={"pads": [0, 1], "strides": [2]}, reference_rtol=tol * 4)],
         "IsNaN": [S({"x": special})],
         "IsInf": [S({"x": special}), S({"x": special}, attrs={"detect_negative": 0})],
     }

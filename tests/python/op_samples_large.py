@@ -15,6 +15,7 @@ import numpy as np
 
 from tests.python.sample_utils import (
     Sample,
+    conv_transpose_reference,
     fused_attention_reference,
     fused_matmul_reference,
     rnn_layer_reference,
@@ -135,6 +136,10 @@ def _bn_torch(d: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 def _sin(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [np.sin(inputs["x"])]
+
+
+_GROUPED_CONV_TRANSPOSE = {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1],
+                           "output_padding": [1, 1]}
 
 
 def _nchw() -> np.ndarray:
@@ -336,6 +341,13 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
                attrs={"pads": [1, 1, 1, 1]}),
              L({"x": _nchw(), "w": f(16, 8, 3, 3, low=-0.2, high=0.2)},
                attrs={"group": 2, "strides": [2, 2]})],
+    "ConvTranspose": [
+        L({"x": _nchw(), "w": f(16, 8, 4, 4, low=-0.2, high=0.2), "b": f(8)},
+          attrs={"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        # grouped: onnx.reference's grouped ConvTranspose is wrong, the definition instead
+        L({"x": _nchw(), "w": f(16, 4, 3, 3, low=-0.2, high=0.2)},
+          attrs=_GROUPED_CONV_TRANSPOSE,
+          expected=conv_transpose_reference(_GROUPED_CONV_TRANSPOSE))],
     "MaxPool": [L({"x": distinct(8, 16, 24, 24)}, attrs={"kernel_shape": [3, 3],
                                                         "strides": [2, 2],
                                                         "pads": [1, 1, 1, 1]}, num_outputs=2)],

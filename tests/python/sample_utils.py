@@ -157,3 +157,45 @@ def rnn_layer_reference(cell: str, reverse: int = 0,
         out = [y.astype(dtype), h.astype(dtype)]
         return out + [c.astype(dtype)] if cell == "lstm" else out
     return reference
+
+
+def conv_transpose_reference(attrs: dict[str, Any]
+                             ) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ONNX ConvTranspose with explicit pads, by its definition: every input cell x[n, m, o]
+    adds x * w[m, c, k] to y[n, g * C_out/group + c, o * stride - pad_begin + k * dilation]
+    (onnx.reference's grouped ConvTranspose indexes the groups' weights wrongly)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x, w, bias = d["x"], d["w"], d.get("b")
+        sd = x.ndim - 2
+        group = int(attrs.get("group", 1))
+        strides = attrs.get("strides", [1] * sd)
+        dil = attrs.get("dilations", [1] * sd)
+        pads = attrs.get("pads", [0] * 2 * sd)
+        out_pad = attrs.get("output_padding", [0] * sd)
+        k = w.shape[2:]
+        extent = [strides[i] * (x.shape[i + 2] - 1) + out_pad[i] + dil[i] * (k[i] - 1) + 1
+                  - pads[i] - pads[i + sd] for i in range(sd)]
+        cin_g, cout_g = x.shape[1] // group, w.shape[1]
+        y = np.zeros((x.shape[0], cout_g * group, *extent), dtype=x.dtype)
+        for g in range(group):
+            xg = x[:, g * cin_g:(g + 1) * cin_g]
+            wg = w[g * cin_g:(g + 1) * cin_g]
+            for tap in np.ndindex(*k):
+                # [N, cout_g, *x_spatial]: the tap's contribution at each input cell
+                part = np.einsum("nm...,mc->nc...", xg, wg[(slice(None), slice(None), *tap)])
+                index = [slice(None), slice(g * cout_g, (g + 1) * cout_g)]
+                src = [slice(None), slice(None)]
+                for i in range(sd):
+                    pos = np.arange(x.shape[i + 2]) * strides[i] - pads[i] + tap[i] * dil[i]
+                    keep = (pos >= 0) & (pos < extent[i])
+                    index.append(pos[keep])
+                    src.append(np.nonzero(keep)[0])
+                # one spatial axis at a time keeps the fancy indexing an outer product
+                ix = np.ix_(*[np.arange(y.shape[0]), np.arange(g * cout_g, (g + 1) * cout_g),
+                              *index[2:]])
+                sx = np.ix_(*[np.arange(part.shape[0]), np.arange(cout_g), *src[2:]])
+                y[ix] += part[sx]
+        if bias is not None:
+            y += bias.reshape(1, -1, *([1] * sd))
+        return [y]
+    return reference

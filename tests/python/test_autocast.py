@@ -198,9 +198,25 @@ class ConvNet(nn.Module):
         return self.fc(h.mean((2, 3)))
 
 
+class DecoderNet(nn.Module):
+    """Transposed convolutions (stride 2 with output_padding, grouped, without bias) between
+    a strided Conv and a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(6, 4, 2, stride=1, groups=2, bias=False))
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).mean((2, 3)))
+
+
 def convolutions_read_float32(model: ORTModule) -> list[str]:
-    """The Conv and ConvGrad nodes of `model`'s optimized training graph with an input widened
-    to float32 by a Cast."""
+    """The Conv, ConvGrad and ConvTranspose nodes of `model`'s optimized training graph with an
+    input widened to float32 by a Cast."""
     import onnx
 
     program = next(iter(model._cache.values()))[0].program
@@ -208,7 +224,7 @@ def convolutions_read_float32(model: ORTModule) -> list[str]:
     producer = {out: node for node in graph.node for out in node.output}
     widened = []
     for node in graph.node:
-        if node.op_type in ("Conv", "ConvGrad"):
+        if node.op_type in ("Conv", "ConvGrad", "ConvTranspose"):
             for name in node.input:
                 cast = producer.get(name)
                 if cast is not None and cast.op_type == "Cast" and any(
@@ -217,17 +233,24 @@ def convolutions_read_float32(model: ORTModule) -> list[str]:
     return widened
 
 
-def train_cnn_like_eager(device: str, dtype: torch.dtype, steps: int = 4) -> None:
-    """ConvNet under torch.autocast(device, dtype) (float16 with a GradScaler), eagerly and
-    through ORTModule: the scales, losses and parameters agree, and the engine's convolutions
-    take the 16-bit operands autocast gives them (no float32 Conv between Casts)."""
-    ort, _ = _train_like_eager(ConvNet, device, dtype, steps, (4, 3, 10, 10), 2.0**10)
+def train_cnn_like_eager(device: str, dtype: torch.dtype, steps: int = 4,
+                         build: type[nn.Module] = ConvNet) -> None:
+    """ConvNet (or `build`) under torch.autocast(device, dtype) (float16 with a GradScaler),
+    eagerly and through ORTModule: the scales, losses and parameters agree, and the engine's
+    convolutions take the 16-bit operands autocast gives them (no float32 Conv between
+    Casts)."""
+    ort, _ = _train_like_eager(build, device, dtype, steps, (4, 3, 10, 10), 2.0**10)
     assert convolutions_read_float32(ort) == []
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_convolutions_train_in_16_bits_like_eager(dtype: torch.dtype) -> None:
     train_cnn_like_eager("cpu", dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transposed_convolutions_train_in_16_bits_like_eager(dtype: torch.dtype) -> None:
+    train_cnn_like_eager("cpu", dtype, build=DecoderNet)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -361,3 +361,13 @@ def test_cuda_autocast_convolutions_run_in_16_bits(dtype: torch.dtype) -> None:
     train_cnn_like_eager("cuda", dtype)
 
 
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_autocast_transposed_convolutions_run_in_16_bits(dtype: torch.dtype) -> None:
+    """Transposed convolutions under torch.autocast('cuda') run on torch's 16-bit transposed
+    convolution (their gradients on its 16-bit Conv and ConvGrad) and train like eager's."""
+    from tests.python.test_autocast import DecoderNet, train_cnn_like_eager
+
+    train_cnn_like_eager("cuda", dtype, build=DecoderNet)
+
+

@@ -1,5 +1,6 @@
-// CUDA twins of Conv and ConvGrad (com.microsoft), 1-D, 2-D and 3-D through one 3-D form
-// (conv_geometry in ops/window.h: lower ranks have leading spatial dims of 1).
+// CUDA twins of Conv, ConvGrad (com.microsoft) and ConvTranspose, 1-D, 2-D and 3-D through one
+// 3-D form (conv_geometry and conv_transpose_geometry in ops/window.h: lower ranks have
+// leading spatial dims of 1). ConvTranspose is its Conv pair's dX (conv_grad below).
 //
 // A geometry torch's convolution computes (both ends of every axis padded alike:
 // aten_conv_fits) runs there, which is cuDNN (runtime/aten_conv.h; it follows torch's cuDNN
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/cublas_gemm.h"
 #include "kernels/cuda/channel_reduce.cuh"
@@ -163,6 +165,11 @@ __global__ void __launch_bounds__(cuda::kReduceThreads)
   }
 }
 
+template <typename T>
+DType dtype_of() {
+  return std::is_same<T, double>::value ? DType::Float64 : DType::Float32;
+}
+
 // cuBLAS takes int dims: larger ones are refused rather than truncated.
 int as_int(const OpContext& ctx, int64_t v, const char* what) {
   if (v > INT32_MAX) {
@@ -261,50 +268,46 @@ void run_conv(OpContext& ctx) {
   }
 }
 
-// ConvGrad(dY, X, W) -> dX, dW, dB, each optional.
+// The gradients of the Conv `params` (spatial rank `rank`) for dy [N, M, out...]: dx, dw and
+// db, each nullable (not computed) and overwritten. x is read only for dw (nullable without
+// it): ConvTranspose runs its forward here as dx alone.
 template <typename T>
-void run_conv_grad(OpContext& ctx) {
-  const Tensor& dy = ctx.in(0);
-  const Tensor& x = ctx.in(1);
-  const Tensor& w = ctx.in(2);
-  const int64_t N = x.dim(0);
-  const Conv3dParams params = conv_geometry(ctx, x.shape(), w.shape());
-  T* dx = ctx.has_output(0) && ctx.out(0).numel() > 0 ? ctx.out(0).data<T>() : nullptr;
-  T* dw = ctx.has_output(1) && ctx.out(1).numel() > 0 ? ctx.out(1).data<T>() : nullptr;
-  AtenConv conv;
-  if (run_in_torch(x, params, &conv)) {
-    aten_conv_backward(conv, dy.raw(), x.raw(), w.raw(), dx, dw,
-                       ctx.has_output(2) ? ctx.out(2).raw() : nullptr);
+void conv_grad(OpContext& ctx, const Conv3dParams& params, int rank, Device device, const T* dy,
+               const T* x, const T* w, T* dx, T* dw, T* db) {
+  const int64_t N = params.N;
+  if (aten_conv_fits(params)) {
+    const AtenConv conv{params, rank, device, dtype_of<T>()};
+    aten_conv_backward(conv, dy, x, w, dx, dw, db);
     return;
   }
   const ConvGeom g = make_geom(params);
-  const Device device = dy.device();
   cudaStream_t stream = cuda::stream(device);
-  if (ctx.has_output(2) && g.M > 0) {
-    channel_sum_kernel<T><<<cuda::item_blocks(g.M), cuda::kReduceThreads, 0, stream>>>(
-        N, g.M, g.P, dy.data<T>(), ctx.out(2).data<T>());
+  if (db != nullptr && g.M > 0) {
+    channel_sum_kernel<T>
+        <<<cuda::item_blocks(g.M), cuda::kReduceThreads, 0, stream>>>(N, g.M, g.P, dy, db);
     cuda::check_launch("ConvGrad (dB)");
   }
+  const int64_t w_elems = g.M * (g.C / g.group) * g.taps;
   if (dw != nullptr && N == 0) {
-    cuda::check(cudaMemsetAsync(dw, 0, ctx.out(1).nbytes(), stream), "ConvGrad (dW = 0)");
+    cuda::check(cudaMemsetAsync(dw, 0, w_elems * sizeof(T), stream), "ConvGrad (dW = 0)");
   }
   if ((dw == nullptr && dx == nullptr) || N == 0) return;
+  const DType dtype = dtype_of<T>();
   const int64_t Mg = g.M / g.group, K = g.C / g.group * g.taps;
   const int64_t max_b = chunk_images(g, N);
   const bool pointwise_images = max_b == 1 && is_pointwise(g);
   // One buffer for the chunk's columns (read by dW) and then its column gradient (dX).
-  Tensor col =
-      Tensor::empty(x.dtype(), {pointwise_images ? 0 : g.C * g.taps * max_b * g.P}, device);
-  Tensor dy_chunk = Tensor::empty(x.dtype(), {max_b > 1 ? g.M * max_b * g.P : 0}, device);
+  Tensor col = Tensor::empty(dtype, {pointwise_images ? 0 : g.C * g.taps * max_b * g.P}, device);
+  Tensor dy_chunk = Tensor::empty(dtype, {max_b > 1 ? g.M * max_b * g.P : 0}, device);
   for (int64_t n0 = 0; n0 < N; n0 += max_b) {
     const int64_t B = std::min(max_b, N - n0), L = B * g.P;
-    const T* dyc = dy.data<T>() + n0 * g.M * g.P;
+    const T* dyc = dy + n0 * g.M * g.P;
     if (B > 1) {
       swap_leading<T>(stream, B, g.M, g.P, dyc, dy_chunk.data<T>());
       dyc = dy_chunk.data<T>();
     }
     if (dw != nullptr) {
-      const T* cols = columns<T>(g, stream, x.data<T>(), n0, B, col.data<T>());
+      const T* cols = columns<T>(g, stream, x, n0, B, col.data<T>());
       gemm_batched<T>(ctx, device, false, true, g.group, Mg, K, L, dyc, Mg * L, cols, K * L,
                       n0 == 0 ? T(0) : T(1), dw, Mg * K);
     }
@@ -312,13 +315,44 @@ void run_conv_grad(OpContext& ctx) {
     T* dxc = dx + n0 * g.C * g.X;
     // A single pointwise image: the column gradient is dX itself.
     T* dcol = pointwise_images ? dxc : col.data<T>();
-    gemm_batched<T>(ctx, device, true, false, g.group, K, L, Mg, w.data<T>(), Mg * K, dyc, Mg * L,
-                    T(0), dcol, K * L);
+    gemm_batched<T>(ctx, device, true, false, g.group, K, L, Mg, w, Mg * K, dyc, Mg * L, T(0), dcol,
+                    K * L);
     if (pointwise_images) continue;
     col2im_kernel<T>
         <<<cuda::blocks_for(B * g.C * g.X), cuda::kThreads, 0, stream>>>(g, B, dcol, dxc);
     cuda::check_launch("ConvGrad (col2im)");
   }
+}
+
+// ConvGrad(dY, X, W) -> dX, dW, dB, each optional.
+template <typename T>
+void run_conv_grad(OpContext& ctx) {
+  const Tensor& x = ctx.in(1);
+  const Conv3dParams params = conv_geometry(ctx, x.shape(), ctx.in(2).shape());
+  auto out = [&ctx](size_t k) {
+    return ctx.has_output(k) && ctx.out(k).numel() > 0 ? ctx.out(k).data<T>() : nullptr;
+  };
+  T* db = ctx.has_output(2) ? ctx.out(2).data<T>() : nullptr;
+  conv_grad<T>(ctx, params, static_cast<int>(x.rank()) - 2, x.device(), ctx.in(0).data<T>(),
+               x.data<T>(), ctx.in(2).data<T>(), out(0), out(1), db);
+}
+
+// ConvTranspose(X, W, B?): its Conv pair's dX for dY := X (see ops/conv_transpose_ops.cpp),
+// plus the bias per channel.
+template <typename T>
+void run_conv_transpose(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  const Conv3dParams params = conv_transpose_geometry(ctx);
+  if (y.numel() == 0) return;
+  conv_grad<T>(ctx, params, static_cast<int>(x.rank()) - 2, y.device(), x.data<T>(), nullptr,
+               ctx.in(1).data<T>(), y.data<T>(), nullptr, nullptr);
+  if (!ctx.has_input(2)) return;
+  const int64_t P = params.in[0] * params.in[1] * params.in[2];
+  cudaStream_t stream = cuda::stream(y.device());
+  add_bias_kernel<T><<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, stream>>>(
+      y.numel(), params.C, P, ctx.in(2).data<T>(), y.data<T>());
+  cuda::check_launch("ConvTranspose (bias)");
 }
 
 // float16/bfloat16 Conv and ConvGrad (autocast keeps convolutions with even pads in 16 bits,
@@ -353,6 +387,21 @@ void conv_low_precision(OpContext& ctx, bool grad) {
   aten_conv_backward(conv, ctx.in(0).raw(), x.raw(), w.raw(), out(0), out(1), out(2));
 }
 
+// float16/bfloat16 ConvTranspose: torch's transposed convolution, where its geometry fits.
+void conv_transpose_low_precision(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Conv3dParams params = conv_transpose_geometry(ctx);
+  if (ctx.out(0).numel() == 0) return;
+  if (!aten_conv_fits(params)) {
+    ctx.fail("a " + dtype_name(x.dtype()) +
+             " ConvTranspose on CUDA needs the same pads at both ends of every axis (torch's "
+             "transposed convolution computes it); this one's differ. Cast its inputs to float32");
+  }
+  const AtenConv conv{params, static_cast<int>(x.rank()) - 2, x.device(), x.dtype()};
+  aten_conv_transpose_forward(conv, x.raw(), ctx.in(1).raw(),
+                              ctx.has_input(2) ? ctx.in(2).raw() : nullptr, ctx.out(0).raw());
+}
+
 }  // namespace
 
 void cuda_conv(OpContext& ctx) {
@@ -363,6 +412,11 @@ void cuda_conv(OpContext& ctx) {
 void cuda_conv_grad(OpContext& ctx) {
   if (dtype_is_low_precision(ctx.in(0).dtype())) return conv_low_precision(ctx, true);
   ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_conv_grad<scalar_t>(ctx));
+}
+
+void cuda_conv_transpose(OpContext& ctx) {
+  if (dtype_is_low_precision(ctx.in(0).dtype())) return conv_transpose_low_precision(ctx);
+  ORTM_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx, run_conv_transpose<scalar_t>(ctx));
 }
 
 }  // namespace ortmodule

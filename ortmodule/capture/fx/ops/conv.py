@@ -16,34 +16,58 @@ from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import register
 
 
-@register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
-          aten.convolution.default)
-def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 1,
-          padding: Any = 0, dilation: Any = 1, *rest: Any) -> Any:
-    groups = 1
-    if node.target is aten.convolution.default:
-        transposed, _output_padding, groups = rest
-        if transposed:
-            raise UnsupportedOp(f"transposed convolution has no fx translation; "
-                              f"{FALLBACK_HINT}")
-    else:
-        groups = rest[0] if rest else 1
+def _per_dim(v: Any, spatial: int) -> list[int]:
+    """A window argument as one int per spatial axis (an int or a one-entry list stands for
+    every axis)."""
+    if isinstance(v, int):
+        return [int(v)] * spatial
+    v = [int(a) for a in v]
+    return v * spatial if len(v) == 1 else v
+
+
+def _conv_node(lw: Lowering, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
+               groups: Any, transposed: bool = False, output_padding: Any = 0) -> Any:
+    """ONNX Conv, or ConvTranspose, with torch's symmetric pads; an unbatched input
+    [C, *spatial] gets the batch axis PyTorch adds and removes."""
     spatial = lw.rank(w) - 2
-
-    def per_dim(v: Any) -> list[int]:
-        if isinstance(v, int):
-            return [int(v)] * spatial
-        v = [int(a) for a in v]
-        return v * spatial if len(v) == 1 else v  # one entry stands for every axis
-
-    pads = per_dim(padding)
-    unbatched = lw.rank(x) == lw.rank(w) - 1  # [C, *spatial]: PyTorch adds the batch axis
+    pads = _per_dim(padding, spatial)
+    unbatched = lw.rank(x) == lw.rank(w) - 1
     xv = lw.op("Unsqueeze", [lw.tensor(x), lw.ints([0])]) if unbatched else lw.tensor(x)
     inputs = [xv, lw.tensor(w)] + ([lw.tensor(b)] if b is not None else [])
-    kernel = [int(s) for s in lw.meta(w).shape[2:]]
-    out = lw.op("Conv", inputs, kernel_shape=kernel, strides=per_dim(stride),
-                pads=pads + pads, dilations=per_dim(dilation), group=int(groups))
+    attrs: dict[str, Any] = {
+        "kernel_shape": [int(s) for s in lw.meta(w).shape[2:]],
+        "strides": _per_dim(stride, spatial), "pads": pads + pads,
+        "dilations": _per_dim(dilation, spatial), "group": int(groups)}
+    if transposed:
+        out = lw.op("ConvTranspose", inputs,
+                    output_padding=_per_dim(output_padding, spatial), **attrs)
+    else:
+        out = lw.op("Conv", inputs, **attrs)
     return lw.op("Squeeze", [out, lw.ints([0])]) if unbatched else out
+
+
+@register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default)
+def _conv(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 1,
+          padding: Any = 0, dilation: Any = 1, groups: Any = 1) -> Any:
+    return _conv_node(lw, x, w, b, stride, padding, dilation, groups)
+
+
+@register(aten.conv_transpose1d.default, aten.conv_transpose2d.input,
+          aten.conv_transpose3d.input)
+def _conv_transpose(lw: Lowering, node: Any, x: Any, w: Any, b: Any = None, stride: Any = 1,
+                    padding: Any = 0, output_padding: Any = 0, groups: Any = 1,
+                    dilation: Any = 1) -> Any:
+    return _conv_node(lw, x, w, b, stride, padding, dilation, groups, True, output_padding)
+
+
+@register(aten.convolution.default, aten._convolution.default)
+def _convolution(lw: Lowering, node: Any, x: Any, w: Any, b: Any, stride: Any, padding: Any,
+                 dilation: Any, transposed: bool, output_padding: Any, groups: Any,
+                 *backend_flags: Any) -> Any:
+    """aten.convolution and aten._convolution (whose trailing cuDNN flags change nothing
+    computed here)."""
+    return _conv_node(lw, x, w, b, stride, padding, dilation, groups, bool(transposed),
+                      output_padding)
 
 
 def _pool_args(kernel: Any, stride: Any, padding: Any, spatial: int
