@@ -15,6 +15,7 @@
 #include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
 #include "passes/label_sparsity.h"
+#include "passes/linear_cross_entropy_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
 #include "passes/recompute.h"
@@ -74,6 +75,10 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     fuse_rmsnorm(*graph_, state_values);
     fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                  state_values);
+    // After label sparsity (its gathered rows fuse alike) and transpose folding (a tied
+    // embedding's head is then one FusedMatMul).
+    for (std::string& note : fuse_linear_cross_entropy(*graph_, state_values))
+      notes_.push_back(std::move(note));
   }
   if (!options.wrt.empty()) {
     std::vector<Value*> wrt;
