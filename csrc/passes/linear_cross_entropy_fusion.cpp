@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -48,20 +49,53 @@ bool static_dims(const Value* v, std::vector<int64_t>& dims) {
 
 bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
-// The rank of v where the graph tells it (its recorded shape, or its producer: a Reshape to a
-// constant shape, Flatten, the row Gather of label sparsity), else -1.
-int64_t rank_of(const Value* v) {
+// Ops whose output 0 has the rank of their input 0.
+bool keeps_rank(const Node* n) {
+  static const char* const ops[] = {
+      "Identity", "Cast",    "Relu",     "Gelu",       "Tanh",
+      "Sigmoid",  "Erf",     "Neg",      "Exp",        "Log",
+      "Sqrt",     "Abs",     "Softplus", "LeakyRelu",  "Elu",
+      "Selu",     "Celu",    "Softsign", "HardSwish",  "HardSigmoid",
+      "Mish",     "Dropout", "Softmax",  "LogSoftmax", "LayerNormalization",
+      "Clip"};
+  if (!n) return false;
+  if (n->domain.empty())
+    return std::any_of(std::begin(ops), std::end(ops),
+                       [&](const char* op) { return n->op_type == op; });
+  return (n->domain == "com.microsoft" &&
+          (n->op_type == "Gelu" || n->op_type == "FastGelu" || n->op_type == "BiasGelu" ||
+           n->op_type == "SimplifiedLayerNormalization")) ||
+         (n->domain == "ai.ortmodule" && n->op_type == "FusedMatMulBias");
+}
+
+// The rank of v where the graph tells it (its recorded shape, or its producers: a Reshape to a
+// constant shape, Flatten, the row Gather of label sparsity, products by a matrix, element-wise
+// ops), else -1.
+int64_t rank_of(const Value* v, int depth = 0) {
+  if (!v || depth > 32) return -1;
   if (v->has_shape) return static_cast<int64_t>(v->shape.size());
+  if (const Tensor* t = constant_tensor(v)) return t->rank();
   const Node* p = v->producer;
+  if (!p) return -1;
   if (is_op(p, "Reshape")) {
     const Tensor* target = constant_tensor(p->input(1));
     return target && target->rank() == 1 ? target->numel() : -1;
   }
   if (is_op(p, "Flatten")) return 2;
+  if (is_op(p, "Gemm")) return 2;
   if (is_op(p, "Gather") && p->attr_int("axis", 0) == 0 && p->input(1)) {
-    const int64_t data = rank_of(p->input(0)), index = rank_of(p->input(1));
+    const int64_t data = rank_of(p->input(0), depth + 1), index = rank_of(p->input(1), depth + 1);
     return data >= 1 && index >= 0 ? data - 1 + index : -1;
   }
+  if (is_op(p, "MatMul") || is_ms(p, "FusedMatMul")) {
+    return rank_of(p->input(1), depth + 1) == 2 ? rank_of(p->input(0), depth + 1) : -1;
+  }
+  if (p->domain.empty() && p->num_inputs() == 2 &&
+      (p->op_type == "Add" || p->op_type == "Sub" || p->op_type == "Mul" || p->op_type == "Div")) {
+    const int64_t a = rank_of(p->input(0), depth + 1), b = rank_of(p->input(1), depth + 1);
+    return a >= 0 && b >= 0 ? std::max(a, b) : -1;
+  }
+  if (keeps_rank(p)) return rank_of(p->input(0), depth + 1);
   return -1;
 }
 
@@ -73,7 +107,7 @@ struct Head {
   bool trans_w = false;
   int64_t classes = -1;
   Node* transpose = nullptr;  // the weight's Transpose the product read, if any
-  std::vector<Node*> nodes;  // product .. the node before the loss
+  std::vector<Node*> nodes;   // product .. the node before the loss
 };
 
 // A product of x by a 2-D weight of known shape, read in its stored layout.
@@ -114,9 +148,9 @@ bool match_product(Node* n, Head& head) {
   head.trans_w = trans;
   head.classes = trans ? dims[0] : dims[1];
   const int64_t hidden = trans ? dims[1] : dims[0];
-  if (!head.x || (head.x->has_shape && (head.x->shape.empty() ||
-                                        (head.x->shape.back().value >= 0 &&
-                                         head.x->shape.back().value != hidden))))
+  if (!head.x ||
+      (head.x->has_shape && (head.x->shape.empty() || (head.x->shape.back().value >= 0 &&
+                                                       head.x->shape.back().value != hidden))))
     return false;
   if (is_op(n, "Gemm") && rank_of(head.x) != 2) return false;
   return is_float(n->output(0)->dtype) && head.x->dtype == n->output(0)->dtype &&
@@ -200,8 +234,8 @@ std::vector<std::string> fuse_linear_cross_entropy(Graph& graph, const std::vect
     Value* scores = loss->input(0);
     Value* labels = loss->input(1);
     if (!scores || !labels || labels->dtype != DType::Int64 || loss->input(2)) continue;
-    if (loss->output(1) && (!loss->output(1)->consumers.empty() ||
-                            is_kept(graph, loss->output(1), keep)))
+    if (loss->output(1) &&
+        (!loss->output(1)->consumers.empty() || is_kept(graph, loss->output(1), keep)))
       continue;
     const std::string reduction = loss->attr_string("reduction", "mean");
     if (reduction != "mean" && reduction != "sum" && reduction != "none") continue;
@@ -223,7 +257,8 @@ std::vector<std::string> fuse_linear_cross_entropy(Graph& graph, const std::vect
     fused->source = loss->source;
     fused->attrs["trans_w"] = Attribute::make_int(head.trans_w ? 1 : 0);
     fused->attrs["reduction"] = Attribute::make_string(reduction);
-    if (loss->has_attr("ignore_index")) fused->attrs["ignore_index"] = loss->attrs.at("ignore_index");
+    if (loss->has_attr("ignore_index"))
+      fused->attrs["ignore_index"] = loss->attrs.at("ignore_index");
     if (head.transpose) transposes.push_back(head.transpose);
     notes.push_back("linear cross-entropy fusion: " + what + " and its " +
                     std::to_string(head.nodes.size()) +

@@ -48,7 +48,7 @@ class Head(nn.Module):
         if self.head is not None:
             logits = self.head(h)
         elif self.weight is not None:
-            logits = h @ self.weight + (self.bias if self.bias is not None else 0)
+            logits = h @ self.weight if self.bias is None else h @ self.weight + self.bias
         else:
             logits = F.linear(h, self.embed.weight, self.bias)
         loss = F.cross_entropy(logits.reshape(-1, self.vocab), labels.reshape(-1),
@@ -75,12 +75,13 @@ def batches(vocab: int, steps: int, ignore: int, gen: torch.Generator, shape=(3,
     return out
 
 
-def train_like_eager(model: nn.Module, device: str, tmp_path, caplog,
-                     steps: int = 2) -> tuple[list[str], onnx.GraphProto]:
+def train_like_eager(model: nn.Module, device: str, tmp_path, caplog, steps: int = 2,
+                     label_sparsity: str = "auto") -> tuple[list[str], onnx.GraphProto]:
     model = model.to(device)
     eager = copy.deepcopy(model)
     ort = ORTModule(model, debug_options=DebugOptions(
-        save_onnx=True, onnx_prefix="lce", save_path=str(tmp_path), log_level=LogLevel.INFO))
+        save_onnx=True, onnx_prefix="lce", save_path=str(tmp_path), log_level=LogLevel.INFO,
+        label_sparsity=label_sparsity))
     gen = torch.Generator().manual_seed(3)
     with caplog.at_level(logging.INFO, logger="ortmodule"):
         for step, (ids, labels) in enumerate(batches(model.vocab, steps, model.ignore_index, gen)):
@@ -128,12 +129,25 @@ def test_fused_head_trains_like_eager(case: str, device: str, tmp_path, caplog) 
 @pytest.mark.parametrize("why", ["return_logits", "class_weight"])
 def test_not_fused_where_it_cannot_be(why: str, tmp_path, caplog) -> None:
     """Logits read elsewhere (the model returns them) and class weights keep the unfused
-    nodes, still training like eager."""
+    nodes, still training like eager. (With label sparsity, a loss next to returned logits
+    reads its own copy of the head, which fuses: test_label_sparsity_copy_fuses.)"""
     torch.manual_seed(0)
-    notes, graph = train_like_eager(Head(**{why: True}), "cpu", tmp_path, caplog)
+    notes, graph = train_like_eager(Head(**{why: True}), "cpu", tmp_path, caplog,
+                                    label_sparsity="never")
     assert not notes
     assert op_count(graph, "FusedLinearCrossEntropy") == 0
     assert op_count(graph, "SoftmaxCrossEntropyLoss") == 1
+
+
+def test_label_sparsity_copy_fuses(tmp_path, caplog) -> None:
+    """The model returns its logits; label sparsity copies the head for the kept rows, and
+    that copy, read by the loss alone, fuses; the returned logits keep the full head."""
+    torch.manual_seed(0)
+    notes, graph = train_like_eager(Head(return_logits=True), "cpu", tmp_path, caplog,
+                                    label_sparsity="always")
+    assert len(notes) == 1, notes
+    assert op_count(graph, "FusedLinearCrossEntropy") == 1
+    assert op_count(graph, "NonZero") == 1
 
 
 def test_every_row_ignored_is_nan_with_zero_gradients() -> None:
@@ -155,7 +169,8 @@ def test_bad_label_names_it() -> None:
     ort = ORTModule(Head())
     labels = torch.zeros(3, 5, dtype=torch.int64)
     labels[1, 2] = 11
-    with pytest.raises(RuntimeError, match="label 11 at position .* outside the class range"):
+    with pytest.raises(ValueError, match=r"FusedLinearCrossEntropy: label 11 at position \(n=7, "
+                       r"d=0\) is outside the class range \[0, 11\)"):
         ort(torch.zeros(3, 5, dtype=torch.int64), labels)
 
 
@@ -194,7 +209,10 @@ class LossOnly(nn.Module):
         return self.model(input_ids=input_ids, labels=labels).loss
 
 
-def test_tiny_gpt2_trains_like_eager_with_adamw(tmp_path, caplog) -> None:
+@pytest.mark.parametrize("label_sparsity", ["never", "always"])
+def test_tiny_gpt2_trains_like_eager_with_adamw(label_sparsity: str, tmp_path, caplog) -> None:
+    """The tied head over every row (its Transpose folded into the product), and over the
+    rows label sparsity gathers."""
     vocab, seq = 128, 16
     torch.manual_seed(0)
     model = LossOnly(tf.GPT2LMHeadModel(tf.GPT2Config(
@@ -202,7 +220,8 @@ def test_tiny_gpt2_trains_like_eager_with_adamw(tmp_path, caplog) -> None:
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")))
     eager = copy.deepcopy(model)
     ort = ORTModule(model, debug_options=DebugOptions(
-        save_onnx=True, onnx_prefix="gpt2", save_path=str(tmp_path), log_level=LogLevel.INFO))
+        save_onnx=True, onnx_prefix="gpt2", save_path=str(tmp_path), log_level=LogLevel.INFO,
+        label_sparsity=label_sparsity))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(5)
@@ -226,6 +245,7 @@ def test_tiny_gpt2_trains_like_eager_with_adamw(tmp_path, caplog) -> None:
     graph = training_graph(str(tmp_path), "gpt2")
     assert op_count(graph, "FusedLinearCrossEntropy") == 1
     assert op_count(graph, "SoftmaxCrossEntropyLoss") == 0
+    assert op_count(graph, "NonZero") == (label_sparsity == "always")
 
 
 def engine_peak_mib(optimize: bool, model: nn.Module, ids: torch.Tensor,
