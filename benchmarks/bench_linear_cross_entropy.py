@@ -54,6 +54,7 @@ def make_step(model: nn.Module, labels: torch.Tensor) -> Callable[[], float]:
         loss.backward()
         model.zero_grad(set_to_none=True)
         return loss.item()
+
     return step
 
 
@@ -73,8 +74,9 @@ def main() -> None:
     labels = torch.randint(0, args.vocab, (args.rows,))
     runners = {
         "eager": copy.deepcopy(base),
-        "ortmodule unfused": ORTModule(copy.deepcopy(base),
-                                       debug_options=DebugOptions(graph_optimizations=False)),
+        "ortmodule unfused": ORTModule(
+            copy.deepcopy(base), debug_options=DebugOptions(graph_optimizations=False)
+        ),
         "ortmodule fused": ORTModule(copy.deepcopy(base)),
     }
     steps = {name: make_step(model, labels) for name, model in runners.items()}
@@ -92,24 +94,28 @@ def main() -> None:
         memory[name] = (rss_mib("VmHWM") - before, engine)
     times: dict[str, list[float]] = {name: [] for name in steps}
     for i in range(args.steps):
-        order = list(steps)[i % len(steps):] + list(steps)[:i % len(steps)]
+        order = list(steps)[i % len(steps) :] + list(steps)[: i % len(steps)]
         for name in order:
             start = time.perf_counter()
             steps[name]()
             times[name].append(time.perf_counter() - start)
     logits_mib = args.rows * args.vocab * 4 / 2**20
-    print(f"head + loss: {args.rows} rows x {args.hidden} -> vocab {args.vocab} (float32 logits "
-          f"{logits_mib:.0f} MiB), {torch.get_num_threads()} threads, median of {args.steps} "
-          f"steps. {args.note}")
+    print(
+        f"head + loss: {args.rows} rows x {args.hidden} -> vocab {args.vocab} (float32 logits "
+        f"{logits_mib:.0f} MiB), {torch.get_num_threads()} threads, median of {args.steps} "
+        f"steps. {args.note}"
+    )
     print("| runner | ms/step | vs eager | peak RSS growth MiB | engine peak MiB |")
     print("|---|---:|---:|---:|---:|")
     eager = statistics.median(times["eager"])
     for name in steps:
         median = statistics.median(times[name])
         rss, engine = memory[name]
-        print(f"| {name} | {median * 1e3:.0f} | {eager / median:.2f}x | {rss:.0f} | "
-              f"{engine:.0f} |" if engine is not None else
-              f"| {name} | {median * 1e3:.0f} | {eager / median:.2f}x | {rss:.0f} | - |")
+        print(
+            f"| {name} | {median * 1e3:.0f} | {eager / median:.2f}x | {rss:.0f} | {engine:.0f} |"
+            if engine is not None
+            else f"| {name} | {median * 1e3:.0f} | {eager / median:.2f}x | {rss:.0f} | - |"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ LinearCrossEntropyDims linear_cross_entropy_dims(const OpContext& ctx, size_t x_
   if (labels.dtype() != DType::Int64)
     ctx.fail("labels must be int64, got " + dtype_name(labels.dtype()));
   if (labels.numel() != d.rows)
-    ctx.fail("labels have shape " + shape_str(labels.shape()) + " but x " +
-             shape_str(x.shape()) + " has " + std::to_string(d.rows) + " rows");
+    ctx.fail("labels have shape " + shape_str(labels.shape()) + " but x " + shape_str(x.shape()) +
+             " has " + std::to_string(d.rows) + " rows");
   d.reduction = reduction_of(ctx);
   d.has_ignore_index = ctx.node.has_attr("ignore_index");
   d.ignore_index = ctx.node.attr_int("ignore_index", -100);

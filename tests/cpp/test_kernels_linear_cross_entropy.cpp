@@ -48,9 +48,9 @@ Reference unfused(const LinearCrossEntropyDims& d, const Vec& x, const Vec& w, c
   Reference ref;
   ref.loss.resize(d.reduction == Reduction::None ? R : 1);
   Vec log_prob(R * V), dlogits(R * V);
-  softmax_cross_entropy_forward<double>(R, V, 1, logits.data(), labels.data(), nullptr,
-                                        d.reduction, d.ignore_index, d.has_ignore_index,
-                                        ref.loss.data(), log_prob.data());
+  softmax_cross_entropy_forward<double>(R, V, 1, logits.data(), labels.data(), nullptr, d.reduction,
+                                        d.ignore_index, d.has_ignore_index, ref.loss.data(),
+                                        log_prob.data());
   softmax_cross_entropy_backward<double>(R, V, 1, dloss.data(), log_prob.data(), labels.data(),
                                          nullptr, d.reduction, d.ignore_index, d.has_ignore_index,
                                          dlogits.data());
@@ -93,17 +93,14 @@ void check_case(bool trans_w, bool with_bias, Reduction reduction, int64_t block
   const Vec x = random_vec(d.rows * d.hidden, 1), w = random_vec(d.hidden * d.classes, 2);
   const Vec bias = random_vec(d.classes, 3);
   const std::vector<int64_t> labels = {3, 0, -100, 8, 8, 1, 5};
-  const Vec dloss =
-      reduction == Reduction::None ? random_vec(d.rows, 4) : Vec{reduction == Reduction::Mean
-                                                                     ? 1.5
-                                                                     : -0.75};
+  const Vec dloss = reduction == Reduction::None ? random_vec(d.rows, 4)
+                                                 : Vec{reduction == Reduction::Mean ? 1.5 : -0.75};
   const Reference ref = unfused(d, x, w, with_bias ? &bias : nullptr, labels, dloss);
-  const std::string what = std::string(trans_w ? "[V, K]" : "[K, V]") +
-                           (with_bias ? " + bias" : "") + ", reduction " +
-                           std::to_string(static_cast<int>(reduction)) + ", block " +
-                           std::to_string(block_rows);
-  const std::vector<T> tx(x.begin(), x.end()), tw(w.begin(), w.end()),
-      tb(bias.begin(), bias.end()), tdloss(dloss.begin(), dloss.end());
+  const std::string what =
+      std::string(trans_w ? "[V, K]" : "[K, V]") + (with_bias ? " + bias" : "") + ", reduction " +
+      std::to_string(static_cast<int>(reduction)) + ", block " + std::to_string(block_rows);
+  const std::vector<T> tx(x.begin(), x.end()), tw(w.begin(), w.end()), tb(bias.begin(), bias.end()),
+      tdloss(dloss.begin(), dloss.end());
   std::vector<T> loss(ref.loss.size()), lse(d.rows), block(d.block_rows * d.classes);
   linear_cross_entropy_forward<T>(d, tx.data(), tw.data(), with_bias ? tb.data() : nullptr,
                                   labels.data(), loss.data(), lse.data(), block.data());
@@ -138,8 +135,8 @@ TEST(LinearCrossEntropy, BadLabelThrowsNamingIt) {
   const std::vector<int64_t> labels = {0, 3};
   std::vector<double> loss(1), lse(2), block(6);
   try {
-    linear_cross_entropy_forward<double>(d, x.data(), w.data(), nullptr, labels.data(),
-                                         loss.data(), lse.data(), block.data());
+    linear_cross_entropy_forward<double>(d, x.data(), w.data(), nullptr, labels.data(), loss.data(),
+                                         lse.data(), block.data());
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("label 3 at position (n=1"), std::string::npos)

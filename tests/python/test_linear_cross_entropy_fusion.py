@@ -19,7 +19,7 @@ import transformers as tf
 from torch import nn
 from torch.nn import functional as F
 
-from ortmodule import DebugOptions, LogLevel, ORTModule, _C
+from ortmodule import _C, DebugOptions, LogLevel, ORTModule
 from tests.python.model_zoo import DEVICES
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -30,9 +30,18 @@ class Head(nn.Module):
     """A body, then logits = h @ W^T (+ b) over [B, T, K] rows and cross_entropy; `tied` reads
     the weight of an embedding as GPT-2's head does; `kv` stores it [K, V] (h @ W)."""
 
-    def __init__(self, vocab: int = 11, hidden: int = 8, bias: bool = True, tied: bool = False,
-                 kv: bool = False, reduction: str = "mean", ignore_index: int = -100,
-                 class_weight: bool = False, return_logits: bool = False) -> None:
+    def __init__(
+        self,
+        vocab: int = 11,
+        hidden: int = 8,
+        bias: bool = True,
+        tied: bool = False,
+        kv: bool = False,
+        reduction: str = "mean",
+        ignore_index: int = -100,
+        class_weight: bool = False,
+        return_logits: bool = False,
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
         self.body = nn.Linear(hidden, hidden)
@@ -51,9 +60,13 @@ class Head(nn.Module):
             logits = h @ self.weight if self.bias is None else h @ self.weight + self.bias
         else:
             logits = F.linear(h, self.embed.weight, self.bias)
-        loss = F.cross_entropy(logits.reshape(-1, self.vocab), labels.reshape(-1),
-                               weight=self.class_weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction)
+        loss = F.cross_entropy(
+            logits.reshape(-1, self.vocab),
+            labels.reshape(-1),
+            weight=self.class_weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+        )
         return (loss, logits) if self.return_logits else loss
 
 
@@ -75,13 +88,21 @@ def batches(vocab: int, steps: int, ignore: int, gen: torch.Generator, shape=(3,
     return out
 
 
-def train_like_eager(model: nn.Module, device: str, tmp_path, caplog, steps: int = 2,
-                     label_sparsity: str = "auto") -> tuple[list[str], onnx.GraphProto]:
+def train_like_eager(
+    model: nn.Module, device: str, tmp_path, caplog, steps: int = 2, label_sparsity: str = "auto"
+) -> tuple[list[str], onnx.GraphProto]:
     model = model.to(device)
     eager = copy.deepcopy(model)
-    ort = ORTModule(model, debug_options=DebugOptions(
-        save_onnx=True, onnx_prefix="lce", save_path=str(tmp_path), log_level=LogLevel.INFO,
-        label_sparsity=label_sparsity))
+    ort = ORTModule(
+        model,
+        debug_options=DebugOptions(
+            save_onnx=True,
+            onnx_prefix="lce",
+            save_path=str(tmp_path),
+            log_level=LogLevel.INFO,
+            label_sparsity=label_sparsity,
+        ),
+    )
     gen = torch.Generator().manual_seed(3)
     with caplog.at_level(logging.INFO, logger="ortmodule"):
         for step, (ids, labels) in enumerate(batches(model.vocab, steps, model.ignore_index, gen)):
@@ -94,8 +115,13 @@ def train_like_eager(model: nn.Module, device: str, tmp_path, caplog, steps: int
             (got.sum() if got.dim() else got).backward()
             (want.sum() if want.dim() else want).backward()
             for (name, p), (_, q) in zip(model.named_parameters(), eager.named_parameters()):
-                torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL,
-                                           msg=lambda m, n=name: f"step {step}, '{n}': {m}")
+                torch.testing.assert_close(
+                    p.grad,
+                    q.grad,
+                    rtol=RTOL,
+                    atol=ATOL,
+                    msg=lambda m, n=name, s=step: f"step {s}, '{n}': {m}",
+                )
             model.zero_grad(set_to_none=True)
             eager.zero_grad(set_to_none=True)
     notes = [r.getMessage() for r in caplog.records if NOTE in r.getMessage()]
@@ -103,12 +129,12 @@ def train_like_eager(model: nn.Module, device: str, tmp_path, caplog, steps: int
 
 
 CASES = {
-    "linear-bias-mean": dict(bias=True),
-    "linear-no-bias-sum": dict(bias=False, reduction="sum"),
-    "tied-embedding": dict(tied=True, bias=False),
-    "tied-embedding-bias-ignore-0": dict(tied=True, bias=True, ignore_index=0),
-    "weight-kv-bias": dict(kv=True, bias=True),
-    "weight-kv-none": dict(kv=True, bias=False, reduction="none"),
+    "linear-bias-mean": {"bias": True},
+    "linear-no-bias-sum": {"bias": False, "reduction": "sum"},
+    "tied-embedding": {"tied": True, "bias": False},
+    "tied-embedding-bias-ignore-0": {"tied": True, "bias": True, "ignore_index": 0},
+    "weight-kv-bias": {"kv": True, "bias": True},
+    "weight-kv-none": {"kv": True, "bias": False, "reduction": "none"},
 }
 
 
@@ -132,8 +158,9 @@ def test_not_fused_where_it_cannot_be(why: str, tmp_path, caplog) -> None:
     nodes, still training like eager. (With label sparsity, a loss next to returned logits
     reads its own copy of the head, which fuses: test_label_sparsity_copy_fuses.)"""
     torch.manual_seed(0)
-    notes, graph = train_like_eager(Head(**{why: True}), "cpu", tmp_path, caplog,
-                                    label_sparsity="never")
+    notes, graph = train_like_eager(
+        Head(**{why: True}), "cpu", tmp_path, caplog, label_sparsity="never"
+    )
     assert not notes
     assert op_count(graph, "FusedLinearCrossEntropy") == 0
     assert op_count(graph, "SoftmaxCrossEntropyLoss") == 1
@@ -143,8 +170,9 @@ def test_label_sparsity_copy_fuses(tmp_path, caplog) -> None:
     """The model returns its logits; label sparsity copies the head for the kept rows, and
     that copy, read by the loss alone, fuses; the returned logits keep the full head."""
     torch.manual_seed(0)
-    notes, graph = train_like_eager(Head(return_logits=True), "cpu", tmp_path, caplog,
-                                    label_sparsity="always")
+    notes, graph = train_like_eager(
+        Head(return_logits=True), "cpu", tmp_path, caplog, label_sparsity="always"
+    )
     assert len(notes) == 1, notes
     assert op_count(graph, "FusedLinearCrossEntropy") == 1
     assert op_count(graph, "NonZero") == 1
@@ -169,8 +197,11 @@ def test_bad_label_names_it() -> None:
     ort = ORTModule(Head())
     labels = torch.zeros(3, 5, dtype=torch.int64)
     labels[1, 2] = 11
-    with pytest.raises(ValueError, match=r"FusedLinearCrossEntropy: label 11 at position \(n=7, "
-                       r"d=0\) is outside the class range \[0, 11\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"FusedLinearCrossEntropy: label 11 at position \(n=7, "
+        r"d=0\) is outside the class range \[0, 11\)",
+    ):
         ort(torch.zeros(3, 5, dtype=torch.int64), labels)
 
 
@@ -182,8 +213,7 @@ class HiddenHead(nn.Module):
         self.head = nn.Linear(hidden, vocab, dtype=torch.float64)
 
     def forward(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.head(h).reshape(-1, self.head.out_features),
-                               labels.reshape(-1))
+        return F.cross_entropy(self.head(h).reshape(-1, self.head.out_features), labels.reshape(-1))
 
 
 def test_float64_gradients_match_finite_differences(caplog) -> None:
@@ -195,8 +225,9 @@ def test_float64_gradients_match_finite_differences(caplog) -> None:
     labels[0, 1] = -100
     weight, bias = model.head.weight, model.head.bias
     with caplog.at_level(logging.INFO, logger="ortmodule"):
-        assert torch.autograd.gradcheck(lambda x, w, b: ort(x, labels), (h, weight, bias),
-                                        eps=1e-6, atol=1e-7, rtol=1e-6)
+        assert torch.autograd.gradcheck(
+            lambda x, w, b: ort(x, labels), (h, weight, bias), eps=1e-6, atol=1e-7, rtol=1e-6
+        )
     assert any(NOTE in r.getMessage() for r in caplog.records)
 
 
@@ -215,13 +246,33 @@ def test_tiny_gpt2_trains_like_eager_with_adamw(label_sparsity: str, tmp_path, c
     rows label sparsity gathers."""
     vocab, seq = 128, 16
     torch.manual_seed(0)
-    model = LossOnly(tf.GPT2LMHeadModel(tf.GPT2Config(
-        vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=seq, use_cache=False,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")))
+    model = LossOnly(
+        tf.GPT2LMHeadModel(
+            tf.GPT2Config(
+                vocab_size=vocab,
+                n_embd=32,
+                n_layer=2,
+                n_head=2,
+                n_positions=seq,
+                use_cache=False,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                attn_implementation="eager",
+            )
+        )
+    )
     eager = copy.deepcopy(model)
-    ort = ORTModule(model, debug_options=DebugOptions(
-        save_onnx=True, onnx_prefix="gpt2", save_path=str(tmp_path), log_level=LogLevel.INFO,
-        label_sparsity=label_sparsity))
+    ort = ORTModule(
+        model,
+        debug_options=DebugOptions(
+            save_onnx=True,
+            onnx_prefix="gpt2",
+            save_path=str(tmp_path),
+            log_level=LogLevel.INFO,
+            label_sparsity=label_sparsity,
+        ),
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     opt_eager = torch.optim.AdamW(eager.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(5)
@@ -248,10 +299,10 @@ def test_tiny_gpt2_trains_like_eager_with_adamw(label_sparsity: str, tmp_path, c
     assert op_count(graph, "NonZero") == (label_sparsity == "always")
 
 
-def engine_peak_mib(optimize: bool, model: nn.Module, ids: torch.Tensor,
-                    labels: torch.Tensor) -> float:
-    ort = ORTModule(copy.deepcopy(model),
-                    debug_options=DebugOptions(graph_optimizations=optimize))
+def engine_peak_mib(
+    optimize: bool, model: nn.Module, ids: torch.Tensor, labels: torch.Tensor
+) -> float:
+    ort = ORTModule(copy.deepcopy(model), debug_options=DebugOptions(graph_optimizations=optimize))
     ort(ids, labels).backward()  # the first call builds the graph
     _C.allocator_reset_peak()
     ort(ids, labels).backward()

@@ -37,8 +37,8 @@ void product(OpContext& ctx, Device device, bool ta, bool tb, int64_t M, int64_t
   cuda::check_blas(
       cuda::gemm_one(cuda::blas_handle(device), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                     static_cast<int>(K), &alpha, B, static_cast<int>(std::max<int64_t>(1, ldb)),
-                     A, static_cast<int>(std::max<int64_t>(1, lda)), &beta, C,
+                     static_cast<int>(K), &alpha, B, static_cast<int>(std::max<int64_t>(1, ldb)), A,
+                     static_cast<int>(std::max<int64_t>(1, lda)), &beta, C,
                      static_cast<int>(std::max<int64_t>(1, ldc))),
       "FusedLinearCrossEntropy (cublas<t>gemm)");
 }
@@ -90,8 +90,7 @@ __global__ void __launch_bounds__(kRowThreads)
 template <typename T>
 __global__ void write_row_losses(int64_t rows, const double* row_loss, T* loss) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
-       r += step)
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += step)
     loss[r] = static_cast<T>(row_loss[r]);
 }
 template <typename T>
@@ -165,13 +164,12 @@ void block_logits(OpContext& ctx, const LinearCrossEntropyDims& d, int64_t r0, i
                   const T* x, const T* w, const T* bias, T* block, cudaStream_t stream,
                   Device device) {
   if (bias) {
-    fill_bias_rows<T>
-        <<<cuda::blocks_for(n * d.classes), cuda::kThreads, 0, stream>>>(n * d.classes,
-                                                                       d.classes, bias, block);
+    fill_bias_rows<T><<<cuda::blocks_for(n * d.classes), cuda::kThreads, 0, stream>>>(
+        n * d.classes, d.classes, bias, block);
     cuda::check_launch("FusedLinearCrossEntropy (bias)");
   }
-  product<T>(ctx, device, false, d.trans_w, n, d.classes, d.hidden, x + r0 * d.hidden, d.hidden,
-             w, d.trans_w ? d.hidden : d.classes, bias ? T(1) : T(0), block, d.classes);
+  product<T>(ctx, device, false, d.trans_w, n, d.classes, d.hidden, x + r0 * d.hidden, d.hidden, w,
+             d.trans_w ? d.hidden : d.classes, bias ? T(1) : T(0), block, d.classes);
 }
 
 template <typename T>
@@ -187,8 +185,8 @@ void run_forward(OpContext& ctx) {
   const T* bias = ctx.has_input(3) ? ctx.in(3).data<T>() : nullptr;
   for (int64_t r0 = 0; r0 < d.rows; r0 += d.block_rows) {
     const int64_t n = std::min(d.block_rows, d.rows - r0);
-    block_logits<T>(ctx, d, r0, n, x.data<T>(), ctx.in(1).data<T>(), bias, block.data<T>(),
-                    stream, device);
+    block_logits<T>(ctx, d, r0, n, x.data<T>(), ctx.in(1).data<T>(), bias, block.data<T>(), stream,
+                    device);
     row_lse<T><<<cuda::row_blocks(n), kRowThreads, 0, stream>>>(
         row_params(d, r0, n), block.data<T>(), ctx.in(2).data<int64_t>(), lse.data<T>(),
         row_loss.data<double>());
@@ -213,8 +211,7 @@ void run_backward(OpContext& ctx) {
   const Tensor& x = ctx.in(1);
   const Device device = x.device();
   cudaStream_t stream = cuda::stream(device);
-  const int64_t kept =
-      checked_kept_rows(d, ctx.in(3), stream, "FusedLinearCrossEntropy backward");
+  const int64_t kept = checked_kept_rows(d, ctx.in(3), stream, "FusedLinearCrossEntropy backward");
   const double divisor = d.reduction == Reduction::Mean ? static_cast<double>(kept) : 1.0;
   Tensor block = Tensor::empty(x.dtype(), {d.block_rows, d.classes}, device);
   const T* w = ctx.in(2).data<T>();
@@ -238,8 +235,8 @@ void run_backward(OpContext& ctx) {
         ctx.in(3).data<int64_t>(), ctx.in(4).data<T>(), block.data<T>());
     cuda::check_launch("FusedLinearCrossEntropy backward (dlogits)");
     if (dx)
-      product<T>(ctx, device, false, !d.trans_w, n, K, V, block.data<T>(), V, w,
-                 d.trans_w ? K : V, T(0), dx + r0 * K, K);
+      product<T>(ctx, device, false, !d.trans_w, n, K, V, block.data<T>(), V, w, d.trans_w ? K : V,
+                 T(0), dx + r0 * K, K);
     if (dw) {
       if (d.trans_w)
         product<T>(ctx, device, true, false, V, K, n, block.data<T>(), V, xb, K, T(1), dw, K);
@@ -247,8 +244,8 @@ void run_backward(OpContext& ctx) {
         product<T>(ctx, device, true, false, K, V, n, xb, K, block.data<T>(), V, T(1), dw, V);
     }
     if (dbias) {
-      add_column_sums<T><<<cuda::blocks_for(V), cuda::kThreads, 0, stream>>>(n, V,
-                                                                            block.data<T>(), dbias);
+      add_column_sums<T>
+          <<<cuda::blocks_for(V), cuda::kThreads, 0, stream>>>(n, V, block.data<T>(), dbias);
       cuda::check_launch("FusedLinearCrossEntropy backward (dbias)");
     }
   }

@@ -35,8 +35,8 @@ void block_logits(const LinearCrossEntropyDims& d, int64_t r0, int64_t n, const 
       for (int64_t i = begin; i < end; ++i) std::copy(bias, bias + V, block + i * V);
     });
   }
-  gemm<T>(false, d.trans_w, n, V, K, T(1), x + r0 * K, K, w, d.trans_w ? K : V,
-          bias ? T(1) : T(0), block, V);
+  gemm<T>(false, d.trans_w, n, V, K, T(1), x + r0 * K, K, w, d.trans_w ? K : V, bias ? T(1) : T(0),
+          block, V);
 }
 
 // The number of rows whose label is not ignored: the Mean divisor.
@@ -87,9 +87,8 @@ void linear_cross_entropy_forward(const LinearCrossEntropyDims& d, const T* x, c
   Acc total = 0;
   for (int64_t r = 0; r < d.rows; ++r) total += row_loss[r];
   // Mean with nothing kept is 0/0 = NaN, matching PyTorch.
-  loss[0] = static_cast<T>(d.reduction == Reduction::Mean
-                               ? total / static_cast<Acc>(kept_rows(d, labels))
-                               : total);
+  loss[0] = static_cast<T>(
+      d.reduction == Reduction::Mean ? total / static_cast<Acc>(kept_rows(d, labels)) : total);
 }
 
 template <typename T>
@@ -144,11 +143,11 @@ void linear_cross_entropy_backward(const LinearCrossEntropyDims& d, const T* dlo
   }
 }
 
-#define ORTM_INSTANTIATE_LINEAR_CE(T)                                                           \
-  template void linear_cross_entropy_forward<T>(const LinearCrossEntropyDims&, const T*,       \
-                                                const T*, const T*, const int64_t*, T*, T*, T*); \
-  template void linear_cross_entropy_backward<T>(const LinearCrossEntropyDims&, const T*,      \
-                                                 const T*, const T*, const T*, const int64_t*, \
+#define ORTM_INSTANTIATE_LINEAR_CE(T)                                                              \
+  template void linear_cross_entropy_forward<T>(const LinearCrossEntropyDims&, const T*, const T*, \
+                                                const T*, const int64_t*, T*, T*, T*);             \
+  template void linear_cross_entropy_backward<T>(const LinearCrossEntropyDims&, const T*,          \
+                                                 const T*, const T*, const T*, const int64_t*,     \
                                                  const T*, T*, T*, T*, T*);
 
 ORTM_INSTANTIATE_LINEAR_CE(float)
