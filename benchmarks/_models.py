@@ -36,6 +36,11 @@ configs with their default dropout (0.1) and attention (scaled_dot_product_atten
               3072, vocab 30522, 2 labels, sequence 128, batch 32 (one padded sequence).
   gpt2-small  GPT2LMHeadModel, 12 layers, n_embd 768, 12 heads, vocab 50257, sequence 512,
               batch 8.
+  gpt2-124m   GPT2LMHeadModel at GPT-2-124M's size (12 layers, n_embd 768, 12 heads, vocab
+              50257, tied head), eager attention, no dropout, the loss returned alone (its head
+              and loss fuse: csrc/passes/linear_cross_entropy_fusion.h); sequence 1024, batch
+              2 unless run.py --gpt2-124m-shape says otherwise. Not in any default list: run
+              it by name (--models gpt2-124m), on a CPU too.
   resnet50    ResNetForImageClassification, bottleneck blocks [256, 512, 1024, 2048] x
               [3, 4, 6, 3], 1000 labels, on [64, 3, 224, 224].
 """
@@ -255,6 +260,32 @@ def _gpt2_small_batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+# GPT-2-124M's sequence and batch: 1024 x 2 by default, set by run.py --gpt2-124m-shape (a
+# loaded CPU may need a smaller one).
+GPT2_124M_SHAPE = {"sequence": 1024, "batch": 2}
+
+
+def set_gpt2_124m_shape(sequence: int, batch: int) -> None:
+    if sequence < 2 or sequence > 1024 or batch < 1:
+        raise ValueError(f"gpt2-124m shape {sequence} x {batch}: the sequence must be in "
+                         f"[2, 1024] (GPT-2's positions) and the batch at least 1")
+    GPT2_124M_SHAPE.update(sequence=sequence, batch=batch)
+
+
+def _gpt2_124m() -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return LossOnly(tf.GPT2LMHeadModel(tf.GPT2Config(
+        n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")))
+
+
+def _gpt2_124m_batch() -> dict[str, torch.Tensor]:
+    shape = (GPT2_124M_SHAPE["batch"], GPT2_124M_SHAPE["sequence"])
+    ids = torch.randint(0, 50257, shape, generator=_generator())
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
 def _resnet50() -> nn.Module:
     tf = _transformers()
     torch.manual_seed(0)
@@ -321,6 +352,9 @@ WORKLOADS = {w.name: w for w in (
              _bert_base, _bert_base_batch),
     Workload("gpt2-small", "GPT-2-small 12x768, 12 heads, vocab 50257, seq 512, batch 8, "
                            "dropout 0.1, sdpa", _gpt2_small, _gpt2_small_batch),
+    Workload("gpt2-124m", "GPT-2-124M 12x768, 12 heads, vocab 50257 (tied head), eager "
+                          "attention, no dropout, loss returned alone; seq x batch from "
+                          "--gpt2-124m-shape (default 1024 x 2)", _gpt2_124m, _gpt2_124m_batch),
     Workload("resnet50", "ResNet-50 (bottleneck [3,4,6,3]), 224x224, batch 64, 1000 labels",
              _resnet50, _resnet50_batch),
 )}
@@ -337,3 +371,5 @@ def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
 
 # The full-size models, run.py's default on cuda (the others are its default on cpu).
 GPU_WORKLOADS = ("bert-base", "gpt2-small", "resnet50")
+# Run only when named (--models): too large for the default CPU list.
+NAMED_ONLY = ("gpt2-124m",)

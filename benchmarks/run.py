@@ -68,7 +68,14 @@ import torch
 # This checkout's ortmodule (and tests/), not whichever one the environment has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _models import GPU_WORKLOADS, WORKLOADS, loss_of, training_flops
+from _models import (
+    GPU_WORKLOADS,
+    NAMED_ONLY,
+    WORKLOADS,
+    loss_of,
+    set_gpt2_124m_shape,
+    training_flops,
+)
 from _report import Machine, ModelResult, render
 
 RUNNERS = ("eager", "compile", "ortmodule")
@@ -374,6 +381,7 @@ def memory_in_child(args: argparse.Namespace, model_name: str, runner: str) -> d
     if args.autocast:
         command += ["--autocast", args.autocast]
     command += ["--tf32", args.tf32]
+    command += ["--gpt2-124m-shape", *map(str, args.gpt2_124m_shape)]
     try:
         done = subprocess.run(command, check=False, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -485,6 +493,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "every runner (torch.backends.cuda.matmul.allow_tf32 and "
                         "torch.backends.cudnn.allow_tf32); torch: as torch has them (its "
                         "defaults: products off, convolutions on)")
+    parser.add_argument("--gpt2-124m-shape", nargs=2, type=int, default=[1024, 2],
+                        metavar=("SEQUENCE", "BATCH"),
+                        help="gpt2-124m's sequence length and batch (default 1024 2)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
@@ -496,7 +507,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     quick = args.quick
     if args.models is None:
         args.models = list(GPU_WORKLOADS) if args.device == "cuda" else \
-            [name for name in WORKLOADS if name not in GPU_WORKLOADS]
+            [name for name in WORKLOADS if name not in GPU_WORKLOADS + NAMED_ONLY]
     args.steps = args.steps if args.steps is not None else 3 if quick else 20
     args.warmup = args.warmup if args.warmup is not None else 1 if quick else 3
     args.memory_warmup = (args.memory_warmup if args.memory_warmup is not None
@@ -505,6 +516,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          else 1 if quick else 3)
     if min(args.steps, args.warmup, args.memory_warmup, args.memory_steps) < 1:
         parser.error("--steps, --warmup, --memory-warmup and --memory-steps must be at least 1")
+    try:
+        set_gpt2_124m_shape(*args.gpt2_124m_shape)
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 

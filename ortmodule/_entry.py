@@ -19,10 +19,12 @@ logger = logging.getLogger("ortmodule")
 def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
                   state_outputs: list[tuple[str, str]],
                   graph_optimizations: bool = True, label_sparsity: str = "auto",
-                  sample_inputs: dict[str, torch.Tensor] | None = None) -> Any:
+                  sample_inputs: dict[str, torch.Tensor] | None = None,
+                  linear_cross_entropy: str = "auto") -> Any:
     """``_C.Program``; an unsupported-op error also says how to run the op on PyTorch.
     ``graph_optimizations=False`` skips the engine's rewrites, ``label_sparsity`` picks when
-    losses compute only the rows they do not ignore (DebugOptions); ``sample_inputs`` are the
+    losses compute only the rows they do not ignore and ``linear_cross_entropy`` when a head
+    and its loss fuse (DebugOptions); ``sample_inputs`` are the
     first call's inputs by graph input name (the integer ones are read)."""
     # Integer inputs (labels among them) for the rewrites that look at the first call's data;
     # what those rewrites decided is logged.
@@ -31,7 +33,8 @@ def build_program(onnx_bytes: bytes, feeds: list[str], wrt: list[str],
     try:
         program = _C.Program(onnx_bytes, feeds, wrt, state_outputs,
                              graph_optimizations=graph_optimizations,
-                             label_sparsity=label_sparsity, sample_inputs=samples)
+                             label_sparsity=label_sparsity, sample_inputs=samples,
+                             linear_cross_entropy=linear_cross_entropy)
         for note in program.notes:
             logger.info("%s", note)
         return program

@@ -480,7 +480,8 @@ class ORTModule(torch.nn.Module):
         program = build_program(
             captured.onnx_bytes, feed_inits, wrt, captured.state_outputs,
             self._debug.graph_optimizations, self._debug.label_sparsity,
-            {name: tensors[i] for name, i in input_index.items()})
+            {name: tensors[i] for name, i in input_index.items()},
+            self._debug.linear_cross_entropy)
         seconds = {**captured.seconds, "build": time.perf_counter() - start}
         feeds: list[tuple] = []
         for name in program.input_names:

@@ -16,6 +16,7 @@ RETIRED_EXPORTERS = {
 }
 DYNAMIC_SHAPES = ("auto", "always")
 LABEL_SPARSITY = ("auto", "always", "never")
+LINEAR_CROSS_ENTROPY = ("auto", "always", "never")
 
 
 class FallbackPolicy(enum.Flag):
@@ -120,6 +121,13 @@ class DebugOptions:
     pattern matches; ``"never"`` not at all. The loss and the gradients are those of every
     row. Part of graph_optimizations.
 
+    linear_cross_entropy says when a language model's head and its ``cross_entropy`` become
+    one FusedLinearCrossEntropy node computing the logits in row blocks, never storing the
+    ``[tokens, vocab]`` logits: ``"auto"`` (the default) where those logits would take 1 GiB
+    or more (the fused kernel saves their memory and, on the CPU, takes longer than the
+    unfused head), ``"always"`` wherever the pattern matches, ``"never"`` not at all. Part
+    of graph_optimizations.
+
     minify (default False) checks every new graph against eager PyTorch on its first call:
     a copy of the module runs the call in eager PyTorch and on the engine, and their
     outputs and the gradients of a random cotangent with respect to the parameters and
@@ -149,6 +157,7 @@ class DebugOptions:
     graph_optimizations: bool = True
     dynamic_shapes: str = "auto"
     label_sparsity: str = "auto"
+    linear_cross_entropy: str = "auto"
     minify: bool = False
     parity_rtol: float = 1e-4
     parity_atol: float = 1e-5
@@ -205,12 +214,16 @@ class DebugOptions:
         if self.label_sparsity not in LABEL_SPARSITY:
             raise ValueError(f"label_sparsity {self.label_sparsity!r} is not one of "
                              f"{', '.join(LABEL_SPARSITY)}")
+        if self.linear_cross_entropy not in LINEAR_CROSS_ENTROPY:
+            raise ValueError(f"linear_cross_entropy {self.linear_cross_entropy!r} is not one "
+                             f"of {', '.join(LINEAR_CROSS_ENTROPY)}")
 
     @staticmethod
     def from_env(base: DebugOptions | None = None) -> DebugOptions:
         """Applies ORTMODULE_LOG_LEVEL, ORTMODULE_SAVE_ONNX, ORTMODULE_ONNX_PREFIX,
         ORTMODULE_SAVE_PATH, ORTMODULE_EXPORTER, ORTMODULE_FALLBACK_POLICY,
         ORTMODULE_GRAPH_OPTIMIZATIONS, ORTMODULE_DYNAMIC_SHAPES, ORTMODULE_LABEL_SPARSITY,
+        ORTMODULE_LINEAR_CROSS_ENTROPY,
         ORTMODULE_MINIFY, ORTMODULE_PARITY_RTOL, ORTMODULE_PARITY_ATOL, ORTMODULE_CACHE_DIR,
         ORTMODULE_PRINT_MEMORY_STATS on top of ``base`` (an empty ORTMODULE_CACHE_DIR
         switches the cache off)."""
@@ -257,6 +270,7 @@ class DebugOptions:
                            ("ORTMODULE_EXPORTER", "exporter"),
                            ("ORTMODULE_DYNAMIC_SHAPES", "dynamic_shapes"),
                            ("ORTMODULE_LABEL_SPARSITY", "label_sparsity"),
+                           ("ORTMODULE_LINEAR_CROSS_ENTROPY", "linear_cross_entropy"),
                            ("ORTMODULE_CACHE_DIR", "cache_dir")):
             value = os.environ.get(env)
             if value is not None:

@@ -111,6 +111,9 @@ ORTM_CUDA_KERNEL(cuda_tile);
 ORTM_CUDA_KERNEL(cuda_tile_grad);
 ORTM_CUDA_KERNEL(cuda_trilu);
 ORTM_CUDA_KERNEL(cuda_cumsum);
+// linear_cross_entropy.cu
+ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy);
+ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy_grad);
 // logic.cu
 ORTM_CUDA_KERNEL(cuda_equal);
 ORTM_CUDA_KERNEL(cuda_less);

@@ -349,6 +349,12 @@ std::vector<OpDef> build_table() {
           .grad_outputs(1),
       Row("", "NegativeLogLikelihoodLoss", 12, shape_nll_loss, cpu_nll_loss, grad_nll_loss)
           .cuda(cuda_nll_loss),
+      // A head's product (+ bias) and SoftmaxCrossEntropyLoss in one, computed a block of rows
+      // at a time (passes/linear_cross_entropy_fusion.h); output 1 (lse) is kept for backward.
+      Row(kOwn, "FusedLinearCrossEntropy", 1, shape_fused_linear_cross_entropy,
+          cpu_fused_linear_cross_entropy, grad_fused_linear_cross_entropy)
+          .cuda(cuda_fused_linear_cross_entropy)
+          .grad_outputs(1),
       // ---- Resampling and per-sample normalization: torch's avg_pool divisor_override ----
       // AveragePool whose windows divide by the divisor_override attribute.
       Row(kOwn, "AveragePoolTorch", 1, shape_avgpool, cpu_avgpool, grad_avgpool).cuda(cuda_avgpool),

@@ -105,6 +105,10 @@ std::vector<OpDef> internal_rows() {
           cpu_softmax_cross_entropy_grad, nullptr)
           .cuda(cuda_softmax_cross_entropy_grad)
           .internal(),
+      Row(kOwn, "FusedLinearCrossEntropyGrad", 1, shape_fused_linear_cross_entropy_grad,
+          cpu_fused_linear_cross_entropy_grad, nullptr)
+          .cuda(cuda_fused_linear_cross_entropy_grad)
+          .internal(),
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr)
           .cuda(cuda_gather_grad, {0})
           .internal(),

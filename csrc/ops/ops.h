@@ -162,6 +162,12 @@ void cpu_scatter_nd(OpContext&);
 void grad_scatter_nd(GradContext&);
 std::vector<OutputInfo> shape_nonzero(const OpContext&);
 void cpu_nonzero(OpContext&);
+// linear_cross_entropy_ops.cpp
+std::vector<OutputInfo> shape_fused_linear_cross_entropy(const OpContext&);
+void cpu_fused_linear_cross_entropy(OpContext&);
+std::vector<OutputInfo> shape_fused_linear_cross_entropy_grad(const OpContext&);
+void cpu_fused_linear_cross_entropy_grad(OpContext&);
+void grad_fused_linear_cross_entropy(GradContext&);
 // logic_ops.cpp
 std::vector<OutputInfo> shape_compare(const OpContext&);
 void cpu_equal(OpContext&);

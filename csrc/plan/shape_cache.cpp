@@ -43,8 +43,9 @@ const std::unordered_map<std::string, std::vector<int>>& shape_inputs_table() {
         "SoftmaxCrossEntropyLossGrad SimplifiedLayerNormalization "
         "SimplifiedLayerNormalizationGrad");
     for (std::string op; ms_shape_only >> op;) t["com.microsoft:" + op] = {};
-    for (const char* op : {"ClipGrad", "ErfGrad", "GeluGrad", "ScalarLike", "ZerosLike",
-                           "StopGradient", "Embedding"})
+    for (const char* op :
+         {"ClipGrad", "ErfGrad", "GeluGrad", "ScalarLike", "ZerosLike", "StopGradient", "Embedding",
+          "FusedLinearCrossEntropy", "FusedLinearCrossEntropyGrad"})
       t[std::string("ai.ortmodule:") + op] = {};
     // Gradient ops whose output shape is the value of a shape input.
     t["ai.ortmodule:SumToShape"] = {1};

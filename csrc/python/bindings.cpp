@@ -137,7 +137,8 @@ PYBIND11_MODULE(_C, m) {
           py::init([](py::bytes data, std::vector<std::string> feed, std::vector<std::string> wrt,
                       std::vector<std::pair<std::string, std::string>> state_outputs,
                       bool graph_optimizations, std::string label_sparsity,
-                      std::map<std::string, at::Tensor> sample_inputs) {
+                      std::map<std::string, at::Tensor> sample_inputs,
+                      std::string linear_cross_entropy) {
             ProgramOptions o;
             o.feed_initializers = std::move(feed);
             o.wrt = std::move(wrt);
@@ -149,6 +150,12 @@ PYBIND11_MODULE(_C, m) {
                   "\"never\"; got \"" +
                   label_sparsity + "\"");
             o.label_sparsity = label_sparsity;
+            if (linear_cross_entropy != "auto" && linear_cross_entropy != "always" &&
+                linear_cross_entropy != "never")
+              throw py::value_error(
+                  "linear_cross_entropy must be \"auto\", \"always\" or \"never\"; got \"" +
+                  linear_cross_entropy + "\"");
+            o.linear_cross_entropy = linear_cross_entropy;
             for (const auto& [name, t] : sample_inputs)
               o.sample_inputs[name] = from_torch(t.cpu().contiguous(), "sample input", name);
             std::string bytes(data);
@@ -158,7 +165,8 @@ PYBIND11_MODULE(_C, m) {
           py::arg("onnx_bytes"), py::arg("feed_initializers"), py::arg("wrt"),
           py::arg("state_outputs") = std::vector<std::pair<std::string, std::string>>{},
           py::arg("graph_optimizations") = true, py::arg("label_sparsity") = "auto",
-          py::arg("sample_inputs") = std::map<std::string, at::Tensor>{})
+          py::arg("sample_inputs") = std::map<std::string, at::Tensor>{},
+          py::arg("linear_cross_entropy") = "auto")
       .def_property_readonly("notes", &Program::notes)
       .def_property_readonly("input_names", &Program::input_names)
       .def_property_readonly("output_names", &Program::output_names)

@@ -15,6 +15,7 @@
 #include "passes/elementwise_fusion.h"
 #include "passes/gelu_fusion.h"
 #include "passes/label_sparsity.h"
+#include "passes/linear_cross_entropy_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
 #include "passes/recompute.h"
@@ -98,6 +99,16 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
       fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                    state_values);
     });
+    // After label sparsity (its gathered rows fuse alike) and transpose folding (a tied
+    // embedding's head is then one FusedMatMul).
+    if (options.linear_cross_entropy != "never") {
+      const int64_t min_bytes =
+          options.linear_cross_entropy == "always" ? 0 : kLinearCrossEntropyAutoBytes;
+      run_pass("linear_cross_entropy_fusion", *graph_, passes_, [&] {
+        for (std::string& note : fuse_linear_cross_entropy(*graph_, state_values, min_bytes))
+          notes_.push_back(std::move(note));
+      });
+    }
   }
   if (!options.wrt.empty()) {
     std::vector<Value*> wrt;

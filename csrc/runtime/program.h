@@ -13,6 +13,10 @@
 
 namespace ortmodule {
 
+// "auto" linear cross-entropy fusion: where the head's logits would take 1 GiB or more. The
+// fused kernel saves their memory but, on the CPU, takes longer than the unfused head.
+constexpr int64_t kLinearCrossEntropyAutoBytes = int64_t{1} << 30;
+
 struct ProgramOptions {
   std::vector<std::string> feed_initializers;  // initializers fed every run (parameters, buffers)
   std::vector<std::string> wrt;                // graph inputs that need gradients (may be empty)
@@ -27,6 +31,10 @@ struct ProgramOptions {
   // "always" or "never"; for "auto", the first call's values of integer graph inputs (by
   // name), from which the pass reads how many labels a loss ignores.
   std::string label_sparsity = "auto";
+  // Linear cross-entropy fusion (passes/linear_cross_entropy_fusion.h), part of the graph
+  // optimizations: "auto" (where the logits would hold at least kLinearCrossEntropyAutoBytes),
+  // "always" or "never".
+  std::string linear_cross_entropy = "auto";
   std::map<std::string, Tensor> sample_inputs;
 };
 

@@ -23,6 +23,7 @@ from tests.python.sample_utils import (
     fused_attention_reference,
     fused_matmul_reference,
     i64,
+    linear_cross_entropy_reference,
     rand,
     rnn_layer_reference,
     scaled_masked_softmax_reference,
@@ -401,6 +402,23 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"scores": rand(4, 3)}, constants={"labels": i64([0, 2, 1, 2]),
                                              "w": rand(3, low=0.5, high=1.5)},
           attrs={"ignore_index": 2}, order=["scores", "labels", "w"]),
+    ],
+    # A head's product and its loss in row blocks: a Linear's [V, K] weight over [B, T, K]
+    # rows, 2 rows a block, a bias, one ignored row; a [K, V] weight, summed, 4 rows a block
+    # (the last one short); per-row losses with ignore_index 1, one block.
+    "FusedLinearCrossEntropy": [
+        S({"x": rand(2, 3, 4), "w": rand(5, 4), "bias": rand(5)},
+          constants={"labels": i64([[1, 0, 4], [3, -100, 2]])}, order=["x", "w", "labels", "bias"],
+          attrs={"trans_w": 1, "reduction": "mean", "ignore_index": -100, "block_rows": 2},
+          num_outputs=2, domain="ai.ortmodule",
+          expected=linear_cross_entropy_reference(1, "mean", -100)),
+        S({"x": rand(5, 3), "w": rand(3, 6)}, constants={"labels": i64([5, 0, 2, 2, 1])},
+          order=["x", "w", "labels"], attrs={"trans_w": 0, "reduction": "sum", "block_rows": 4},
+          domain="ai.ortmodule", expected=linear_cross_entropy_reference(0, "sum")),
+        S({"x": rand(4, 3), "w": rand(6, 3), "bias": rand(6)},
+          constants={"labels": i64([5, 1, 1, 0])}, order=["x", "w", "labels", "bias"],
+          attrs={"reduction": "none", "ignore_index": 1}, domain="ai.ortmodule",
+          expected=linear_cross_entropy_reference(1, "none", 1)),
     ],
     "NegativeLogLikelihoodLoss": [
         S({"input": rand(3, 4)}, constants={"target": i64([1, 0, 3])}, order=["input", "target"]),

@@ -18,6 +18,7 @@ from tests.python.sample_utils import (
     conv_transpose_reference,
     fused_attention_reference,
     fused_matmul_reference,
+    linear_cross_entropy_reference,
     rnn_layer_reference,
     scaled_masked_softmax_reference,
     simplified_layernorm_reference,
@@ -392,6 +393,15 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         L({"scores": f(64, 16, 128, low=-3, high=3)}, constants={"labels": idx(16, 64, 128)},
           attrs={"reduction": "none", "ignore_index": 3}, order=["scores", "labels"],
           num_outputs=2),
+    ],
+    # 512 rows over 1000 classes in blocks of 96 rows (the last one short), a tenth ignored.
+    "FusedLinearCrossEntropy": [
+        L({"x": f(2, 256, 64), "w": f(1000, 64, low=-0.3, high=0.3), "bias": f(1000)},
+          constants={"labels": np.where(idx(10, 2, 256) == 0, -100, idx(1000, 2, 256))},
+          order=["x", "w", "labels", "bias"],
+          attrs={"reduction": "mean", "ignore_index": -100, "block_rows": 96},
+          domain="ai.ortmodule", num_outputs=2, reference_rtol=1e-5,
+          expected=linear_cross_entropy_reference(1, "mean", -100)),
     ],
     "NegativeLogLikelihoodLoss": [
         L({"input": f(4096, 32)}, constants={"target": idx(32, 4096)},

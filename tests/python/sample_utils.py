@@ -80,6 +80,30 @@ def scaled_masked_softmax_reference(
     return reference
 
 
+def linear_cross_entropy_reference(
+        trans_w: int = 1, reduction: str = "mean",
+        ignore_index: int | None = None) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule FusedLinearCrossEntropy: SoftmaxCrossEntropyLoss(x op(w) + bias, labels),
+    x read as [rows, hidden], op(w) = w^T when trans_w; outputs the loss and each row's
+    logsumexp (computed in float64, rounded to x's dtype)."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x, w, labels = d["x"], d["w"], d["labels"].reshape(-1)
+        logits = x.reshape(-1, x.shape[-1]).astype(np.float64) @ (w.T if trans_w else w)
+        if "bias" in d:
+            logits = logits + d["bias"]
+        top = logits.max(axis=1, keepdims=True)
+        lse = (top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True)))[:, 0]
+        kept = np.ones(labels.shape, dtype=bool) if ignore_index is None else labels != ignore_index
+        rows = np.arange(labels.size)
+        losses = np.where(kept, lse - logits[rows, np.where(kept, labels, 0)], 0.0)
+        if reduction == "none":
+            loss = losses.reshape(d["labels"].shape)
+        else:
+            loss = np.asarray(losses.sum() / (kept.sum() if reduction == "mean" else 1))
+        return [loss.astype(x.dtype), lse.astype(x.dtype)]
+    return reference
+
+
 def fused_attention_reference(
         scale: float, bshd: int = 0) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule FusedAttention: ScaledMaskedSoftmax(q k^T, mask, fill; scale) v, q, k and v

@@ -134,6 +134,11 @@ void nll_backward_checked(int64_t N, int64_t C, int64_t D, const T* dloss, const
 
 }  // namespace
 
+void check_loss_labels(const char* op, int64_t N, int64_t C, int64_t D, const int64_t* target,
+                       int64_t ignore_index, bool has_ignore_index) {
+  check_labels(op, N, C, D, target, ignore_index, has_ignore_index);
+}
+
 template <typename T>
 void nll_loss_forward(int64_t N, int64_t C, int64_t D, const T* input, const int64_t* target,
                       const T* weight, Reduction reduction, int64_t ignore_index,

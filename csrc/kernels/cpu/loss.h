@@ -18,6 +18,12 @@
 
 namespace ortmodule {
 
+// Throws std::invalid_argument (naming `op`, the label, its position and C) for the first label
+// of target [N, D] outside [0, C) that is not ignore_index. Call it serially, before parallel
+// work reads the labels.
+void check_loss_labels(const char* op, int64_t N, int64_t C, int64_t D, const int64_t* target,
+                       int64_t ignore_index, bool has_ignore_index);
+
 // input: [N, C, D], target: [N, D], weight: [C]? -> loss: [N * D] (None) or [1]
 // l[n, d] = -input[n, target[n, d], d] * weight[target[n, d]]
 template <typename T>
