@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ortmodule.profiling import GraphRecord, OpStat, ProfileReport
+# The records formatted here (profiling.OpStat, GraphRecord, ProfileReport) are typed Any: the
+# report imports this module, not the other way round.
+OpStat = GraphRecord = ProfileReport = Any
 
 # The phases in the order a step runs them, with their printed names.
 PHASE_LABELS = (
