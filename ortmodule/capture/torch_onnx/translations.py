@@ -50,12 +50,20 @@ def _register_own_schemas() -> None:
                     param("input_mean", "T"), param("input_var", "T")],
             outputs=[param("Y", "T"), param("running_mean", "T"), param("running_var", "T")],
             type_constraints=[("T", ["tensor(float)", "tensor(double)"], "floats")],
-            attributes=[attr("epsilon", kind.FLOAT, "added to the variance"),
-                        attr("momentum", kind.FLOAT, "weight of the old running value"),
+            # One-element DOUBLE tensors: eager adds eps and weighs by momentum in double
+            # precision, and ONNX's FLOAT attributes are 32-bit (a float64 model's eps=1e-3
+            # would move its outputs by 1e-9 relative).
+            attributes=[attr("epsilon", kind.TENSOR, "added to the variance"),
+                        attr("momentum", kind.TENSOR, "weight of the old running value"),
                         attr("training_mode", kind.INT, "normalize with batch statistics")]))
 
 
 _register_own_schemas()
+
+
+def _double(value: float) -> onnx.TensorProto:
+    """An attribute of BatchNormTorch: a one-element DOUBLE tensor."""
+    return onnx.helper.make_tensor("value", onnx.TensorProto.DOUBLE, [], [float(value)])
 
 
 def _channel_ones(input: Any, value: float) -> Any:
@@ -96,7 +104,7 @@ def batch_norm_functional(input: Any, weight: Any = None, bias: Any = None,
     # BatchNormalization with the biased one): the engine's BatchNormTorch does.
     y, new_mean, new_var = own.BatchNormTorch(
         input, weight, bias, running_mean, running_var,
-        epsilon=eps, momentum=1.0 - momentum, training_mode=1)
+        epsilon=_double(eps), momentum=_double(1.0 - momentum), training_mode=1)
     save_mean, save_invstd = _saved_statistics(input, eps)
     return y, save_mean, save_invstd, new_mean, new_var
 
@@ -115,7 +123,7 @@ def batch_norm_no_stats(input: Any, weight: Any = None, bias: Any = None,
     # throwaway values (its running-statistic outputs are not used).
     y, _, _ = op.BatchNormalization(
         input, weight, bias, _channel_ones(input, 0.0), _channel_ones(input, 1.0),
-        epsilon=eps, momentum=1.0 - momentum, training_mode=1)
+        epsilon=_double(eps), momentum=_double(1.0 - momentum), training_mode=1)
     save_mean, save_invstd = _saved_statistics(input, eps)
     return y, save_mean, save_invstd
 
