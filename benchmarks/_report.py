@@ -51,6 +51,28 @@ def tf32_settings() -> str:
             f"{on[torch.backends.cudnn.allow_tf32]} (torch.backends.cudnn.allow_tf32)")
 
 
+def isa_line() -> str:
+    """Which vector instructions ran: the engine's kernels (``_C.cpu_isa``, chosen from the CPU
+    or by ORTMODULE_CPU_ISA) and torch's (ATEN_CPU_CAPABILITY); the CPU's widest is beside."""
+    from ortmodule import _C
+
+    widest = next((name for name in ("avx512bf16", "avx512", "avx2")
+                   if _C.cpu_isa_supported(name)), "baseline")
+    return (f"engine kernels {_C.cpu_isa()}, torch kernels "
+            f"{torch.backends.cpu.get_cpu_capability().lower()} (the CPU has up to {widest})")
+
+
+def results_name(device: str) -> str:
+    """One results file per machine kind: RESULTS.md for AVX-512 kernels (the engine's), then
+    RESULTS_AVX2.md, RESULTS_BASELINE.md, and RESULTS_CUDA.md on a GPU."""
+    from ortmodule import _C
+
+    if device == "cuda":
+        return "RESULTS_CUDA.md"
+    isa = _C.cpu_isa()
+    return "RESULTS.md" if isa.startswith("avx512") else f"RESULTS_{isa.upper()}.md"
+
+
 @dataclass
 class Machine:
     device: str
@@ -64,6 +86,7 @@ class Machine:
     date: str = ""
     engine_gemm: str = ""  # what runs the engine's CPU GEMMs, and why (_C.cpu_gemm_reason)
     cuda_math: str = ""  # torch's TF32 switches, which every runner follows on a GPU
+    isa: str = ""  # the engine's vector kernels (_C.cpu_isa) and torch's (its CPU capability)
 
     @classmethod
     def describe(cls, device: str, sgemm: dict[str, float], sgemm_error: str) -> Machine:
@@ -72,7 +95,8 @@ class Machine:
         return cls(device, cpu_name(), os.cpu_count() or 0, torch.get_num_threads(), sgemm,
                    sgemm_error, load_average(), date=f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
                    engine_gemm=_C.cpu_gemm_reason() if device == "cpu" else "",
-                   cuda_math=tf32_settings() if device == "cuda" else "")
+                   cuda_math=tf32_settings() if device == "cuda" else "",
+                   isa=isa_line())
 
     def finish(self) -> None:
         self.load_at_end = load_average()
@@ -145,25 +169,34 @@ def _speedup(model: str, over: str) -> Callable[[dict[str, ModelResult], Machine
     return value
 
 
-def _mlp_ceiling_share(results: dict[str, ModelResult], host: Machine) -> float | None:
-    mlp = results.get("mlp")
-    if mlp is None or not mlp.train_gflop or not mlp.ms("ortmodule") or not host.ceiling:
-        return None
-    return 100 * mlp.train_gflop / (mlp.ms("ortmodule") / 1e3) / host.ceiling
+def _ceiling_share(model: str) -> Callable[[dict[str, ModelResult], Machine], float | None]:
+    """The whole ORTModule step's model GFLOP/s as a share of the machine's SGEMM ceiling."""
+    def value(results: dict[str, ModelResult], host: Machine) -> float | None:
+        result = results.get(model)
+        if result is None or not result.train_gflop or not result.ms("ortmodule") \
+                or not host.ceiling:
+            return None
+        return 100 * result.train_gflop / (result.ms("ortmodule") / 1e3) / host.ceiling
+    return value
 
 
-def _bert_memory(results: dict[str, ModelResult], _: Machine) -> float | None:
-    bert = results.get("bert")
-    if bert is None:
-        return None
-    ort = bert.runners.get("ortmodule", {}).get("peak_rss_growth_mib")
-    eager = bert.runners.get("eager", {}).get("peak_rss_growth_mib")
-    return ort / eager if ort is not None and eager else None
+def _memory(model: str) -> Callable[[dict[str, ModelResult], Machine], float | None]:
+    """ORTModule's steady peak RSS growth over eager's."""
+    def value(results: dict[str, ModelResult], _: Machine) -> float | None:
+        result = results.get(model)
+        if result is None:
+            return None
+        ort = result.runners.get("ortmodule", {}).get("peak_rss_growth_mib")
+        eager = result.runners.get("eager", {}).get("peak_rss_growth_mib")
+        return ort / eager if ort is not None and eager else None
+    return value
 
 
-def _bert_first_call(results: dict[str, ModelResult], _: Machine) -> float | None:
-    bert = results.get("bert")
-    return bert.runners.get("ortmodule", {}).get("first_call_s") if bert else None
+def _first_call(model: str) -> Callable[[dict[str, ModelResult], Machine], float | None]:
+    def value(results: dict[str, ModelResult], _: Machine) -> float | None:
+        result = results.get(model)
+        return result.runners.get("ortmodule", {}).get("first_call_s") if result else None
+    return value
 
 
 def _mlp_framework(results: dict[str, ModelResult], _: Machine) -> float | None:
@@ -172,16 +205,28 @@ def _mlp_framework(results: dict[str, ModelResult], _: Machine) -> float | None:
 
 
 TARGETS = (
-    Target("BERT-small: ORTModule vs eager", 1.3, True, _speedup("bert", "eager")),
-    Target("BERT-small: ORTModule vs torch.compile", 1.1, True, _speedup("bert", "compile")),
-    Target("GPT-2-small: ORTModule vs eager", 1.3, True, _speedup("gpt2", "eager")),
-    Target("GPT-2-small: ORTModule vs torch.compile", 1.1, True, _speedup("gpt2", "compile")),
+    Target("BERT-small: ORTModule vs eager", 1.5, True, _speedup("bert", "eager")),
+    Target("BERT-small: ORTModule vs torch.compile", 1.3, True, _speedup("bert", "compile")),
+    Target("BERT-small: ORTModule share of the SGEMM ceiling", 70.0, True,
+           _ceiling_share("bert"), "%"),
+    Target("GPT-2-small: ORTModule vs eager", 1.5, True, _speedup("gpt2", "eager")),
+    Target("GPT-2-small: ORTModule vs torch.compile", 1.3, True, _speedup("gpt2", "compile")),
+    Target("GPT-2-small: ORTModule share of the SGEMM ceiling", 70.0, True,
+           _ceiling_share("gpt2"), "%"),
+    Target("Llama-small: ORTModule vs eager", 1.5, True, _speedup("llama", "eager")),
+    Target("Llama-small: ORTModule vs torch.compile", 1.3, True, _speedup("llama", "compile")),
+    Target("Llama-small: ORTModule share of the SGEMM ceiling", 70.0, True,
+           _ceiling_share("llama"), "%"),
     Target("CNN: ORTModule vs eager", 2.0, True, _speedup("cnn", "eager")),
     Target("MLP: ORTModule vs eager", 1.3, True, _speedup("mlp", "eager")),
-    Target("MLP: ORTModule share of the SGEMM ceiling", 70.0, True, _mlp_ceiling_share, "%"),
+    Target("MLP: ORTModule share of the SGEMM ceiling", 70.0, True, _ceiling_share("mlp"), "%"),
     Target("ResNet 64x64 b16: ORTModule vs eager", 1.5, True, _speedup("resnet", "eager")),
-    Target("BERT-small: ORTModule peak RSS growth / eager's", 0.8, False, _bert_memory),
-    Target("BERT-small: ORTModule first call", 2.0, False, _bert_first_call, " s"),
+    Target("BERT-small: ORTModule peak RSS growth / eager's", 0.8, False, _memory("bert")),
+    Target("BERT-small: ORTModule first call", 2.0, False, _first_call("bert"), " s"),
+    Target("GPT-2-124M: ORTModule vs eager", 1.3, True, _speedup("gpt2-124m", "eager")),
+    Target("GPT-2-124M: ORTModule peak RSS growth / eager's", 0.6, False,
+           _memory("gpt2-124m")),
+    Target("GPT-2-124M: ORTModule first call", 5.0, False, _first_call("gpt2-124m"), " s"),
     Target("MLP: ORTModule framework time (forward+backward)", 30.0, False, _mlp_framework,
            " µs"),
 )
@@ -217,7 +262,8 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
         f"SGEMM ceiling {f'{ceiling:.0f} GFLOP/s' if ceiling else 'n/a'} "
         f"(float32 best GFLOP/s of torch.mm and the engine's GEMM, MxKxN: {sgemm}"
         f"{'; engine GEMM: ' + host.engine_gemm if host.engine_gemm else ''})"
-        f"{'; ' + host.cuda_math if host.cuda_math else ''}"),
+        f"{'; ' + host.cuda_math if host.cuda_math else ''}"
+        f"{'; ISA: ' + host.isa if host.isa and host.device == 'cpu' else ''}"),
         f"- load average (1/5/15 min) at start {host.load_at_start}, at end "
         f"{host.load_at_end}" + (f"; {args.note}" if args.note else ""),
         (f"- {host.date}; round-robin over runners, {args.warmup} warm-up rounds (the first "

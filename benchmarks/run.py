@@ -45,6 +45,8 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py --device cuda --tf32 off       # float32 products and convolutions
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
                                                    # (after each model, then the whole)
+    ORTMODULE_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 python benchmarks/run.py --write
+                                                   # AVX2 kernels on both sides: RESULTS_AVX2.md
 """
 
 from __future__ import annotations
@@ -76,10 +78,10 @@ from _models import (
     set_gpt2_124m_shape,
     training_flops,
 )
-from _report import Machine, ModelResult, render
+from _report import Machine, ModelResult, render, results_name
 
 RUNNERS = ("eager", "compile", "ortmodule")
-RESULTS_FILE = Path(__file__).resolve().parent / "RESULTS.md"
+RESULTS_DIR = Path(__file__).resolve().parent
 RESULT_PREFIX = "RESULT "
 ORTMODULE_STAGES = ("trace", "lowering", "build")
 
@@ -500,7 +502,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
     parser.add_argument("--note", default="", help="a line for the header (e.g. machine load)")
-    parser.add_argument("--write", action="store_true", help=f"also write {RESULTS_FILE.name}")
+    parser.add_argument("--write", action="store_true",
+                        help="also write the results file of what ran: RESULTS.md (the engine's "
+                        "AVX-512 kernels), RESULTS_AVX2.md (ORTMODULE_CPU_ISA=avx2 or an AVX2 "
+                        "CPU), RESULTS_CUDA.md (--device cuda)")
     parser.add_argument("--memory-child", nargs=2, metavar=("MODEL", "RUNNER"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -540,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     host = machine(args)
     command = shlex.join(["python", "benchmarks/run.py", *(sys.argv[1:] if argv is None
                                                           else argv)])
+    results_file = RESULTS_DIR / results_name(args.device)
     results = []
     for model_name in args.models:
         print(f"{model_name}:", file=sys.stderr, flush=True)
@@ -547,13 +553,13 @@ def main(argv: list[str] | None = None) -> int:
         remeasure_sgemm(args, host)
         host.finish()
         if args.write and len(results) < len(args.models):  # an interrupted run keeps these
-            RESULTS_FILE.write_text(render(host, results, args, command,
+            results_file.write_text(render(host, results, args, command,
                                            pending=args.models[len(results):]))
     table = render(host, results, args, command)
     print(table)
     if args.write:
-        RESULTS_FILE.write_text(table)
-        print(f"wrote {RESULTS_FILE}", file=sys.stderr)
+        results_file.write_text(table)
+        print(f"wrote {results_file}", file=sys.stderr)
     failed = [(r.name, name) for r in results for name, row in r.runners.items()
               if "error" in row and name != "compile"]
     return 1 if failed else 0

@@ -46,7 +46,9 @@ def test_quick_mlp_run_prints_the_table() -> None:
     framework = table_row(out.split("## ORTModule framework time")[1], "mlp")
     assert all(re.fullmatch(r"-?\d+(\.\d+)?", cell) for cell in framework[1:]), framework
     assert "| MLP: ORTModule vs eager | >= 1.3x |" in out
-    assert "| BERT-small: ORTModule vs eager | >= 1.3x | not measured |" in out
+    assert "| BERT-small: ORTModule vs eager | >= 1.5x | not measured |" in out
+    assert "| GPT-2-124M: ORTModule peak RSS growth / eager's | <= 0.6x | not measured |" in out
+    assert re.search(r"ISA: engine kernels (baseline|avx2|avx512|avx512bf16), torch kernels", out)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the row of a missing GPU")
