@@ -204,19 +204,17 @@ def _mlp_framework(results: dict[str, ModelResult], _: Machine) -> float | None:
     return mlp.framework.get("fwd_bwd_us") if mlp else None
 
 
+def _transformer_targets(label: str, model: str) -> tuple[Target, ...]:
+    return (Target(f"{label}: ORTModule vs eager", 1.5, True, _speedup(model, "eager")),
+            Target(f"{label}: ORTModule vs torch.compile", 1.3, True, _speedup(model, "compile")),
+            Target(f"{label}: ORTModule share of the SGEMM ceiling", 70.0, True,
+                   _ceiling_share(model), "%"))
+
+
 TARGETS = (
-    Target("BERT-small: ORTModule vs eager", 1.5, True, _speedup("bert", "eager")),
-    Target("BERT-small: ORTModule vs torch.compile", 1.3, True, _speedup("bert", "compile")),
-    Target("BERT-small: ORTModule share of the SGEMM ceiling", 70.0, True,
-           _ceiling_share("bert"), "%"),
-    Target("GPT-2-small: ORTModule vs eager", 1.5, True, _speedup("gpt2", "eager")),
-    Target("GPT-2-small: ORTModule vs torch.compile", 1.3, True, _speedup("gpt2", "compile")),
-    Target("GPT-2-small: ORTModule share of the SGEMM ceiling", 70.0, True,
-           _ceiling_share("gpt2"), "%"),
-    Target("Llama-small: ORTModule vs eager", 1.5, True, _speedup("llama", "eager")),
-    Target("Llama-small: ORTModule vs torch.compile", 1.3, True, _speedup("llama", "compile")),
-    Target("Llama-small: ORTModule share of the SGEMM ceiling", 70.0, True,
-           _ceiling_share("llama"), "%"),
+    *(target for label, model in (("BERT-small", "bert"), ("GPT-2-small", "gpt2"),
+                                  ("Llama-small", "llama"))
+      for target in _transformer_targets(label, model)),
     Target("CNN: ORTModule vs eager", 2.0, True, _speedup("cnn", "eager")),
     Target("MLP: ORTModule vs eager", 1.3, True, _speedup("mlp", "eager")),
     Target("MLP: ORTModule share of the SGEMM ceiling", 70.0, True, _ceiling_share("mlp"), "%"),
