@@ -14,6 +14,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     conv,
     decompose,
     einsum,
+    elementary,
     elementwise,
     factories,
     indexing,

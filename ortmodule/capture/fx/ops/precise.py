@@ -11,13 +11,10 @@ from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
 from ortmodule.capture.fx.registry import register
 
 
-@register(aten.log1p.default)
-def _log1p(lw: Lowering, node: Any, x: Any) -> Any:
-    """log(1 + x) as x * log(u) / (u - 1) with u = 1 + x (exact to a few ulps where u - 1
-    rounds), x itself where u rounds to 1; the divisor of the unused branch is kept away
+def log1p_value(lw: Lowering, v: Any, dtype: Any) -> Any:
+    """log(1 + v) as v * log(u) / (u - 1) with u = 1 + v (exact to a few ulps where u - 1
+    rounds), v itself where u rounds to 1; the divisor of the unused branch is kept away
     from zero so that no NaN reaches the gradient."""
-    dtype = _out(node).dtype
-    v = lw.tensor(x, dtype)
     one = lw.const(1.0, dtype)
     u = lw.op("Add", [v, one])
     d = lw.op("Sub", [u, one])
@@ -25,6 +22,12 @@ def _log1p(lw: Lowering, node: Any, x: Any) -> Any:
     safe = lw.op("Where", [tiny, one, d])
     kahan = lw.op("Div", [lw.op("Mul", [v, lw.op("Log", [u])]), safe])
     return lw.op("Where", [tiny, v, kahan])
+
+
+@register(aten.log1p.default)
+def _log1p(lw: Lowering, node: Any, x: Any) -> Any:
+    dtype = _out(node).dtype
+    return log1p_value(lw, lw.tensor(x, dtype), dtype)
 
 
 @register(aten.expm1.default)
