@@ -1,7 +1,8 @@
-"""Elementary functions through the fx exporter with no bridging (log2, log10, exp2,
-logaddexp2, hypot, trunc, frac, signbit, copysign, fmax, fmin, logical_xor, angle), forward
-and input gradients against eager PyTorch on the inputs where a naive formula goes wrong:
-signed zeros, NaN, infinities, ties, values whose squares overflow, integer inputs."""
+"""Elementary functions through the fx exporter with no bridging (log2, log10, exp2, erfc,
+logaddexp2, hypot, trunc, frac, signbit, copysign, fmax, fmin, logical_xor, angle; addbmm),
+forward and input gradients against eager PyTorch on the inputs where a naive formula goes
+wrong: signed zeros, NaN, infinities, ties, tails, values whose squares overflow, integer
+inputs."""
 
 from __future__ import annotations
 
@@ -100,3 +101,21 @@ def test_angle_of_real_tensors() -> None:
     x = t(-1.0, 2.0).requires_grad_()
     assert ORTModule(Apply(torch.angle), FX)(x).requires_grad  # as eager's (zero gradient)
     check(torch.angle, torch.tensor([-3, 0, 4]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfc_keeps_its_tails(dtype: torch.dtype) -> None:
+    x = t(-12.0, -3.0, -0.5, 0.0, 1e-3, 0.5, 3.0, 9.0, 12.0, 30.0, dtype=dtype)
+    rtol = 1e-5 if dtype == torch.float32 else 1e-12
+    check(torch.erfc, x, rtol=rtol, atol=0)  # erfc(9) = 4e-37: relative, not 1 - erf
+
+
+@pytest.mark.parametrize(("beta", "alpha"), [(1, 1), (0.5, -2.0), (0, 1)])
+def test_addbmm(beta: float, alpha: float) -> None:
+    bias = randn(3, 5)
+    if beta == 0:
+        bias[0, 0] = NAN  # ignored with beta = 0
+    check(lambda i, a, b: torch.addbmm(i, a, b, beta=beta, alpha=alpha), bias,
+          randn(4, 3, 2, seed=1), randn(4, 2, 5, seed=2))
+    check(lambda i, a, b: torch.addbmm(i, a, b, beta=beta, alpha=alpha), randn(5, seed=3),
+          randn(4, 3, 2, seed=1), randn(4, 2, 5, seed=2))  # bias broadcast

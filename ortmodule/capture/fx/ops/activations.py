@@ -69,6 +69,20 @@ TABLE[aten.special_erfcx.default] = _unary("Erfcx", OWN_DOMAIN)
 TABLE[aten.special_log_ndtr.default] = _unary("LogNdtr", OWN_DOMAIN)
 
 
+@register(aten.erfc.default, aten.special_erfc.default)
+def _erfc(lw: Lowering, node: Any, x: Any) -> Any:
+    """erfc(a) = erfcx(a) exp(-a^2) for a = |x| (no cancellation of 1 - erf(x) in the tail),
+    and 2 - erfc(-x) below zero (erfc(-x) is at most 1 there: no cancellation either). a
+    is taken through a select, not Abs, so that the gradient at 0 is erfc's."""
+    v = _float_input(lw, node, x)
+    dtype = _out(node).dtype
+    negative = lw.op("Less", [v, lw.const(0.0, dtype)])
+    a = lw.op("Where", [negative, lw.op("Neg", [v]), v])
+    tail = lw.op("Mul", [lw.op("Erfcx", [a], domain=OWN_DOMAIN),
+                         lw.op("Exp", [lw.op("Neg", [lw.op("Mul", [a, a])])])])
+    return lw.op("Where", [negative, lw.op("Sub", [lw.const(2.0, dtype), tail]), tail])
+
+
 @register(aten.round.default, aten.round.decimals)
 def _round(lw: Lowering, node: Any, x: Any, decimals: int = 0) -> Any:
     """Half to even; with decimals, torch's nearbyint(x * 10^d) / 10^d (x / 10^-d, then

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ortmodule.capture.fx.builder import Lowering
-from ortmodule.capture.fx.ops.common import aten
+from ortmodule.capture.fx.ops.common import _out, aten
 from ortmodule.capture.fx.registry import register
 
 
@@ -23,6 +23,23 @@ def _addmm(lw: Lowering, node: Any, bias: Any, a: Any, b: Any, beta: Any = 1,
            alpha: Any = 1) -> Any:
     return lw.op("Gemm", [lw.tensor(a), lw.tensor(b), lw.tensor(bias)],
                  alpha=float(alpha), beta=float(beta))
+
+
+@register(aten.addbmm.default)
+def _addbmm(lw: Lowering, node: Any, bias: Any, a: Any, b: Any, beta: Any = 1,
+            alpha: Any = 1) -> Any:
+    """beta * bias + alpha * sum over the batch of a[i] @ b[i]; beta = 0 ignores bias (its
+    NaN and infinities too), as PyTorch does."""
+    dtype = _out(node).dtype
+    total = lw.op("ReduceSum", [lw.op("MatMul", [lw.tensor(a), lw.tensor(b)]), lw.ints([0])],
+                  keepdims=0)
+    if alpha != 1:
+        total = lw.op("Mul", [total, lw.const(alpha, dtype)])
+    if beta == 0:
+        return lw.op("Expand", [total, lw.shape(list(_out(node).shape))])
+    scaled = lw.tensor(bias) if beta == 1 else lw.op("Mul", [lw.tensor(bias),
+                                                             lw.const(beta, dtype)])
+    return lw.op("Add", [scaled, total])
 
 
 @register(aten.matmul.default, aten.mm.default, aten.bmm.default)
