@@ -119,3 +119,14 @@ def test_addbmm(beta: float, alpha: float) -> None:
           randn(4, 3, 2, seed=1), randn(4, 2, 5, seed=2))
     check(lambda i, a, b: torch.addbmm(i, a, b, beta=beta, alpha=alpha), randn(5, seed=3),
           randn(4, 3, 2, seed=1), randn(4, 2, 5, seed=2))  # bias broadcast
+
+
+@pytest.mark.parametrize("lead", [(6,), (2, 3), ()], ids=["batch", "two-dims", "no-batch"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_bilinear(lead: tuple[int, ...], bias: bool) -> None:
+    x1, x2 = randn(*lead, 4, seed=1), randn(*lead, 3, seed=2)
+    w, b = randn(5, 4, 3, seed=3), randn(5, seed=4)
+    if bias:
+        check(torch.nn.functional.bilinear, x1, x2, w, b)
+    else:
+        check(torch.nn.functional.bilinear, x1, x2, w)

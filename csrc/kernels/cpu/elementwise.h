@@ -43,6 +43,7 @@ void binary_map(const std::vector<int64_t>& a_shape, const T* a,
   const int64_t rank = static_cast<int64_t>(out_shape.size());
   int64_t n = 1;
   for (int64_t d : out_shape) n *= d;
+  if (n == 0) return;  // an empty operand has no element 0 to read
   auto numel = [](const std::vector<int64_t>& s) {
     int64_t k = 1;
     for (int64_t d : s) k *= d;

@@ -42,6 +42,23 @@ def _addbmm(lw: Lowering, node: Any, bias: Any, a: Any, b: Any, beta: Any = 1,
     return lw.op("Add", [scaled, total])
 
 
+@register(aten.bilinear.default)
+def _bilinear(lw: Lowering, node: Any, x1: Any, x2: Any, w: Any, bias: Any = None) -> Any:
+    """y[..., o] = sum_ij x1[..., i] w[o, i, j] x2[..., j] (+ bias[o]): one product of x1
+    with w laid out [i, o * j], then the j sum against x2."""
+    out_shape = list(_out(node).shape)
+    o, i, j = (lw.dim(w, d) for d in range(3))
+    a = lw.op("Reshape", [lw.tensor(x1), lw.shape([-1, i])])
+    wt = lw.op("Reshape", [lw.op("Transpose", [lw.tensor(w)], perm=[1, 0, 2]),
+                           lw.shape([i, -1])])
+    t = lw.op("Reshape", [lw.op("MatMul", [a, wt]), lw.shape([-1, o, j])])
+    b = lw.op("Reshape", [lw.tensor(x2), lw.shape([-1, 1, j])])
+    y = lw.op("ReduceSum", [lw.op("Mul", [t, b]), lw.ints([2])], keepdims=0)
+    if bias is not None:
+        y = lw.op("Add", [y, lw.tensor(bias)])
+    return lw.op("Reshape", [y, lw.shape(out_shape)])
+
+
 @register(aten.matmul.default, aten.mm.default, aten.bmm.default)
 def _matmul(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
     return lw.op("MatMul", [lw.tensor(a), lw.tensor(b)])
