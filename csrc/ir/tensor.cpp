@@ -288,7 +288,7 @@ int64_t Tensor::int_at(int64_t i) const {
       return static_cast<int64_t>(data<uint64_t>()[i]);
     case DType::Float16:
     case DType::BFloat16:
-      return static_cast<int64_t>(float_at(i));
+      return saturate_to_int64(float_at(i));
     default:
       throw std::runtime_error("int_at: unsupported dtype " + dtype_name(dtype_));
   }

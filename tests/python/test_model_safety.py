@@ -263,6 +263,11 @@ CASES: dict[str, tuple[Callable[[], tuple[bytes, list[np.ndarray]]], str]] = {
     "gemm_inner_mismatch": (lambda: _with_const(
         "Gemm", np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)),
         r"bad_node.*(3|4)"),
+    # Clip before opset 11 reads float attributes as bounds; NaN has no integer value.
+    "clip_nan_bound_integer_input": (lambda: (_model(
+        [helper.make_node("Clip", ["x"], ["y"], name="bad_node", min=float("nan"), max=0.5)],
+        [_vi("x", TensorProto.UINT8, [3])], [_vi("y", TensorProto.UINT8, None)], opset=6),
+        [np.array([1, 2, 3], np.uint8)]), r"bad_node.*attribute min.*NaN.*uint8"),
     "matmul_rank0": (lambda: _with_const(
         "MatMul", np.ones((2, 3), np.float32), np.array(1.0, np.float32)), r"bad_node"),
 }
