@@ -156,6 +156,8 @@ std::vector<OutputInfo> shape_cast_like(const OpContext& ctx) {
 // included) the gradient is cast back to the input's type.
 void grad_cast(GradContext& g) {
   const Node& n = g.node();
+  if (n.op_type != "Cast" && g.input(1) == nullptr)
+    g.fail("input 1 (target_type) is missing; CastLike needs a tensor of the target dtype");
   const DType to =
       n.op_type == "Cast" ? static_cast<DType>(n.attr_int("to", 0)) : g.input(1)->dtype;
   const bool floating = to == DType::Undefined || dtype_is_floating(to) ||

@@ -118,9 +118,38 @@ def _copy_(lw: Lowering, node: Any, x: Any, src: Any, non_blocking: bool = False
     return out
 
 
+
+
+def _filled(lw: Lowering, x: Any, value: Any) -> str:
+    """x's shape and dtype, every element ``value``. Selected over x by an all-true Where,
+    so that the output requires grad when x does (as eager's) with a zero gradient for x;
+    a tensor ``value`` gets the sum of the output's gradient."""
+    v = lw.tensor(x)
+    shape = lw.op("Shape", [v])
+    everywhere = lw.op("Expand", [lw.const(True, torch.bool), shape])
+    return lw.op("Where", [everywhere, lw.tensor(value, lw.dtype_of(x)), v])
+
+
+@register(aten.fill.Scalar, aten.fill.Tensor)
+def _fill(lw: Lowering, node: Any, x: Any, value: Any) -> Any:
+    return _filled(lw, x, value)
+
+
+@register(aten.zero.default)
+def _zero(lw: Lowering, node: Any, x: Any) -> Any:
+    return _filled(lw, x, 0)
+
+
 @register(aten.fill_.Tensor, aten.fill_.Scalar)
 def _fill_(lw: Lowering, node: Any, x: Any, value: Any) -> Any:
-    out = lw.op("Expand", [lw.tensor(value, lw.dtype_of(x)), lw.op("Shape", [lw.tensor(x)])])
+    out = _filled(lw, x, value)
+    _rebind(lw, x, out)
+    return out
+
+
+@register(aten.zero_.default)
+def _zero_(lw: Lowering, node: Any, x: Any) -> Any:
+    out = _filled(lw, x, 0)
     _rebind(lw, x, out)
     return out
 

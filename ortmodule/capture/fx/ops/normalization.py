@@ -32,9 +32,14 @@ def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: A
 @register(aten.native_layer_norm.default)
 def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: Any,
                        eps: float) -> Any:
-    """Only the normalized output: the saved mean and inverse deviation feed ATen's own
-    backward, which an exported forward never holds (reading them is refused)."""
-    return [_layer_norm(lw, node, x, shape, w, b, eps), None, None]
+    """The normalized output, the mean and the inverse deviation (over the normalized
+    dims, kept as size 1), which in eager carry no gradient."""
+    inputs = [lw.tensor(x), _weight_or_ones(lw, x, shape, w)] + (
+        [lw.tensor(b)] if b is not None else [])
+    y, mean, rstd = lw.op("LayerNormalization", inputs, outputs=3, axis=-len(shape),
+                          epsilon=float(eps))
+    return [y, lw.op("StopGradient", [mean], domain=OWN_DOMAIN),
+            lw.op("StopGradient", [rstd], domain=OWN_DOMAIN)]
 
 
 @register(aten.rms_norm.default)

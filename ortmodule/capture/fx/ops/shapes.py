@@ -209,6 +209,8 @@ def _pad(lw: Lowering, node: Any, x: Any, pad: Any, mode: Any = "constant",
          value: Any = None) -> Any:
     if node.target is aten.constant_pad_nd.default:
         mode, value = "constant", mode
+    if mode == "circular":
+        return _circular_pad(lw, x, [int(p) for p in pad])
     if mode != "constant":
         raise UnsupportedOp(f"pad mode {mode!r} has no fx translation; {FALLBACK_HINT}")
     rank = lw.rank(x)
@@ -220,6 +222,36 @@ def _pad(lw: Lowering, node: Any, x: Any, pad: Any, mode: Any = "constant",
     dtype = _out(node).dtype
     return lw.op("Pad", [lw.tensor(x), lw.shape(begins + ends),
                          lw.const(0 if value is None else value, dtype)], mode="constant")
+
+
+def _circular_pad(lw: Lowering, x: Any, pad: list[int]) -> str:
+    """Circular padding as PyTorch's: per padded axis (the last first), negative pads crop
+    the input, then the left pad repeats the cropped input's last elements and the right pad
+    its first ones (each at most the axis's size: one wrap)."""
+    rank = lw.rank(x)
+    value = lw.tensor(x)
+    end = 2**63 - 1
+    for k in range(len(pad) // 2):
+        axis = rank - 1 - k
+        left, right = pad[2 * k], pad[2 * k + 1]
+        size = lw.meta(x).shape[axis]
+        kept = size - max(-left, 0) - max(-right, 0)
+        if isinstance(kept, int) and (left > kept or right > kept):
+            raise ExportError(f"circular pad {pad} wraps around more than once on axis "
+                              f"{axis} of size {size} (each pad must be at most {kept})")
+        axes = lw.ints([axis])
+        if left < 0 or right < 0:
+            value = lw.op("Slice", [value, lw.ints([max(-left, 0)]),
+                                    lw.ints([right if right < 0 else end]), axes])
+        parts = []
+        if left > 0:
+            parts.append(lw.op("Slice", [value, lw.ints([-left]), lw.ints([end]), axes]))
+        parts.append(value)
+        if right > 0:
+            parts.append(lw.op("Slice", [value, lw.ints([0]), lw.ints([right]), axes]))
+        if len(parts) > 1:
+            value = lw.op("Concat", parts, axis=axis)
+    return value
 
 
 @register(aten.diff.default)
