@@ -35,6 +35,15 @@ ORTM_CUDA_KERNEL(cuda_atanh);
 ORTM_CUDA_KERNEL(cuda_erfcx);
 ORTM_CUDA_KERNEL(cuda_log_ndtr);
 ORTM_CUDA_KERNEL(cuda_atan2);
+// gamma.cu
+ORTM_CUDA_KERNEL(cuda_digamma);
+ORTM_CUDA_KERNEL(cuda_lgamma);
+ORTM_CUDA_KERNEL(cuda_polygamma);
+ORTM_CUDA_KERNEL(cuda_erfinv);
+ORTM_CUDA_KERNEL(cuda_ndtri);
+ORTM_CUDA_KERNEL(cuda_zeta);
+ORTM_CUDA_KERNEL(cuda_igamma);
+ORTM_CUDA_KERNEL(cuda_igammac);
 // attention.cu
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax);
 ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);

@@ -16,6 +16,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     einsum,
     elementary,
     elementwise,
+    gamma,
     factories,
     indexing,
     inplace,
