@@ -53,11 +53,12 @@ void grad_incomplete_gamma(GradContext& g, bool upper) {
   if (g.needs_grad(0))
     g.fail("the derivative with respect to a (torch's 'input') is not implemented, as in torch");
   if (!g.needs_grad(1)) return;
-  Value* exponent =
-      g.emit("Sub", {g.emit("Sub", {g.emit("Mul", {g.emit("Sub", {a, g.scalar_constant(1.0, a)}),
-                                                   g.emit("Log", {x})}),
-                                    x}),
-                     own(g, "Lgamma", {a})});
+  Value* exponent = g.emit(
+      "Sub",
+      {g.emit(
+           "Sub",
+           {g.emit("Mul", {g.emit("Sub", {a, g.scalar_constant(1.0, a)}), g.emit("Log", {x})}), x}),
+       own(g, "Lgamma", {a})});
   Value* dx = g.emit("Mul", {g.output_grad(0), g.emit("Exp", {exponent})});
   if (upper) dx = g.emit("Neg", {dx});
   g.set_input_grad(1, g.sum_to_shape(dx, x));

@@ -163,8 +163,7 @@ std::vector<OpDef> build_table() {
           .inplace(0),
       Row(kOwn, "Zeta", 1, shape_binary_broadcast, cpu_zeta, grad_zeta).cuda(cuda_zeta),
       Row(kOwn, "Igamma", 1, shape_binary_broadcast, cpu_igamma, grad_igamma).cuda(cuda_igamma),
-      Row(kOwn, "Igammac", 1, shape_binary_broadcast, cpu_igammac, grad_igammac)
-          .cuda(cuda_igammac),
+      Row(kOwn, "Igammac", 1, shape_binary_broadcast, cpu_igammac, grad_igammac).cuda(cuda_igammac),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),

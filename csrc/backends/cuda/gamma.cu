@@ -56,8 +56,8 @@ template <typename F>
 void binary_float(OpContext& ctx, F f, const char* name) {
   expect_same_dtype(ctx, 1);
   ORTM_CUDA_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
-                           cuda::launch_map<scalar_t, scalar_t, scalar_t>(
-                               ctx, ctx.out(0), f, name, ctx.in(0), ctx.in(1)));
+                           cuda::launch_map<scalar_t, scalar_t, scalar_t>(ctx, ctx.out(0), f, name,
+                                                                          ctx.in(0), ctx.in(1)));
 }
 
 }  // namespace

@@ -28,12 +28,12 @@ ORTM_HOST_DEVICE double digamma_positive(double x) {
     shift -= 1.0 / x;
     x += 1.0;
   }
+  // B_2k / (2k), k = 1..7
+  constexpr double kCoefficients[7] = {1.0 / 12,  -1.0 / 120,     1.0 / 252, -1.0 / 240,
+                                       1.0 / 132, -691.0 / 32760, 1.0 / 12};
   const double z = 1.0 / (x * x);
-  const double tail =
-      z * (1.0 / 12 -
-           z * (1.0 / 120 -
-                z * (1.0 / 252 -
-                     z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z / 12.0))))));
+  double tail = 0.0;
+  for (int k = 6; k >= 0; --k) tail = (tail + kCoefficients[k]) * z;
   return shift + std::log(x) - 0.5 / x - tail;
 }
 
@@ -45,13 +45,13 @@ ORTM_HOST_DEVICE double trigamma_positive(double x) {
     shift += 1.0 / (x * x);
     x += 1.0;
   }
+  // B_2k, k = 1..7
+  constexpr double kBernoulli[7] = {1.0 / 6,  -1.0 / 30,     1.0 / 42, -1.0 / 30,
+                                    5.0 / 66, -691.0 / 2730, 7.0 / 6};
   const double z = 1.0 / (x * x);
-  const double series =
-      1.0 + 0.5 / x +
-      z * (1.0 / 6 -
-           z * (1.0 / 30 -
-                z * (1.0 / 42 -
-                     z * (1.0 / 30 - z * (5.0 / 66 - z * (691.0 / 2730 - z * 7.0 / 6))))));
+  double series = 0.0;
+  for (int k = 6; k >= 0; --k) series = (series + kBernoulli[k]) * z;
+  series += 1.0 + 0.5 / x;
   return shift + series / x;
 }
 
@@ -75,15 +75,14 @@ ORTM_HOST_DEVICE double bernoulli_factor(int j) {
 }  // namespace gamma_detail
 
 // torch.digamma: -inf at +0 and +inf at -0, NaN at the negative integers and -inf; below
-// zero the reflection psi(x) = psi(1 - x) - pi / tan(pi x), tan taken of the fractional
-// part of x (pi x itself rounds away from the poles for large |x|).
+// zero the reflection psi(x) = psi(1 - x) - pi / tan(pi x), tan taken of r = x - round(x)
+// (exact, |r| <= 1/2): pi x itself, rounded, loses the distance to the nearest pole.
 ORTM_HOST_DEVICE double digamma_double(double x) {
   using namespace gamma_detail;
   if (x == 0.0) return std::copysign(HUGE_VAL, -x);
   if (x < 0.0) {
     if (x == std::floor(x)) return quiet_nan();
-    const double fraction = x - std::trunc(x);
-    return digamma_positive(1.0 - x) - kPi / std::tan(kPi * fraction);
+    return digamma_positive(1.0 - x) - kPi / std::tan(kPi * (x - std::round(x)));
   }
   return digamma_positive(x);
 }
@@ -92,8 +91,8 @@ ORTM_HOST_DEVICE T digamma(T x) {
   return static_cast<T>(digamma_double(static_cast<double>(x)));
 }
 
-// psi_1(x); below 1/2 the reflection psi_1(x) = pi^2 / sin^2(pi x) - psi_1(1 - x). sin(pi x)
-// is that of the fractional part of x, except at the poles (x = 0 and the negative
+// psi_1(x); below 1/2 the reflection psi_1(x) = pi^2 / sin^2(pi x) - psi_1(1 - x), with
+// sin^2(pi x) = sin^2(pi r) for r = x - round(x), except at the poles (x = 0 and the negative
 // integers) where it is torch's sin(pi x) in the input's precision: 0 at x = 0 (+inf) and,
 // at a negative integer, the rounding of pi x, so that the value is eager's (large and
 // finite).
@@ -106,7 +105,7 @@ ORTM_HOST_DEVICE double trigamma_double(T input) {
   if (x == std::floor(x))
     s = static_cast<double>(std::sin(static_cast<T>(kPi) * input));
   else
-    s = std::sin(kPi * (x - std::trunc(x)));
+    s = std::sin(kPi * (x - std::round(x)));
   return kPi * kPi / (s * s) - trigamma_positive(1.0 - x);
 }
 
@@ -138,7 +137,7 @@ ORTM_HOST_DEVICE double hurwitz_zeta_double(double s, double q) {
   // The terms from w on: the integral, half the first term (b = w^-s counted whole above)
   // and the Bernoulli corrections.
   sum += b * w / (s - 1.0) - 0.5 * b;
-  double rising = s;   // s (s+1) ... (s+2j-2)
+  double rising = s;     // s (s+1) ... (s+2j-2)
   double power = b / w;  // w^(-s-2j+1)
   for (int j = 0; j < 12; ++j) {
     const double term = rising * power / bernoulli_factor(j);
