@@ -116,3 +116,15 @@ def test_no_gradient_for_the_first_argument(fn: object, op: str) -> None:
         torch.autograd.grad(fn(first, second).sum(), [first])
     with pytest.raises(Exception, match=f"{op}.*not implemented"):
         ORTModule(Apply(fn), FX)(first, second).sum().backward()
+
+
+def test_in_place_methods() -> None:
+    x = t(0.3, 1.5, 3.0, 7.5)
+    check(lambda v: (v * 1).digamma_(), x)
+    check(lambda v: (v * 1).lgamma_(), x)
+    check(lambda v: (v * 1).polygamma_(2), x)
+    check(lambda v: (v * 0.1).erfinv_(), x)
+    check(lambda v: (v * 1).mvlgamma_(2), x + 1)
+    # (self is a: no gradient, as eager.)
+    forward_only(lambda v: (v * 1).igamma_(t(2.0)), x)
+    forward_only(lambda v: (v * 1).igammac_(t(0.5, 2.0, 2.5, 9.0)), x)

@@ -1,6 +1,6 @@
 """The gamma family: digamma, lgamma, polygamma, mvlgamma (a sum of lgamma), erfinv,
-special.ndtri, special.zeta, igamma and igammac (with their torch.special names). Each
-reaches an ai.ortmodule op (docs/supported_ops.md) whose gradient is eager's.
+special.ndtri, special.zeta, igamma and igammac (with their torch.special names and the
+in-place methods). Each reaches an ai.ortmodule op (docs/supported_ops.md) whose gradient is eager's.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import Lowering
 from ortmodule.capture.fx.ops.common import _out, aten
+from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -66,3 +67,17 @@ def _mvlgamma(lw: Lowering, node: Any, x: Any, p: Any) -> Any:
                   domain=OWN_DOMAIN)
     total = lw.op("ReduceSum", [terms, lw.ints([-1])], keepdims=0)
     return lw.op("Add", [total, lw.const(p * (p - 1) / 4.0 * math.log(math.pi), dtype)])
+
+
+def _inplace(functional: Fn) -> Fn:
+    def translate(lw: Lowering, node: Any, x: Any, *rest: Any) -> Any:
+        out = functional(lw, node, x, *rest)
+        _rebind(lw, x, out)
+        return out
+    return translate
+
+
+for _name in ("digamma", "lgamma", "erfinv", "igamma", "igammac", "mvlgamma"):
+    TABLE[getattr(aten, _name + "_").default] = _inplace(TABLE[getattr(aten, _name).default])
+# x.polygamma_(n): the functional op takes n first.
+TABLE[aten.polygamma_.default] = _inplace(lambda lw, node, x, n: _polygamma(lw, node, n, x))
