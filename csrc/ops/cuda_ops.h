@@ -84,6 +84,15 @@ ORTM_CUDA_KERNEL(cuda_fused_elementwise);
 // fused_matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul_bias);
 ORTM_CUDA_KERNEL(cuda_fused_matmul_sum);
+// gamma.cu
+ORTM_CUDA_KERNEL(cuda_digamma);
+ORTM_CUDA_KERNEL(cuda_lgamma);
+ORTM_CUDA_KERNEL(cuda_polygamma);
+ORTM_CUDA_KERNEL(cuda_erfinv);
+ORTM_CUDA_KERNEL(cuda_ndtri);
+ORTM_CUDA_KERNEL(cuda_zeta);
+ORTM_CUDA_KERNEL(cuda_igamma);
+ORTM_CUDA_KERNEL(cuda_igammac);
 // gather.cu
 ORTM_CUDA_KERNEL(cuda_gather);
 ORTM_CUDA_KERNEL(cuda_gather_grad);

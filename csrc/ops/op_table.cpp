@@ -143,6 +143,27 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "LogNdtr", 1, shape_same_as_input0, cpu_log_ndtr, grad_log_ndtr)
           .cuda(cuda_log_ndtr)
           .inplace(0),
+      // The gamma family (kernels/math/gamma.h, erfinv.h): torch.digamma, lgamma,
+      // polygamma(n, x), erfinv, special.ndtri, special.zeta(s, q), igamma(a, x) and
+      // igammac(a, x), the binary ones broadcast.
+      Row(kOwn, "Digamma", 1, shape_same_as_input0, cpu_digamma, grad_digamma)
+          .cuda(cuda_digamma)
+          .inplace(0),
+      Row(kOwn, "Lgamma", 1, shape_same_as_input0, cpu_lgamma, grad_lgamma)
+          .cuda(cuda_lgamma)
+          .inplace(0),
+      Row(kOwn, "Polygamma", 1, shape_same_as_input0, cpu_polygamma, grad_polygamma)
+          .cuda(cuda_polygamma)
+          .inplace(0),
+      Row(kOwn, "Erfinv", 1, shape_same_as_input0, cpu_erfinv, grad_erfinv)
+          .cuda(cuda_erfinv)
+          .inplace(0),
+      Row(kOwn, "Ndtri", 1, shape_same_as_input0, cpu_ndtri, grad_ndtri)
+          .cuda(cuda_ndtri)
+          .inplace(0),
+      Row(kOwn, "Zeta", 1, shape_binary_broadcast, cpu_zeta, grad_zeta).cuda(cuda_zeta),
+      Row(kOwn, "Igamma", 1, shape_binary_broadcast, cpu_igamma, grad_igamma).cuda(cuda_igamma),
+      Row(kOwn, "Igammac", 1, shape_binary_broadcast, cpu_igammac, grad_igammac).cuda(cuda_igammac),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),

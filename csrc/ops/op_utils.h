@@ -142,6 +142,8 @@ HardSigmoidParams hard_sigmoid_params(const Node& node);
 void softmax_layout(const OpContext& ctx, const Shape& s, int64_t* outer, int64_t* dim,
                     int64_t* inner);
 // ---- attribute readers shared by an op's CPU and CUDA kernels (defined in its *_ops.cpp) ----
+// Polygamma's order n (attribute "n", default 0; gamma_ops.cpp).
+int64_t polygamma_order(const Node& node);
 // ReduceSum/Mean/Max/Min and their gradients: the input shape with every reduced dim set to 1
 // (axes from input `axes_input` or the attribute; keepdims, noop_with_empty_axes), and the
 // number of elements reduced into each output.

@@ -138,6 +138,23 @@ void grad_expand(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);
+// gamma_ops.cpp
+void cpu_digamma(OpContext&);
+void cpu_lgamma(OpContext&);
+void cpu_polygamma(OpContext&);
+void cpu_erfinv(OpContext&);
+void cpu_ndtri(OpContext&);
+void cpu_zeta(OpContext&);
+void cpu_igamma(OpContext&);
+void cpu_igammac(OpContext&);
+void grad_digamma(GradContext&);
+void grad_lgamma(GradContext&);
+void grad_polygamma(GradContext&);
+void grad_erfinv(GradContext&);
+void grad_ndtri(GradContext&);
+void grad_zeta(GradContext&);
+void grad_igamma(GradContext&);
+void grad_igammac(GradContext&);
 // groupnorm_ops.cpp
 std::vector<OutputInfo> shape_groupnorm(const OpContext&);
 void cpu_groupnorm(OpContext&);

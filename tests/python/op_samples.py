@@ -15,6 +15,7 @@ import numpy as np
 
 from tests.python.op_samples_data import DATA_SAMPLES
 from tests.python.op_samples_dtypes import DTYPE_SAMPLES
+from tests.python.op_samples_gamma import GAMMA_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     away_from_zero,
@@ -475,6 +476,7 @@ SAMPLES: dict[str, list[Sample]] = {
     ],
 }
 SAMPLES.update(DATA_SAMPLES)
+SAMPLES.update(GAMMA_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

@@ -89,6 +89,19 @@ def _torch_special(fn: str, x: np.ndarray) -> np.ndarray:
         x.dtype)
 
 
+def _torch64(fn: str, *args: object) -> np.ndarray:
+    """torch.<fn>(*args) in float64 (arrays as tensors), as the first array's dtype."""
+    import torch
+
+    f = torch
+    for part in fn.split("."):
+        f = getattr(f, part)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    out = f(*[torch.from_numpy(a.astype(np.float64)) if isinstance(a, np.ndarray) else a
+              for a in args])
+    return out.numpy().astype(arrays[0].dtype)
+
+
 def _binary(b_low: float = -1.0, b_high: float = 1.0) -> list[Sample]:
     return [L({"a": f(R, C), "b": f(C, low=b_low, high=b_high)}),
             L({"a": f(R, C), "b": f(R, 1, low=b_low, high=b_high)})]
@@ -208,6 +221,24 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         "erfcx", d["x"])]),
     "LogNdtr": _unary(-40, 6, domain="ai.ortmodule", expected=lambda d: [_torch_special(
         "log_ndtr", d["x"])]),
+    "Digamma": _unary(0.1, 8, domain="ai.ortmodule", expected=lambda d: [_torch64(
+        "digamma", d["x"])]),
+    "Lgamma": _unary(0.1, 30, domain="ai.ortmodule", expected=lambda d: [_torch64(
+        "lgamma", d["x"])]),
+    "Polygamma": _unary(0.1, 12, attrs={"n": 2}, domain="ai.ortmodule",
+                        expected=lambda d: [_torch64("polygamma", 2, d["x"])]),
+    "Erfinv": _unary(-0.999, 0.999, domain="ai.ortmodule", expected=lambda d: [_torch64(
+        "erfinv", d["x"])]),
+    "Ndtri": _unary(1e-4, 0.9999, domain="ai.ortmodule", expected=lambda d: [_torch64(
+        "special.ndtri", d["x"])]),
+    "Zeta": [L({"s": f(R, C, low=1.5, high=6), "q": f(C, low=0.2, high=20)}, grad=["q"],
+               domain="ai.ortmodule",
+               expected=lambda d: [_torch64("special.zeta", d["s"], d["q"])])],
+    "Igamma": [L({"a": f(R, C, low=0.1, high=20), "x": f(C, low=0.01, high=30)}, grad=["x"],
+                 domain="ai.ortmodule", expected=lambda d: [_torch64("igamma", d["a"], d["x"])])],
+    "Igammac": [L({"a": f(R, C, low=0.1, high=20), "x": f(C, low=0.01, high=30)}, grad=["x"],
+                  domain="ai.ortmodule",
+                  expected=lambda d: [_torch64("igammac", d["a"], d["x"])])],
     "Min": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Max": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Mod": [L({"a": _mod_dividend(), "b": _MOD_DIVISOR}, attrs={"fmod": 1}, grad=["a"])],

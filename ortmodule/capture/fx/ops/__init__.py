@@ -17,6 +17,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     elementary,
     elementwise,
     factories,
+    gamma,
     indexing,
     inplace,
     matmul,
