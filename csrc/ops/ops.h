@@ -387,5 +387,24 @@ void grad_atanh(GradContext&);
 void grad_atan2(GradContext&);
 void grad_erfcx(GradContext&);
 void grad_log_ndtr(GradContext&);
+// bessel_ops.cpp
+void cpu_bessel_i0(OpContext&);
+void cpu_bessel_i0e(OpContext&);
+void cpu_bessel_i1(OpContext&);
+void cpu_bessel_i1e(OpContext&);
+void cpu_bessel_j0(OpContext&);
+void cpu_bessel_j1(OpContext&);
+void cpu_bessel_y0(OpContext&);
+void cpu_bessel_y1(OpContext&);
+void cpu_bessel_k0(OpContext&);
+void cpu_bessel_k1(OpContext&);
+void cpu_bessel_k0e(OpContext&);
+void cpu_bessel_k1e(OpContext&);
+void cpu_airy_ai(OpContext&);
+void cpu_spherical_bessel_j0(OpContext&);
+void grad_bessel_i0(GradContext&);
+void grad_bessel_i0e(GradContext&);
+void grad_bessel_i1(GradContext&);
+void grad_bessel_i1e(GradContext&);
 
 }  // namespace ortmodule
