@@ -20,7 +20,6 @@
 #pragma once
 
 #include <cmath>
-#include <limits>
 
 #include "kernels/math/host_device.h"
 
@@ -37,8 +36,9 @@ constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kAi0 = 0.35502805388781723926;        // Ai(0) = 3^(-2/3) / Gamma(2/3)
 constexpr double kAiPrime0 = -0.25881940379280679840;  // Ai'(0) = -3^(-1/3) / Gamma(1/3)
 
-ORTM_HOST_DEVICE double nan_value() { return std::numeric_limits<double>::quiet_NaN(); }
-ORTM_HOST_DEVICE double inf_value() { return std::numeric_limits<double>::infinity(); }
+// (The macros, not numeric_limits: its constexpr members are host functions for nvcc.)
+ORTM_HOST_DEVICE double nan_value() { return static_cast<double>(NAN); }
+ORTM_HOST_DEVICE double inf_value() { return HUGE_VAL; }
 
 // sum_k (x/2)^(2k+nu) / (k! (k+nu)!) = I_nu(x) for nu = 0, 1 and x >= 0 (positive terms).
 ORTM_HOST_DEVICE double bessel_i_series(int nu, double x) {
