@@ -42,6 +42,21 @@ ORTM_CUDA_KERNEL(cuda_scaled_masked_softmax_grad);
 ORTM_CUDA_KERNEL(cuda_batchnorm);
 ORTM_CUDA_KERNEL(cuda_batchnorm_grad);
 ORTM_CUDA_KERNEL(cuda_batchnorm_inference_grad);
+// bessel.cu
+ORTM_CUDA_KERNEL(cuda_bessel_i0);
+ORTM_CUDA_KERNEL(cuda_bessel_i0e);
+ORTM_CUDA_KERNEL(cuda_bessel_i1);
+ORTM_CUDA_KERNEL(cuda_bessel_i1e);
+ORTM_CUDA_KERNEL(cuda_bessel_j0);
+ORTM_CUDA_KERNEL(cuda_bessel_j1);
+ORTM_CUDA_KERNEL(cuda_bessel_y0);
+ORTM_CUDA_KERNEL(cuda_bessel_y1);
+ORTM_CUDA_KERNEL(cuda_bessel_k0);
+ORTM_CUDA_KERNEL(cuda_bessel_k1);
+ORTM_CUDA_KERNEL(cuda_bessel_k0e);
+ORTM_CUDA_KERNEL(cuda_bessel_k1e);
+ORTM_CUDA_KERNEL(cuda_airy_ai);
+ORTM_CUDA_KERNEL(cuda_spherical_bessel_j0);
 // cast.cu
 ORTM_CUDA_KERNEL(cuda_cast);
 // conv.cu

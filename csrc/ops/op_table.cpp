@@ -164,6 +164,61 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "Zeta", 1, shape_binary_broadcast, cpu_zeta, grad_zeta).cuda(cuda_zeta),
       Row(kOwn, "Igamma", 1, shape_binary_broadcast, cpu_igamma, grad_igamma).cuda(cuda_igamma),
       Row(kOwn, "Igammac", 1, shape_binary_broadcast, cpu_igammac, grad_igammac).cuda(cuda_igammac),
+      // torch.i0 and torch.special's Bessel functions (kernels/math/bessel.h). Gradients where
+      // torch has them (i0, i0e, i1, i1e); torch's other Bessel functions are not
+      // differentiable (their results do not require grad), nor are these rows.
+      Row(kOwn, "BesselI0", 1, shape_same_as_input0, cpu_bessel_i0, grad_bessel_i0)
+          .cuda(cuda_bessel_i0)
+          .inplace(0),
+      Row(kOwn, "BesselI0e", 1, shape_same_as_input0, cpu_bessel_i0e, grad_bessel_i0e)
+          .cuda(cuda_bessel_i0e)
+          .inplace(0),
+      Row(kOwn, "BesselI1", 1, shape_same_as_input0, cpu_bessel_i1, grad_bessel_i1)
+          .cuda(cuda_bessel_i1)
+          .inplace(0),
+      Row(kOwn, "BesselI1e", 1, shape_same_as_input0, cpu_bessel_i1e, grad_bessel_i1e)
+          .cuda(cuda_bessel_i1e)
+          .inplace(0),
+      Row(kOwn, "BesselJ0", 1, shape_same_as_input0, cpu_bessel_j0, nullptr)
+          .cuda(cuda_bessel_j0)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselJ1", 1, shape_same_as_input0, cpu_bessel_j1, nullptr)
+          .cuda(cuda_bessel_j1)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselY0", 1, shape_same_as_input0, cpu_bessel_y0, nullptr)
+          .cuda(cuda_bessel_y0)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselY1", 1, shape_same_as_input0, cpu_bessel_y1, nullptr)
+          .cuda(cuda_bessel_y1)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselK0", 1, shape_same_as_input0, cpu_bessel_k0, nullptr)
+          .cuda(cuda_bessel_k0)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselK1", 1, shape_same_as_input0, cpu_bessel_k1, nullptr)
+          .cuda(cuda_bessel_k1)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselK0e", 1, shape_same_as_input0, cpu_bessel_k0e, nullptr)
+          .cuda(cuda_bessel_k0e)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "BesselK1e", 1, shape_same_as_input0, cpu_bessel_k1e, nullptr)
+          .cuda(cuda_bessel_k1e)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "AiryAi", 1, shape_same_as_input0, cpu_airy_ai, nullptr)
+          .cuda(cuda_airy_ai)
+          .not_differentiable()
+          .inplace(0),
+      Row(kOwn, "SphericalBesselJ0", 1, shape_same_as_input0, cpu_spherical_bessel_j0, nullptr)
+          .cuda(cuda_spherical_bessel_j0)
+          .not_differentiable()
+          .inplace(0),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),

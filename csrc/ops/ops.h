@@ -57,6 +57,25 @@ std::vector<OutputInfo> shape_batchnorm_grad(const OpContext&);
 void cpu_batchnorm_grad(OpContext&);
 void cpu_batchnorm_inference_grad(OpContext&);
 void grad_batchnorm(GradContext&);
+// bessel_ops.cpp
+void cpu_bessel_i0(OpContext&);
+void cpu_bessel_i0e(OpContext&);
+void cpu_bessel_i1(OpContext&);
+void cpu_bessel_i1e(OpContext&);
+void cpu_bessel_j0(OpContext&);
+void cpu_bessel_j1(OpContext&);
+void cpu_bessel_y0(OpContext&);
+void cpu_bessel_y1(OpContext&);
+void cpu_bessel_k0(OpContext&);
+void cpu_bessel_k1(OpContext&);
+void cpu_bessel_k0e(OpContext&);
+void cpu_bessel_k1e(OpContext&);
+void cpu_airy_ai(OpContext&);
+void cpu_spherical_bessel_j0(OpContext&);
+void grad_bessel_i0(GradContext&);
+void grad_bessel_i0e(GradContext&);
+void grad_bessel_i1(GradContext&);
+void grad_bessel_i1e(GradContext&);
 // bridge_ops.cpp
 std::vector<OutputInfo> shape_torch_call(const OpContext&);
 void cpu_torch_call(OpContext&);

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tests.python.op_samples_bessel import BESSEL_SAMPLES
 from tests.python.op_samples_data import DATA_SAMPLES
 from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.op_samples_gamma import GAMMA_SAMPLES
@@ -477,6 +478,7 @@ SAMPLES: dict[str, list[Sample]] = {
 }
 SAMPLES.update(DATA_SAMPLES)
 SAMPLES.update(GAMMA_SAMPLES)
+SAMPLES.update(BESSEL_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tests.python.op_samples_bessel import BESSEL_LARGE_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     conv_transpose_reference,
@@ -549,3 +550,4 @@ LARGE_SAMPLES.update({
           domain="ai.ortmodule", expected=_bicubic),
     ],
 })
+LARGE_SAMPLES.update(BESSEL_LARGE_SAMPLES)

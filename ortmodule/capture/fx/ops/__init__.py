@@ -9,6 +9,7 @@ modify. Importing this package registers every family into ``registry.TABLE``.
 from ortmodule.capture.fx.ops import (  # noqa: F401
     activations,
     attention,
+    bessel,
     bridge,
     casts,
     conv,
