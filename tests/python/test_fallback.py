@@ -2,7 +2,7 @@
 one bridge node (its gradient from autograd), the rest of the model on the engine, and the
 first graph says so once; with FallbackPolicy.NEVER the error names the op and the way out.
 
-Ops used: ``special.i0``, ``lgamma`` and ``polygamma`` (which no lowering translates), and
+Ops used: ``linalg.matrix_exp``, ``linalg.inv`` and ``linalg.inv_ex`` (which no lowering translates), and
 ``linalg.det`` (lowered by torch.onnx to the ONNX op Det, which the engine has no kernel for).
 """
 
@@ -26,8 +26,8 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
     torch.testing.assert_close(actual, expected, **TOL, msg=lambda m: f"{what}: {m}")
 
 
-class BesselI0(nn.Module):
-    """Linear, a Bessel function times its input (i0: no engine op), tanh, Linear."""
+class MatrixExp(nn.Module):
+    """Linear, 2x2 matrix exponentials times the input (no engine op), tanh, Linear."""
 
     IN = 6
 
@@ -39,10 +39,11 @@ class BesselI0(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc1(x)
-        return self.fc2(torch.tanh(torch.special.i0(h * 0.5) * h))
+        e = torch.linalg.matrix_exp(h.reshape(-1, 2, 2) * 0.5).reshape(h.shape)
+        return self.fc2(torch.tanh(e * h))
 
 
-class LogGamma(nn.Module):
+class Inverse(nn.Module):
     IN = 6
 
     def __init__(self) -> None:
@@ -52,11 +53,12 @@ class LogGamma(nn.Module):
         self.fc2 = nn.Linear(8, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.lgamma(self.fc1(x).abs() + 1.0))
+        h = self.fc1(x).reshape(-1, 2, 2) * 0.125 + torch.eye(2, dtype=x.dtype)
+        return self.fc2(torch.linalg.inv(h).reshape(x.shape[0], 8))
 
 
-class Polygamma(nn.Module):
-    """polygamma(2, .): a non-tensor argument passed through the bridge."""
+class InverseEx(nn.Module):
+    """linalg.inv_ex(., check_errors=True): a non-tensor argument passed through the bridge."""
 
     IN = 4
 
@@ -67,7 +69,8 @@ class Polygamma(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.fc(x)
-        return torch.special.polygamma(2, h.abs() + 1) * h
+        m = h.reshape(-1, 2, 2) * 0.125 + torch.eye(2, dtype=h.dtype)
+        return torch.linalg.inv_ex(m, check_errors=True).inverse.reshape(h.shape) * h
 
 
 def train(ort: ORTModule, eager: nn.Module, steps: int = 4) -> None:
@@ -90,8 +93,8 @@ def train(ort: ORTModule, eager: nn.Module, steps: int = 4) -> None:
         close(p.detach(), eager_params[name].detach(), f"parameter {name}")
 
 
-@pytest.mark.parametrize("model_class, op", [(BesselI0, "i0"), (LogGamma, "lgamma"),
-                                             (Polygamma, "polygamma")])
+@pytest.mark.parametrize("model_class, op", [(MatrixExp, "matrix_exp"), (Inverse, "inv"),
+                                             (InverseEx, "inv_ex")])
 def test_unsupported_op_runs_on_pytorch_and_trains_like_eager(
         model_class: type, op: str, caplog: pytest.LogCaptureFixture) -> None:
     eager = model_class().to(torch.float64)
@@ -137,20 +140,20 @@ def test_unsupported_onnx_op_error_names_op_and_the_option() -> None:
 
 
 def test_untranslatable_aten_op_error_names_op_and_the_option() -> None:
-    ort = ORTModule(LogGamma(), STRICT)
+    ort = ORTModule(Inverse(), STRICT)
     with pytest.raises(ExportError) as info:
         ort(torch.randn(2, 6))
     message = str(info.value)
-    assert "lgamma" in message and "test_fallback.py(" in message
+    assert "linalg_inv" in message and "test_fallback.py(" in message
     assert "DebugOptions(fallback=FallbackPolicy.UNSUPPORTED_OP)" in message
 
 
 def test_fallback_policy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORTMODULE_FALLBACK_POLICY", "never")
-    with pytest.raises(ExportError, match="lgamma"):
-        ORTModule(LogGamma())(torch.randn(2, 6))
+    with pytest.raises(ExportError, match="linalg_inv"):
+        ORTModule(Inverse())(torch.randn(2, 6))
     monkeypatch.setenv("ORTMODULE_FALLBACK_POLICY", "unsupported_op")
-    eager = LogGamma().to(torch.float64)
+    eager = Inverse().to(torch.float64)
     ort = ORTModule(copy.deepcopy(eager))
     x = torch.randn(3, 6, dtype=torch.float64)
     close(ort(x), eager(x), "output")
