@@ -243,6 +243,7 @@ void cpu_conv_transpose(OpContext& ctx) {
 }
 
 void grad_conv_transpose(GradContext& g) {
+  if (!g.input(0) || !g.input(1)) g.fail("ConvTranspose needs an input X and a weight W");
   Value* w = g.input(1);
   const size_t rank =
       w->has_shape ? w->shape.size() : g.node().attr_ints("kernel_shape").size() + 2;
