@@ -107,7 +107,8 @@ DType inferred_dtype(const Node& n, size_t k) {
 Node* add_cast(Graph& graph, Value* in, Value* out, DType to) {
   Node* cast = graph.add_node("Cast", "", {in}, {out}, out->name + "_cast");
   cast->attrs["to"] = Attribute::make_int(static_cast<int64_t>(to));
-  cast->def = find_op("", "Cast", graph.opset_version);
+  // The engine's own Cast (integer `to`), whatever opset the model declares.
+  cast->def = find_op("", "Cast", kMaxOnnxOpset);
   cast->source = in->producer ? in->producer->source : "";
   return cast;
 }

@@ -144,6 +144,11 @@ Plan make_plan(const Graph& graph, const PlanRequest& request) {
   for (Value* v : request.input_grads) plan.input_grads.push_back(id_of(v));
 
   const std::vector<Node*> nodes = graph.nodes();
+  for (const Node* n : nodes)
+    if (!n->def)
+      throw std::runtime_error("internal error: " + n->describe() + " has no kernel at opset " +
+                               std::to_string(graph.opset_version) +
+                               " (a graph pass or gradient rule made it); please report it");
   // Backward = nodes that depend on an output gradient.
   std::unordered_set<const Value*> grad_dependent;
   for (Value* g : request.output_grads)
