@@ -63,7 +63,7 @@ def _hypot(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
                                                          lw.op("Mul", [y, y])])])])
 
 
-def _trunc_value(lw: Lowering, v: Any) -> Any:
+def trunc_value(lw: Lowering, v: Any) -> Any:
     return lw.op("Mul", [lw.op("Sign", [v]), lw.op("Floor", [lw.op("Abs", [v])])])
 
 
@@ -72,13 +72,13 @@ def _trunc(lw: Lowering, node: Any, x: Any) -> Any:
     v = lw.tensor(x)
     if not lw.dtype_of(x).is_floating_point:
         return lw.op("Identity", [v])
-    return _trunc_value(lw, v)
+    return trunc_value(lw, v)
 
 
 @register(aten.frac.default)
 def _frac(lw: Lowering, node: Any, x: Any) -> Any:
     v = lw.tensor(x)
-    return lw.op("Sub", [v, _trunc_value(lw, v)])
+    return lw.op("Sub", [v, trunc_value(lw, v)])
 
 
 def _signbit_value(lw: Lowering, v: Any, dtype: torch.dtype) -> Any:

@@ -10,6 +10,7 @@ import torch
 
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
+from ortmodule.capture.fx.ops.elementary import trunc_value
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -62,14 +63,18 @@ def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = No
     want = _out(node).dtype
     dtype = want if rounding_mode is None else _result_dtype(lw, a, b)
     floating = dtype.is_floating_point
-    # ONNX's integer Div truncates; a floating quotient is floored by Floor. Floor division
-    # of integers and truncation of floats have no engine op.
-    if (rounding_mode == "floor" and not floating) or (rounding_mode == "trunc" and floating):
+    # ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
+    # ZeroDivisionError); a floating quotient is floored by Floor or truncated as trunc is
+    # (both with a zero gradient, as eager's rounding divisions). Floor division of integers
+    # has no engine op.
+    if rounding_mode == "floor" and not floating:
         raise UnsupportedOp(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
                           f"has no fx translation; {FALLBACK_HINT}")
     out = lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
     if rounding_mode == "floor":
         out = lw.op("Floor", [out])
+    elif rounding_mode == "trunc" and floating:
+        out = trunc_value(lw, out)
     return out
 
 
