@@ -140,6 +140,8 @@ ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy_grad);
 // matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul);
 ORTM_CUDA_KERNEL(cuda_gemm);
+// polynomial.cu
+ORTM_CUDA_KERNEL(cuda_orthogonal_polynomial);
 // pool.cu
 ORTM_CUDA_KERNEL(cuda_maxpool);
 ORTM_CUDA_KERNEL(cuda_maxpool_grad);

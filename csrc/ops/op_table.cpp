@@ -143,6 +143,12 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "LogNdtr", 1, shape_same_as_input0, cpu_log_ndtr, grad_log_ndtr)
           .cuda(cuda_log_ndtr)
           .inplace(0),
+      // torch.special's orthogonal polynomials (kernels/math/polynomial.h); torch gives them
+      // no gradient.
+      Row(kOwn, "OrthogonalPolynomial", 1, shape_binary_broadcast, cpu_orthogonal_polynomial,
+          nullptr)
+          .cuda(cuda_orthogonal_polynomial)
+          .not_differentiable(),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),

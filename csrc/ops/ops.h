@@ -239,6 +239,8 @@ void cpu_pad(OpContext&);
 std::vector<OutputInfo> shape_pad_grad(const OpContext&);
 void cpu_pad_grad(OpContext&);
 void grad_pad(GradContext&);
+// polynomial_ops.cpp
+void cpu_orthogonal_polynomial(OpContext&);
 // pool_ops.cpp
 std::vector<OutputInfo> shape_maxpool(const OpContext&);
 void cpu_maxpool(OpContext&);

@@ -89,6 +89,18 @@ def _torch_special(fn: str, x: np.ndarray) -> np.ndarray:
         x.dtype)
 
 
+def _torch_polynomial(kind: str) -> object:
+    """torch.special.<kind>_polynomial_<letter>(x, n), in float64, as float32."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        family, letter = kind.rsplit("_", 1)
+        f = getattr(torch.special, f"{family}_polynomial_{letter}")
+        x, n = (torch.from_numpy(d[k].astype(np.float64)) for k in ("x", "n"))
+        return [f(x, n).numpy().astype(np.float32)]
+    return reference
+
+
 def _binary(b_low: float = -1.0, b_high: float = 1.0) -> list[Sample]:
     return [L({"a": f(R, C), "b": f(C, low=b_low, high=b_high)}),
             L({"a": f(R, C), "b": f(R, 1, low=b_low, high=b_high)})]
@@ -208,6 +220,11 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         "erfcx", d["x"])]),
     "LogNdtr": _unary(-40, 6, domain="ai.ortmodule", expected=lambda d: [_torch_special(
         "log_ndtr", d["x"])]),
+    "OrthogonalPolynomial": [
+        L({"x": f(R, C, low=-1.2, high=1.2), "n": _rng.integers(0, 13, size=(C,)).astype(
+            np.float32)}, attrs={"kind": kind}, domain="ai.ortmodule",
+          expected=_torch_polynomial(kind)) for kind in ("chebyshev_u", "hermite_h",
+                                                        "legendre_p")],
     "Min": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Max": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Mod": [L({"a": _mod_dividend(), "b": _MOD_DIVISOR}, attrs={"fmod": 1}, grad=["a"])],

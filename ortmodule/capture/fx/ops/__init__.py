@@ -21,6 +21,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     inplace,
     matmul,
     normalization,
+    polynomial,
     precise,
     recurrent,
     reductions,
