@@ -76,6 +76,9 @@ ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
 ORTM_CUDA_KERNEL(cuda_tanh_grad);
 ORTM_CUDA_KERNEL(cuda_erf_grad);
 ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// float_parts.cu
+ORTM_CUDA_KERNEL(cuda_next_after);
+ORTM_CUDA_KERNEL(cuda_frexp);
 // fused_attention.cu
 ORTM_CUDA_KERNEL(cuda_fused_attention);
 ORTM_CUDA_KERNEL(cuda_fused_attention_grad);

@@ -135,6 +135,12 @@ void grad_exp(GradContext&);
 void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
 void grad_expand(GradContext&);
+// float_parts_ops.cpp
+void cpu_next_after(OpContext&);
+std::vector<OutputInfo> shape_frexp(const OpContext&);
+void cpu_frexp(OpContext&);
+void grad_next_after(GradContext&);
+void grad_frexp(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);

@@ -718,6 +718,30 @@ _extend({"OrthogonalPolynomial": [
       expected=_torch_polynomial(kind), name=kind) for kind in _POLYNOMIAL_KINDS]})
 
 
+# ---- floating-point representation (float_parts_ops.cpp): signed zeros, subnormals,
+# infinities and NaN; gradients away from a == b and from powers of two ----
+def _nextafter(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.nextafter(d["a"], d["b"])]
+
+
+def _frexp(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    mantissa, exponent = np.frexp(d["x"])
+    return [mantissa, np.where(np.isfinite(d["x"]), exponent, 0).astype(np.int32)]
+
+
+_extend({
+    "NextAfter": [S({"a": rand(2, 3), "b": rand(3)}, domain="ai.ortmodule", expected=_nextafter),
+                  S({"a": np.array([0.0, 0.0, -0.0, 1.0, np.nan, np.inf, 5e-324, 2.0]),
+                     "b": np.array([1.0, -0.0, 0.0, 1.0, 1.0, 0.0, 0.0, np.nan])}, grad=[],
+                    domain="ai.ortmodule", expected=_nextafter)],
+    "Frexp": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule", num_outputs=2,
+                expected=_frexp),
+              S({"x": np.array([0.0, -0.0, 1.0, 0.5, -0.75, 5e-324, 1e300, np.inf, -np.inf,
+                                np.nan])}, grad=[], domain="ai.ortmodule", num_outputs=2,
+                expected=_frexp)],
+})
+
+
 # ---- Resampling and per-sample normalization: pooling windows past the padded input ----
 
 

@@ -220,6 +220,10 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
         "erfcx", d["x"])]),
     "LogNdtr": _unary(-40, 6, domain="ai.ortmodule", expected=lambda d: [_torch_special(
         "log_ndtr", d["x"])]),
+    "NextAfter": [L({"a": f(R, C), "b": f(C)}, domain="ai.ortmodule",
+                    expected=lambda d: [np.nextafter(d["a"], d["b"])])],
+    "Frexp": [L({"x": f(R, C, low=-100, high=100)}, domain="ai.ortmodule", num_outputs=2,
+                expected=lambda d: [np.frexp(d["x"])[0], np.frexp(d["x"])[1].astype(np.int32)])],
     "OrthogonalPolynomial": [
         L({"x": f(R, C, low=-1.2, high=1.2), "n": _rng.integers(0, 13, size=(C,)).astype(
             np.float32)}, attrs={"kind": kind}, domain="ai.ortmodule",
