@@ -9,11 +9,20 @@
 
 namespace ortmodule {
 
+// float16 and bfloat16 step on their own bits (the graph keeps them in 16 bits: the
+// neighbour of a float32 widening would round back to a).
 void cpu_next_after(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   Tensor& y = ctx.out(0);
+  if (dtype_is_low_precision(a.dtype())) {
+    const uint16_t inf_bits = a.dtype() == DType::Float16 ? 0x7c00 : 0x7f80;
+    binary_map(
+        a.shape(), a.data<uint16_t>(), b.shape(), b.data<uint16_t>(), y.shape(), y.data<uint16_t>(),
+        [inf_bits](uint16_t p, uint16_t q) { return math::next_after_bits16(p, q, inf_bits); });
+    return;
+  }
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx,
                       binary_map(a.shape(), a.data<scalar_t>(), b.shape(), b.data<scalar_t>(),
                                  y.shape(), y.data<scalar_t>(),

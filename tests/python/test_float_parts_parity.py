@@ -65,6 +65,20 @@ def test_nextafter(dtype: torch.dtype) -> None:
           rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_nextafter_of_16_bit_floats_steps_on_their_bits(dtype: torch.dtype) -> None:
+    """Every float16/bfloat16 bit pattern towards zeros, +-1, infinities, NaN and each other
+    (not the float32 neighbour, which would round back to a)."""
+    a = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
+    targets = [torch.full_like(a, v) for v in (0.0, -0.0, 1.0, -1.0, INF, -INF, NAN)]
+    model = ORTModule(Apply(torch.nextafter), FX)
+    for b in [*targets, a.flip(0)]:
+        want, got = torch.nextafter(a, b), model(a, b)
+        same = (want.view(torch.int16) == got.view(torch.int16)) | (want.isnan() & got.isnan())
+        assert same.all(), (a[~same][:4], b[~same][:4], want[~same][:4], got[~same][:4])
+    check(torch.nextafter, torch.randn(3, 4).to(dtype), torch.randn(4).to(dtype), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_frexp(dtype: torch.dtype) -> None:
     tiny = torch.finfo(dtype).tiny

@@ -16,6 +16,12 @@ struct NextAfterOp {
     return math::next_after(a, b);
   }
 };
+struct NextAfterBits16Op {
+  uint16_t inf_bits;
+  __device__ uint16_t operator()(uint16_t a, uint16_t b) const {
+    return math::next_after_bits16(a, b, inf_bits);
+  }
+};
 struct FrexpMantissaOp {
   template <typename T>
   __device__ T operator()(T v) const {
@@ -33,6 +39,13 @@ struct FrexpExponentOp {
 
 void cuda_next_after(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
+  const DType dtype = ctx.in(0).dtype();
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    const NextAfterBits16Op op{static_cast<uint16_t>(dtype == DType::Float16 ? 0x7c00 : 0x7f80)};
+    cuda::launch_map<uint16_t, uint16_t, uint16_t>(ctx, ctx.out(0), op, "NextAfter", ctx.in(0),
+                                                   ctx.in(1));
+    return;
+  }
   ORTM_CUDA_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
                            cuda::launch_map<scalar_t, scalar_t, scalar_t>(
                                ctx, ctx.out(0), NextAfterOp{}, "NextAfter", ctx.in(0), ctx.in(1)));
