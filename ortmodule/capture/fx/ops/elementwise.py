@@ -62,20 +62,51 @@ def _ne(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
 def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
     want = _out(node).dtype
     dtype = want if rounding_mode is None else _result_dtype(lw, a, b)
-    floating = dtype.is_floating_point
-    # ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
-    # ZeroDivisionError); a floating quotient is floored by Floor or truncated as trunc is
-    # (both with a zero gradient, as eager's rounding divisions). Floor division of integers
-    # has no engine op.
-    if rounding_mode == "floor" and not floating:
-        raise UnsupportedOp(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
-                          f"has no fx translation; {FALLBACK_HINT}")
-    out = lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
-    if rounding_mode == "floor":
-        out = lw.op("Floor", [out])
-    elif rounding_mode == "trunc" and floating:
-        out = trunc_value(lw, out)
-    return out
+    if rounding_mode is None:
+        return lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
+    if not dtype.is_floating_point:
+        return _integer_rounded_quotient(lw, lw.tensor(a, dtype), lw.tensor(b, dtype), dtype,
+                                         rounding_mode)
+    # float16 and bfloat16 round after each step, as eager's 16-bit kernels do.
+    av, bv = lw.tensor(a, dtype), lw.tensor(b, dtype)
+    if rounding_mode == "trunc":
+        return trunc_value(lw, lw.op("Div", [av, bv]))
+    return _floor_quotient(lw, av, bv, dtype)
+
+
+def _floor_quotient(lw: Lowering, a: str, b: str, dtype: torch.dtype) -> str:
+    """PyTorch's floor division of floats: (a - fmod(a, b)) / b, one less where the remainder
+    and b differ in sign, floored and rounded up past .5 (floor(a / b) is off by one where
+    a / b rounds to an integer); a signed zero where that is 0, a / b where b is 0. The last
+    Floor leaves the value and makes the gradient zero, as eager's is."""
+    zero, one = lw.const(0.0, dtype), lw.const(1.0, dtype)
+    mod = lw.op("Mod", [a, b], fmod=1)
+    div = lw.op("Div", [lw.op("Sub", [a, mod]), b])
+    signs_differ = lw.op("Xor", [lw.op("Less", [b, zero]), lw.op("Less", [mod, zero])])
+    adjust = lw.op("And", [lw.op("Not", [lw.op("Equal", [mod, zero])]), signs_differ])
+    div = lw.op("Where", [adjust, lw.op("Sub", [div, one]), div])
+    floored = lw.op("Floor", [div])
+    past_half = lw.op("Greater", [lw.op("Sub", [div, floored]), lw.const(0.5, dtype)])
+    floored = lw.op("Where", [past_half, lw.op("Add", [floored, one]), floored])
+    quotient = lw.op("Div", [a, b])
+    out = lw.op("Where", [lw.op("Equal", [div, zero]), lw.op("Mul", [quotient, zero]), floored])
+    out = lw.op("Where", [lw.op("Equal", [b, zero]), quotient, out])
+    return lw.op("Floor", [out])
+
+
+def _integer_rounded_quotient(lw: Lowering, a: str, b: str, dtype: torch.dtype,
+                              rounding_mode: str) -> str:
+    """ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
+    ZeroDivisionError); floor division takes one less where the remainder and b differ in
+    sign."""
+    quotient = lw.op("Div", [a, b])
+    if rounding_mode == "trunc" or dtype == torch.bool:
+        return quotient
+    zero = lw.const(0, dtype)
+    remainder = lw.op("Sub", [a, lw.op("Mul", [quotient, b])])
+    signs_differ = lw.op("Xor", [lw.op("Less", [remainder, zero]), lw.op("Less", [b, zero])])
+    adjust = lw.op("And", [lw.op("Not", [lw.op("Equal", [remainder, zero])]), signs_differ])
+    return lw.op("Where", [adjust, lw.op("Sub", [quotient, lw.const(1, dtype)]), quotient])
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
