@@ -65,8 +65,14 @@ def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = No
     if rounding_mode is None:
         return lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
     if not dtype.is_floating_point:
-        return _integer_rounded_quotient(lw, lw.tensor(a, dtype), lw.tensor(b, dtype), dtype,
-                                         rounding_mode)
+        # ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
+        # ZeroDivisionError). Floor division of integers stays on PyTorch: native, it would
+        # let max_pool2d_with_indices_backward lower through a decomposition whose output
+        # loses eager's requires_grad.
+        if rounding_mode == "floor":
+            raise UnsupportedOp(f"division with rounding_mode='floor' of {dtype} tensors has "
+                                f"no fx translation; {FALLBACK_HINT}")
+        return lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
     # float16 and bfloat16 round after each step, as eager's 16-bit kernels do.
     av, bv = lw.tensor(a, dtype), lw.tensor(b, dtype)
     if rounding_mode == "trunc":
@@ -92,21 +98,6 @@ def _floor_quotient(lw: Lowering, a: str, b: str, dtype: torch.dtype) -> str:
     out = lw.op("Where", [lw.op("Equal", [div, zero]), lw.op("Mul", [quotient, zero]), floored])
     out = lw.op("Where", [lw.op("Equal", [b, zero]), quotient, out])
     return lw.op("Floor", [out])
-
-
-def _integer_rounded_quotient(lw: Lowering, a: str, b: str, dtype: torch.dtype,
-                              rounding_mode: str) -> str:
-    """ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
-    ZeroDivisionError); floor division takes one less where the remainder and b differ in
-    sign."""
-    quotient = lw.op("Div", [a, b])
-    if rounding_mode == "trunc" or dtype == torch.bool:
-        return quotient
-    zero = lw.const(0, dtype)
-    remainder = lw.op("Sub", [a, lw.op("Mul", [quotient, b])])
-    signs_differ = lw.op("Xor", [lw.op("Less", [remainder, zero]), lw.op("Less", [b, zero])])
-    adjust = lw.op("And", [lw.op("Not", [lw.op("Equal", [remainder, zero])]), signs_differ])
-    return lw.op("Where", [adjust, lw.op("Sub", [quotient, lw.const(1, dtype)]), quotient])
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
