@@ -91,6 +91,9 @@ ORTM_CUDA_KERNEL(cuda_sigmoid_grad);
 ORTM_CUDA_KERNEL(cuda_tanh_grad);
 ORTM_CUDA_KERNEL(cuda_erf_grad);
 ORTM_CUDA_KERNEL(cuda_gelu_grad);
+// float_parts.cu
+ORTM_CUDA_KERNEL(cuda_next_after);
+ORTM_CUDA_KERNEL(cuda_frexp);
 // fused_attention.cu
 ORTM_CUDA_KERNEL(cuda_fused_attention);
 ORTM_CUDA_KERNEL(cuda_fused_attention_grad);
@@ -164,6 +167,8 @@ ORTM_CUDA_KERNEL(cuda_softmax_cross_entropy_grad);
 // matmul.cu
 ORTM_CUDA_KERNEL(cuda_fused_matmul);
 ORTM_CUDA_KERNEL(cuda_gemm);
+// polynomial.cu
+ORTM_CUDA_KERNEL(cuda_orthogonal_polynomial);
 // pool.cu
 ORTM_CUDA_KERNEL(cuda_maxpool);
 ORTM_CUDA_KERNEL(cuda_maxpool_grad);

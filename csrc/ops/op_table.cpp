@@ -219,6 +219,17 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_spherical_bessel_j0)
           .not_differentiable()
           .inplace(0),
+      // torch.special's orthogonal polynomials (kernels/math/polynomial.h); torch gives them
+      // no gradient.
+      Row(kOwn, "OrthogonalPolynomial", 1, shape_binary_broadcast, cpu_orthogonal_polynomial,
+          nullptr)
+          .cuda(cuda_orthogonal_polynomial)
+          .not_differentiable(),
+      // torch.nextafter and torch.frexp (kernels/math/float_parts.h); the exponent has no
+      // gradient.
+      Row(kOwn, "NextAfter", 1, shape_binary_broadcast, cpu_next_after, grad_next_after)
+          .cuda(cuda_next_after),
+      Row(kOwn, "Frexp", 1, shape_frexp, cpu_frexp, grad_frexp).cuda(cuda_frexp).grad_outputs(1),
       // ---- comparisons and logic (bool results, no gradients) ----
       Row("", "Equal", 7, shape_compare, cpu_equal, nullptr).cuda(cuda_equal).not_differentiable(),
       Row("", "Less", 7, shape_compare, cpu_less, nullptr).cuda(cuda_less).not_differentiable(),

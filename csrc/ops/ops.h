@@ -154,6 +154,12 @@ void grad_exp(GradContext&);
 void grad_log(GradContext&);
 void grad_sqrt(GradContext&);
 void grad_expand(GradContext&);
+// float_parts_ops.cpp
+void cpu_next_after(OpContext&);
+std::vector<OutputInfo> shape_frexp(const OpContext&);
+void cpu_frexp(OpContext&);
+void grad_next_after(GradContext&);
+void grad_frexp(GradContext&);
 // fused_elementwise_ops.cpp
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext&);
 void cpu_fused_elementwise(OpContext&);
@@ -275,6 +281,8 @@ void cpu_pad(OpContext&);
 std::vector<OutputInfo> shape_pad_grad(const OpContext&);
 void cpu_pad_grad(OpContext&);
 void grad_pad(GradContext&);
+// polynomial_ops.cpp
+void cpu_orthogonal_polynomial(OpContext&);
 // pool_ops.cpp
 std::vector<OutputInfo> shape_maxpool(const OpContext&);
 void cpu_maxpool(OpContext&);

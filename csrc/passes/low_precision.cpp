@@ -21,6 +21,8 @@ bool keeps_low_precision(const Node& n) {
       "Flatten", "StopGradient", "Transpose", "Concat",          "Split",
       "Slice",   "Gather",       "Embedding", "GatherElements",  "GatherND",
       "Expand",  "Tile",         "Pad",       "Where",           "Trilu"};
+  // NextAfter steps on the 16-bit bits (the neighbour of a widened value rounds back to it).
+  if (n.op_type == "NextAfter" && n.domain == "ai.ortmodule") return true;
   return ops.count(n.op_type) != 0 && (n.domain.empty() || n.domain == "ai.ortmodule");
 }
 

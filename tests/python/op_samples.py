@@ -694,6 +694,58 @@ _extend({
 })
 
 
+# ---- torch.special's orthogonal polynomials (polynomial_ops.cpp): x inside, at and beyond
+# the interval's ends, n negative, fractional, below and above the degrees where torch takes
+# closed forms, broadcast; no gradient ----
+_POLYNOMIAL_KINDS = ("chebyshev_t", "chebyshev_u", "chebyshev_v", "chebyshev_w",
+                     "shifted_chebyshev_t", "shifted_chebyshev_u", "shifted_chebyshev_v",
+                     "shifted_chebyshev_w", "hermite_h", "hermite_he", "laguerre_l",
+                     "legendre_p")
+
+
+def _torch_polynomial(kind: str) -> object:
+    """torch.special.<kind>_polynomial_<letter>(x, n) in the inputs' dtype."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        family, letter = kind.rsplit("_", 1)
+        f = getattr(torch.special, f"{family}_polynomial_{letter}")
+        return [f(torch.from_numpy(d["x"]), torch.from_numpy(d["n"])).numpy()]
+    return reference
+
+
+_POLYNOMIAL_X = np.array([-2.5, -1.0, -0.7, -1e-9, 0.0, 0.3, 0.5, 0.999, 1.0, 1.5, 4.0,
+                          np.inf])[:, None]
+_POLYNOMIAL_N = np.array([-2.0, -0.5, 0.0, 1.0, 2.0, 3.9, 5.0, 7.0, 9.0, 16.0, 33.0, np.nan])
+_extend({"OrthogonalPolynomial": [
+    S({"x": _POLYNOMIAL_X, "n": _POLYNOMIAL_N}, attrs={"kind": kind}, domain="ai.ortmodule",
+      expected=_torch_polynomial(kind), name=kind) for kind in _POLYNOMIAL_KINDS]})
+
+
+# ---- floating-point representation (float_parts_ops.cpp): signed zeros, subnormals,
+# infinities and NaN; gradients away from a == b and from powers of two ----
+def _nextafter(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.nextafter(d["a"], d["b"])]
+
+
+def _frexp(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    mantissa, exponent = np.frexp(d["x"])
+    return [mantissa, np.where(np.isfinite(d["x"]), exponent, 0).astype(np.int32)]
+
+
+_extend({
+    "NextAfter": [S({"a": rand(2, 3), "b": rand(3)}, domain="ai.ortmodule", expected=_nextafter),
+                  S({"a": np.array([0.0, 0.0, -0.0, 1.0, np.nan, np.inf, 5e-324, 2.0]),
+                     "b": np.array([1.0, -0.0, 0.0, 1.0, 1.0, 0.0, 0.0, np.nan])}, grad=[],
+                    domain="ai.ortmodule", expected=_nextafter)],
+    "Frexp": [S({"x": rand(3, 4, low=-3, high=3)}, domain="ai.ortmodule", num_outputs=2,
+                expected=_frexp),
+              S({"x": np.array([0.0, -0.0, 1.0, 0.5, -0.75, 5e-324, 1e300, np.inf, -np.inf,
+                                np.nan])}, grad=[], domain="ai.ortmodule", num_outputs=2,
+                expected=_frexp)],
+})
+
+
 # ---- Resampling and per-sample normalization: pooling windows past the padded input ----
 
 

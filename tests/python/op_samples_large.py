@@ -101,6 +101,16 @@ def _torch64(fn: str, *args: object) -> np.ndarray:
     out = f(*[torch.from_numpy(a.astype(np.float64)) if isinstance(a, np.ndarray) else a
               for a in args])
     return out.numpy().astype(arrays[0].dtype)
+def _torch_polynomial(kind: str) -> object:
+    """torch.special.<kind>_polynomial_<letter>(x, n), in float64, as float32."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        family, letter = kind.rsplit("_", 1)
+        f = getattr(torch.special, f"{family}_polynomial_{letter}")
+        x, n = (torch.from_numpy(d[k].astype(np.float64)) for k in ("x", "n"))
+        return [f(x, n).numpy().astype(np.float32)]
+    return reference
 
 
 def _binary(b_low: float = -1.0, b_high: float = 1.0) -> list[Sample]:
@@ -240,6 +250,15 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
     "Igammac": [L({"a": f(R, C, low=0.1, high=20), "x": f(C, low=0.01, high=30)}, grad=["x"],
                   domain="ai.ortmodule",
                   expected=lambda d: [_torch64("igammac", d["a"], d["x"])])],
+    "NextAfter": [L({"a": f(R, C), "b": f(C)}, domain="ai.ortmodule",
+                    expected=lambda d: [np.nextafter(d["a"], d["b"])])],
+    "Frexp": [L({"x": f(R, C, low=-100, high=100)}, domain="ai.ortmodule", num_outputs=2,
+                expected=lambda d: [np.frexp(d["x"])[0], np.frexp(d["x"])[1].astype(np.int32)])],
+    "OrthogonalPolynomial": [
+        L({"x": f(R, C, low=-1.2, high=1.2), "n": _rng.integers(0, 13, size=(C,)).astype(
+            np.float32)}, attrs={"kind": kind}, domain="ai.ortmodule",
+          expected=_torch_polynomial(kind)) for kind in ("chebyshev_u", "hermite_h",
+                                                        "legendre_p")],
     "Min": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Max": [L({"a": distinct(R, C), "b": distinct(C) + np.float32(0.5) / (R * C)})],
     "Mod": [L({"a": _mod_dividend(), "b": _MOD_DIVISOR}, attrs={"fmod": 1}, grad=["a"])],

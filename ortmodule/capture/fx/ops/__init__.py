@@ -23,6 +23,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     inplace,
     matmul,
     normalization,
+    polynomial,
     pool_indices,
     precise,
     recurrent,

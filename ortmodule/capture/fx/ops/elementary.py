@@ -1,7 +1,7 @@
 """Elementary functions written through the engine's exponentials, logarithms and selects,
 with PyTorch's values and gradients at the edges: log2, log10, exp2, logaddexp2, hypot,
-trunc and frac, signbit and copysign, fmin and fmax (NaN-ignoring), logical_xor, and angle
-of real tensors."""
+trunc and frac, signbit and copysign, fmin and fmax (NaN-ignoring), logical_xor, angle
+of real tensors, isclose; nextafter and frexp through the engine's own NextAfter and Frexp."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import Lowering
 from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
 from ortmodule.capture.fx.ops.precise import log1p_value
@@ -63,7 +64,7 @@ def _hypot(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
                                                          lw.op("Mul", [y, y])])])])
 
 
-def _trunc_value(lw: Lowering, v: Any) -> Any:
+def trunc_value(lw: Lowering, v: Any) -> Any:
     return lw.op("Mul", [lw.op("Sign", [v]), lw.op("Floor", [lw.op("Abs", [v])])])
 
 
@@ -72,13 +73,13 @@ def _trunc(lw: Lowering, node: Any, x: Any) -> Any:
     v = lw.tensor(x)
     if not lw.dtype_of(x).is_floating_point:
         return lw.op("Identity", [v])
-    return _trunc_value(lw, v)
+    return trunc_value(lw, v)
 
 
 @register(aten.frac.default)
 def _frac(lw: Lowering, node: Any, x: Any) -> Any:
     v = lw.tensor(x)
-    return lw.op("Sub", [v, _trunc_value(lw, v)])
+    return lw.op("Sub", [v, trunc_value(lw, v)])
 
 
 def _signbit_value(lw: Lowering, v: Any, dtype: torch.dtype) -> Any:
@@ -138,3 +139,41 @@ def _angle(lw: Lowering, node: Any, x: Any) -> Any:
     # sign(x) * 0 is 0, or NaN where x is: it carries the NaN, and (Sign being piecewise
     # constant) an output that requires grad, with a zero gradient, as in eager.
     return lw.op("Add", [phase, lw.op("Mul", [lw.op("Sign", [v]), zero])])
+
+
+@register(aten.nextafter.default)
+def _nextafter(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
+    """The float after a towards b (b where they are equal); the gradient goes to a where
+    a != b, none to b."""
+    dtype = _out(node).dtype
+    return lw.op("NextAfter", [lw.tensor(a, dtype), lw.tensor(b, dtype)], domain=OWN_DOMAIN)
+
+
+@register(aten.frexp.Tensor)
+def _frexp(lw: Lowering, node: Any, x: Any) -> Any:
+    """(mantissa, int32 exponent); the mantissa's gradient is eager's dm / 2^exponent."""
+    return lw.op("Frexp", [lw.tensor(x)], outputs=2, domain=OWN_DOMAIN)
+
+
+@register(aten.isclose.default)
+def _isclose(lw: Lowering, node: Any, a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> Any:
+    """PyTorch's isclose: equal (NaN with NaN under equal_nan), or a finite |a - b| at most
+    atol + |rtol b|, computed in the inputs' float dtype (integers and booleans in the
+    default float dtype)."""
+    dtype = lw.dtype_of(a)
+    av, bv = lw.tensor(a), lw.tensor(b)
+    close = lw.op("Equal", [av, bv])
+    if equal_nan and dtype.is_floating_point:
+        close = lw.op("Or", [close, lw.op("And", [lw.op("IsNaN", [av]), lw.op("IsNaN", [bv])])])
+    if rtol == 0 and atol == 0:
+        return close
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+        av, bv = lw.tensor(a, dtype), lw.tensor(b, dtype)
+    allowed = lw.op("Add", [lw.const(float(atol), dtype),
+                            lw.op("Abs", [lw.op("Mul", [bv, lw.const(float(rtol), dtype)])])])
+    actual = lw.op("Abs", [lw.op("Sub", [av, bv])])
+    finite = lw.op("Not", [lw.op("Or", [lw.op("IsNaN", [actual]), lw.op("IsInf", [actual])])])
+    within = lw.op("And", [finite, lw.op("LessOrEqual", [actual, allowed])])
+    return lw.op("Or", [close, within])

@@ -10,6 +10,7 @@ import torch
 
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp, onnx_dtype
 from ortmodule.capture.fx.ops.common import _out, _result_dtype, aten
+from ortmodule.capture.fx.ops.elementary import trunc_value
 from ortmodule.capture.fx.registry import TABLE, Fn, register
 
 
@@ -61,16 +62,42 @@ def _ne(lw: Lowering, node: Any, a: Any, b: Any) -> Any:
 def _div(lw: Lowering, node: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
     want = _out(node).dtype
     dtype = want if rounding_mode is None else _result_dtype(lw, a, b)
-    floating = dtype.is_floating_point
-    # ONNX's integer Div truncates; a floating quotient is floored by Floor. Floor division
-    # of integers and truncation of floats have no engine op.
-    if (rounding_mode == "floor" and not floating) or (rounding_mode == "trunc" and floating):
-        raise UnsupportedOp(f"division with rounding_mode={rounding_mode!r} of {dtype} tensors "
-                          f"has no fx translation; {FALLBACK_HINT}")
-    out = lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
-    if rounding_mode == "floor":
-        out = lw.op("Floor", [out])
-    return out
+    if rounding_mode is None:
+        return lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
+    if not dtype.is_floating_point:
+        # ONNX's integer Div truncates (and fails on a zero divisor, as eager raises
+        # ZeroDivisionError). Floor division of integers stays on PyTorch: native, it would
+        # let max_pool2d_with_indices_backward lower through a decomposition whose output
+        # loses eager's requires_grad.
+        if rounding_mode == "floor":
+            raise UnsupportedOp(f"division with rounding_mode='floor' of {dtype} tensors has "
+                                f"no fx translation; {FALLBACK_HINT}")
+        return lw.op("Div", [lw.tensor(a, dtype), lw.tensor(b, dtype)])
+    # float16 and bfloat16 round after each step, as eager's 16-bit kernels do.
+    av, bv = lw.tensor(a, dtype), lw.tensor(b, dtype)
+    if rounding_mode == "trunc":
+        return trunc_value(lw, lw.op("Div", [av, bv]))
+    return _floor_quotient(lw, av, bv, dtype)
+
+
+def _floor_quotient(lw: Lowering, a: str, b: str, dtype: torch.dtype) -> str:
+    """PyTorch's floor division of floats: (a - fmod(a, b)) / b, one less where the remainder
+    and b differ in sign, floored and rounded up past .5 (floor(a / b) is off by one where
+    a / b rounds to an integer); a signed zero where that is 0, a / b where b is 0. The last
+    Floor leaves the value and makes the gradient zero, as eager's is."""
+    zero, one = lw.const(0.0, dtype), lw.const(1.0, dtype)
+    mod = lw.op("Mod", [a, b], fmod=1)
+    div = lw.op("Div", [lw.op("Sub", [a, mod]), b])
+    signs_differ = lw.op("Xor", [lw.op("Less", [b, zero]), lw.op("Less", [mod, zero])])
+    adjust = lw.op("And", [lw.op("Not", [lw.op("Equal", [mod, zero])]), signs_differ])
+    div = lw.op("Where", [adjust, lw.op("Sub", [div, one]), div])
+    floored = lw.op("Floor", [div])
+    past_half = lw.op("Greater", [lw.op("Sub", [div, floored]), lw.const(0.5, dtype)])
+    floored = lw.op("Where", [past_half, lw.op("Add", [floored, one]), floored])
+    quotient = lw.op("Div", [a, b])
+    out = lw.op("Where", [lw.op("Equal", [div, zero]), lw.op("Mul", [quotient, zero]), floored])
+    out = lw.op("Where", [lw.op("Equal", [b, zero]), quotient, out])
+    return lw.op("Floor", [out])
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor)
