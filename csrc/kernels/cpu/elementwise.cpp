@@ -6,6 +6,23 @@
 
 namespace ortmodule {
 
+namespace {
+// Floats sum in double; signed integers in their unsigned type, which wraps as ONNX's (and
+// numpy's) integer sums do (a signed overflow is undefined in C++).
+template <typename T, typename = void>
+struct SumAccumulator {
+  using type = T;
+};
+template <typename T>
+struct SumAccumulator<T, std::enable_if_t<std::is_floating_point_v<T>>> {
+  using type = double;
+};
+template <typename T>
+struct SumAccumulator<T, std::enable_if_t<std::is_integral_v<T> && std::is_signed_v<T>>> {
+  using type = std::make_unsigned_t<T>;
+};
+}  // namespace
+
 template <typename T>
 void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
                   const std::vector<int64_t>& out_shape, T* y) {
@@ -22,7 +39,7 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
     sy[i] = d == 1 ? 0 : k;
     k *= d;
   }
-  using Acc = std::conditional_t<std::is_floating_point<T>::value, double, T>;
+  using Acc = typename SumAccumulator<T>::type;
   std::vector<Acc> acc(static_cast<size_t>(n_out), Acc(0));
   // Leading reduced dims ([R, n_out] layout) are common: sum rows in parallel over columns.
   bool leading_only = n_out > 0 && n_in % n_out == 0;
