@@ -11,18 +11,11 @@
 #include "kernels/math/bessel.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/unary_float.h"
 
 namespace ortmodule {
 
 namespace {
-
-template <typename F>
-void unary_float(OpContext& ctx, F f) {
-  const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
-                      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                [&](scalar_t v) { return static_cast<scalar_t>(f(v)); }));
-}
 
 // PyTorch's i1_backward / i1e_backward treat |x| <= machine epsilon of the input's dtype as
 // 0 (where the local slope is 0.5) and evaluate the formula at a safe x elsewhere.

@@ -8,18 +8,11 @@
 #include "kernels/math/activation.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
+#include "ops/unary_float.h"
 
 namespace ortmodule {
 
 namespace {
-
-template <typename F>
-void unary_float(OpContext& ctx, F f) {
-  const Tensor& x = ctx.in(0);
-  ORTM_DISPATCH_FLOAT(x.dtype(), ctx,
-                      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(0).data<scalar_t>(),
-                                [&](scalar_t v) { return static_cast<scalar_t>(f(v)); }));
-}
 
 Value* one(GradContext& g) { return g.scalar_constant(1.0, g.input(0)); }
 Value* square(GradContext& g, Value* v) { return g.emit("Mul", {v, v}); }
