@@ -99,6 +99,9 @@ struct Row {
 // The rows of ops that gradient rules, graph rewrites and training graphs emit (after the
 // exporter-facing rows in the table).
 std::vector<OpDef> internal_rows();
+// The rows of op families listed in their own files (op_table_<family>.cpp), appended by
+// op_table.cpp's build_table.
+std::vector<OpDef> math_rows();
 
 }  // namespace op_rows
 }  // namespace ortmodule
