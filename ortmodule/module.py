@@ -11,7 +11,6 @@ import sys
 import time
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -19,6 +18,7 @@ import torch
 from ortmodule import _C, _autocast, _breaks, _first_run, _guards, _schema, export_cache
 from ortmodule._call_key import CallKey, call_key
 from ortmodule._entry import _Entry, build_program
+from ortmodule._wrapped_api import WrappedModuleAPI
 from ortmodule.capture import export as capture
 from ortmodule.options import DebugOptions, FallbackPolicy
 
@@ -27,16 +27,6 @@ logger = logging.getLogger("ortmodule")
 # Compiled graphs kept per ORTModule; the least recently used one is dropped beyond that.
 MAX_GRAPHS = 32
 
-# Attributes that belong to the wrapper itself; every other attribute set on an ORTModule
-# is set on the wrapped module.
-_OWN = frozenset({
-    "_original", "_debug", "_cache", "_saved_names", "_all_modules",
-    "_param_slots", "_seen_version", "_structure", "_evictions", "forward", "training",
-    "_last_call", "_own_forward", "_seen_hooks",
-    # Set by register_full_backward_hook and by compile(): nn.Module.__call__ reads them from
-    # the wrapper.
-    "_is_full_backward_hook", "_compiled_call_impl",
-})
 
 
 def _install_forward(wrapper: ORTModule, signature: inspect.Signature | None) -> None:
@@ -102,7 +92,7 @@ def _called_from_data_parallel() -> bool:
     return False
 
 
-class ORTModule(torch.nn.Module):
+class ORTModule(WrappedModuleAPI):
     """Wraps ``module`` so that its forward and backward run on the ortmodule engine.
 
     The module is exported to ONNX on the first call for each input schema; the
@@ -148,109 +138,6 @@ class ORTModule(torch.nn.Module):
             _first_run.print_memory_stats(True)
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler())
-
-    # ---- nn.Module API passes through to the wrapped module ----
-
-    @property
-    def module(self) -> torch.nn.Module:
-        return self.__dict__["_original"]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.__dict__["_original"], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN or name == "__class__":
-            # A new class is the wrapper's own: fully_shard (FSDP2) makes the wrapper an
-            # FSDPModule by assigning __class__.
-            if name == "training":
-                self.module.training = value
-            object.__setattr__(self, name, value)
-            return
-        setattr(self.module, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if name in _OWN:
-            object.__delattr__(self, name)
-        else:
-            delattr(self.module, name)
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(dir(self.module)))
-
-    def add_module(self, name: str, module: torch.nn.Module | None) -> None:
-        self.module.add_module(name, module)
-
-    def register_module(self, name: str, module: torch.nn.Module | None) -> None:
-        self.module.register_module(name, module)
-
-    def register_buffer(self, name: str, tensor: torch.Tensor | None,
-                        persistent: bool = True) -> None:
-        self.module.register_buffer(name, tensor, persistent)
-
-    def register_parameter(self, name: str, param: torch.nn.Parameter | None) -> None:
-        self.module.register_parameter(name, param)
-
-    def named_modules(self, memo: set | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, torch.nn.Module]]:
-        if _guards.is_fully_sharded(self):
-            return self._named_modules_with_wrapper(memo, prefix, remove_duplicate)
-        return self.module.named_modules(memo, prefix, remove_duplicate)
-
-    def _named_modules_with_wrapper(self, memo: set | None, prefix: str,
-                                    remove_duplicate: bool) -> Iterator[tuple[str, torch.nn.Module]]:
-        """The wrapper, then the wrapped module's tree under the same name: fully_shard (FSDP2)
-        finds its groups, this wrapper's among them, by walking the root's modules()."""
-        if memo is None:
-            memo = set()
-        if remove_duplicate:
-            if self in memo:
-                return
-            memo.add(self)
-        yield prefix, self
-        yield from self.module.named_modules(memo, prefix, remove_duplicate)
-
-    def train(self, mode: bool = True) -> ORTModule:
-        if not isinstance(mode, bool):
-            raise TypeError(f"training mode must be a bool, got {type(mode).__name__}")
-        self.module.train(mode)
-        object.__setattr__(self, "training", mode)
-        return self
-
-    def apply(self, fn: Callable[[torch.nn.Module], None]) -> ORTModule:
-        self.module.apply(fn)
-        return self
-
-    def _apply(self, fn: Callable, recurse: bool = True) -> ORTModule:
-        self.module._apply(fn, recurse)
-        _guards.bump()  # dtypes or devices may have changed without a registration
-        return self
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self.module.state_dict(*args, **kwargs)
-
-    def _save_to_state_dict(self, *args: Any, **kwargs: Any) -> None:
-        self.module._save_to_state_dict(*args, **kwargs)
-
-    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
-        self.module._load_from_state_dict(*args, **kwargs)
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
-
-    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]:
-        return self.module.parameters(recurse)
-
-    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.nn.Parameter]]:
-        return self.module.named_parameters(*args, **kwargs)
-
-    def buffers(self, recurse: bool = True) -> Iterator[torch.Tensor]:
-        return self.module.buffers(recurse)
-
-    def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.Tensor]]:
-        return self.module.named_buffers(*args, **kwargs)
 
     def _replicate_for_data_parallel(self) -> ORTModule:
         raise _data_parallel_error("DataParallel wraps this ORTModule")

@@ -64,8 +64,9 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
             bridge: bool, dynamic: bool) -> Captured:
     """Lowers one trace. ``"auto"`` tries, in order, until one succeeds: the fx lowering
     with every op native, torch.onnx's lowering (which translates more ops; with ``bridge``
-    it bridges the ops the engine lacks), and with ``bridge`` the fx lowering bridging
-    every op it cannot translate (custom ops, ops torch.onnx cannot lower)."""
+    it bridges the ops the engine lacks; skipped with ``bridge`` for a float64 program, whose
+    Python scalars it rounds to float32), and with ``bridge`` the fx lowering bridging every
+    op it cannot translate (custom ops, ops torch.onnx cannot lower)."""
     if exporter == "fx":
         hint = lambda e: ""
     else:
@@ -87,13 +88,18 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                 exporter = "fx"
             except ExportError as e:
                 untranslatable = str(e).split("; " + FALLBACK_HINT)[0]
-            if model is None:
+            failure = None
+            if model is None and bridge and _computes_in_float64(program):
+                # torch.onnx stores the Python scalars of float64 arithmetic as float32
+                # constants cast up (x * 0.1 is off by 1e-8 relative): bridging keeps eager's.
+                failure = ExportError("the program computes in float64, whose Python scalars "
+                                      "torch.onnx's lowering rounds to float32")
+            elif model is None:
                 # Outside the handler: an error of torch.onnx's lowering is reported as its
                 # own, not as the fx lowering's it would otherwise chain to.
                 logger.info("exporting %s: %s; lowering it with torch.onnx instead (exporter "
                             "\"dynamo\": the same graph, a slower first call)", name,
                             untranslatable)
-                failure = None
                 try:
                     model, regions = torch_onnx.lower(program, traced.args, verbose, bridge)
                     exporter = "dynamo"
@@ -102,12 +108,22 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                         raise
                     failure = e
             if model is None:
-                logger.info("exporting %s: torch.onnx's lowering failed (%s: %s); lowering it "
-                            "with the fx exporter, running the ops it cannot translate on "
-                            "PyTorch", name, type(failure).__name__, failure)
+                logger.info("exporting %s: not through torch.onnx's lowering (%s: %s); "
+                            "lowering it with the fx exporter, running the ops it cannot "
+                            "translate on PyTorch", name, type(failure).__name__, failure)
                 model, regions = fx.lower(program, traced.wrapper, calls, bridge=True)
                 exporter = "fx"
     return finish(module, tensors, traced, model, regions, exporter)
+
+
+def _computes_in_float64(program: torch.export.ExportedProgram) -> bool:
+    """Whether any value of the traced graph is a float64 (or complex128) tensor."""
+    for node in program.graph.nodes:
+        vals = node.meta.get("val")
+        for v in vals if isinstance(vals, (list, tuple)) else (vals,):
+            if isinstance(v, torch.Tensor) and v.dtype in (torch.float64, torch.complex128):
+                return True
+    return False
 
 
 _REPORTED: set[tuple[str, tuple[str, ...]]] = set()

@@ -243,3 +243,25 @@ def test_piecewise_constant_outputs_require_grad_like_eager(fn: object) -> None:
     sum(t.sum() for t in ye).backward()
     sum(t.sum() for t in yo).backward()
     torch.testing.assert_close(ort.module.w.grad, eager.w.grad)
+
+
+class Float64Scalars(nn.Module):
+    """A bridged op in float64 arithmetic with a Python scalar that float32 cannot hold."""
+
+    def forward(self, m: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(m * 0.1) * m + 1e-3
+
+
+@pytest.mark.bridging
+@pytest.mark.parametrize("exporter", ["auto", "fx"])
+def test_float64_python_scalars_keep_their_value_when_bridged(exporter: str) -> None:
+    torch.manual_seed(3)
+    m = torch.randn(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    m_ort = m.detach().clone().requires_grad_()
+    expected = Float64Scalars()(m)
+    expected.sum().backward()
+    got = ORTModule(Float64Scalars(), DebugOptions(exporter=exporter))(m_ort)
+    got.sum().backward()
+    # Eager's own float64 arithmetic: a scalar rounded to float32 would be off by ~1e-8.
+    torch.testing.assert_close(got, expected, rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(m_ort.grad, m.grad, rtol=1e-13, atol=1e-15)

@@ -17,3 +17,9 @@ def test_ops_header_is_current() -> None:
     result = subprocess.run([sys.executable, "tools/gen_ops_header.py", "--check"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_onnx_arity_header_is_current() -> None:
+    result = subprocess.run([sys.executable, "tools/gen_onnx_arity.py", "--check"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

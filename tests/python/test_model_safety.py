@@ -268,6 +268,16 @@ CASES: dict[str, tuple[Callable[[], tuple[bytes, list[np.ndarray]]], str]] = {
         [helper.make_node("Clip", ["x"], ["y"], name="bad_node", min=float("nan"), max=0.5)],
         [_vi("x", TensorProto.UINT8, [3])], [_vi("y", TensorProto.UINT8, None)], opset=6),
         [np.array([1, 2, 3], np.uint8)]), r"bad_node.*attribute min.*NaN.*uint8"),
+    # A standard op missing a required input, or given more than its schema takes, is refused
+    # at load (the schemas' arity, ops/onnx_arity.h) before any rule reads the inputs.
+    "conv_missing_weight": (lambda: (_model(
+        [helper.make_node("Conv", ["x", ""], ["y"], name="bad_node")],
+        [_vi("x", TensorProto.FLOAT, [1, 1, 3, 3])], [_vi("y", TensorProto.FLOAT, None)]),
+        [np.ones((1, 1, 3, 3), np.float32)]), r"bad_node.*missing.*input 1 \(W\)"),
+    "relu_extra_input": (lambda: (_model(
+        [helper.make_node("Relu", ["x", "x"], ["y"], name="bad_node")],
+        [_vi("x", TensorProto.FLOAT, [3])], [_vi("y", TensorProto.FLOAT, None)]),
+        [np.ones(3, np.float32)]), r"bad_node.*2 inputs.*at most 1"),
     "matmul_rank0": (lambda: _with_const(
         "MatMul", np.ones((2, 3), np.float32), np.array(1.0, np.float32)), r"bad_node"),
 }
