@@ -252,6 +252,61 @@ def test_bfloat16_casts(isa: str) -> None:
     assert torch.equal(as_bits(back[finite]), as_bits(y[finite].float()))
 
 
+def _one_node(op: str, inputs: dict[str, torch.Tensor], outputs: int, **attrs: object
+              ) -> list[torch.Tensor]:
+    """One float32 node's outputs through the engine (forward only)."""
+    infos = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, list(v.shape))
+             for n, v in inputs.items()]
+    names = [f"y{i}" for i in range(outputs)]
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in names]
+    graph = helper.make_graph([helper.make_node(op, list(inputs), names, **attrs)], op, infos,
+                              outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _C.run(_C.Program(model.SerializeToString(), [], []), list(inputs.values()))
+
+
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("width", [9, 16, 17, 31, 36, 70])
+def test_stride2_max_pool_rows(isa: str, k: int, width: int) -> None:
+    """MaxPool k x k, stride 2 (the vectorised rows of windows inside the input): maxima and
+    indices bit for bit the baseline's and torch's, over ties (the first tap wins), NaNs (the
+    last NaN of a window wins, as torch's) and output rows that leave a partial vector."""
+    gen = torch.Generator().manual_seed(k * 100 + width)
+    x = torch.randint(-3, 4, (2, 3, 2 * width + k, 2 * width + 1), generator=gen).float()
+    x += torch.randn(x.shape, generator=gen) * (torch.rand(x.shape, generator=gen) < 0.5)
+    x.view(-1)[torch.randint(0, x.numel(), (40,), generator=gen)] = float("nan")
+    attrs = {"kernel_shape": [k, k], "strides": [2, 2]}
+    _C.set_cpu_isa("baseline")
+    y_base, i_base = _one_node("MaxPool", {"x": x}, 2, **attrs)
+    _C.set_cpu_isa(isa)
+    y, i = _one_node("MaxPool", {"x": x}, 2, **attrs)
+    assert torch.equal(i, i_base)
+    assert torch.equal(y.view(torch.int32), y_base.view(torch.int32))
+    want, want_i = F.max_pool2d(x, k, 2, return_indices=True)
+    # torch's indices count within each (n, c) plane; ONNX's are flat over the tensor.
+    plane = x.shape[2] * x.shape[3]
+    offsets = (torch.arange(x.shape[0] * x.shape[1]) * plane).view(x.shape[0], x.shape[1], 1, 1)
+    assert torch.equal(i, want_i + offsets)
+    assert torch.equal(y.nan_to_num(nan=7.5), want.nan_to_num(nan=7.5))
+
+
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+@pytest.mark.parametrize("width", [16, 17, 24, 33])
+def test_stride2_convolution_rows(isa: str, width: int) -> None:
+    """A stride-2 convolution, whose im2col copies every other input column (vectorised for
+    rows of 16+ outputs): float64's result within float32 rounding (the GEMM's summation
+    order differs between instruction sets)."""
+    gen = torch.Generator().manual_seed(width)
+    x = torch.randn(2, 3, 2 * width + 1, 2 * width + 2, generator=gen)
+    w = torch.randn(4, 3, 3, 3, generator=gen)
+    attrs = {"strides": [2, 2], "pads": [1, 0, 1, 1]}
+    _C.set_cpu_isa(isa)
+    (y,) = _one_node("Conv", {"x": x, "w": w}, 1, **attrs)
+    want = F.conv2d(F.pad(x.double(), (0, 1, 1, 1)), w.double(), stride=2)
+    assert_close(y, want, 1e-5, 1e-5, "stride-2 Conv")
+
+
 def isa_in_fresh_process(value: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, ORTMODULE_CPU_ISA=value)
     code = "from ortmodule import _C; print(_C.cpu_isa())"

@@ -89,13 +89,13 @@ struct VecKernels {
   // input: for ow < n, y[ow] = the max of r[j W + 2 ow + i] over rows j < k and columns i < k,
   // taken in row-major order (a later tap replaces the best when greater or NaN:
   // pool_max_replaces), and, when idx is not null, idx[ow] = first_at + 2 ow + the winning
-  // tap's offset j W + i. Null without AVX-512.
+  // tap's offset j W + i. Null without AVX2.
   void (*maxpool_s2_row)(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
                          int64_t* idx);
-  // y[i] = x[2 i] for i < n (im2col's rows for stride 2). Null without AVX-512.
+  // y[i] = x[2 i] for i < n (im2col's rows for stride 2). Null without AVX2.
   void (*copy_stride2)(const float* x, int64_t n, float* y);
   // float32 <-> bfloat16 bits over n elements, as math::float_to_bf16 / bf16_to_float
-  // (kernels/cpu/convert.h). Null without AVX-512.
+  // (kernels/cpu/convert.h). Null without AVX2.
   void (*float_to_bf16)(int64_t n, const float* x, uint16_t* y);
   void (*bf16_to_float)(int64_t n, const uint16_t* x, float* y);
   // The Winograd transforms of one plane, vectorised over the plane's tiles. scratch:

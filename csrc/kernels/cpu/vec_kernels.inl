@@ -7,7 +7,9 @@
 
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vec_kernels.h"
+#include "kernels/math/bfloat16.h"
 #include "kernels/math/layernorm.h"
+#include "kernels/math/pool.h"
 #include "kernels/math/vec_math.h"
 
 namespace ortmodule {
@@ -442,6 +444,8 @@ void copy_stride2(const float* x, int64_t n, float* y) {
 
 #include "kernels/cpu/vec_convert.inl"
 
+#elif defined(__AVX2__)
+#include "kernels/cpu/vec_avx2_strided.inl"
 #endif
 
 #include "kernels/cpu/vec_winograd.inl"
@@ -468,11 +472,12 @@ VecKernels make_vec_kernels() {
   k.winograd_input = winograd::input<V>;
   k.winograd_output = winograd::output<V>;
   k.winograd_output_gradient = winograd::output_gradient<V>;
-#if defined(__AVX512F__)
-  k.maxpool_s2_row = V::kWidth == 16 ? maxpool_s2_row : nullptr;
-  k.copy_stride2 = V::kWidth == 16 ? copy_stride2 : nullptr;
-  k.float_to_bf16 = V::kWidth == 16 ? float_to_bf16 : nullptr;
-  k.bf16_to_float = V::kWidth == 16 ? bf16_to_float : nullptr;
+#if defined(__AVX2__)
+  // AVX-512's (vec_convert.inl and above) or AVX2's (vec_avx2_strided.inl).
+  k.maxpool_s2_row = maxpool_s2_row;
+  k.copy_stride2 = copy_stride2;
+  k.float_to_bf16 = float_to_bf16;
+  k.bf16_to_float = bf16_to_float;
 #endif
   return k;
 }
