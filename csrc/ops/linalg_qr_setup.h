@@ -200,7 +200,9 @@ math::QrGradFn<T> qr_grad_fn(OpContext& ctx) {
 inline void check_householder(const OpContext& ctx, const Tensor& v, const Tensor& tau) {
   batch_of(ctx, v, "input 0 (V)");
   const int64_t m = rows(v), n = cols(v), k = tau.rank() ? tau.dim(tau.rank() - 1) : 0;
-  if (tau.rank() + 1 != v.rank() || n > m || k > n)
+  expect_same_dtype(ctx, 1);
+  if (tau.rank() + 1 != v.rank() || n > m || k > n ||
+      tau.numel() != batch_of(ctx, v, "input 0 (V)") * k)
     ctx.fail("V " + shape_str(v.shape()) + " and tau " + shape_str(tau.shape()) +
              " must be [..., m, n] and [..., k] with k <= n <= m");
 }
@@ -234,6 +236,8 @@ inline bool ormqr_transpose(const OpContext& ctx) { return ctx.node.attr_int("tr
 inline void check_ormqr(const OpContext& ctx, const Tensor& a, const Tensor& tau, const Tensor& c) {
   batch_of(ctx, a, "input 0 (A)");
   batch_of(ctx, c, "input 2 (C)");
+  expect_same_dtype(ctx, 1);
+  expect_same_dtype(ctx, 2);
   const int64_t mq = ormqr_left(ctx) ? rows(c) : cols(c);
   const int64_t k = tau.rank() ? tau.dim(tau.rank() - 1) : -1;
   if (rows(a) != mq || tau.rank() + 1 != a.rank() || k > cols(a) || k > mq || k < 0 ||

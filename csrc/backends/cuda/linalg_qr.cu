@@ -25,7 +25,7 @@ template <typename F>
 void run_cuda(OpContext& ctx, const Tensor& like, int64_t batch, const F& f, const char* name) {
   if (batch == 0) return;
   const Tensor work =
-      Tensor::empty(DType::Float64, {batch * (f.work > 0 ? f.work : 1)}, like.device());
+      Tensor::empty(DType::Float64, Shape{batch * (f.work > 0 ? f.work : 1)}, like.device());
   const unsigned blocks = static_cast<unsigned>((batch + kMatrixThreads - 1) / kMatrixThreads);
   per_matrix_kernel<<<blocks, kMatrixThreads, 0, cuda::stream(like.device())>>>(
       f, batch, work.data<double>());
