@@ -138,6 +138,20 @@ ORTM_CUDA_KERNEL(cuda_tile);
 ORTM_CUDA_KERNEL(cuda_tile_grad);
 ORTM_CUDA_KERNEL(cuda_trilu);
 ORTM_CUDA_KERNEL(cuda_cumsum);
+// linalg_qr.cu
+ORTM_CUDA_KERNEL(cuda_cholesky);
+ORTM_CUDA_KERNEL(cuda_cholesky_grad);
+ORTM_CUDA_KERNEL(cuda_cholesky_solve);
+ORTM_CUDA_KERNEL(cuda_cholesky_solve_grad);
+ORTM_CUDA_KERNEL(cuda_cholesky_inverse);
+ORTM_CUDA_KERNEL(cuda_cholesky_inverse_grad);
+ORTM_CUDA_KERNEL(cuda_geqrf);
+ORTM_CUDA_KERNEL(cuda_linalg_qr);
+ORTM_CUDA_KERNEL(cuda_qr_grad);
+ORTM_CUDA_KERNEL(cuda_householder_product);
+ORTM_CUDA_KERNEL(cuda_householder_product_grad);
+ORTM_CUDA_KERNEL(cuda_ormqr);
+ORTM_CUDA_KERNEL(cuda_ormqr_grad);
 // linear_cross_entropy.cu
 ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy);
 ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy_grad);

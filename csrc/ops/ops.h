@@ -204,6 +204,38 @@ void cpu_scatter_nd(OpContext&);
 void grad_scatter_nd(GradContext&);
 std::vector<OutputInfo> shape_nonzero(const OpContext&);
 void cpu_nonzero(OpContext&);
+// linalg_cholesky_ops.cpp
+std::vector<OutputInfo> shape_cholesky(const OpContext&);
+void cpu_cholesky(OpContext&);
+std::vector<OutputInfo> shape_cholesky_solve(const OpContext&);
+void cpu_cholesky_solve(OpContext&);
+void cpu_cholesky_inverse(OpContext&);
+std::vector<OutputInfo> shape_cholesky_inverse(const OpContext&);
+void cpu_cholesky_grad(OpContext&);
+std::vector<OutputInfo> shape_cholesky_solve_grad(const OpContext&);
+void cpu_cholesky_solve_grad(OpContext&);
+std::vector<OutputInfo> shape_cholesky_inverse_grad(const OpContext&);
+void cpu_cholesky_inverse_grad(OpContext&);
+void grad_cholesky(GradContext&);
+void grad_cholesky_solve(GradContext&);
+void grad_cholesky_inverse(GradContext&);
+// linalg_qr_ops.cpp
+std::vector<OutputInfo> shape_geqrf(const OpContext&);
+void cpu_geqrf(OpContext&);
+std::vector<OutputInfo> shape_linalg_qr(const OpContext&);
+void cpu_linalg_qr(OpContext&);
+std::vector<OutputInfo> shape_qr_grad(const OpContext&);
+void cpu_qr_grad(OpContext&);
+void cpu_householder_product(OpContext&);
+std::vector<OutputInfo> shape_householder_product_grad(const OpContext&);
+void cpu_householder_product_grad(OpContext&);
+std::vector<OutputInfo> shape_ormqr(const OpContext&);
+void cpu_ormqr(OpContext&);
+std::vector<OutputInfo> shape_ormqr_grad(const OpContext&);
+void cpu_ormqr_grad(OpContext&);
+void grad_linalg_qr(GradContext&);
+void grad_householder_product(GradContext&);
+void grad_ormqr(GradContext&);
 // linear_cross_entropy_ops.cpp
 std::vector<OutputInfo> shape_fused_linear_cross_entropy(const OpContext&);
 void cpu_fused_linear_cross_entropy(OpContext&);
