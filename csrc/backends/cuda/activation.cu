@@ -79,12 +79,7 @@ struct Atan2Op {
   }
 };
 
-template <typename F>
-void unary_float(OpContext& ctx, F f, const char* name) {
-  ORTM_CUDA_DISPATCH_FLOAT(
-      ctx.in(0).dtype(), ctx,
-      cuda::launch_map<scalar_t, scalar_t>(ctx, ctx.out(0), f, name, ctx.in(0)));
-}
+using cuda::unary_float;
 
 // Gradient ops (dY, X): operands of one shape and dtype.
 void expect_grad_operands(const OpContext& ctx) {

@@ -32,12 +32,7 @@ ORTM_UNARY_OP(AiryAiOp, math::airy_ai(v))
 ORTM_UNARY_OP(SphericalBesselJ0Op, math::spherical_bessel_j0(v))
 #undef ORTM_UNARY_OP
 
-template <typename F>
-void unary_float(OpContext& ctx, F f, const char* name) {
-  ORTM_CUDA_DISPATCH_FLOAT(
-      ctx.in(0).dtype(), ctx,
-      cuda::launch_map<scalar_t, scalar_t>(ctx, ctx.out(0), f, name, ctx.in(0)));
-}
+using cuda::unary_float;
 
 }  // namespace
 

@@ -45,12 +45,7 @@ struct PolygammaOp {
   }
 };
 
-template <typename F>
-void unary_float(OpContext& ctx, F f, const char* name) {
-  ORTM_CUDA_DISPATCH_FLOAT(
-      ctx.in(0).dtype(), ctx,
-      cuda::launch_map<scalar_t, scalar_t>(ctx, ctx.out(0), f, name, ctx.in(0)));
-}
+using cuda::unary_float;
 // (a, b) broadcast.
 template <typename F>
 void binary_float(OpContext& ctx, F f, const char* name) {

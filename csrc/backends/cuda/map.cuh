@@ -134,3 +134,17 @@ void launch_map(OpContext& ctx, Tensor& y, F f, const char* name, const Tensors&
     default:                                                \
       ORTM_CUDA_FAIL_DTYPE(DTYPE, CTX, "float32, float64"); \
   }
+
+namespace ortmodule {
+namespace cuda {
+
+// y = f(x) over a float32 or float64 input of any shape: the unary math ops' CUDA twins
+// (ops/unary_float.h is the CPU side).
+template <typename F>
+void unary_float(OpContext& ctx, F f, const char* name) {
+  ORTM_CUDA_DISPATCH_FLOAT(ctx.in(0).dtype(), ctx,
+                           launch_map<scalar_t, scalar_t>(ctx, ctx.out(0), f, name, ctx.in(0)));
+}
+
+}  // namespace cuda
+}  // namespace ortmodule
