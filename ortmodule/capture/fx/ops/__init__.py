@@ -22,6 +22,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     indexing,
     inplace,
     linalg_qr,
+    linear_loss,
     matmul,
     normalization,
     polynomial,

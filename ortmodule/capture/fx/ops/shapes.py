@@ -53,6 +53,8 @@ def _getitem(lw: Lowering, node: Any, seq: Any, index: int) -> Any:
     if not isinstance(values, list):
         raise ExportError(f"internal: getitem on {seq} which has no list of results")
     out = values[index]
+    if out is None and not node.users:
+        return None  # a result nothing reads needs no translation
     if out is None:
         error = UnsupportedOp(f"result {index} of {seq.target} has no fx translation; "
                               f"{FALLBACK_HINT}")
@@ -141,6 +143,8 @@ def _unsqueeze(lw: Lowering, node: Any, x: Any, dim: int) -> Any:
 def _squeeze(lw: Lowering, node: Any, x: Any, dims: Any = None) -> Any:
     rank = lw.rank(x)
     shape = lw.meta(x).shape
+    if rank == 0:  # a 0-d tensor takes dims 0 and -1 and stays as it is
+        return lw.op("Identity", [lw.tensor(x)])
     if dims is None:
         dims = list(range(rank))
     elif isinstance(dims, int):
