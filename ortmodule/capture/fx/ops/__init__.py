@@ -21,6 +21,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     gamma,
     indexing,
     inplace,
+    linalg_spectral,
     matmul,
     normalization,
     polynomial,

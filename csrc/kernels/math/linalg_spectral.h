@@ -1,0 +1,337 @@
+// Per-matrix symmetric eigendecomposition and SVD (Jacobi rotations, in double), the
+// pseudo-inverse and rank built on them, and the gradients of all three; shared by the CPU
+// loops (ops/linalg_spectral_ops.cpp) and the CUDA kernels (backends/cuda/linalg_spectral.cu,
+// one thread per matrix). Matrices are row-major; every routine takes a double workspace of
+// the size its *_work function names.
+//
+// Conventions (torch.linalg's): eigenvalues ascending, singular values descending, reduced
+// factors A = U diag(S) Vh (U [m, k], Vh [k, n], k = min(m, n)). Eigen- and singular vectors
+// are unique only up to sign (and within repeated values); these routines make each
+// eigenvector's, and each left singular vector's, largest-magnitude component (the first such
+// on ties) positive, a deterministic choice that need not be LAPACK's.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/math/host_device.h"
+
+namespace ortmodule {
+namespace math {
+
+constexpr int kJacobiMaxSweeps = 80;
+
+// c[M, N] = op(a) op(b): op(a) [M, K] is a (stored [K, M]) transposed when ta, op(b) [K, N]
+// likewise.
+ORTM_HOST_DEVICE void spectral_matmul(const double* a, bool ta, const double* b, bool tb, double* c,
+                                      int64_t M, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += (ta ? a[k * M + i] : a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
+      c[i * N + j] = acc;
+    }
+}
+
+// Flips column j of x [rows, cols] (and of y [rows_y, cols], when given) so that x's
+// largest-magnitude entry in that column is positive.
+ORTM_HOST_DEVICE void spectral_fix_sign(double* x, int64_t rows, int64_t cols, int64_t j, double* y,
+                                        int64_t rows_y) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < rows; ++i)
+    if (std::fabs(x[i * cols + j]) > std::fabs(x[best * cols + j])) best = i;
+  if (rows == 0 || !(x[best * cols + j] < 0.0)) return;
+  for (int64_t i = 0; i < rows; ++i) x[i * cols + j] = -x[i * cols + j];
+  if (y != nullptr)
+    for (int64_t i = 0; i < rows_y; ++i) y[i * cols + j] = -y[i * cols + j];
+}
+
+ORTM_HOST_DEVICE int64_t eigh_work(int64_t n) { return 2 * n * n + n; }
+
+// a [n, n] (only the lower triangle when `lower`, else the upper one, is read) -> w [n]
+// ascending, v [n, n] with the eigenvector of w[j] in column j. Cyclic Jacobi: rotations
+// zero each off-diagonal pair in turn until the off-diagonal part is negligible.
+template <typename T>
+ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v, double* work) {
+  double* s = work;          // the symmetric matrix, rotated towards diagonal
+  double* q = work + n * n;  // accumulated rotations
+  double* d = q + n * n;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const bool own = lower ? j <= i : j >= i;
+      s[i * n + j] = static_cast<double>(own ? a[i * n + j] : a[j * n + i]);
+      q[i * n + j] = i == j ? 1.0 : 0.0;
+    }
+  for (int sweep = 0; sweep < kJacobiMaxSweeps; ++sweep) {
+    double off = 0.0, diag = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) (i == j ? diag : off) += s[i * n + j] * s[i * n + j];
+    if (!(off > 1e-32 * diag) || off == 0.0) break;
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t r = p + 1; r < n; ++r) {
+        const double apr = s[p * n + r];
+        if (apr == 0.0) continue;
+        const double theta = (s[r * n + r] - s[p * n + p]) / (2.0 * apr);
+        const double t =
+            (theta >= 0.0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), sn = t * c;
+        for (int64_t k = 0; k < n; ++k) {  // columns p, r
+          const double kp = s[k * n + p], kr = s[k * n + r];
+          s[k * n + p] = c * kp - sn * kr;
+          s[k * n + r] = sn * kp + c * kr;
+        }
+        for (int64_t k = 0; k < n; ++k) {  // rows p, r
+          const double pk = s[p * n + k], rk = s[r * n + k];
+          s[p * n + k] = c * pk - sn * rk;
+          s[r * n + k] = sn * pk + c * rk;
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          const double kp = q[k * n + p], kr = q[k * n + r];
+          q[k * n + p] = c * kp - sn * kr;
+          q[k * n + r] = sn * kp + c * kr;
+        }
+      }
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i * n + i];
+  for (int64_t j = 0; j < n; ++j) {  // selection sort, ascending, moving the vectors along
+    int64_t best = j;
+    for (int64_t i = j + 1; i < n; ++i)
+      if (d[i] < d[best]) best = i;
+    if (best != j) {
+      const double t = d[j];
+      d[j] = d[best];
+      d[best] = t;
+      for (int64_t k = 0; k < n; ++k) {
+        const double u = q[k * n + j];
+        q[k * n + j] = q[k * n + best];
+        q[k * n + best] = u;
+      }
+    }
+    spectral_fix_sign(q, n, n, j, nullptr, 0);
+  }
+  for (int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(d[i]);
+  for (int64_t i = 0; i < n * n; ++i) v[i] = static_cast<T>(q[i]);
+}
+
+ORTM_HOST_DEVICE int64_t svd_work(int64_t m, int64_t n) {
+  const int64_t r = m >= n ? m : n, c = m >= n ? n : m;
+  return r * c + c * c + c;
+}
+
+// Fills column j of b [r, c] with a unit vector orthogonal to columns 0..j-1 (assumed
+// orthonormal): the unit vector e_i with the largest residual, orthogonalized twice.
+ORTM_HOST_DEVICE void spectral_complete_column(double* b, int64_t r, int64_t c, int64_t j) {
+  int64_t best = 0;
+  double best_norm = -1.0;
+  for (int64_t i = 0; i < r; ++i) {
+    double norm = 1.0;  // |e_i - sum_k b_ik b_k|^2 = 1 - sum_k b_ik^2
+    for (int64_t k = 0; k < j; ++k) norm -= b[i * c + k] * b[i * c + k];
+    if (norm > best_norm + 1e-12) best = i, best_norm = norm;
+  }
+  for (int64_t i = 0; i < r; ++i) b[i * c + j] = i == best ? 1.0 : 0.0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t k = 0; k < j; ++k) {
+      double dot = 0.0;
+      for (int64_t i = 0; i < r; ++i) dot += b[i * c + k] * b[i * c + j];
+      for (int64_t i = 0; i < r; ++i) b[i * c + j] -= dot * b[i * c + k];
+    }
+    double norm = 0.0;
+    for (int64_t i = 0; i < r; ++i) norm += b[i * c + j] * b[i * c + j];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < r; ++i) b[i * c + j] /= norm;
+  }
+}
+
+// a [m, n] -> u [m, k], s [k] descending, vt [k, n] (k = min(m, n)), in double. One-sided
+// (Hestenes) Jacobi on the columns of a (of a^T when m < n): rotations orthogonalize each
+// pair of columns in turn; the column norms are then the singular values.
+ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, double* u, double* s,
+                                        double* vt, double* work) {
+  const bool tall = m >= n;
+  const int64_t r = tall ? m : n, c = tall ? n : m;
+  double* b = work;          // [r, c]: a or a^T, rotated until its columns are orthogonal
+  double* q = work + r * c;  // [c, c]: the rotations
+  double* norm = q + c * c;  // [c]
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) b[i * c + j] = tall ? a[i * n + j] : a[j * n + i];
+  for (int64_t i = 0; i < c; ++i)
+    for (int64_t j = 0; j < c; ++j) q[i * c + j] = i == j ? 1.0 : 0.0;
+  for (int sweep = 0; sweep < kJacobiMaxSweeps; ++sweep) {
+    bool rotated = false;
+    for (int64_t p = 0; p < c; ++p)
+      for (int64_t t = p + 1; t < c; ++t) {
+        double alpha = 0.0, beta = 0.0, gamma = 0.0;
+        for (int64_t i = 0; i < r; ++i) {
+          alpha += b[i * c + p] * b[i * c + p];
+          beta += b[i * c + t] * b[i * c + t];
+          gamma += b[i * c + p] * b[i * c + t];
+        }
+        if (!(std::fabs(gamma) > 1e-15 * std::sqrt(alpha * beta))) continue;
+        rotated = true;
+        const double zeta = (beta - alpha) / (2.0 * gamma);
+        const double tan =
+            (zeta >= 0.0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));
+        const double cs = 1.0 / std::sqrt(1.0 + tan * tan), sn = cs * tan;
+        for (int64_t i = 0; i < r; ++i) {
+          const double x = b[i * c + p], y = b[i * c + t];
+          b[i * c + p] = cs * x - sn * y;
+          b[i * c + t] = sn * x + cs * y;
+        }
+        for (int64_t i = 0; i < c; ++i) {
+          const double x = q[i * c + p], y = q[i * c + t];
+          q[i * c + p] = cs * x - sn * y;
+          q[i * c + t] = sn * x + cs * y;
+        }
+      }
+    if (!rotated) break;
+  }
+  for (int64_t j = 0; j < c; ++j) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < r; ++i) sum += b[i * c + j] * b[i * c + j];
+    norm[j] = std::sqrt(sum);
+  }
+  for (int64_t j = 0; j < c; ++j) {  // selection sort, descending
+    int64_t best = j;
+    for (int64_t i = j + 1; i < c; ++i)
+      if (norm[i] > norm[best]) best = i;
+    if (best == j) continue;
+    const double t = norm[j];
+    norm[j] = norm[best];
+    norm[best] = t;
+    for (int64_t i = 0; i < r; ++i) {
+      const double x = b[i * c + j];
+      b[i * c + j] = b[i * c + best];
+      b[i * c + best] = x;
+    }
+    for (int64_t i = 0; i < c; ++i) {
+      const double x = q[i * c + j];
+      q[i * c + j] = q[i * c + best];
+      q[i * c + best] = x;
+    }
+  }
+  // Left vectors: the normalized columns; those of (numerically) zero singular values are
+  // completed to an orthonormal set.
+  const double floor = (c > 0 ? norm[0] : 0.0) * 1e-15 * static_cast<double>(r);
+  for (int64_t j = 0; j < c; ++j) {
+    if (norm[j] > floor && norm[j] > 0.0) {
+      for (int64_t i = 0; i < r; ++i) b[i * c + j] /= norm[j];
+    } else {
+      spectral_complete_column(b, r, c, j);
+    }
+    // The sign is fixed on U's columns: b's when tall, q's (a^T's right vectors) otherwise.
+    if (tall)
+      spectral_fix_sign(b, r, c, j, q, c);
+    else
+      spectral_fix_sign(q, c, c, j, b, r);
+  }
+  for (int64_t j = 0; j < c; ++j) s[j] = norm[j];
+  // tall: a = b diag(s) q^T, u = b [m, n], vt = q^T [n, n]; wide: a^T = b diag(s) q^T,
+  // u = q [m, m], vt = b^T [m, n].
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < c; ++j) u[i * c + j] = tall ? b[i * c + j] : q[i * c + j];
+  for (int64_t j = 0; j < c; ++j)
+    for (int64_t i = 0; i < n; ++i) vt[j * n + i] = tall ? q[i * c + j] : b[i * c + j];
+}
+
+ORTM_HOST_DEVICE int64_t svd_matrix_work(int64_t m, int64_t n) {
+  const int64_t k = m < n ? m : n;
+  return m * n + m * k + k + k * n + svd_work(m, n);
+}
+
+template <typename T>
+ORTM_HOST_DEVICE void svd_matrix(const T* a, int64_t m, int64_t n, T* u, T* s, T* vt,
+                                 double* work) {
+  const int64_t k = m < n ? m : n;
+  double* ad = work;
+  double* ud = ad + m * n;
+  double* sd = ud + m * k;
+  double* vd = sd + k;
+  for (int64_t i = 0; i < m * n; ++i) ad[i] = static_cast<double>(a[i]);
+  svd_matrix_double(ad, m, n, ud, sd, vd, vd + k * n);
+  for (int64_t i = 0; i < m * k; ++i) u[i] = static_cast<T>(ud[i]);
+  for (int64_t i = 0; i < k; ++i) s[i] = static_cast<T>(sd[i]);
+  for (int64_t i = 0; i < k * n; ++i) vt[i] = static_cast<T>(vd[i]);
+}
+
+// torch's tolerance of pinv and matrix_rank: values above max(atol, rtol * largest) count
+// (rtol < 0: eps * max(m, n), eps of the input's dtype).
+ORTM_HOST_DEVICE double spectral_tolerance(double largest, double atol, double rtol, double eps,
+                                           int64_t m, int64_t n) {
+  const double r = rtol < 0.0 ? eps * static_cast<double>(m > n ? m : n) : rtol;
+  const double rel = r * largest;
+  return atol > rel ? atol : rel;
+}
+
+ORTM_HOST_DEVICE int64_t pinv_work(int64_t m, int64_t n) {
+  const int64_t k = m < n ? m : n;
+  const int64_t sym = eigh_work(n) + 2 * n * n + n + n * n;
+  const int64_t gen = svd_matrix_work(m, n) + m * n + m * k + k + k * n;
+  return sym > gen ? sym : gen;
+}
+
+// The spectrum of a (singular values, descending; or, when `hermitian`, eigenvalues with
+// their vectors) into the workspace: returns pointers through the out-arguments. vals [k];
+// left [m, k] and right_t [k, n] with a = left diag(vals) right_t.
+template <typename T>
+ORTM_HOST_DEVICE void spectral_factors(const T* a, int64_t m, int64_t n, bool hermitian,
+                                       double*& left, double*& vals, double*& right_t,
+                                       double* work) {
+  const int64_t k = m < n ? m : n;
+  if (hermitian) {  // a = V diag(w) V^T (m == n), the lower triangle read
+    double* ad = work;
+    double* wd = ad + n * n;
+    double* vd = wd + n;
+    double* vtd = vd + n * n;
+    for (int64_t i = 0; i < n * n; ++i) ad[i] = static_cast<double>(a[i]);
+    eigh_matrix(ad, n, true, wd, vd, vtd + n * n);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) vtd[j * n + i] = vd[i * n + j];
+    left = vd, vals = wd, right_t = vtd;
+    return;
+  }
+  double* ad = work;
+  double* ud = ad + m * n;
+  double* sd = ud + m * k;
+  double* vd = sd + k;
+  for (int64_t i = 0; i < m * n; ++i) ad[i] = static_cast<double>(a[i]);
+  svd_matrix_double(ad, m, n, ud, sd, vd, vd + k * n);
+  left = ud, vals = sd, right_t = vd;
+}
+
+// p [n, m] = pinv(a [m, n]) = right diag(1 / vals) left^T over the values whose magnitude is
+// above the tolerance.
+template <typename T>
+ORTM_HOST_DEVICE void pinv_matrix(const T* a, int64_t m, int64_t n, bool hermitian, double atol,
+                                  double rtol, double eps, T* p, double* work) {
+  const int64_t k = m < n ? m : n;
+  double *left = nullptr, *vals = nullptr, *right_t = nullptr;
+  spectral_factors(a, m, n, hermitian, left, vals, right_t, work);
+  double largest = 0.0;
+  for (int64_t j = 0; j < k; ++j) largest = std::fmax(largest, std::fabs(vals[j]));
+  const double tol = spectral_tolerance(largest, atol, rtol, eps, m, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0.0;
+      for (int64_t l = 0; l < k; ++l)
+        if (std::fabs(vals[l]) > tol) acc += right_t[l * n + i] * left[j * k + l] / vals[l];
+      p[i * m + j] = static_cast<T>(acc);
+    }
+}
+
+template <typename T>
+ORTM_HOST_DEVICE int64_t matrix_rank_matrix(const T* a, int64_t m, int64_t n, bool hermitian,
+                                            double atol, double rtol, double eps, double* work) {
+  const int64_t k = m < n ? m : n;
+  double *left = nullptr, *vals = nullptr, *right_t = nullptr;
+  spectral_factors(a, m, n, hermitian, left, vals, right_t, work);
+  double largest = 0.0;
+  for (int64_t j = 0; j < k; ++j) largest = std::fmax(largest, std::fabs(vals[j]));
+  const double tol = spectral_tolerance(largest, atol, rtol, eps, m, n);
+  int64_t rank = 0;
+  for (int64_t j = 0; j < k; ++j) rank += std::fabs(vals[j]) > tol;
+  return rank;
+}
+
+}  // namespace math
+}  // namespace ortmodule
