@@ -19,7 +19,7 @@ import pytest
 import torch
 from onnx import helper
 
-from ortmodule import DebugOptions, ORTModule, _C
+from ortmodule import _C, DebugOptions, ORTModule
 from tests.python.parity_utils import FX, Apply, check
 
 DTYPES = [torch.float32, torch.float64]
@@ -100,8 +100,8 @@ def test_cond_and_spectral_norms(dtype: torch.dtype) -> None:
     check(torch.linalg.cond, a, **tol(dtype))
     check(lambda x: torch.linalg.cond(x, -2), a, **tol(dtype))
     for ord in (2, -2, "nuc"):
-        check(lambda x: torch.linalg.matrix_norm(x, ord), a, **tol(dtype))
-        check(lambda x: torch.linalg.matrix_norm(x, ord, dim=(0, 2), keepdim=True), a,
+        check(lambda x, p=ord: torch.linalg.matrix_norm(x, p), a, **tol(dtype))
+        check(lambda x, p=ord: torch.linalg.matrix_norm(x, p, dim=(0, 2), keepdim=True), a,
               **tol(dtype))
     check(lambda x: torch.norm(x, "nuc"), mat(3, 5, dtype=dtype), **tol(dtype))
     check(lambda x: torch.linalg.norm(x, 2), mat(5, 3, dtype=dtype), **tol(dtype))
