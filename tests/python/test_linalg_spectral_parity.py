@@ -107,6 +107,26 @@ def test_cond_and_spectral_norms(dtype: torch.dtype) -> None:
     check(lambda x: torch.linalg.norm(x, 2), mat(5, 3, dtype=dtype), **tol(dtype))
 
 
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_extreme_scales(scale: float) -> None:
+    """float64 matrices near underflow and overflow: the kernels scale before squaring."""
+    a = sym(4, 4, dtype=torch.float64, seed=6) * scale
+    for fn in (torch.linalg.eigvalsh, torch.linalg.svdvals, torch.linalg.pinv,
+               torch.linalg.matrix_rank):
+        with torch.no_grad():
+            got = ORTModule(Apply(fn), FX)(a)
+        torch.testing.assert_close(got, fn(a), rtol=1e-9, atol=0)
+
+
+def test_non_finite_input_gives_nan() -> None:
+    """Eager raises (LAPACK does not converge); the engine's factors are NaN."""
+    a = sym(3, 3, dtype=torch.float32)
+    a[0, 1] = a[1, 0] = float("nan")
+    for fn in (torch.linalg.eigvalsh, torch.linalg.svdvals, torch.linalg.pinv):
+        with torch.no_grad():
+            assert ORTModule(Apply(fn), FX)(a).isnan().all()
+
+
 # ---- the vectors, on the engine's ops: gauge-invariant functions of them ----
 
 def _program(nodes: list, x_shape: tuple[int, ...], outputs: list[str],

@@ -8,7 +8,8 @@
 // factors A = U diag(S) Vh (U [m, k], Vh [k, n], k = min(m, n)). Eigen- and singular vectors
 // are unique only up to sign (and within repeated values); these routines make each
 // eigenvector's, and each left singular vector's, largest-magnitude component (the first such
-// on ties) positive, a deterministic choice that need not be LAPACK's.
+// on ties) positive, a deterministic choice that need not be LAPACK's. A matrix with a
+// non-finite entry has NaN factors (eager raises on most of them).
 #pragma once
 
 #include <cmath>
@@ -47,6 +48,12 @@ ORTM_HOST_DEVICE void spectral_fix_sign(double* x, int64_t rows, int64_t cols, i
     for (int64_t i = 0; i < rows_y; ++i) y[i * cols + j] = -y[i * cols + j];
 }
 
+ORTM_HOST_DEVICE bool spectral_all_finite(const double* x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+
 ORTM_HOST_DEVICE int64_t eigh_work(int64_t n) { return 2 * n * n + n; }
 
 // a [n, n] (only the lower triangle when `lower`, else the upper one, is read) -> w [n]
@@ -63,16 +70,23 @@ ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v,
       s[i * n + j] = static_cast<double>(own ? a[i * n + j] : a[j * n + i]);
       q[i * n + j] = i == j ? 1.0 : 0.0;
     }
+  if (!spectral_all_finite(s, n * n)) {
+    for (int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(NAN);
+    for (int64_t i = 0; i < n * n; ++i) v[i] = static_cast<T>(NAN);
+    return;
+  }
+  // A pair is rotated unless its off-diagonal entry is negligible next to its diagonal ones
+  // (a relative test: the scale of the matrix does not matter); the rotated entry is then
+  // zero. Sweeps end when none is rotated.
   for (int sweep = 0; sweep < kJacobiMaxSweeps; ++sweep) {
-    double off = 0.0, diag = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) (i == j ? diag : off) += s[i * n + j] * s[i * n + j];
-    if (!(off > 1e-32 * diag) || off == 0.0) break;
+    bool rotated = false;
     for (int64_t p = 0; p < n; ++p)
       for (int64_t r = p + 1; r < n; ++r) {
         const double apr = s[p * n + r];
-        if (apr == 0.0) continue;
-        const double theta = (s[r * n + r] - s[p * n + p]) / (2.0 * apr);
+        const double app = s[p * n + p], arr = s[r * n + r];
+        if (apr == 0.0 || std::fabs(apr) <= 1e-18 * (std::fabs(app) + std::fabs(arr))) continue;
+        rotated = true;
+        const double theta = (arr - app) / (2.0 * apr);
         const double t =
             (theta >= 0.0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
         const double c = 1.0 / std::sqrt(t * t + 1.0), sn = t * c;
@@ -86,12 +100,14 @@ ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v,
           s[p * n + k] = c * pk - sn * rk;
           s[r * n + k] = sn * pk + c * rk;
         }
+        s[p * n + r] = s[r * n + p] = 0.0;
         for (int64_t k = 0; k < n; ++k) {
           const double kp = q[k * n + p], kr = q[k * n + r];
           q[k * n + p] = c * kp - sn * kr;
           q[k * n + r] = sn * kp + c * kr;
         }
       }
+    if (!rotated) break;
   }
   for (int64_t i = 0; i < n; ++i) d[i] = s[i * n + i];
   for (int64_t j = 0; j < n; ++j) {  // selection sort, ascending, moving the vectors along
@@ -157,6 +173,18 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
     for (int64_t j = 0; j < c; ++j) b[i * c + j] = tall ? a[i * n + j] : a[j * n + i];
   for (int64_t i = 0; i < c; ++i)
     for (int64_t j = 0; j < c; ++j) q[i * c + j] = i == j ? 1.0 : 0.0;
+  if (!spectral_all_finite(b, r * c)) {
+    for (int64_t i = 0; i < m * c; ++i) u[i] = NAN;
+    for (int64_t i = 0; i < c; ++i) s[i] = NAN;
+    for (int64_t i = 0; i < c * n; ++i) vt[i] = NAN;
+    return;
+  }
+  // Scaled to a largest magnitude of 1, so that the sums of squares below neither underflow
+  // nor overflow; the singular values are scaled back.
+  double scale = 0.0;
+  for (int64_t i = 0; i < r * c; ++i) scale = std::fmax(scale, std::fabs(b[i]));
+  if (scale > 0.0)
+    for (int64_t i = 0; i < r * c; ++i) b[i] /= scale;
   for (int sweep = 0; sweep < kJacobiMaxSweeps; ++sweep) {
     bool rotated = false;
     for (int64_t p = 0; p < c; ++p)
@@ -225,7 +253,7 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
     else
       spectral_fix_sign(q, c, c, j, b, r);
   }
-  for (int64_t j = 0; j < c; ++j) s[j] = norm[j];
+  for (int64_t j = 0; j < c; ++j) s[j] = norm[j] * scale;
   // tall: a = b diag(s) q^T, u = b [m, n], vt = q^T [n, n]; wide: a^T = b diag(s) q^T,
   // u = q [m, m], vt = b^T [m, n].
   for (int64_t i = 0; i < m; ++i)
@@ -310,6 +338,10 @@ ORTM_HOST_DEVICE void pinv_matrix(const T* a, int64_t m, int64_t n, bool hermiti
   double largest = 0.0;
   for (int64_t j = 0; j < k; ++j) largest = std::fmax(largest, std::fabs(vals[j]));
   const double tol = spectral_tolerance(largest, atol, rtol, eps, m, n);
+  if (k > 0 && std::isnan(vals[0])) {  // a non-finite input
+    for (int64_t i = 0; i < n * m; ++i) p[i] = static_cast<T>(NAN);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double acc = 0.0;
