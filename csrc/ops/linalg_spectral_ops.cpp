@@ -2,9 +2,10 @@
 // (kernels/math/linalg_spectral.h: Jacobi rotations in double, one matrix at a time):
 //   Eigh(A; lower) -> W [..., n] ascending, V [..., n, n]   (torch.linalg.eigh, UPLO)
 //   Svd(A) -> U [..., m, k], S [..., k] descending, Vh [..., k, n]   (reduced SVD)
-//   Pinv(A; hermitian, atol, rtol) -> P [..., n, m]   (torch.linalg.pinv)
-//   MatrixRank(A; hermitian, atol, rtol) -> int64 [...]   (torch.linalg.matrix_rank)
-// rtol < 0 is torch's default, eps * max(m, n). Their gradients are the internal EighGrad,
+//   Pinv(A, atol?, rtol?; hermitian, atol, rtol) -> P [..., n, m]   (torch.linalg.pinv)
+//   MatrixRank(A, atol?, rtol?; hermitian, atol, rtol) -> int64 [...]   (linalg.matrix_rank)
+// The tolerances are the attributes, or tensors broadcast over the batch; rtol < 0 is torch's
+// default, eps * max(m, n) (0 where atol > 0). Their gradients are the internal EighGrad,
 // SvdGrad and PinvGrad (kernels/math/linalg_spectral_grad.h, torch's formulas).
 #include <cfloat>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "kernels/math/linalg_spectral.h"
 #include "kernels/math/linalg_spectral_grad.h"
 #include "kernels/parallel.h"
+#include "ops/linalg_spectral_tolerance.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 
@@ -60,7 +62,54 @@ const T* optional_data(const OpContext& ctx, size_t i) {
 
 double dtype_eps(DType dtype) { return dtype == DType::Float64 ? DBL_EPSILON : FLT_EPSILON; }
 
+// The offset in `t` (shape broadcast against `leading`, right-aligned) of batch element b.
+int64_t broadcast_offset(const Shape& t, const Shape& leading, int64_t b) {
+  int64_t offset = 0, stride = 1;
+  for (size_t k = 0; k < leading.size(); ++k) {
+    const size_t axis = leading.size() - 1 - k;
+    const int64_t index = b % leading[axis];
+    b /= leading[axis];
+    if (k < t.size()) {
+      const int64_t size = t[t.size() - 1 - k];
+      if (size != 1) offset += index * stride;
+      stride *= size;
+    }
+  }
+  return offset;
+}
+
+std::vector<double> tolerance_values(const OpContext& ctx, size_t input, const Shape& leading,
+                                     int64_t batch, double attr) {
+  std::vector<double> out(static_cast<size_t>(batch), attr);
+  if (!ctx.has_input(input)) return out;
+  const Tensor& t = ctx.in(input);
+  const Shape& ts = t.shape();
+  bool fits = ts.size() <= leading.size();
+  for (size_t k = 0; fits && k < ts.size(); ++k) {
+    const int64_t size = ts[ts.size() - 1 - k];
+    fits = size == 1 || size == leading[leading.size() - 1 - k];
+  }
+  if (!fits)
+    ctx.fail(std::string(input == 1 ? "atol " : "rtol ") + shape_str(ts) +
+             " must broadcast to the batch shape " + shape_str(leading));
+  for (int64_t b = 0; b < batch; ++b) {
+    const double v = t.float_at(broadcast_offset(ts, leading, b));
+    // A negative rtol counts as 0 (torch's max(atol, rtol * largest) for atol >= 0), apart
+    // from the kernels' "unset".
+    out[static_cast<size_t>(b)] = input == 2 && v < 0.0 ? 0.0 : v;
+  }
+  return out;
+}
+
 }  // namespace
+
+SpectralTolerances spectral_tolerances(const OpContext& ctx) {
+  const Shape& s = ctx.in(0).shape();
+  const Shape leading(s.begin(), s.end() - 2);
+  const int64_t batch = shape_numel(leading);
+  return {tolerance_values(ctx, 1, leading, batch, ctx.node.attr_float("atol", 0.0)),
+          tolerance_values(ctx, 2, leading, batch, ctx.node.attr_float("rtol", -1.0))};
+}
 
 std::vector<OutputInfo> shape_eigh(const OpContext& ctx) {
   const MatrixDims d = matrix_dims(ctx, ctx.in(0), true);
@@ -181,15 +230,16 @@ void cpu_pinv(OpContext& ctx) {
   const Tensor& a = ctx.in(0);
   const bool hermitian = ctx.node.attr_int("hermitian", 0) != 0;
   const MatrixDims d = matrix_dims(ctx, a, hermitian);
-  const double atol = ctx.node.attr_float("atol", 0.0);
-  const double rtol = ctx.node.attr_float("rtol", -1.0);
+  const SpectralTolerances tol = spectral_tolerances(ctx);
   const double eps = dtype_eps(a.dtype());
   const int64_t m = d.m, n = d.n;
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
     const scalar_t* x = a.data<scalar_t>();
     scalar_t* p = ctx.out(0).data<scalar_t>();
     for_each_matrix(d.batch, math::pinv_work(m, n), m * n * n, [&](int64_t b, double* work) {
-      math::pinv_matrix(x + b * m * n, m, n, hermitian, atol, rtol, eps, p + b * m * n, work);
+      const size_t i = static_cast<size_t>(b);
+      math::pinv_matrix(x + b * m * n, m, n, hermitian, tol.atol[i], tol.rtol[i], eps,
+                        p + b * m * n, work);
     });
   });
 }
@@ -229,15 +279,16 @@ void cpu_matrix_rank(OpContext& ctx) {
   const Tensor& a = ctx.in(0);
   const bool hermitian = ctx.node.attr_int("hermitian", 0) != 0;
   const MatrixDims d = matrix_dims(ctx, a, hermitian);
-  const double atol = ctx.node.attr_float("atol", 0.0);
-  const double rtol = ctx.node.attr_float("rtol", -1.0);
+  const SpectralTolerances tol = spectral_tolerances(ctx);
   const double eps = dtype_eps(a.dtype());
   const int64_t m = d.m, n = d.n;
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
     const scalar_t* x = a.data<scalar_t>();
     int64_t* rank = ctx.out(0).data<int64_t>();
     for_each_matrix(d.batch, math::pinv_work(m, n), m * n * n, [&](int64_t b, double* work) {
-      rank[b] = math::matrix_rank_matrix(x + b * m * n, m, n, hermitian, atol, rtol, eps, work);
+      const size_t i = static_cast<size_t>(b);
+      rank[b] = math::matrix_rank_matrix(x + b * m * n, m, n, hermitian, tol.atol[i], tol.rtol[i],
+                                         eps, work);
     });
   });
 }

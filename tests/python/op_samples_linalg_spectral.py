@@ -66,6 +66,17 @@ def _linalg(fn: str, **attrs: object) -> Callable[[dict[str, np.ndarray]], list[
     return reference
 
 
+def _tensor_tolerances(fn: str) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        out = getattr(torch.linalg, fn)(*(torch.from_numpy(d[n]) for n in ("x",)),
+                                        atol=torch.from_numpy(d["atol"]),
+                                        rtol=torch.from_numpy(d["rtol"]))
+        return [out.numpy()]
+    return reference
+
+
 def _sym(*shape: int) -> np.ndarray:
     a = rand(*shape)
     return a + np.swapaxes(a, -1, -2)
@@ -108,9 +119,16 @@ LINALG_SPECTRAL_SAMPLES: dict[str, list[Sample]] = {
         _op({"atol": 0.3}, rand(4, 4), "pinv", grad=[], reference_rtol=1e-9),
         _op({"hermitian": 1}, _sym(4, 4), "pinv", grad=[], reference_rtol=1e-9),
         _op({}, np.zeros((3, 0)), "pinv", grad=[]),
+        Sample({"x": np.stack([rand(3, 3) * np.array([10.0, 1.0, 0.01])] * 2),
+                "atol": np.array([0.5, 0.001]), "rtol": np.array(0.0)}, domain=OWN,
+               expected=_tensor_tolerances("pinv"), grad=[], reference_rtol=1e-9),
     ],
     "MatrixRank": [
         _op({}, rand(4, 4), "matrix_rank"),
+        # atol per matrix (a tensor input), rtol 0-d: torch's tensor tolerances.
+        Sample({"x": np.stack([rand(3, 3) * np.array([10.0, 1.0, 0.01])] * 2),
+                "atol": np.array([0.5, 20.0]), "rtol": np.array(0.001)}, domain=OWN,
+               expected=_tensor_tolerances("matrix_rank")),
         _op({}, np.stack([_rank_deficient(5, 4, 2), _rank_deficient(5, 4, 3)]), "matrix_rank"),
         _op({"atol": 1.0, "rtol": 0.0}, rand(3, 3) * np.array([10.0, 1.0, 0.01]),
             "matrix_rank"),

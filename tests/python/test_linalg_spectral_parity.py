@@ -75,6 +75,12 @@ def test_pinv(dtype: torch.dtype) -> None:
     check(lambda x: torch.linalg.pinv(x, rtol=0.1), a, **tol(dtype))
     check(lambda x: torch.linalg.pinv(x, atol=0.2), a, **tol(dtype))
     check(lambda x: torch.linalg.pinv(x, 0.1), a, **tol(dtype))
+    # Tolerances as tensors: 0-d, and one per matrix of a batch.
+    # (Made inside the function: eager refuses a tolerance that requires grad.)
+    check(lambda x: torch.linalg.pinv(x, rtol=torch.tensor(0.1, dtype=dtype)), a, **tol(dtype))
+    batch = torch.stack([a, 2 * a, a.mT])
+    check(lambda x: torch.linalg.pinv(x, atol=torch.tensor([0.2, 0.05, 0.5], dtype=dtype)),
+          batch, **tol(dtype))
     singular = mat(5, 2, dtype=dtype) @ mat(2, 4, dtype=dtype, seed=3)
     with torch.no_grad():
         got = ORTModule(Apply(torch.linalg.pinv), FX)(singular)
@@ -92,6 +98,9 @@ def test_matrix_rank(dtype: torch.dtype) -> None:
     check(lambda x: torch.linalg.matrix_rank(x, atol=0.5, rtol=0.1), scaled)
     check(lambda x: torch.linalg.matrix_rank(x, rtol=0.05), scaled)
     check(torch.linalg.matrix_rank, torch.zeros(3, 3, dtype=dtype))
+    check(lambda x, t: torch.linalg.matrix_rank(x, atol=t), torch.stack([scaled, 10 * scaled]),
+          torch.tensor([0.5, 0.5], dtype=dtype))
+    check(lambda x, t: torch.linalg.matrix_rank(x, t), scaled, torch.tensor(0.05, dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

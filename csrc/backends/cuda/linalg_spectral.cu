@@ -5,10 +5,12 @@
 // models (covariances, whitening, small pseudo-inverses), batched.
 #include <cfloat>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/math/linalg_spectral.h"
 #include "kernels/math/linalg_spectral_grad.h"
+#include "ops/linalg_spectral_tolerance.h"
 #include "ops/op_utils.h"
 
 namespace ortmodule {
@@ -82,12 +84,26 @@ __global__ void svd_grad_kernel(int64_t batch, int64_t m, int64_t n, const T* u,
                         ga + b * m * n, work + b * per);
 }
 
+// The tolerances of each matrix on the device: atol [batch] then rtol [batch].
+Tensor upload_tolerances(const OpContext& ctx, int64_t batch, Device device, cudaStream_t stream) {
+  const SpectralTolerances tol = spectral_tolerances(ctx);
+  std::vector<double> packed(tol.atol);
+  packed.insert(packed.end(), tol.rtol.begin(), tol.rtol.end());
+  Tensor out = Tensor::empty(DType::Float64, {2 * batch}, device);
+  // From pageable memory the copy is staged before the call returns.
+  cuda::check(cudaMemcpyAsync(out.raw(), packed.data(), packed.size() * sizeof(double),
+                              cudaMemcpyHostToDevice, stream),
+              "spectral tolerances");
+  return out;
+}
+
 template <typename T>
-__global__ void pinv_kernel(int64_t batch, int64_t m, int64_t n, bool hermitian, double atol,
-                            double rtol, double eps, const T* a, T* p, double* work, int64_t per) {
+__global__ void pinv_kernel(int64_t batch, int64_t m, int64_t n, bool hermitian, const double* tol,
+                            double eps, const T* a, T* p, double* work, int64_t per) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= batch) return;
-  math::pinv_matrix(a + b * m * n, m, n, hermitian, atol, rtol, eps, p + b * m * n, work + b * per);
+  math::pinv_matrix(a + b * m * n, m, n, hermitian, tol[b], tol[batch + b], eps, p + b * m * n,
+                    work + b * per);
 }
 
 template <typename T>
@@ -100,13 +116,13 @@ __global__ void pinv_grad_kernel(int64_t batch, int64_t m, int64_t n, const T* a
 }
 
 template <typename T>
-__global__ void matrix_rank_kernel(int64_t batch, int64_t m, int64_t n, bool hermitian, double atol,
-                                   double rtol, double eps, const T* a, int64_t* rank, double* work,
-                                   int64_t per) {
+__global__ void matrix_rank_kernel(int64_t batch, int64_t m, int64_t n, bool hermitian,
+                                   const double* tol, double eps, const T* a, int64_t* rank,
+                                   double* work, int64_t per) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= batch) return;
-  rank[b] =
-      math::matrix_rank_matrix(a + b * m * n, m, n, hermitian, atol, rtol, eps, work + b * per);
+  rank[b] = math::matrix_rank_matrix(a + b * m * n, m, n, hermitian, tol[b], tol[batch + b], eps,
+                                     work + b * per);
 }
 
 double dtype_eps(DType dtype) { return dtype == DType::Float64 ? DBL_EPSILON : FLT_EPSILON; }
@@ -183,14 +199,13 @@ void cuda_pinv(OpContext& ctx) {
   const Dims d = dims_of(a);
   if (d.batch == 0 || d.m == 0 || d.n == 0) return;
   const bool hermitian = ctx.node.attr_int("hermitian", 0) != 0;
-  const double atol = ctx.node.attr_float("atol", 0.0);
-  const double rtol = ctx.node.attr_float("rtol", -1.0);
   const int64_t per = math::pinv_work(d.m, d.n);
-  Tensor work = workspace(d.batch, per, a.device());
   cudaStream_t stream = cuda::stream(a.device());
+  Tensor tol = upload_tolerances(ctx, d.batch, a.device(), stream);
+  Tensor work = workspace(d.batch, per, a.device());
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
     pinv_kernel<scalar_t><<<matrix_blocks(d.batch), kMatrixThreads, 0, stream>>>(
-        d.batch, d.m, d.n, hermitian, atol, rtol, dtype_eps(a.dtype()), a.data<scalar_t>(),
+        d.batch, d.m, d.n, hermitian, tol.data<double>(), dtype_eps(a.dtype()), a.data<scalar_t>(),
         ctx.out(0).data<scalar_t>(), work.data<double>(), per);
   });
   cuda::check_launch("Pinv");
@@ -222,13 +237,12 @@ void cuda_matrix_rank(OpContext& ctx) {
     return;
   }
   const bool hermitian = ctx.node.attr_int("hermitian", 0) != 0;
-  const double atol = ctx.node.attr_float("atol", 0.0);
-  const double rtol = ctx.node.attr_float("rtol", -1.0);
   const int64_t per = math::pinv_work(d.m, d.n);
+  Tensor tol = upload_tolerances(ctx, d.batch, a.device(), stream);
   Tensor work = workspace(d.batch, per, a.device());
   ORTM_DISPATCH_FLOAT(a.dtype(), ctx, {
     matrix_rank_kernel<scalar_t><<<matrix_blocks(d.batch), kMatrixThreads, 0, stream>>>(
-        d.batch, d.m, d.n, hermitian, atol, rtol, dtype_eps(a.dtype()), a.data<scalar_t>(),
+        d.batch, d.m, d.n, hermitian, tol.data<double>(), dtype_eps(a.dtype()), a.data<scalar_t>(),
         rank.data<int64_t>(), work.data<double>(), per);
   });
   cuda::check_launch("MatrixRank");

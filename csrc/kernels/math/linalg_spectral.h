@@ -283,10 +283,10 @@ ORTM_HOST_DEVICE void svd_matrix(const T* a, int64_t m, int64_t n, T* u, T* s, T
 }
 
 // torch's tolerance of pinv and matrix_rank: values above max(atol, rtol * largest) count
-// (rtol < 0: eps * max(m, n), eps of the input's dtype).
+// (rtol < 0, unset: 0 where atol > 0, else eps * max(m, n), eps of the input's dtype).
 ORTM_HOST_DEVICE double spectral_tolerance(double largest, double atol, double rtol, double eps,
                                            int64_t m, int64_t n) {
-  const double r = rtol < 0.0 ? eps * static_cast<double>(m > n ? m : n) : rtol;
+  const double r = rtol >= 0.0 ? rtol : atol > 0.0 ? 0.0 : eps * static_cast<double>(m > n ? m : n);
   const double rel = r * largest;
   return atol > rel ? atol : rel;
 }

@@ -128,63 +128,80 @@ def _linalg_svdvals(lw: Lowering, node: Any, x: Any, driver: Any = None) -> Any:
 def _number(node: Any, value: Any, name: str) -> float | None:
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
-    raise UnsupportedOp(f"{node.target}: a tensor {name}, which the engine's kernel takes "
-                        "only as a number")
+    raise UnsupportedOp(f"{node.target}: {name} must be a number")
 
 
-def _tolerance_attrs(node: Any, atol: Any, rtol: Any) -> dict[str, float]:
-    """The kernels' atol and rtol (rtol -1: eps * max(m, n)) for torch's semantics: with rtol
-    unset, the default rtol applies unless atol is set above zero, which makes it 0."""
-    a, r = _number(node, atol, "atol"), _number(node, rtol, "rtol")
-    if r is not None and r < 0:
-        raise UnsupportedOp(f"{node.target}: a negative rtol")
-    if r is None:
-        r = 0.0 if a is not None and a > 0 else -1.0
-    return {"atol": 0.0 if a is None else a, "rtol": r}
+class _Tolerances:
+    """The optional atol / rtol inputs and attributes of Pinv and MatrixRank: torch's
+    semantics (rtol unset: eps * max(m, n), or 0 where atol > 0; the kernels' rtol -1)."""
+
+    def __init__(self, lw: Lowering, node: Any, x: Any, atol: Any, rtol: Any) -> None:
+        self.inputs: list[str | None] = [None, None]
+        self.attrs: dict[str, float] = {"atol": 0.0, "rtol": -1.0}
+        batch = tuple(lw.meta(x).shape[:-2])
+        for k, (name, value) in enumerate((("atol", atol), ("rtol", rtol))):
+            if isinstance(value, torch.fx.Node):
+                shape = tuple(lw.meta(value).shape)
+                if len(shape) > len(batch) or any(
+                        t != 1 and t != b for t, b in zip(reversed(shape), reversed(batch))):
+                    raise UnsupportedOp(f"{node.target}: a {name} of shape {list(shape)}, "
+                                        f"which does not broadcast into the batch "
+                                        f"{list(batch)}")
+                self.inputs[k] = lw.tensor(value)
+                continue
+            number = _number(node, value, name)
+            if number is None:
+                continue
+            if name == "rtol" and number < 0:
+                raise UnsupportedOp(f"{node.target}: a negative rtol")
+            self.attrs[name] = number
+
+    def node_inputs(self, a: str) -> list[str | None]:
+        inputs = [a, *self.inputs]
+        while inputs[-1] is None:
+            inputs.pop()
+        return inputs
 
 
-def _pinv(lw: Lowering, node: Any, x: Any, hermitian: bool, tolerances: dict[str, float]
-          ) -> str:
-    return lw.op("Pinv", [_float_input(lw, node, x)], domain=OWN_DOMAIN,
-                 hermitian=int(bool(hermitian)), **tolerances)
+def _pinv(lw: Lowering, node: Any, x: Any, hermitian: bool, tol: _Tolerances) -> str:
+    return lw.op("Pinv", tol.node_inputs(_float_input(lw, node, x)), domain=OWN_DOMAIN,
+                 hermitian=int(bool(hermitian)), **tol.attrs)
 
 
 @register(aten.linalg_pinv.atol_rtol_float, aten.linalg_pinv.atol_rtol_tensor)
 def _linalg_pinv(lw: Lowering, node: Any, x: Any, atol: Any = None, rtol: Any = None,
                  hermitian: bool = False) -> Any:
-    return _pinv(lw, node, x, hermitian, _tolerance_attrs(node, atol, rtol))
+    return _pinv(lw, node, x, hermitian, _Tolerances(lw, node, x, atol, rtol))
 
 
 @register(aten.linalg_pinv.default, aten.linalg_pinv.rcond_tensor)
 def _linalg_pinv_rcond(lw: Lowering, node: Any, x: Any, rcond: Any,
                        hermitian: bool = False) -> Any:
     """The rcond form: rtol = rcond, atol = 0."""
-    return _pinv(lw, node, x, hermitian, _tolerance_attrs(node, 0.0, rcond))
+    return _pinv(lw, node, x, hermitian, _Tolerances(lw, node, x, 0.0, rcond))
 
 
 @register(aten.pinverse.default)
 def _pinverse(lw: Lowering, node: Any, x: Any, rcond: float = 1e-15) -> Any:
-    return _pinv(lw, node, x, False, _tolerance_attrs(node, 0.0, rcond))
+    return _pinv(lw, node, x, False, _Tolerances(lw, node, x, 0.0, rcond))
 
 
-def _rank(lw: Lowering, node: Any, x: Any, hermitian: bool, tolerances: dict[str, float]
-          ) -> str:
-    return lw.op("MatrixRank", [_float_input(lw, node, x)], domain=OWN_DOMAIN,
-                 hermitian=int(bool(hermitian)), **tolerances)
+def _rank(lw: Lowering, node: Any, x: Any, hermitian: bool, tol: _Tolerances) -> str:
+    return lw.op("MatrixRank", tol.node_inputs(_float_input(lw, node, x)), domain=OWN_DOMAIN,
+                 hermitian=int(bool(hermitian)), **tol.attrs)
 
 
 @register(aten.linalg_matrix_rank.atol_rtol_float, aten.linalg_matrix_rank.atol_rtol_tensor)
 def _linalg_matrix_rank(lw: Lowering, node: Any, x: Any, atol: Any = None, rtol: Any = None,
                         hermitian: bool = False) -> Any:
-    return _rank(lw, node, x, hermitian, _tolerance_attrs(node, atol, rtol))
+    return _rank(lw, node, x, hermitian, _Tolerances(lw, node, x, atol, rtol))
 
 
 @register(aten.linalg_matrix_rank.default, aten.linalg_matrix_rank.tol_tensor)
 def _linalg_matrix_rank_tol(lw: Lowering, node: Any, x: Any, tol: Any,
                             hermitian: bool = False) -> Any:
     """The legacy tol form: atol = tol, rtol = 0."""
-    t = _number(node, tol, "tol")
-    return _rank(lw, node, x, hermitian, {"atol": t, "rtol": 0.0})
+    return _rank(lw, node, x, hermitian, _Tolerances(lw, node, x, tol, 0.0))
 
 
 # ---- cond and the spectral norms ----
