@@ -35,19 +35,6 @@ ORTM_HOST_DEVICE void spectral_matmul(const double* a, bool ta, const double* b,
     }
 }
 
-// Flips column j of x [rows, cols] (and of y [rows_y, cols], when given) so that x's
-// largest-magnitude entry in that column is positive.
-ORTM_HOST_DEVICE void spectral_fix_sign(double* x, int64_t rows, int64_t cols, int64_t j, double* y,
-                                        int64_t rows_y) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < rows; ++i)
-    if (std::fabs(x[i * cols + j]) > std::fabs(x[best * cols + j])) best = i;
-  if (rows == 0 || !(x[best * cols + j] < 0.0)) return;
-  for (int64_t i = 0; i < rows; ++i) x[i * cols + j] = -x[i * cols + j];
-  if (y != nullptr)
-    for (int64_t i = 0; i < rows_y; ++i) y[i * cols + j] = -y[i * cols + j];
-}
-
 ORTM_HOST_DEVICE bool spectral_all_finite(const double* x, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     if (!std::isfinite(x[i])) return false;
@@ -58,17 +45,19 @@ ORTM_HOST_DEVICE int64_t eigh_work(int64_t n) { return 2 * n * n + n; }
 
 // a [n, n] (only the lower triangle when `lower`, else the upper one, is read) -> w [n]
 // ascending, v [n, n] with the eigenvector of w[j] in column j. Cyclic Jacobi: rotations
-// zero each off-diagonal pair in turn until the off-diagonal part is negligible.
+// zero each off-diagonal pair in turn until the off-diagonal part is negligible. The matrix
+// is kept symmetric (rows read, rows and columns written) and the rotations accumulate in
+// the rows of qt (the vectors as rows), so the inner loops run along rows.
 template <typename T>
 ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v, double* work) {
-  double* s = work;          // the symmetric matrix, rotated towards diagonal
-  double* q = work + n * n;  // accumulated rotations
-  double* d = q + n * n;
+  double* s = work;           // the symmetric matrix, rotated towards diagonal
+  double* qt = work + n * n;  // accumulated rotations, transposed
+  double* d = qt + n * n;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const bool own = lower ? j <= i : j >= i;
       s[i * n + j] = static_cast<double>(own ? a[i * n + j] : a[j * n + i]);
-      q[i * n + j] = i == j ? 1.0 : 0.0;
+      qt[i * n + j] = i == j ? 1.0 : 0.0;
     }
   if (!spectral_all_finite(s, n * n)) {
     for (int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(NAN);
@@ -90,21 +79,20 @@ ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v,
         const double t =
             (theta >= 0.0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
         const double c = 1.0 / std::sqrt(t * t + 1.0), sn = t * c;
-        for (int64_t k = 0; k < n; ++k) {  // columns p, r
-          const double kp = s[k * n + p], kr = s[k * n + r];
-          s[k * n + p] = c * kp - sn * kr;
-          s[k * n + r] = sn * kp + c * kr;
-        }
-        for (int64_t k = 0; k < n; ++k) {  // rows p, r
-          const double pk = s[p * n + k], rk = s[r * n + k];
-          s[p * n + k] = c * pk - sn * rk;
-          s[r * n + k] = sn * pk + c * rk;
-        }
+        s[p * n + p] = app - t * apr;
+        s[r * n + r] = arr + t * apr;
         s[p * n + r] = s[r * n + p] = 0.0;
         for (int64_t k = 0; k < n; ++k) {
-          const double kp = q[k * n + p], kr = q[k * n + r];
-          q[k * n + p] = c * kp - sn * kr;
-          q[k * n + r] = sn * kp + c * kr;
+          if (k == p || k == r) continue;
+          const double kp = s[p * n + k], kr = s[r * n + k];
+          const double np = c * kp - sn * kr, nr = sn * kp + c * kr;
+          s[p * n + k] = s[k * n + p] = np;
+          s[r * n + k] = s[k * n + r] = nr;
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          const double kp = qt[p * n + k], kr = qt[r * n + k];
+          qt[p * n + k] = c * kp - sn * kr;
+          qt[r * n + k] = sn * kp + c * kr;
         }
       }
     if (!rotated) break;
@@ -119,15 +107,20 @@ ORTM_HOST_DEVICE void eigh_matrix(const T* a, int64_t n, bool lower, T* w, T* v,
       d[j] = d[best];
       d[best] = t;
       for (int64_t k = 0; k < n; ++k) {
-        const double u = q[k * n + j];
-        q[k * n + j] = q[k * n + best];
-        q[k * n + best] = u;
+        const double u = qt[j * n + k];
+        qt[j * n + k] = qt[best * n + k];
+        qt[best * n + k] = u;
       }
     }
-    spectral_fix_sign(q, n, n, j, nullptr, 0);
+    int64_t big = 0;  // the sign: the largest-magnitude component positive
+    for (int64_t k = 1; k < n; ++k)
+      if (std::fabs(qt[j * n + k]) > std::fabs(qt[j * n + big])) big = k;
+    if (qt[j * n + big] < 0.0)
+      for (int64_t k = 0; k < n; ++k) qt[j * n + k] = -qt[j * n + k];
   }
   for (int64_t i = 0; i < n; ++i) w[i] = static_cast<T>(d[i]);
-  for (int64_t i = 0; i < n * n; ++i) v[i] = static_cast<T>(q[i]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) v[i * n + j] = static_cast<T>(qt[j * n + i]);
 }
 
 ORTM_HOST_DEVICE int64_t svd_work(int64_t m, int64_t n) {
@@ -135,45 +128,59 @@ ORTM_HOST_DEVICE int64_t svd_work(int64_t m, int64_t n) {
   return r * c + c * c + c;
 }
 
-// Fills column j of b [r, c] with a unit vector orthogonal to columns 0..j-1 (assumed
+// Fills row j of b [*, r] with a unit vector orthogonal to rows 0..j-1 (assumed
 // orthonormal): the unit vector e_i with the largest residual, orthogonalized twice.
-ORTM_HOST_DEVICE void spectral_complete_column(double* b, int64_t r, int64_t c, int64_t j) {
+ORTM_HOST_DEVICE void spectral_complete_row(double* b, int64_t r, int64_t j) {
   int64_t best = 0;
   double best_norm = -1.0;
   for (int64_t i = 0; i < r; ++i) {
-    double norm = 1.0;  // |e_i - sum_k b_ik b_k|^2 = 1 - sum_k b_ik^2
-    for (int64_t k = 0; k < j; ++k) norm -= b[i * c + k] * b[i * c + k];
+    double norm = 1.0;  // |e_i - sum_k b_ki b_k|^2 = 1 - sum_k b_ki^2
+    for (int64_t k = 0; k < j; ++k) norm -= b[k * r + i] * b[k * r + i];
     if (norm > best_norm + 1e-12) best = i, best_norm = norm;
   }
-  for (int64_t i = 0; i < r; ++i) b[i * c + j] = i == best ? 1.0 : 0.0;
+  double* row = b + j * r;
+  for (int64_t i = 0; i < r; ++i) row[i] = i == best ? 1.0 : 0.0;
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t k = 0; k < j; ++k) {
       double dot = 0.0;
-      for (int64_t i = 0; i < r; ++i) dot += b[i * c + k] * b[i * c + j];
-      for (int64_t i = 0; i < r; ++i) b[i * c + j] -= dot * b[i * c + k];
+      for (int64_t i = 0; i < r; ++i) dot += b[k * r + i] * row[i];
+      for (int64_t i = 0; i < r; ++i) row[i] -= dot * b[k * r + i];
     }
     double norm = 0.0;
-    for (int64_t i = 0; i < r; ++i) norm += b[i * c + j] * b[i * c + j];
+    for (int64_t i = 0; i < r; ++i) norm += row[i] * row[i];
     norm = std::sqrt(norm);
-    for (int64_t i = 0; i < r; ++i) b[i * c + j] /= norm;
+    for (int64_t i = 0; i < r; ++i) row[i] /= norm;
   }
+}
+
+// Negates row j of x [*, len] (and of y [*, len_y]) unless x's largest-magnitude entry in
+// it (the first such) is positive.
+ORTM_HOST_DEVICE void spectral_fix_row_sign(double* x, int64_t len, double* y, int64_t len_y,
+                                            int64_t j) {
+  int64_t big = 0;
+  for (int64_t k = 1; k < len; ++k)
+    if (std::fabs(x[j * len + k]) > std::fabs(x[j * len + big])) big = k;
+  if (len == 0 || !(x[j * len + big] < 0.0)) return;
+  for (int64_t k = 0; k < len; ++k) x[j * len + k] = -x[j * len + k];
+  for (int64_t k = 0; k < len_y; ++k) y[j * len_y + k] = -y[j * len_y + k];
 }
 
 // a [m, n] -> u [m, k], s [k] descending, vt [k, n] (k = min(m, n)), in double. One-sided
 // (Hestenes) Jacobi on the columns of a (of a^T when m < n): rotations orthogonalize each
-// pair of columns in turn; the column norms are then the singular values.
+// pair of columns in turn; the column norms are then the singular values. The columns are
+// kept as rows (bt, qt), so the inner loops run along rows.
 ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, double* u, double* s,
                                         double* vt, double* work) {
   const bool tall = m >= n;
   const int64_t r = tall ? m : n, c = tall ? n : m;
-  double* b = work;          // [r, c]: a or a^T, rotated until its columns are orthogonal
-  double* q = work + r * c;  // [c, c]: the rotations
-  double* norm = q + c * c;  // [c]
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) b[i * c + j] = tall ? a[i * n + j] : a[j * n + i];
+  double* bt = work;          // [c, r]: the columns of a or a^T, rotated until orthogonal
+  double* qt = work + r * c;  // [c, c]: the rotations, column j in row j
+  double* norm = qt + c * c;  // [c]
+  for (int64_t j = 0; j < c; ++j)
+    for (int64_t i = 0; i < r; ++i) bt[j * r + i] = tall ? a[i * n + j] : a[j * n + i];
   for (int64_t i = 0; i < c; ++i)
-    for (int64_t j = 0; j < c; ++j) q[i * c + j] = i == j ? 1.0 : 0.0;
-  if (!spectral_all_finite(b, r * c)) {
+    for (int64_t j = 0; j < c; ++j) qt[i * c + j] = i == j ? 1.0 : 0.0;
+  if (!spectral_all_finite(bt, r * c)) {
     for (int64_t i = 0; i < m * c; ++i) u[i] = NAN;
     for (int64_t i = 0; i < c; ++i) s[i] = NAN;
     for (int64_t i = 0; i < c * n; ++i) vt[i] = NAN;
@@ -182,18 +189,20 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
   // Scaled to a largest magnitude of 1, so that the sums of squares below neither underflow
   // nor overflow; the singular values are scaled back.
   double scale = 0.0;
-  for (int64_t i = 0; i < r * c; ++i) scale = std::fmax(scale, std::fabs(b[i]));
+  for (int64_t i = 0; i < r * c; ++i) scale = std::fmax(scale, std::fabs(bt[i]));
   if (scale > 0.0)
-    for (int64_t i = 0; i < r * c; ++i) b[i] /= scale;
+    for (int64_t i = 0; i < r * c; ++i) bt[i] /= scale;
   for (int sweep = 0; sweep < kJacobiMaxSweeps; ++sweep) {
     bool rotated = false;
     for (int64_t p = 0; p < c; ++p)
       for (int64_t t = p + 1; t < c; ++t) {
+        double* x = bt + p * r;
+        double* y = bt + t * r;
         double alpha = 0.0, beta = 0.0, gamma = 0.0;
         for (int64_t i = 0; i < r; ++i) {
-          alpha += b[i * c + p] * b[i * c + p];
-          beta += b[i * c + t] * b[i * c + t];
-          gamma += b[i * c + p] * b[i * c + t];
+          alpha += x[i] * x[i];
+          beta += y[i] * y[i];
+          gamma += x[i] * y[i];
         }
         if (!(std::fabs(gamma) > 1e-15 * std::sqrt(alpha * beta))) continue;
         rotated = true;
@@ -202,21 +211,23 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
             (zeta >= 0.0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));
         const double cs = 1.0 / std::sqrt(1.0 + tan * tan), sn = cs * tan;
         for (int64_t i = 0; i < r; ++i) {
-          const double x = b[i * c + p], y = b[i * c + t];
-          b[i * c + p] = cs * x - sn * y;
-          b[i * c + t] = sn * x + cs * y;
+          const double xi = x[i], yi = y[i];
+          x[i] = cs * xi - sn * yi;
+          y[i] = sn * xi + cs * yi;
         }
+        double* qx = qt + p * c;
+        double* qy = qt + t * c;
         for (int64_t i = 0; i < c; ++i) {
-          const double x = q[i * c + p], y = q[i * c + t];
-          q[i * c + p] = cs * x - sn * y;
-          q[i * c + t] = sn * x + cs * y;
+          const double xi = qx[i], yi = qy[i];
+          qx[i] = cs * xi - sn * yi;
+          qy[i] = sn * xi + cs * yi;
         }
       }
     if (!rotated) break;
   }
   for (int64_t j = 0; j < c; ++j) {
     double sum = 0.0;
-    for (int64_t i = 0; i < r; ++i) sum += b[i * c + j] * b[i * c + j];
+    for (int64_t i = 0; i < r; ++i) sum += bt[j * r + i] * bt[j * r + i];
     norm[j] = std::sqrt(sum);
   }
   for (int64_t j = 0; j < c; ++j) {  // selection sort, descending
@@ -228,14 +239,14 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
     norm[j] = norm[best];
     norm[best] = t;
     for (int64_t i = 0; i < r; ++i) {
-      const double x = b[i * c + j];
-      b[i * c + j] = b[i * c + best];
-      b[i * c + best] = x;
+      const double x = bt[j * r + i];
+      bt[j * r + i] = bt[best * r + i];
+      bt[best * r + i] = x;
     }
     for (int64_t i = 0; i < c; ++i) {
-      const double x = q[i * c + j];
-      q[i * c + j] = q[i * c + best];
-      q[i * c + best] = x;
+      const double x = qt[j * c + i];
+      qt[j * c + i] = qt[best * c + i];
+      qt[best * c + i] = x;
     }
   }
   // Left vectors: the normalized columns; those of (numerically) zero singular values are
@@ -243,23 +254,24 @@ ORTM_HOST_DEVICE void svd_matrix_double(const double* a, int64_t m, int64_t n, d
   const double floor = (c > 0 ? norm[0] : 0.0) * 1e-15 * static_cast<double>(r);
   for (int64_t j = 0; j < c; ++j) {
     if (norm[j] > floor && norm[j] > 0.0) {
-      for (int64_t i = 0; i < r; ++i) b[i * c + j] /= norm[j];
+      for (int64_t i = 0; i < r; ++i) bt[j * r + i] /= norm[j];
     } else {
-      spectral_complete_column(b, r, c, j);
+      spectral_complete_row(bt, r, j);
     }
-    // The sign is fixed on U's columns: b's when tall, q's (a^T's right vectors) otherwise.
+    // The sign is fixed on U's columns: bt's rows when tall, qt's (a^T's right vectors)
+    // otherwise.
     if (tall)
-      spectral_fix_sign(b, r, c, j, q, c);
+      spectral_fix_row_sign(bt, r, qt, c, j);
     else
-      spectral_fix_sign(q, c, c, j, b, r);
+      spectral_fix_row_sign(qt, c, bt, r, j);
   }
   for (int64_t j = 0; j < c; ++j) s[j] = norm[j] * scale;
   // tall: a = b diag(s) q^T, u = b [m, n], vt = q^T [n, n]; wide: a^T = b diag(s) q^T,
   // u = q [m, m], vt = b^T [m, n].
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < c; ++j) u[i * c + j] = tall ? b[i * c + j] : q[i * c + j];
+    for (int64_t j = 0; j < c; ++j) u[i * c + j] = tall ? bt[j * r + i] : qt[j * c + i];
   for (int64_t j = 0; j < c; ++j)
-    for (int64_t i = 0; i < n; ++i) vt[j * n + i] = tall ? q[i * c + j] : b[i * c + j];
+    for (int64_t i = 0; i < n; ++i) vt[j * n + i] = tall ? qt[j * c + i] : bt[j * r + i];
 }
 
 ORTM_HOST_DEVICE int64_t svd_matrix_work(int64_t m, int64_t n) {
