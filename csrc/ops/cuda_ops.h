@@ -152,6 +152,14 @@ ORTM_CUDA_KERNEL(cuda_householder_product);
 ORTM_CUDA_KERNEL(cuda_householder_product_grad);
 ORTM_CUDA_KERNEL(cuda_ormqr);
 ORTM_CUDA_KERNEL(cuda_ormqr_grad);
+// linalg_spectral.cu
+ORTM_CUDA_KERNEL(cuda_eigh);
+ORTM_CUDA_KERNEL(cuda_eigh_grad);
+ORTM_CUDA_KERNEL(cuda_svd);
+ORTM_CUDA_KERNEL(cuda_svd_grad);
+ORTM_CUDA_KERNEL(cuda_pinv);
+ORTM_CUDA_KERNEL(cuda_pinv_grad);
+ORTM_CUDA_KERNEL(cuda_matrix_rank);
 // linear_cross_entropy.cu
 ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy);
 ORTM_CUDA_KERNEL(cuda_fused_linear_cross_entropy_grad);

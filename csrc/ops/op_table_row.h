@@ -103,6 +103,7 @@ std::vector<OpDef> internal_rows();
 // op_table.cpp's build_table.
 std::vector<OpDef> math_rows();
 std::vector<OpDef> linalg_qr_rows();
+std::vector<OpDef> linalg_spectral_rows();
 
 }  // namespace op_rows
 }  // namespace ortmodule

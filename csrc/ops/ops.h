@@ -236,6 +236,24 @@ void cpu_ormqr_grad(OpContext&);
 void grad_linalg_qr(GradContext&);
 void grad_householder_product(GradContext&);
 void grad_ormqr(GradContext&);
+// linalg_spectral_ops.cpp
+std::vector<OutputInfo> shape_eigh(const OpContext&);
+void cpu_eigh(OpContext&);
+void grad_eigh(GradContext&);
+std::vector<OutputInfo> shape_eigh_grad(const OpContext&);
+void cpu_eigh_grad(OpContext&);
+std::vector<OutputInfo> shape_svd(const OpContext&);
+void cpu_svd(OpContext&);
+void grad_svd(GradContext&);
+std::vector<OutputInfo> shape_svd_grad(const OpContext&);
+void cpu_svd_grad(OpContext&);
+std::vector<OutputInfo> shape_pinv(const OpContext&);
+void cpu_pinv(OpContext&);
+void grad_pinv(GradContext&);
+std::vector<OutputInfo> shape_pinv_grad(const OpContext&);
+void cpu_pinv_grad(OpContext&);
+std::vector<OutputInfo> shape_matrix_rank(const OpContext&);
+void cpu_matrix_rank(OpContext&);
 // linear_cross_entropy_ops.cpp
 std::vector<OutputInfo> shape_fused_linear_cross_entropy(const OpContext&);
 void cpu_fused_linear_cross_entropy(OpContext&);

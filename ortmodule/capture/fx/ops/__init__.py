@@ -23,6 +23,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     inplace,
     linalg_qr,
     linear_loss,
+    linalg_spectral,
     matmul,
     normalization,
     polynomial,

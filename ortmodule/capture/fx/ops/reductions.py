@@ -199,8 +199,9 @@ def _norm_dim(lw: Lowering, node: Any, x: Any, p: Any, dim: Any, keepdim: bool =
 
 def matrix_norm(lw: Lowering, value: str, rank: int, ord: Any, dim: Any,
                 keepdim: bool) -> str:
-    """torch.linalg.matrix_norm over the two dims ``dim``: 'fro', and the induced 1 / inf
-    norms (largest column / row sum of absolute values) and their -1 / -inf minima."""
+    """torch.linalg.matrix_norm over the two dims ``dim``: 'fro', the induced 1 / inf
+    norms (largest column / row sum of absolute values) and their -1 / -inf minima, and the
+    spectral ones (2, -2, 'nuc': linalg_spectral.py)."""
     rows, cols = (_axis(int(d), rank) for d in dim)
     if ord == "fro":
         return reduce(lw, "ReduceL2", value, sorted([rows, cols]), keepdim)
@@ -212,9 +213,12 @@ def matrix_norm(lw: Lowering, value: str, rank: int, ord: Any, dim: Any,
         if not keepdim:
             out = lw.op("Squeeze", [out, lw.ints(sorted([rows, cols]))])
         return out
-    raise ExportError(f"linalg.matrix_norm with ord={ord!r} needs singular values, which the "
-                      f"engine has no op for (ord 'fro', 1, -1, inf and -inf lower); "
-                      f"{FALLBACK_HINT}")
+    if ord in (2, -2, "nuc"):
+        from ortmodule.capture.fx.ops.linalg_spectral import spectral_matrix_norm
+
+        return spectral_matrix_norm(lw, value, rank, ord, dim, keepdim)
+    raise ExportError(f"linalg.matrix_norm with ord={ord!r}: the norms are 'fro', 'nuc', "
+                      f"1, -1, 2, -2, inf and -inf; {FALLBACK_HINT}")
 
 
 @register(aten.linalg_matrix_norm.default, aten.linalg_matrix_norm.str_ord)
