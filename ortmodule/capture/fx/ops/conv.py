@@ -241,6 +241,39 @@ def _native_batch_norm_functional(lw: Lowering, node: Any, x: Any, w: Any, b: An
     return [y, save_mean, save_invstd, new_mean or lw.tensor(mean), new_var or lw.tensor(var)]
 
 
+def _reserve(lw: Lowering) -> str:
+    """The CPU kernels' empty uint8 workspace output of the _batch_norm_* ops."""
+    return lw.const(np.zeros(0, np.uint8), torch.uint8)
+
+
+@register(aten._batch_norm_with_update.default)
+def _batch_norm_with_update(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any,
+                            var: Any, momentum: float, eps: float) -> Any:
+    """(Y, save_mean, save_invstd, reserve) in training; the running statistics are updated
+    in place."""
+    return [*_native_batch_norm(lw, node, x, w, b, mean, var, True, momentum, eps),
+            _reserve(lw)]
+
+
+@register(aten._batch_norm_with_update_functional.default)
+def _batch_norm_with_update_functional(lw: Lowering, node: Any, x: Any, w: Any, b: Any,
+                                       mean: Any, var: Any, momentum: float, eps: float) -> Any:
+    """_batch_norm_with_update with the updated running statistics as outputs 4 and 5."""
+    y, save_mean, save_invstd, new_mean, new_var = _native_batch_norm_functional(
+        lw, node, x, w, b, mean, var, True, momentum, eps)
+    return [y, save_mean, save_invstd, _reserve(lw), new_mean, new_var]
+
+
+@register(aten._batch_norm_no_update.default)
+def _batch_norm_no_update(lw: Lowering, node: Any, x: Any, w: Any, b: Any, mean: Any,
+                          var: Any, momentum: float, eps: float) -> Any:
+    """Eval-mode batch norm with the running statistics (batch statistics without them):
+    (Y, save_mean, save_invstd, reserve)."""
+    training = mean is None or var is None
+    return [*_native_batch_norm(lw, node, x, w, b, mean, var, training, momentum, eps),
+            _reserve(lw)]
+
+
 @register(aten.embedding.default)
 def _embedding(lw: Lowering, node: Any, weight: Any, indices: Any, padding_idx: int = -1,
                scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
