@@ -40,8 +40,9 @@ inline void load16(const float* p, int64_t count, __m256* lo, __m256* hi) {
 // maxpool_s2_row's contract (vec_kernels.h): 8 outputs at a time, each row's 16 inputs split
 // into even and odd columns (a 3-wide window's third column is the even split of the row two
 // columns on); loads and stores past the last window's columns are masked.
-void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
-                    int64_t* idx) {
+template <int k>
+void maxpool_s2_row_k(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
+                      int64_t* idx) {
   const __m256i steps = _mm256_setr_epi64x(0, 2, 4, 6);
   for (int64_t ow = 0; ow < n; ow += 8) {
     const int64_t left = std::min<int64_t>(8, n - ow);
@@ -57,7 +58,7 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
       tap_off[t++] = static_cast<int32_t>(row * W);
       taps[t] = odd_of(lo, hi);
       tap_off[t++] = static_cast<int32_t>(row * W + 1);
-      if (k == 3) {  // columns 2 ow + 2 + 2 j: the last window ends at column 2 left
+      if constexpr (k == 3) {  // columns 2 ow + 2 + 2 j: the last window ends at column 2 left
         load16(src + 2, left == 8 && ow + 8 < n ? 16 : in - 1, &lo, &hi);
         taps[t] = even_of(lo, hi);
         tap_off[t++] = static_cast<int32_t>(row * W + 2);
@@ -91,6 +92,16 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
         _mm256_maskstore_epi64(dst, lanes64(left - 4 * half), at);
       }
     }
+  }
+}
+
+void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
+                    int64_t* idx) {
+  // The window size at compile time: the taps unroll into registers.
+  if (k == 2) {
+    maxpool_s2_row_k<2>(r, W, n, first_at, y, idx);
+  } else {
+    maxpool_s2_row_k<3>(r, W, n, first_at, y, idx);
   }
 }
 

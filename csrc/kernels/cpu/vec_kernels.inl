@@ -381,8 +381,9 @@ inline __mmask16 lanes(int64_t count) {
 // 16 outputs at a time: each row's 32 inputs split into even and odd columns by two
 // permutes (a 3-wide window's third column is the even split of the row two columns on);
 // the last group takes masked loads and stores, so short rows (a 14-wide output) are one group.
-void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
-                    int64_t* idx) {
+template <int k>
+void maxpool_s2_row_k(const float* r, int64_t W, int64_t n, int64_t first_at, float* y,
+                      int64_t* idx) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i lane2 = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
@@ -401,7 +402,7 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
       tap_off[t++] = static_cast<int32_t>(row * W);
       taps[t] = _mm512_permutex2var_ps(lo, odd, hi);
       tap_off[t++] = static_cast<int32_t>(row * W + 1);
-      if (k == 3) {  // columns 2 ow + 2: the last window ends at column 2 left
+      if constexpr (k == 3) {  // columns 2 ow + 2: the last window ends at column 2 left
         const __m512 lo2 = _mm512_maskz_loadu_ps(lanes(in - 1), src + 2);
         const __m512 hi2 = _mm512_maskz_loadu_ps(lanes(in - 17), src + 18);
         taps[t] = _mm512_permutex2var_ps(lo2, even, hi2);
@@ -427,6 +428,16 @@ void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_a
       _mm512_mask_storeu_epi64(idx + ow + 8 * half, m8,
                                _mm512_add_epi64(base, _mm512_cvtepi32_epi64(off8)));
     }
+  }
+}
+
+// The window size at compile time: the taps unroll into registers.
+void maxpool_s2_row(const float* r, int64_t W, int k, int64_t n, int64_t first_at, float* y,
+                    int64_t* idx) {
+  if (k == 2) {
+    maxpool_s2_row_k<2>(r, W, n, first_at, y, idx);
+  } else {
+    maxpool_s2_row_k<3>(r, W, n, first_at, y, idx);
   }
 }
 
