@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
 from ortmodule.capture.fx.registry import register
@@ -60,6 +61,28 @@ def _as_strided(lw: Lowering, node: Any, x: Any, size: Any, stride: Any,
     positions = _flat_positions(lw, x, size, stride, storage_offset, "as_strided")
     flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
     return lw.op("Gather", [flat, lw.const(positions.tolist(), torch.int64)], axis=0)
+
+
+@register(aten.as_strided_scatter.default)
+def _as_strided_scatter(lw: Lowering, node: Any, x: Any, src: Any, size: Any, stride: Any,
+                        storage_offset: Any = None) -> str:
+    """``src`` written at the view's flat positions (ScatterElements); the gradient eager's
+    (AsStridedScatterTorch): the input's is the output's at the written positions."""
+    dtype = _out(node).dtype
+    positions = _flat_positions(lw, x, size, stride, storage_offset, "as_strided_scatter")
+    data = lw.tensor(x, dtype)
+    flat = lw.op("Reshape", [data, lw.ints([-1])])
+    updates = lw.op("Reshape", [lw.tensor(src, dtype), lw.ints([-1])])
+    index = lw.const(positions.reshape(-1).tolist(), torch.int64)
+    if dtype.is_floating_point:
+        written = lw.op("ScatterElements", [lw.op("StopGradient", [flat], domain=OWN_DOMAIN),
+                                            index,
+                                            lw.op("StopGradient", [updates], domain=OWN_DOMAIN)],
+                        axis=0)
+        y = lw.op("AsStridedScatterTorch", [written, flat, index, updates], domain=OWN_DOMAIN)
+    else:
+        y = lw.op("ScatterElements", [flat, index, updates], axis=0)
+    return lw.op("Reshape", [y, lw.op("Shape", [data])])
 
 
 @register(aten.unfold.default, aten.unfold_copy.default)
