@@ -1,0 +1,96 @@
+"""Scatters with reductions, strided views and the writes into them, through ORTModule against
+eager PyTorch, forward and gradients: scatter_reduce / index_reduce prod, amax and amin with
+and without include_self (ties shared evenly, the replaced element counted as eager counts
+it, zeros in products), as_strided / as_strided_scatter (eager's gradient of the latter),
+unfold, slice_scatter, diagonal_scatter, masked_scatter and the empty factories."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ortmodule import ORTModule
+from tests.python.parity_utils import FX, Apply, check
+
+RTOL, ATOL = 1e-5, 1e-6
+
+# Ties between the data and the updates and among the updates, zeros (one and two written to
+# one element) and negative values.
+DATA = torch.tensor([[1.0, 0.0, 3.0, 2.0], [2.0, 2.0, -1.0, 0.5], [4.0, -2.0, 0.0, 1.0]])
+INDEX = torch.tensor([[0, 1, 0, 2], [1, 1, 0, 2], [0, 2, 2, 2]])
+UPDATES = torch.tensor([[2.0, 0.0, 3.0, 2.0], [2.0, 5.0, 0.0, -3.0], [1.0, 0.0, 3.0, 2.0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_scatter_reduce(reduce: str, include_self: bool, dtype: torch.dtype) -> None:
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self),
+          DATA.to(dtype), INDEX, UPDATES.to(dtype), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_index_reduce(reduce: str, include_self: bool) -> None:
+    source = torch.tensor([[2.0, 0.0, 3.0, 2.0], [0.0, 5.0, 0.0, -3.0], [1.0, 0.0, 3.0, 1.0]])
+    check(lambda x, i, s: x.index_reduce(0, i, s, reduce, include_self=include_self),
+          DATA, torch.tensor([0, 2, 0]), source, rtol=RTOL, atol=ATOL)
+
+
+def test_scatter_reduce_along_last_axis() -> None:
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
+    src = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    index = torch.tensor([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 3]])
+    check(lambda a, i, s: a.scatter_reduce(1, i, s, "prod", include_self=False), x, index, src,
+          rtol=RTOL, atol=ATOL)
+
+
+def test_as_strided() -> None:
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    check(lambda a: torch.as_strided(a, (2, 3), (1, 2), 1), x, rtol=RTOL, atol=ATOL)
+    # Overlapping windows: the gradient sums over every read of an element.
+    check(lambda a: torch.as_strided(a, (3, 3), (2, 1)), x, rtol=RTOL, atol=ATOL)
+
+
+def test_as_strided_scatter() -> None:
+    x = torch.randn(12, generator=torch.Generator().manual_seed(3))
+    src = torch.randn(2, 3, generator=torch.Generator().manual_seed(4))
+    check(lambda a, s: torch.as_strided_scatter(a, s, (2, 3), (4, 1), 1), x, src,
+          rtol=RTOL, atol=ATOL)
+
+
+def test_unfold() -> None:
+    x = torch.randn(2, 7, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    check(lambda a: a.unfold(1, 3, 2), x, rtol=RTOL, atol=ATOL)
+    check(lambda a: a.unfold(-1, 2, 1), x, rtol=RTOL, atol=ATOL)
+
+
+def test_slice_and_diagonal_scatter() -> None:
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(6))
+    check(lambda a, s: torch.slice_scatter(a, s, 1, 1, None, 2), x,
+          torch.randn(4, 3, generator=torch.Generator().manual_seed(7)), rtol=RTOL, atol=ATOL)
+    check(lambda a, s: torch.slice_scatter(a, s, 0, -2), x,
+          torch.randn(2, 6, generator=torch.Generator().manual_seed(8)), rtol=RTOL, atol=ATOL)
+    check(lambda a, s: torch.diagonal_scatter(a, s, 2), x, torch.randn(4), rtol=RTOL,
+          atol=ATOL)
+    check(lambda a, s: torch.diagonal_scatter(a, s, -1), x, torch.randn(3), rtol=RTOL,
+          atol=ATOL)
+
+
+def test_masked_scatter() -> None:
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(9))
+    mask = torch.tensor([True, False, True, True])  # broadcast over the rows
+    src = torch.randn(4, 3, generator=torch.Generator().manual_seed(10))
+    check(lambda a, s: a.masked_scatter(mask, s), x, src, rtol=RTOL, atol=ATOL)
+
+
+def test_empty_factories_shape_and_dtype() -> None:
+    def fn(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.empty_like(a), a.new_empty((2, 5)), a.new_empty_strided((3, 2), (1, 3)),
+                a * 2)
+
+    x = torch.randn(3, 4, requires_grad=True)
+    got = ORTModule(Apply(fn), FX)(x)
+    for g, e in zip(got, fn(x)):
+        assert g.shape == e.shape and g.dtype == e.dtype
+    torch.testing.assert_close(got[3], x * 2)
