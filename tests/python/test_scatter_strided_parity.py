@@ -94,3 +94,30 @@ def test_empty_factories_shape_and_dtype() -> None:
     for g, e in zip(got, fn(x)):
         assert g.shape == e.shape and g.dtype == e.dtype
     torch.testing.assert_close(got[3], x * 2)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+def test_cdist(p: float) -> None:
+    gen = torch.Generator().manual_seed(11)
+    x1 = torch.randn(2, 4, 3, generator=gen, dtype=torch.float64)
+    x2 = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+    x2[0, 1] = x1[0, 2]  # a zero distance: eager's gradient there is 0
+    x2[1, 0, 0] = x1[1, 0, 0]  # one coordinate equal
+    check(lambda a, b: torch.cdist(a, b, p=p), x1, x2, rtol=RTOL, atol=ATOL)
+    check(lambda a, b: torch.cdist(a, b, p=p), x1.float(), x2.float(), rtol=1e-4, atol=1e-5)
+
+
+def test_cdist_by_matrix_product() -> None:
+    gen = torch.Generator().manual_seed(12)
+    x1, x2 = torch.randn(30, 4, generator=gen), torch.randn(6, 4, generator=gen)
+    check(lambda a, b: torch.cdist(a, b), x1, x2, rtol=1e-4, atol=1e-5)
+    check(lambda a, b: torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), x1[:5], x2,
+          rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 2.5])
+def test_pdist(p: float) -> None:
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(13), dtype=torch.float64)
+    x[3] = x[1]  # a zero distance
+    check(lambda a: torch.nn.functional.pdist(a, p), x, rtol=RTOL, atol=ATOL)
+    check(lambda a: torch.nn.functional.pdist(a, p), x[:1], rtol=RTOL, atol=ATOL)  # no pair

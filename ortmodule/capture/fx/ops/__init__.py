@@ -14,6 +14,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     casts,
     conv,
     decompose,
+    distances,
     einsum,
     elementary,
     elementwise,
