@@ -1,5 +1,6 @@
-// The op table's rows for the scatters whose gradient follows eager's own formula rather than
-// ScatterElements' (scatter_torch_ops.cpp); op_table.cpp appends them.
+// The op table's rows for the scatters and distances whose gradient follows eager's own
+// formula rather than that of the ops computing them (scatter_torch_ops.cpp); op_table.cpp appends
+// them.
 #include "ops/cuda_ops.h"
 #include "ops/op_table_row.h"
 #include "ops/ops.h"
@@ -19,6 +20,11 @@ std::vector<OpDef> scatter_extra_rows() {
           grad_as_strided_scatter_torch)
           .cuda(cpu_view)
           .no_grad_inputs({0, 2}),
+      // Y = input 0 (the max |input 1| over its last axis, kept); the gradient of cdist / pdist's
+      // p = inf distance, as eager's.
+      Row(kOwn, "InfNormTorch", 1, shape_view_of_input0, cpu_view, grad_inf_norm_torch)
+          .cuda(cpu_view)
+          .no_grad_inputs({0}),
   };
 }
 

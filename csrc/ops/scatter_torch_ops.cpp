@@ -1,9 +1,10 @@
 // Gradients of the scatters whose eager autograd formula is not the gradient of the ONNX
 // ScatterElements that computes them: scatter_reduce / index_reduce with prod, and amax /
 // amin without include_self (ScatterReduceTorch), and as_strided_scatter
-// (AsStridedScatterTorch). Both ops pass their input 0, the result the lowering computed with
-// ScatterElements, through unchanged (a view), and send the gradient to the scatter's data
-// and updates by eager's formula; input 0 gets none.
+// (AsStridedScatterTorch), and of the p = inf distance (InfNormTorch). The ops pass their
+// input 0, the result the lowering computed with ScatterElements / ReduceMax, through
+// unchanged (a view), and send the gradient to the other inputs by eager's formula; input 0
+// gets none.
 #include <string>
 
 #include "grad/grad_context.h"
@@ -121,6 +122,18 @@ void grad_as_strided_scatter_torch(GradContext& g) {
     g.set_input_grad(
         1, scatter(g, s, g.emit("ZerosLike", {dy}, {}, "ai.ortmodule"), at_positions, "none"));
   if (g.needs_grad(3)) g.set_input_grad(3, at_positions);
+}
+
+// ---- InfNormTorch(result, diff): result = max |diff| over diff's last axis, kept (size 1) ----
+
+// Eager's cdist / pdist backward for p = inf: every coordinate whose |diff| equals the
+// distance gets the whole gradient, with diff's sign (0 at a zero distance).
+void grad_inf_norm_torch(GradContext& g) {
+  if (!g.needs_grad(1)) return;
+  Value* dy = g.output_grad(0);
+  Value* diff = g.input(1);
+  Value* hit = g.emit("CastLike", {g.emit("Equal", {g.emit("Abs", {diff}), g.input(0)}), dy});
+  g.set_input_grad(1, g.emit("Mul", {dy, g.emit("Mul", {g.emit("Sign", {diff}), hit})}));
 }
 
 }  // namespace ortmodule

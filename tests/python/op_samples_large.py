@@ -517,7 +517,8 @@ NO_LARGE_SAMPLE = {"Shape": "returns a shape", "Constant": "returns its attribut
                                             "sizes that span several blocks in "
                                             "test_attention_fusion.py",
                    "ScatterReduceTorch": "passes input 0 through (a view)",
-                   "AsStridedScatterTorch": "passes input 0 through (a view)"}
+                   "AsStridedScatterTorch": "passes input 0 through (a view)",
+                   "InfNormTorch": "passes input 0 through (a view)"}
 
 # ---- Resampling and per-sample normalization ----
 

@@ -1,9 +1,10 @@
-"""Samples for ScatterReduceTorch and AsStridedScatterTorch (see op_samples.py): both pass
-their input 0 (the scatter's result, computed by ScatterElements) through, so the forward is
-compared with it; their gradient rules are eager's scatter_reduce and as_strided_scatter
-backward formulas, which no finite difference of that forward shows (the output does not
-depend on the data and updates they differentiate): test_scatter_strided_parity.py checks
-them against eager PyTorch, ties, zeros and include_self=False among its cases.
+"""Samples for ScatterReduceTorch, AsStridedScatterTorch and InfNormTorch (see op_samples.py):
+they pass their input 0 (the result, computed by ScatterElements or ReduceMax) through, so the
+forward is compared with it; their gradient rules are eager's scatter_reduce,
+as_strided_scatter and p = inf cdist / pdist backward formulas, which no finite difference of
+that forward shows (the output does not depend on the inputs they differentiate):
+test_scatter_strided_parity.py checks them against eager PyTorch, ties, zeros and
+include_self=False among its cases.
 """
 
 from __future__ import annotations
@@ -39,4 +40,7 @@ SCATTER_SAMPLES: dict[str, list[Sample]] = {
                            _scatter_reduce_sample("prod", 0)],
     "AsStridedScatterTorch": [S({"result": rand(6), "data": rand(6), "positions": i64([0, 2, 4]),
                                  "updates": rand(3)}, domain=OWN, grad=[], expected=_result)],
+    "InfNormTorch": [S({"result": np.array([[2.0], [0.5]]),
+                        "diff": np.array([[1.0, -2.0, 2.0], [0.5, 0.0, -0.25]])},
+                       domain=OWN, grad=[], expected=_result)],
 }

@@ -96,13 +96,14 @@ def test_empty_factories_shape_and_dtype() -> None:
     torch.testing.assert_close(got[3], x * 2)
 
 
-@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
 def test_cdist(p: float) -> None:
     gen = torch.Generator().manual_seed(11)
     x1 = torch.randn(2, 4, 3, generator=gen, dtype=torch.float64)
     x2 = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
     x2[0, 1] = x1[0, 2]  # a zero distance: eager's gradient there is 0
     x2[1, 0, 0] = x1[1, 0, 0]  # one coordinate equal
+    x2[1, 2] = x1[1, 3] + torch.tensor([0.5, -0.5, 0.25], dtype=torch.float64)  # tied maxima
     check(lambda a, b: torch.cdist(a, b, p=p), x1, x2, rtol=RTOL, atol=ATOL)
     check(lambda a, b: torch.cdist(a, b, p=p), x1.float(), x2.float(), rtol=1e-4, atol=1e-5)
 
@@ -115,9 +116,17 @@ def test_cdist_by_matrix_product() -> None:
           rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 2.5])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 2.5, float("inf")])
 def test_pdist(p: float) -> None:
     x = torch.randn(5, 3, generator=torch.Generator().manual_seed(13), dtype=torch.float64)
     x[3] = x[1]  # a zero distance
     check(lambda a: torch.nn.functional.pdist(a, p), x, rtol=RTOL, atol=ATOL)
     check(lambda a: torch.nn.functional.pdist(a, p), x[:1], rtol=RTOL, atol=ATOL)  # no pair
+
+
+def test_adaptive_avg_pool3d() -> None:
+    x = torch.randn(2, 3, 8, 7, 5, generator=torch.Generator().manual_seed(14))
+    check(lambda a: torch.nn.functional.adaptive_avg_pool3d(a, (5, 3, 5)), x, rtol=1e-5,
+          atol=1e-6)
+    check(lambda a: torch.nn.functional.adaptive_avg_pool3d(a, (3, 7, 2)), x[0], rtol=1e-5,
+          atol=1e-6)

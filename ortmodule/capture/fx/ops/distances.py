@@ -1,7 +1,8 @@
 """p-norm distances: cdist (every row of x1 against every row of x2) and pdist (every pair of
 rows of one input), composed from Sub, Abs, Pow and ReduceSum with eager's gradients, zero
 where a distance is zero (and, for p < 1, where a coordinate difference is); p = 0 counts the
-differing coordinates and passes a zero gradient. cdist's Euclidean distance through a
+differing coordinates and passes a zero gradient; p = inf takes the largest difference, its
+gradient going to every tied coordinate (InfNormTorch). cdist's Euclidean distance through a
 matrix product (eager's compute_mode for more than 25 rows) follows eager's formula too.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
 from ortmodule.capture.fx.registry import register
@@ -36,10 +38,15 @@ def _norm(lw: Lowering, diff: str, p: float, dtype: torch.dtype) -> str:
         differs = lw.op("Abs", [lw.op("Sign", [diff])])
         differs = lw.op("Where", [lw.op("IsNaN", [diff]), lw.const(1, dtype), differs])
         return lw.op("ReduceSum", [differs, lw.ints([-1])], keepdims=0)
-    if math.isinf(p):
-        raise UnsupportedOp(f"the p={p} distance (eager's gradient goes to every tied "
-                            f"coordinate in full) has no fx translation; {FALLBACK_HINT}")
     magnitude = lw.op("Abs", [diff])
+    if math.isinf(p):
+        # The largest |difference|; eager's gradient goes to every tied coordinate in full
+        # (InfNormTorch).
+        extreme = lw.op("ReduceMax",
+                        [lw.op("StopGradient", [magnitude], domain=OWN_DOMAIN),
+                         lw.ints([-1])], keepdims=1)
+        kept = lw.op("InfNormTorch", [extreme, diff], domain=OWN_DOMAIN)
+        return lw.op("Squeeze", [kept, lw.ints([-1])])
     if p == 1:
         return lw.op("ReduceSum", [magnitude, lw.ints([-1])], keepdims=0)
     if p == 2:
