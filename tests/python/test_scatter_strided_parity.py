@@ -130,3 +130,17 @@ def test_adaptive_avg_pool3d() -> None:
           atol=1e-6)
     check(lambda a: torch.nn.functional.adaptive_avg_pool3d(a, (3, 7, 2)), x[0], rtol=1e-5,
           atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_embedding_losses(reduction: str) -> None:
+    gen = torch.Generator().manual_seed(15)
+    a, b = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)
+    target = torch.tensor([1.0, -1.0, 1.0, -1.0, -1.0, 1.0])
+    b[3] = -a[3]  # cosine -1: below the margin, no loss
+    check(lambda x, y, t: torch.nn.functional.cosine_embedding_loss(
+        x, y, t, margin=0.2, reduction=reduction), a, b, target, rtol=1e-5, atol=1e-6)
+    distances = torch.tensor([[0.5, 1.5, 1.0], [2.0, 0.0, 0.99]])
+    signs = torch.tensor([[1.0, -1.0, -1.0], [-1.0, 1.0, -1.0]])
+    check(lambda x, t: torch.nn.functional.hinge_embedding_loss(
+        x, t, margin=1.0, reduction=reduction), distances, signs, rtol=1e-5, atol=1e-6)

@@ -15,8 +15,9 @@ import torch
 
 from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
+from ortmodule.capture.fx.ops.activations import _inplace
 from ortmodule.capture.fx.ops.common import _out, _scalar_tensor, aten
-from ortmodule.capture.fx.registry import register
+from ortmodule.capture.fx.registry import TABLE, register
 
 _MM_IF_NECESSARY, _MM, _NO_MM = 0, 1, 2  # cdist's compute_mode (None: if necessary)
 
@@ -111,3 +112,7 @@ def _pdist(lw: Lowering, node: Any, x: Any, p: float = 2.0) -> str:
     diff = lw.op("Sub", [lw.op("Gather", [value, lw.ints(first)], axis=0),
                          lw.op("Gather", [value, lw.ints(second)], axis=0)])
     return _norm(lw, diff, float(p), dtype)
+
+
+# cosine_embedding_loss's decomposition takes the square root of the magnitudes in place.
+TABLE[aten.sqrt_.default] = _inplace(aten.sqrt.default)
