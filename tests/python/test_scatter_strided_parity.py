@@ -144,3 +144,14 @@ def test_embedding_losses(reduction: str) -> None:
     signs = torch.tensor([[1.0, -1.0, -1.0], [-1.0, 1.0, -1.0]])
     check(lambda x, t: torch.nn.functional.hinge_embedding_loss(
         x, t, margin=1.0, reduction=reduction), distances, signs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 7, 10])
+def test_linspace_logspace_tensor_endpoints(steps: int) -> None:
+    start, end = torch.tensor(-2.5), torch.tensor(3.25)
+    check(lambda a, b: torch.linspace(a, b, steps), start, end, rtol=1e-6, atol=1e-6)
+    check(lambda a: torch.linspace(a, 4, steps, dtype=torch.float64), torch.tensor(1),
+          rtol=1e-12, atol=1e-12)
+    check(lambda a, b: torch.logspace(a, b, steps, base=2.0), start, end, rtol=1e-6,
+          atol=1e-6)
+    check(lambda a: torch.logspace(-1.0, a, steps), end, rtol=1e-6, atol=1e-6)

@@ -33,6 +33,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     resampling,
     scatter,
     shapes,
+    spaced,
     strided,
     views,
 )
