@@ -155,3 +155,12 @@ def test_linspace_logspace_tensor_endpoints(steps: int) -> None:
     check(lambda a, b: torch.logspace(a, b, steps, base=2.0), start, end, rtol=1e-6,
           atol=1e-6)
     check(lambda a: torch.logspace(-1.0, a, steps), end, rtol=1e-6, atol=1e-6)
+
+
+def test_resize() -> None:
+    # (Eager refuses to resize a tensor that requires grad.)
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(16))
+    check(lambda a: (a.detach() * 1).resize_(5, 4), x, rtol=RTOL, atol=ATOL)
+    check(lambda a: (a.detach() * 1).resize_(3, 2), x, rtol=RTOL, atol=ATOL)  # 6 elements
+    check(lambda a, b: (a.detach() * 1).resize_as_(b), x, torch.randn(2, 10), rtol=RTOL,
+          atol=ATOL)

@@ -2,8 +2,8 @@
 sizes and strides over the contiguous input, whose gradient scatter-adds), as_strided_scatter,
 unfold (a Gather of windows), slice_scatter and diagonal_scatter (ScatterElements at the
 view's positions), masked_scatter (the source's elements in order, at the mask's positions)
-and the uninitialised factories (empty_like, new_empty, new_empty_strided: zeros, since
-their values are unspecified).
+the uninitialised factories (empty_like, new_empty, new_empty_strided: zeros, since
+their values are unspecified) and resize_ / resize_as_ (the storage's first elements).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _axis, _out, _scalar_tensor, aten
+from ortmodule.capture.fx.ops.inplace import _rebind
 from ortmodule.capture.fx.registry import register
 
 
@@ -196,3 +197,44 @@ def _new_empty(lw: Lowering, node: Any, x: Any, size: Any, *args: Any, **kwargs:
 @register(aten.empty.memory_format, aten.empty_strided.default, aten.empty_permuted.default)
 def _empty(lw: Lowering, node: Any, size: Any, *args: Any, **kwargs: Any) -> str:
     return _zeros_of(lw, node, lw.shape(size))
+
+
+# ---- resize_: the storage's first elements in the new shape ----
+
+def _resized(lw: Lowering, node: Any, x: Any, what: str) -> str:
+    """``x``'s elements in storage order, cut or extended (with zeros: eager leaves the new
+    elements uninitialised) to the output's size, in its shape."""
+    val = lw.meta(x)
+    if not val.is_contiguous():
+        raise UnsupportedOp(f"{what} of a tensor that is not contiguous keeps its storage's "
+                            f"order, which the graph does not; {FALLBACK_HINT}")
+    sizes = _static(_out(node).shape, what)
+    (have,) = _static([val.numel()], what)
+    want = 1
+    for n in sizes:
+        want *= n
+    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
+    if want < have:
+        flat = lw.op("Slice", [flat, lw.ints([0]), lw.ints([want])])
+    elif want > have:
+        flat = lw.op("Pad", [flat, lw.ints([0, want - have])])
+    return lw.op("Reshape", [flat, lw.ints(sizes)])
+
+
+@register(aten.resize.default)
+def _resize(lw: Lowering, node: Any, x: Any, size: Any, *args: Any, **kwargs: Any) -> str:
+    return _resized(lw, node, x, "resize_")
+
+
+@register(aten.resize_as.default)
+def _resize_as(lw: Lowering, node: Any, x: Any, template: Any, *args: Any,
+               **kwargs: Any) -> str:
+    return _resized(lw, node, x, "resize_as_")
+
+
+@register(aten.resize_.default, aten.resize_as_.default)
+def _resize_in_place(lw: Lowering, node: Any, x: Any, *rest: Any, **kwargs: Any) -> str:
+    what = "resize_" if node.target is aten.resize_.default else "resize_as_"
+    out = _resized(lw, node, x, what)
+    _rebind(lw, x, out)
+    return out
