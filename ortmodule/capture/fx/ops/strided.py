@@ -1,7 +1,7 @@
 """Strided views and the writes into them: as_strided (a Gather at flat indices computed from
 sizes and strides over the contiguous input, whose gradient scatter-adds), as_strided_scatter,
 unfold (a Gather of windows), slice_scatter and diagonal_scatter (ScatterElements at the
-view's positions), masked_scatter (the source's elements in order, at the mask's positions)
+view's positions), masked_scatter (the source's elements in order, at the mask's positions),
 the uninitialised factories (empty_like, new_empty, new_empty_strided: zeros, since
 their values are unspecified) and resize_ / resize_as_ (the storage's first elements).
 """
