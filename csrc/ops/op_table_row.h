@@ -104,6 +104,7 @@ std::vector<OpDef> internal_rows();
 std::vector<OpDef> math_rows();
 std::vector<OpDef> linalg_qr_rows();
 std::vector<OpDef> linalg_spectral_rows();
+std::vector<OpDef> scatter_extra_rows();
 
 }  // namespace op_rows
 }  // namespace ortmodule

@@ -391,6 +391,10 @@ void cpu_rnn_layer(OpContext&);
 std::vector<OutputInfo> shape_rnn_layer_grad(const OpContext&);
 void cpu_rnn_layer_grad(OpContext&);
 void grad_rnn_layer(GradContext&);
+// scatter_torch_ops.cpp
+void grad_scatter_reduce_torch(GradContext&);
+void grad_as_strided_scatter_torch(GradContext&);
+void grad_inf_norm_torch(GradContext&);
 // shape_ops.cpp
 std::vector<OutputInfo> shape_reshape(const OpContext&);
 std::vector<OutputInfo> shape_flatten(const OpContext&);

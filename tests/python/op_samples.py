@@ -19,6 +19,7 @@ from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.op_samples_gamma import GAMMA_SAMPLES
 from tests.python.op_samples_linalg import LINALG_SAMPLES
 from tests.python.op_samples_linalg_spectral import LINALG_SPECTRAL_SAMPLES
+from tests.python.op_samples_scatter import SCATTER_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     away_from_zero,
@@ -483,6 +484,7 @@ SAMPLES.update(GAMMA_SAMPLES)
 SAMPLES.update(BESSEL_SAMPLES)
 SAMPLES.update(LINALG_SAMPLES)
 SAMPLES.update(LINALG_SPECTRAL_SAMPLES)
+SAMPLES.update(SCATTER_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

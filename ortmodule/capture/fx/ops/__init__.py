@@ -8,12 +8,14 @@ modify. Importing this package registers every family into ``registry.TABLE``.
 
 from ortmodule.capture.fx.ops import (  # noqa: F401
     activations,
+    adaptive_avg,
     attention,
     bessel,
     bridge,
     casts,
     conv,
     decompose,
+    distances,
     einsum,
     elementary,
     elementwise,
@@ -34,5 +36,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     resampling,
     scatter,
     shapes,
+    spaced,
+    strided,
     views,
 )

@@ -6,8 +6,9 @@ Eager's semantics the translations keep: ``src`` may be larger than ``index`` (o
 part of ``index``'s shape is read); ``scatter_reduce``'s ``include_self=False`` replaces the
 written elements by the reduction of the updates alone; ``mean`` divides by the number of
 values reduced (at least 1); amax/amin share the gradient evenly among equal values (the
-ScatterElements gradient rule). ``prod``, and amax/amin without ``include_self`` (whose
-eager gradient also counts the replaced element), are bridged.
+ScatterElements gradient rule); ``prod``, and amax/amin without ``include_self`` (whose
+eager gradient also counts the replaced element), carry eager's gradient through
+ScatterReduceTorch.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.ops.inplace import _rebind
@@ -64,13 +66,47 @@ def _reduce_into(lw: Lowering, data: str, axis: int, idx: str, upd: str, dtype: 
             raise UnsupportedOp(f"a mean scatter_reduce of {dtype} (eager floors the "
                               f"quotient); {FALLBACK_HINT}")
         return lw.op("Div", [y, _count(lw, data, axis, idx, dtype, include_self)])
-    if reduce in ("amax", "amin"):
-        if not include_self:
-            raise UnsupportedOp(f"scatter_reduce {reduce} with include_self=False (eager's "
-                              f"gradient counts the replaced element); {FALLBACK_HINT}")
-        return _scatter(lw, data, axis, idx, upd, "max" if reduce == "amax" else "min")
+    if reduce == "amax" or reduce == "amin":
+        if include_self:
+            return _scatter(lw, data, axis, idx, upd, "max" if reduce == "amax" else "min")
+        return _reduce_torch(lw, data, axis, idx, upd, dtype, reduce, include_self)
+    if reduce == "prod":
+        return _reduce_torch(lw, data, axis, idx, upd, dtype, reduce, include_self)
     raise UnsupportedOp(f"the reduction {reduce!r} of a scatter has no fx translation "
-                      f"(sum, mean, amax, amin have); {FALLBACK_HINT}")
+                      f"(sum, prod, mean, amax, amin have); {FALLBACK_HINT}")
+
+
+def _identity(reduce: str, dtype: torch.dtype) -> Any:
+    if reduce == "prod":
+        return True if dtype == torch.bool else 1
+    if dtype == torch.bool:
+        return reduce == "amin"
+    if dtype.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+def _reduce_torch(lw: Lowering, data: str, axis: int, idx: str, upd: str, dtype: torch.dtype,
+                  reduce: str, include_self: bool) -> str:
+    """prod, amax or amin: ScatterElements with mul/max/min (the written elements start from
+    the reduction's identity without ``include_self``), its gradient eager's
+    (ScatterReduceTorch): a product's without dividing by zero, an extremum's shared evenly
+    among the values equal to it."""
+    floating = dtype.is_floating_point
+    base, values = ((lw.op("StopGradient", [data], domain=OWN_DOMAIN),
+                     lw.op("StopGradient", [upd], domain=OWN_DOMAIN)) if floating
+                    else (data, upd))
+    if not include_self:
+        start = lw.op("Expand", [lw.const(_identity(reduce, dtype), dtype),
+                                 lw.op("Shape", [idx])])
+        base = _scatter(lw, base, axis, idx, start)
+    onnx_reduce = {"prod": "mul", "amax": "max", "amin": "min"}[reduce]
+    y = _scatter(lw, base, axis, idx, values, onnx_reduce)
+    if not floating:
+        return y
+    return lw.op("ScatterReduceTorch", [y, data, idx, upd], domain=OWN_DOMAIN, axis=axis,
+                 reduction=reduce, include_self=int(include_self))
 
 
 def _count(lw: Lowering, data: str, axis: int, index: str, dtype: torch.dtype,
