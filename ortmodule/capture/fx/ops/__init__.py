@@ -31,5 +31,6 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     resampling,
     scatter,
     shapes,
+    sort_search,
     views,
 )

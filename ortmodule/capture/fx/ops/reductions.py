@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from onnx import TensorProto
 
-from ortmodule.capture.common import OWN_DOMAIN, ExportError
+from ortmodule.capture.common import ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import register
@@ -355,35 +355,6 @@ def _kth_smallest(lw: Lowering, x: Any, k: Any, axis: int, keepdim: bool) -> lis
 def _kthvalue(lw: Lowering, node: Any, x: Any, k: Any, dim: int = -1,
               keepdim: bool = False) -> Any:
     return _kth_smallest(lw, x, k, _sort_axis(lw, x, dim), keepdim)
-
-
-@register(aten.median.dim)
-def _median_dim(lw: Lowering, node: Any, x: Any, dim: int, keepdim: bool = False) -> Any:
-    """The lower median ((n - 1) // 2 + 1-th smallest) and its index, as eager."""
-    axis = _sort_axis(lw, x, dim)
-    n = lw.dim(x, axis)
-    k = lw.scalar_op("Add", lw.scalar_op("Div", lw.scalar_op("Sub", n, 1, operator.sub), 2,
-                                         operator.floordiv), 1, operator.add)
-    return _kth_smallest(lw, x, k, axis, keepdim)
-
-
-@register(aten.median.default)
-def _median(lw: Lowering, node: Any, x: Any) -> Any:
-    """The lower median of every element; its gradient is split evenly among the elements
-    equal to it, as eager's: sum(x * tie) / count(tie), with tie = (x == median) held
-    constant."""
-    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
-    n = _count(lw, x, None)
-    k = lw.scalar_op("Add", lw.scalar_op("Div", lw.scalar_op("Sub", n, 1, operator.sub), 2,
-                                         operator.floordiv), 1, operator.add)
-    values, _ = lw.op("TopK", [flat, lw.shape([k])], outputs=2, axis=0, largest=0, sorted=1)
-    last = lw.scalar_op("Sub", k, 1, operator.sub)
-    median = lw.op("Slice", [values, lw.shape([last]), lw.shape([k]), lw.ints([0])])
-    median = lw.op("StopGradient", [median], domain=OWN_DOMAIN)
-    dtype = lw.dtype_of(x)
-    tie = lw.op("Cast", [lw.op("Equal", [flat, median])], to=onnx_dtype(dtype))
-    total = lw.op("ReduceSum", [lw.op("Mul", [flat, tie])], keepdims=0)
-    return lw.op("Div", [total, lw.op("ReduceSum", [tie], keepdims=0)])
 
 
 # ---- cumulative reductions: y_i reduces x_j for j <= i over a [..., n, n] masked view ----

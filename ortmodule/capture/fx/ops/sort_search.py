@@ -1,0 +1,210 @@
+"""Order statistics built on a stable ascending TopK (NaN largest, as eager's sort): median
+and nanmedian (all elements and along a dim), quantile and nanquantile with every
+interpolation mode, and mode. Gradients follow eager's: median along a dim and mode pass the
+gradient to the selected index, median of every element splits it evenly among the elements
+equal to the median, quantile differentiates its sort, gather and lerp as eager's composite
+does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from onnx import TensorProto
+
+from ortmodule.capture.common import OWN_DOMAIN, ExportError
+from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
+from ortmodule.capture.fx.ops.common import _axis, aten
+from ortmodule.capture.fx.registry import register
+
+
+def _ascending(lw: Lowering, value: str, n: Any, axis: int) -> list[str]:
+    """``value`` sorted ascending along ``axis`` (length ``n``), stable, NaN last; and the
+    indices."""
+    return lw.op("TopK", [value, lw.shape([n])], outputs=2, axis=axis, largest=0, sorted=1)
+
+
+def _not_nan_count(lw: Lowering, value: str, axis: int) -> str:
+    """The number of non-NaN elements along ``axis``, kept as a size-1 axis (int64)."""
+    present = lw.op("Cast", [lw.op("Not", [lw.op("IsNaN", [value])])], to=TensorProto.INT64)
+    return lw.op("ReduceSum", [present, lw.ints([axis])], keepdims=1)
+
+
+def _median_position(lw: Lowering, value: str, n: Any, axis: int, ignore_nan: bool) -> str:
+    """The position in the ascending sort of the lower median along ``axis``, size-1 axis
+    kept: of the non-NaN elements for nanmedian (0 when there are none: a NaN), else of all,
+    unless there is a NaN, whose first one (after the non-NaN ones) is then the median."""
+    count = _not_nan_count(lw, value, axis)
+    one, two = lw.const(1, torch.int64), lw.const(2, torch.int64)
+    if ignore_nan:
+        return lw.op("Div", [lw.op("Sub", [lw.op("Max", [count, one]), one]), two])
+    total = lw.tensor(n, torch.int64) if isinstance(n, str) else lw.const(int(n), torch.int64)
+    middle = lw.op("Div", [lw.op("Sub", [total, one]), two])
+    return lw.op("Where", [lw.op("Less", [count, total]), count, middle])
+
+
+def _median_along(lw: Lowering, x: Any, dim: int, keepdim: bool, ignore_nan: bool
+                  ) -> list[str]:
+    value = lw.tensor(x)
+    scalar = lw.rank(x) == 0
+    if scalar:
+        value = lw.op("Reshape", [value, lw.ints([1])])
+        axis, n = 0, 1
+    else:
+        axis = _axis(int(dim), lw.rank(x))
+        n = lw.dim(x, axis)
+    values, indices = _ascending(lw, value, n, axis)
+    where = _median_position(lw, value, n, axis, ignore_nan)
+    out = [lw.op("GatherElements", [v, where], axis=axis) for v in (values, indices)]
+    if scalar:
+        return [lw.op("Reshape", [v, lw.ints([])]) for v in out]
+    if not keepdim:
+        out = [lw.op("Squeeze", [v, lw.ints([axis])]) for v in out]
+    return out
+
+
+@register(aten.median.dim)
+def _median_dim(lw: Lowering, node: Any, x: Any, dim: int, keepdim: bool = False) -> Any:
+    """The lower median ((n - 1) // 2-th of the sort) and its index, as eager; a slice with
+    a NaN has its first NaN as the median."""
+    return _median_along(lw, x, dim, keepdim, ignore_nan=False)
+
+
+@register(aten.nanmedian.dim)
+def _nanmedian_dim(lw: Lowering, node: Any, x: Any, dim: int, keepdim: bool = False) -> Any:
+    return _median_along(lw, x, dim, keepdim, ignore_nan=True)
+
+
+def _median_all(lw: Lowering, x: Any, ignore_nan: bool) -> str:
+    """The median of every element; its gradient is split evenly among the elements equal
+    to it (the NaN ones where it is NaN), as eager's evenly_distribute_backward."""
+    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
+    n = 1
+    for a in range(lw.rank(x)):
+        n = lw.scalar_op("Mul", n, lw.dim(x, a), lambda p, q: p * q)
+    values, _ = _ascending(lw, flat, n, 0)
+    where = _median_position(lw, flat, n, 0, ignore_nan)
+    median = lw.op("StopGradient", [lw.op("GatherElements", [values, where], axis=0)],
+                   domain=OWN_DOMAIN)
+    both_nan = lw.op("And", [lw.op("IsNaN", [flat]), lw.op("IsNaN", [median])])
+    tie = lw.op("Or", [lw.op("Equal", [flat, median]), both_nan])
+    dtype = lw.dtype_of(x)
+    count = lw.op("ReduceSum", [lw.op("Cast", [tie], to=onnx_dtype(dtype))], keepdims=1)
+    share = lw.op("Div", [lw.op("ReduceSum", [
+        lw.op("Where", [tie, flat, lw.const(0.0, dtype)])], keepdims=1), count])
+    # Forward: the median itself (the share is it up to rounding); backward: the share's.
+    fixed = lw.op("StopGradient", [share], domain=OWN_DOMAIN)
+    exact = lw.op("Add", [median, lw.op("Sub", [share, fixed])])
+    out = lw.op("Where", [lw.op("Equal", [fixed, median]), share, exact])
+    return lw.op("Reshape", [out, lw.ints([])])
+
+
+@register(aten.median.default)
+def _median(lw: Lowering, node: Any, x: Any) -> Any:
+    return _median_all(lw, x, ignore_nan=False)
+
+
+@register(aten.nanmedian.default)
+def _nanmedian(lw: Lowering, node: Any, x: Any) -> Any:
+    return _median_all(lw, x, ignore_nan=True)
+
+
+# ---- quantile and nanquantile ----
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _lerp(lw: Lowering, start: str, end: str, weight: str, dtype: torch.dtype) -> str:
+    """torch.lerp's formula: start + w (end - start) for |w| < 0.5, else
+    end - (end - start) (1 - w)."""
+    diff = lw.op("Sub", [end, start])
+    low = lw.op("Add", [start, lw.op("Mul", [weight, diff])])
+    high = lw.op("Sub", [end, lw.op("Mul", [diff, lw.op("Sub", [lw.const(1.0, dtype),
+                                                                  weight])])])
+    small = lw.op("Less", [lw.op("Abs", [weight]), lw.const(0.5, dtype)])
+    return lw.op("Where", [small, low, high])
+
+
+def _quantile(lw: Lowering, node: Any, x: Any, q: Any, dim: Any, keepdim: bool,
+              interpolation: str, ignore_nan: bool) -> Any:
+    """Eager's quantile: the reduced dim sorted last, ranks q (n - 1) (of the non-NaN count
+    for nanquantile; the last rank where quantile's slice has a NaN), rounded per the
+    interpolation, the sorted values gathered there and lerped."""
+    if interpolation not in _INTERPOLATIONS:
+        raise ExportError(f"quantile interpolation {interpolation!r} has no fx translation; "
+                          f"{FALLBACK_HINT}")
+    dtype = lw.dtype_of(x)
+    rank = lw.rank(x)
+    value = lw.tensor(x)
+    if dim is None or rank == 0:
+        value = lw.op("Reshape", [value, lw.ints([-1])])
+        n: Any = 1
+        for a in range(rank):
+            n = lw.scalar_op("Mul", n, lw.dim(x, a), lambda p, r: p * r)
+        axis = None
+    else:
+        axis = _axis(int(dim), rank)
+        n = lw.dim(x, axis)
+        if axis != rank - 1:
+            value = lw.op("Transpose", [value], perm=[d for d in range(rank) if d != axis]
+                          + [axis])
+    last = lw.rank(x) - 1 if axis is not None else 0
+    values, _ = _ascending(lw, value, n, last)
+    q_scalar = not isinstance(lw.value(q), str) or lw.rank(q) == 0
+    q_value = lw.op("Reshape", [lw.tensor(q, dtype), lw.ints([-1])])
+    total = lw.tensor(n, torch.int64) if isinstance(n, str) else lw.const(int(n), torch.int64)
+    one = lw.const(1, torch.int64)
+    if ignore_nan:
+        count = _not_nan_count(lw, values, last)
+        ranks = lw.op("Mul", [q_value, lw.op("Cast", [lw.op("Sub", [count, one])],
+                                              to=onnx_dtype(dtype))])
+        ranks = lw.op("Max", [ranks, lw.const(0.0, dtype)])
+    else:
+        last_index = lw.op("Cast", [lw.op("Sub", [total, one])], to=onnx_dtype(dtype))
+        ranks = lw.op("Mul", [q_value, last_index])
+        has_nan = lw.op("Less", [_not_nan_count(lw, values, last), total])
+        ranks = lw.op("Where", [has_nan, last_index, ranks])
+    if interpolation == "lower":
+        ranks = lw.op("Floor", [ranks])
+    elif interpolation == "higher":
+        ranks = lw.op("Ceil", [ranks])
+    elif interpolation == "nearest":
+        ranks = lw.op("Round", [ranks])
+    # The ranks broadcast to the sorted values' shape but for the last axis (q's length).
+    lead = lw.op("Shape", [values], start=0, end=last) if last > 0 else None
+    if lead is not None:
+        q_len = lw.op("Shape", [ranks], start=-1)
+        ranks = lw.op("Expand", [ranks, lw.op("Concat", [lead, q_len], axis=0)])
+    below = lw.op("Cast", [ranks], to=TensorProto.INT64)
+    out = lw.op("GatherElements", [values, below], axis=last)
+    if interpolation in ("linear", "midpoint"):
+        weight = (lw.op("Sub", [ranks, lw.op("Cast", [below], to=onnx_dtype(dtype))])
+                  if interpolation == "linear" else
+                  lw.op("Expand", [lw.const(0.5, dtype), lw.op("Shape", [ranks])]))
+        above = lw.op("Cast", [lw.op("Ceil", [ranks])], to=TensorProto.INT64)
+        out = _lerp(lw, out, lw.op("GatherElements", [values, above], axis=last), weight,
+                    dtype)
+    if q_scalar:
+        out = lw.op("Squeeze", [out, lw.ints([last])])
+    elif last > 0:  # q's axis first
+        out = lw.op("Transpose", [out], perm=[last] + list(range(last)))
+    if keepdim:
+        if axis is None:
+            ones = lw.ints(([] if q_scalar else [-1]) + [1] * rank)
+            out = lw.op("Reshape", [out, ones])
+        else:
+            out = lw.op("Unsqueeze", [out, lw.ints([axis + (0 if q_scalar else 1)])])
+    return out
+
+
+@register(aten.quantile.default, aten.quantile.scalar)
+def _quantile_op(lw: Lowering, node: Any, x: Any, q: Any, dim: Any = None,
+                 keepdim: bool = False, interpolation: str = "linear") -> Any:
+    return _quantile(lw, node, x, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+@register(aten.nanquantile.default, aten.nanquantile.scalar)
+def _nanquantile_op(lw: Lowering, node: Any, x: Any, q: Any, dim: Any = None,
+                    keepdim: bool = False, interpolation: str = "linear") -> Any:
+    return _quantile(lw, node, x, q, dim, keepdim, interpolation, ignore_nan=True)

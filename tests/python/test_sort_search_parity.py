@@ -1,0 +1,67 @@
+"""Sort-, search- and histogram-based ops through ORTModule against eager: median and
+nanmedian (NaN, 0-d, along dims), quantile and nanquantile in every interpolation mode,
+forward and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.python.parity_utils import check
+
+NAN = float("nan")
+
+
+def _values(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Distinct values (no ties: eager's pick among equal elements is its own)."""
+    g = torch.Generator().manual_seed(seed)
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.randperm(n, generator=g).to(dtype) * 0.37 - n * 0.1).reshape(shape)
+
+
+def _with_nans(x: torch.Tensor, whole_slice: bool = True) -> torch.Tensor:
+    x = x.clone()
+    flat = x.view(-1)
+    flat[::5] = NAN
+    if x.dim() >= 2 and whole_slice:
+        x[0] = NAN  # a slice of NaN only
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_median_nanmedian(dtype: torch.dtype) -> None:
+    x = _values(4, 7, dtype=dtype)
+    for fn in (torch.median, torch.nanmedian):
+        check(fn, x)
+        check(fn, _with_nans(x))
+        check(lambda t, f=fn: f(t, 1), x)
+        check(lambda t, f=fn: f(t, 0, keepdim=True), x)
+        # (Which index eager's nanmedian gives for a slice of NaN only is its nth_element's.)
+        check(lambda t, f=fn: f(t, 1), _with_nans(x, whole_slice=fn is torch.median))
+        check(lambda t, f=fn: f(t, 0), _with_nans(x))
+        check(fn, torch.tensor(2.5, dtype=dtype))
+        check(lambda t, f=fn: f(t, 0, True), torch.tensor(2.5, dtype=dtype))
+
+
+def test_median_of_all_splits_ties() -> None:
+    check(torch.median, torch.tensor([3.0, 1.0, 2.0, 2.0, 5.0, float("inf")]))
+    check(torch.nanmedian, torch.tensor([NAN, 1.0, 2.0, 2.0, NAN, -float("inf")]))
+    check(torch.median, torch.tensor([NAN, 1.0, NAN]))
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile(interpolation: str) -> None:
+    x = _values(5, 6)
+    q = torch.tensor([0.0, 0.3, 0.5, 0.9, 1.0])
+    for fn in (torch.quantile, torch.nanquantile):
+        check(lambda t, f=fn: f(t, 0.35, interpolation=interpolation), x)
+        check(lambda t, f=fn: f(t, 0.25, dim=1, keepdim=True, interpolation=interpolation), x)
+        check(lambda t, f=fn: f(t, q, dim=0, interpolation=interpolation), x)
+        check(lambda t, f=fn: f(t, q, dim=1, keepdim=True, interpolation=interpolation),
+              _with_nans(x))
+        check(lambda t, f=fn: f(t, q, keepdim=True, interpolation=interpolation), x)
+        check(lambda t, f=fn: f(t, 0.5, dim=1, interpolation=interpolation), _with_nans(x))
+    check(lambda t: torch.quantile(t, 0.5), torch.tensor(1.5))
+    check(lambda t: torch.quantile(t, 0.4, dim=2), _values(2, 3, 4, dtype=torch.float64))
