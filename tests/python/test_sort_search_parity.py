@@ -65,3 +65,21 @@ def test_quantile(interpolation: str) -> None:
         check(lambda t, f=fn: f(t, 0.5, dim=1, interpolation=interpolation), _with_nans(x))
     check(lambda t: torch.quantile(t, 0.5), torch.tensor(1.5))
     check(lambda t: torch.quantile(t, 0.4, dim=2), _values(2, 3, 4, dtype=torch.float64))
+
+
+def test_searchsorted_bucketize() -> None:
+    seq = torch.tensor([-2.0, -1.0, 0.5, 0.5, 3.0, float("inf"), NAN])
+    v = torch.tensor([[NAN, -float("inf"), -2.0, 0.5], [0.7, 3.0, float("inf"), 9.0]])
+    for right in (False, True):
+        check(lambda s, x, r=right: torch.searchsorted(s, x, right=r), seq, v)
+        check(lambda x, s, r=right: torch.bucketize(x, s, right=r, out_int32=True), v, seq)
+        check(lambda s, r=right: torch.searchsorted(s, 0.5, right=r), seq)
+    rows = torch.tensor([[1.0, 2.0, 3.0, 3.0], [2.0, 4.0, 6.0, 8.0]])
+    check(lambda s, x: torch.searchsorted(s, x, side="right"), rows,
+          torch.tensor([[2.5, 3.0, 0.0], [4.0, 9.0, 1.0]]))
+    unsorted = torch.tensor([[3.0, 1.0, 2.0, 3.0], [8.0, 2.0, 6.0, 4.0]])
+    order = unsorted.argsort(stable=True)
+    check(lambda s, x: torch.searchsorted(s, x, sorter=order), unsorted,
+          torch.tensor([[2.5, 3.0, 0.0], [4.0, 9.0, 1.0]]))
+    check(lambda s, x: torch.searchsorted(s, x), torch.arange(6), torch.tensor([[-1, 2, 7]]))
+    check(lambda s, x: torch.searchsorted(s, x), torch.zeros(0), torch.ones(3))

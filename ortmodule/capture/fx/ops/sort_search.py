@@ -15,7 +15,7 @@ from onnx import TensorProto
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
-from ortmodule.capture.fx.ops.common import _axis, aten
+from ortmodule.capture.fx.ops.common import _axis, _result_dtype, aten
 from ortmodule.capture.fx.registry import register
 
 
@@ -208,3 +208,29 @@ def _quantile_op(lw: Lowering, node: Any, x: Any, q: Any, dim: Any = None,
 def _nanquantile_op(lw: Lowering, node: Any, x: Any, q: Any, dim: Any = None,
                     keepdim: bool = False, interpolation: str = "linear") -> Any:
     return _quantile(lw, node, x, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
+# ---- searchsorted and bucketize: ai.ortmodule SearchSorted, a binary search per value ----
+
+def _search(lw: Lowering, node: Any, seq: Any, values: Any, out_int32: bool, right: bool,
+            sorter: Any = None) -> str:
+    dtype = _result_dtype(lw, seq, values)
+    rows = lw.tensor(seq, dtype)
+    if sorter is not None:  # the rows in ascending order (GatherElements checks the indices)
+        rows = lw.op("GatherElements", [rows, lw.tensor(sorter, torch.int64)],
+                     axis=lw.rank(seq) - 1)
+    out = lw.op("SearchSorted", [rows, lw.tensor(values, dtype)], domain=OWN_DOMAIN,
+                right=int(bool(right)))
+    return lw.op("Cast", [out], to=TensorProto.INT32) if out_int32 else out
+
+
+@register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def _searchsorted(lw: Lowering, node: Any, seq: Any, values: Any, out_int32: bool = False,
+                  right: bool = False, side: Any = None, sorter: Any = None) -> Any:
+    return _search(lw, node, seq, values, out_int32, bool(right) or side == "right", sorter)
+
+
+@register(aten.bucketize.Tensor, aten.bucketize.Scalar)
+def _bucketize(lw: Lowering, node: Any, values: Any, boundaries: Any, out_int32: bool = False,
+               right: bool = False) -> Any:
+    return _search(lw, node, boundaries, values, out_int32, right)
