@@ -83,3 +83,35 @@ def test_searchsorted_bucketize() -> None:
           torch.tensor([[2.5, 3.0, 0.0], [4.0, 9.0, 1.0]]))
     check(lambda s, x: torch.searchsorted(s, x), torch.arange(6), torch.tensor([[-1, 2, 7]]))
     check(lambda s, x: torch.searchsorted(s, x), torch.zeros(0), torch.ones(3))
+
+
+def test_mode() -> None:
+    x = torch.tensor([[2.0, 5.0, 5.0, 2.0, 1.0, -0.0, 0.0, 0.0], [3.0, 3.0, 1.0, 1.0, 1.0, 7.0, 3.0, 4.0]])
+    check(torch.mode, x)
+    check(lambda t: torch.mode(t, 0, keepdim=True), x)
+    check(lambda t: torch.mode(t, 1, keepdim=True), x)
+    check(lambda t: torch.mode(t, 0), torch.tensor(1.5))
+    check(lambda t: torch.mode(t, 1), torch.tensor([[1, 2, 2, 9], [4, 4, 1, 1]]))
+    check(lambda t: torch.mode(t, 0), torch.tensor([True, False, True]))
+
+
+def test_isin() -> None:
+    x = torch.tensor([[1.0, NAN, 2.0], [3.5, -0.0, 4.0]])
+    test = torch.tensor([NAN, 0.0, 3.5, 9.0])
+    check(lambda a, b: torch.isin(a, b), x, test)
+    check(lambda a, b: torch.isin(a, b, invert=True), x, test)
+    check(lambda a: torch.isin(a, 2.0), x)
+    check(lambda b: torch.isin(3.5, b), test)
+    check(lambda a, b: torch.isin(a, b), torch.tensor([1, 2, 3]), torch.tensor([2.0, 3.5]))
+    check(lambda a, b: torch.isin(a, b), x, torch.zeros(0))
+
+
+def test_histc() -> None:
+    x = torch.tensor([0.0, 1.0, 2.0, 2.0, NAN, 5.0, -1.0, 10.0, 9.999, 7.3, 0.1])
+    check(lambda t: torch.histc(t, bins=4, min=0, max=10), x)
+    check(lambda t: torch.histc(t, bins=7, min=-0.5, max=7.25), x)
+    finite = x[~x.isnan()]
+    check(lambda t: torch.histc(t, bins=5), finite)
+    check(lambda t: torch.histc(t, bins=3), torch.tensor([1.0, 1.0]))
+    check(lambda t: torch.histc(t, bins=3), torch.zeros(0))
+    check(lambda t: torch.histc(t, bins=6), _values(3, 7, dtype=torch.float64))

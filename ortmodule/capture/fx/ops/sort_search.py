@@ -234,3 +234,110 @@ def _searchsorted(lw: Lowering, node: Any, seq: Any, values: Any, out_int32: boo
 def _bucketize(lw: Lowering, node: Any, values: Any, boundaries: Any, out_int32: bool = False,
                right: bool = False) -> Any:
     return _search(lw, node, boundaries, values, out_int32, right)
+
+
+# ---- mode: the most frequent value, the smallest of equally frequent ones ----
+
+@register(aten.mode.default)
+def _mode(lw: Lowering, node: Any, x: Any, dim: int = -1, keepdim: bool = False) -> Any:
+    """Counts of equal elements over an [..., n, n] comparison; the smallest value of the
+    highest count, and its last index (eager's pick for rows its sort keeps stable); the
+    value gathered there, so that the gradient goes to that index. (NaN, which equals
+    nothing, has no defined mode: eager's sort leaves its place open.)"""
+    value = lw.tensor(x)
+    rank = lw.rank(x)
+    scalar = rank == 0
+    if scalar:
+        value = lw.op("Reshape", [value, lw.ints([1])])
+        rank, axis = 1, 0
+    else:
+        axis = _axis(int(dim), rank)
+    dtype = lw.dtype_of(x)
+    keys = lw.op("Cast", [value], to=TensorProto.INT64) if dtype == torch.bool else value
+    key_dtype = torch.int64 if dtype == torch.bool else dtype
+    rows = lw.op("Unsqueeze", [keys, lw.ints([axis + 1])])  # [..., n, 1, ...]
+    cols = lw.op("Unsqueeze", [keys, lw.ints([axis])])  # [..., 1, n, ...]
+    equal = lw.op("Cast", [lw.op("Equal", [rows, cols])], to=TensorProto.INT64)
+    counts = lw.op("ReduceSum", [equal, lw.ints([axis + 1])], keepdims=0)
+    top = lw.op("ReduceMax", [counts, lw.ints([axis])], keepdims=1)
+    largest = (torch.finfo(key_dtype).max if key_dtype.is_floating_point else
+               torch.iinfo(key_dtype).max)
+    candidates = lw.op("Where", [lw.op("Equal", [counts, top]), keys,
+                                 lw.const(largest, key_dtype)])
+    smallest = lw.op("ReduceMin", [candidates, lw.ints([axis])], keepdims=1)
+    hits = lw.op("Cast", [lw.op("Equal", [keys, smallest])], to=TensorProto.INT64)
+    index = lw.op("ArgMax", [hits], axis=axis, keepdims=1, select_last_index=1)
+    out = [lw.op("GatherElements", [value, index], axis=axis), index]
+    if scalar:
+        return [lw.op("Reshape", [v, lw.ints([])]) for v in out]
+    if not keepdim:
+        out = [lw.op("Squeeze", [v, lw.ints([axis])]) for v in out]
+    return out
+
+
+# ---- isin and histc ----
+
+@register(aten.isin.Tensor_Tensor, aten.isin.Tensor_Scalar, aten.isin.Scalar_Tensor)
+def _isin(lw: Lowering, node: Any, elements: Any, test: Any, assume_unique: bool = False,
+          invert: bool = False) -> Any:
+    """Whether each element equals any test element: an [..., m] comparison reduced."""
+    dtype = _result_dtype(lw, elements, test)
+    flat = lw.op("Reshape", [lw.tensor(test, dtype), lw.ints([-1])])
+    value = lw.op("Unsqueeze", [lw.tensor(elements, dtype), lw.ints([-1])])
+    hits = lw.op("Cast", [lw.op("Equal", [value, flat])], to=TensorProto.INT64)
+    found = lw.op("Greater", [lw.op("ReduceSum", [hits, lw.ints([-1])], keepdims=0),
+                              lw.const(0, torch.int64)])
+    return lw.op("Not", [found]) if invert else found
+
+
+def _bin_counts(lw: Lowering, pos: str, keep: str, weight: str | None, bins: int,
+                dtype: torch.dtype) -> str:
+    """hist[b] = the number (or weight) of the kept elements at bin position ``b`` (flat
+    inputs): a scatter-add into bins + 1 slots, the last taking the elements left out."""
+    slot = lw.op("Where", [keep, pos, lw.const(bins, torch.int64)])
+    ones = weight if weight is not None else lw.op(
+        "Expand", [lw.const(1.0, dtype), lw.op("Shape", [slot])])
+    zeros = lw.op("Expand", [lw.const(0.0, dtype), lw.ints([bins + 1])])
+    hist = lw.op("ScatterElements", [zeros, slot, ones], axis=0, reduction="add")
+    return lw.op("Slice", [hist, lw.ints([0]), lw.ints([bins]), lw.ints([0])])
+
+
+def _linear_bins(lw: Lowering, flat: str, low: str, high: str, bins: int,
+                 dtype: torch.dtype) -> tuple[str, str]:
+    """Eager's linear-interpolation bin of each element, (x - low) * bins / (high - low)
+    truncated, the top edge in the last bin; and which elements lie in [low, high]."""
+    scaled = lw.op("Div", [lw.op("Mul", [lw.op("Sub", [flat, low]), lw.const(float(bins), dtype)]),
+                           lw.op("Sub", [high, low])])
+    keep = lw.op("And", [lw.op("GreaterOrEqual", [flat, low]),
+                         lw.op("LessOrEqual", [flat, high])])
+    # (Out-of-range and NaN elements are dropped below; 0 keeps their cast defined.)
+    pos = lw.op("Cast", [lw.op("Where", [keep, scaled, lw.const(0.0, dtype)])],
+                to=TensorProto.INT64)
+    pos = lw.op("Min", [pos, lw.const(bins - 1, torch.int64)])
+    return pos, keep
+
+
+def _data_range(lw: Lowering, flat: str, low: float, high: float, widen: float,
+                dtype: torch.dtype) -> tuple[str, str]:
+    """The histogram's outer edges: [low, high] as given, the data's extremes where they are
+    equal (as eager: a range of one value widens by ``widen`` either side)."""
+    if low != high:
+        return lw.const(low, dtype), lw.const(high, dtype)
+    empty = lw.op("Equal", [lw.op("Size", [flat]), lw.const(0, torch.int64)])
+    given = lw.const(low, dtype)
+    lo = lw.op("Where", [empty, given, lw.op("ReduceMin", [flat], keepdims=0)])
+    hi = lw.op("Where", [empty, given, lw.op("ReduceMax", [flat], keepdims=0)])
+    same = lw.op("Equal", [lo, hi])
+    step = lw.const(widen, dtype)
+    return (lw.op("Where", [same, lw.op("Sub", [lo, step]), lo]),
+            lw.op("Where", [same, lw.op("Add", [hi, step]), hi]))
+
+
+@register(aten.histc.default)
+def _histc(lw: Lowering, node: Any, x: Any, bins: int = 100, min: Any = 0, max: Any = 0
+           ) -> Any:
+    dtype = lw.dtype_of(x)
+    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
+    low, high = _data_range(lw, flat, float(min), float(max), 1.0, dtype)
+    pos, keep = _linear_bins(lw, flat, low, high, int(bins), dtype)
+    return _bin_counts(lw, pos, keep, None, int(bins), dtype)
