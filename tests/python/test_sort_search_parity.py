@@ -115,3 +115,21 @@ def test_histc() -> None:
     check(lambda t: torch.histc(t, bins=3), torch.tensor([1.0, 1.0]))
     check(lambda t: torch.histc(t, bins=3), torch.zeros(0))
     check(lambda t: torch.histc(t, bins=6), _values(3, 7, dtype=torch.float64))
+
+
+def test_histogram() -> None:
+    # (Eager's histogram outputs require grad but have no derivative: inputs detached.)
+    x = torch.tensor([[0.0, 1.0, 2.0, 2.0, NAN, 5.0], [-1.0, 10.0, 9.999, 7.3, 0.1, 0.3]])
+    w = torch.rand(2, 6, generator=torch.Generator().manual_seed(3))
+    finite = torch.nan_to_num(x, 4.0)
+    for density in (False, True):
+        check(lambda t: torch.histogram(t.detach(), 4, range=(0.0, 10.0), density=density), x)
+        check(lambda t: torch.histogram(t.detach(), 7, density=density), finite)
+        check(lambda t: torch.histogram(t.detach(), 5, range=(-0.5, 7.25), weight=w,
+                                        density=density), x)
+        check(lambda t: torch.histogram(t.detach(), torch.tensor([-1.0, 0.0, 0.3, 2.0, 9.999]),
+                                        density=density), x)
+    check(lambda t: torch.histogram(t.detach(), 3), torch.tensor(2.0))
+    check(lambda t: torch.histogram(t.detach(), 3), torch.zeros(0))
+    check(lambda t: torch.histogram(t.detach(), 9), _values(4, 7, dtype=torch.float64) / 7)
+    check(lambda t: torch.histogram(t.detach(), 13), torch.linspace(-1, 1, 50))

@@ -318,9 +318,11 @@ def _linear_bins(lw: Lowering, flat: str, low: str, high: str, bins: int,
 
 
 def _data_range(lw: Lowering, flat: str, low: float, high: float, widen: float,
-                dtype: torch.dtype) -> tuple[str, str]:
+                dtype: torch.dtype, if_empty: tuple[float, float] | None = None
+                ) -> tuple[str, str]:
     """The histogram's outer edges: [low, high] as given, the data's extremes where they are
-    equal (as eager: a range of one value widens by ``widen`` either side)."""
+    equal (as eager: a range of one value widens by ``widen`` either side; no data gives
+    ``if_empty``, or [low, high] widened)."""
     if low != high:
         return lw.const(low, dtype), lw.const(high, dtype)
     empty = lw.op("Equal", [lw.op("Size", [flat]), lw.const(0, torch.int64)])
@@ -329,8 +331,12 @@ def _data_range(lw: Lowering, flat: str, low: float, high: float, widen: float,
     hi = lw.op("Where", [empty, given, lw.op("ReduceMax", [flat], keepdims=0)])
     same = lw.op("Equal", [lo, hi])
     step = lw.const(widen, dtype)
-    return (lw.op("Where", [same, lw.op("Sub", [lo, step]), lo]),
-            lw.op("Where", [same, lw.op("Add", [hi, step]), hi]))
+    lo = lw.op("Where", [same, lw.op("Sub", [lo, step]), lo])
+    hi = lw.op("Where", [same, lw.op("Add", [hi, step]), hi])
+    if if_empty is not None:
+        lo = lw.op("Where", [empty, lw.const(if_empty[0], dtype), lo])
+        hi = lw.op("Where", [empty, lw.const(if_empty[1], dtype), hi])
+    return lo, hi
 
 
 @register(aten.histc.default)
@@ -341,3 +347,88 @@ def _histc(lw: Lowering, node: Any, x: Any, bins: int = 100, min: Any = 0, max: 
     low, high = _data_range(lw, flat, float(min), float(max), 1.0, dtype)
     pos, keep = _linear_bins(lw, flat, low, high, int(bins), dtype)
     return _bin_counts(lw, pos, keep, None, int(bins), dtype)
+
+
+# ---- histogram: counts (or weights) per bin and the bin edges ----
+
+def _linspace(lw: Lowering, low: str, high: str, steps: int, dtype: torch.dtype) -> str:
+    """Eager's linspace: low + step i over the first half, high - step (steps - 1 - i) over
+    the second, step = (high - low) / (steps - 1), in ``dtype``."""
+    index = lw.op("Cast", [lw.op("Range", [lw.const(0, torch.int64), lw.const(steps, torch.int64),
+                                           lw.const(1, torch.int64)])], to=onnx_dtype(dtype))
+    step = lw.op("Div", [lw.op("Sub", [high, low]), lw.const(float(steps - 1), dtype)])
+    first = lw.op("Add", [low, lw.op("Mul", [step, index])])
+    back = lw.op("Sub", [lw.const(float(steps - 1), dtype), index])
+    second = lw.op("Sub", [high, lw.op("Mul", [step, back])])
+    half = lw.op("Less", [index, lw.const(float(steps // 2), dtype)])
+    return lw.op("Where", [half, first, second])
+
+
+def _local_search(lw: Lowering, flat: str, edges: str, pos: str, count: int) -> str:
+    """Eager's correction of an interpolated bin: the upper bound of each element among the
+    edges pos - 1 .. pos + 1 (of ``count``), minus one."""
+    base = lw.op("Max", [lw.op("Sub", [pos, lw.const(1, torch.int64)]),
+                         lw.const(0, torch.int64)])
+    end = lw.op("Min", [lw.op("Add", [pos, lw.const(2, torch.int64)]),
+                        lw.const(count, torch.int64)])
+    found = lw.op("Sub", [base, lw.const(1, torch.int64)])
+    for k in range(3):
+        at = lw.op("Add", [base, lw.const(k, torch.int64)])
+        edge = lw.op("Gather", [edges, lw.op("Min", [at, lw.const(count - 1, torch.int64)])],
+                     axis=0)
+        below = lw.op("And", [lw.op("Less", [at, end]), lw.op("LessOrEqual", [edge, flat])])
+        found = lw.op("Add", [found, lw.op("Cast", [below], to=TensorProto.INT64)])
+    return found
+
+
+def _histogram_out(lw: Lowering, flat: str, edges: str, pos: str, keep: str, weight: Any,
+                   density: bool, bins: int, dtype: torch.dtype) -> list[str]:
+    last = lw.const(bins - 1, torch.int64)
+    pos = lw.op("Where", [lw.op("Greater", [pos, last]), last, pos])  # the top edge's bin
+    w = None if weight is None else lw.op("Reshape", [lw.tensor(weight, dtype), lw.ints([-1])])
+    hist = _bin_counts(lw, pos, keep, w, bins, dtype)
+    if density:
+        widths = lw.op("Sub", [lw.op("Slice", [edges, lw.ints([1]), lw.ints([bins + 1])]),
+                               lw.op("Slice", [edges, lw.ints([0]), lw.ints([bins])])])
+        hist = lw.op("Div", [lw.op("Div", [hist, lw.op("ReduceSum", [hist], keepdims=0)]),
+                             widths])
+    return [hist, edges]
+
+
+@register(aten.histogram.bin_ct)
+def _histogram_bins(lw: Lowering, node: Any, x: Any, bins: int = 100, range: Any = None,
+                    weight: Any = None, density: bool = False) -> Any:
+    dtype = lw.dtype_of(x)
+    bins = int(bins)
+    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
+    low_v, high_v = (0.0, 0.0) if range is None else (float(range[0]), float(range[1]))
+    if range is not None and low_v == high_v:
+        low, high = lw.const(low_v - 0.5, dtype), lw.const(high_v + 0.5, dtype)
+    else:
+        low, high = _data_range(lw, flat, low_v, high_v, 0.5, dtype, if_empty=(0.0, 1.0))
+    edges = _linspace(lw, low, high, bins + 1, dtype)
+    low = lw.op("Gather", [edges, lw.const(0, torch.int64)], axis=0)
+    high = lw.op("Gather", [edges, lw.const(bins, torch.int64)], axis=0)
+    pos, keep = _linear_bins(lw, flat, low, high, bins, dtype)
+    pos = _local_search(lw, flat, edges, pos, bins + 1)
+    return _histogram_out(lw, flat, edges, pos, keep, weight, density, bins, dtype)
+
+
+@register(aten.histogram.bins_tensor)
+def _histogram_edges(lw: Lowering, node: Any, x: Any, bins: Any, weight: Any = None,
+                     density: bool = False) -> Any:
+    dtype = lw.dtype_of(x)
+    count = lw.meta(bins).shape[0]
+    if not isinstance(count, int):
+        raise ExportError(f"histogram with a symbolic number of bin edges has no fx "
+                          f"translation; {FALLBACK_HINT}")
+    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
+    edges = lw.op("Identity", [lw.tensor(bins, dtype)])
+    low = lw.op("Gather", [edges, lw.const(0, torch.int64)], axis=0)
+    high = lw.op("Gather", [edges, lw.const(count - 1, torch.int64)], axis=0)
+    keep = lw.op("And", [lw.op("GreaterOrEqual", [flat, low]),
+                         lw.op("LessOrEqual", [flat, high])])
+    above = lw.op("SearchSorted", [edges, flat], domain=OWN_DOMAIN, right=1)
+    pos = lw.op("Sub", [above, lw.const(1, torch.int64)])
+    pos = lw.op("Max", [pos, lw.const(0, torch.int64)])  # (dropped where below the range)
+    return _histogram_out(lw, flat, edges, pos, keep, weight, density, count - 1, dtype)
