@@ -123,12 +123,13 @@ def test_histogram() -> None:
     w = torch.rand(2, 6, generator=torch.Generator().manual_seed(3))
     finite = torch.nan_to_num(x, 4.0)
     for density in (False, True):
-        check(lambda t: torch.histogram(t.detach(), 4, range=(0.0, 10.0), density=density), x)
-        check(lambda t: torch.histogram(t.detach(), 7, density=density), finite)
-        check(lambda t: torch.histogram(t.detach(), 5, range=(-0.5, 7.25), weight=w,
-                                        density=density), x)
-        check(lambda t: torch.histogram(t.detach(), torch.tensor([-1.0, 0.0, 0.3, 2.0, 9.999]),
-                                        density=density), x)
+        edges = torch.tensor([-1.0, 0.0, 0.3, 2.0, 9.999])
+        check(lambda t, d=density: torch.histogram(t.detach(), 4, range=(0.0, 10.0),
+                                                   density=d), x)
+        check(lambda t, d=density: torch.histogram(t.detach(), 7, density=d), finite)
+        check(lambda t, d=density: torch.histogram(t.detach(), 5, range=(-0.5, 7.25),
+                                                   weight=w, density=d), x)
+        check(lambda t, d=density, e=edges: torch.histogram(t.detach(), e, density=d), x)
     check(lambda t: torch.histogram(t.detach(), 3), torch.tensor(2.0))
     check(lambda t: torch.histogram(t.detach(), 3), torch.zeros(0))
     check(lambda t: torch.histogram(t.detach(), 9), _values(4, 7, dtype=torch.float64) / 7)
