@@ -134,3 +134,53 @@ def test_histogram() -> None:
     check(lambda t: torch.histogram(t.detach(), 3), torch.zeros(0))
     check(lambda t: torch.histogram(t.detach(), 9), _values(4, 7, dtype=torch.float64) / 7)
     check(lambda t: torch.histogram(t.detach(), 13), torch.linspace(-1, 1, 50))
+
+
+# ---- outputs whose size depends on the values (NonZero) ----
+
+def test_nonzero_argwhere_masked_select() -> None:
+    x = torch.tensor([[0.0, 1.0, 0.0], [2.0, NAN, -0.0]])
+    check(torch.nonzero, x)
+    check(torch.argwhere, x)
+    check(lambda t: torch.nonzero(t).shape[0] * t, x)  # the count used as a size
+    check(lambda t: torch.nonzero_static(t, size=5), x)
+    check(lambda t: torch.nonzero_static(t, size=1, fill_value=7), x)
+    check(torch.nonzero, torch.tensor(3.0))
+    check(torch.nonzero, torch.zeros(2, 0))
+    check(lambda t: torch.masked_select(t, t > 0.5), x)
+    check(lambda t: torch.masked_select(t, torch.tensor([True, False, True])), x)
+    check(lambda t: torch.masked_select(t, torch.tensor([[True], [False]])), x[0])
+    y = torch.arange(24.0).reshape(2, 3, 4) - 10
+    check(lambda t: t[t > 0.5] * 3, y)
+    check(lambda t: t[:, t[0] > 0], y)
+    check(lambda t: t[..., t[0, 0] > -8], y)
+
+
+def test_unique() -> None:
+    # (Eager's unique outputs require grad but have no derivative: inputs detached.)
+    x = torch.tensor([3.0, 1.0, NAN, 3.0, 2.0, NAN, 1.0, -0.0, 0.0])
+    for inverse in (False, True):
+        for counts in (False, True):
+            check(lambda t, i=inverse, c=counts: torch.unique(
+                t.detach(), return_inverse=i, return_counts=c), x)
+            check(lambda t, i=inverse, c=counts: torch.unique(
+                t.detach(), sorted=False, return_inverse=i, return_counts=c), x.reshape(3, 3))
+            check(lambda t, i=inverse, c=counts: torch.unique_consecutive(
+                t.detach(), return_inverse=i, return_counts=c),
+                torch.tensor([[1.0, 1.0, NAN], [NAN, 2.0, 2.0]]))
+    check(lambda t: torch.unique(t.detach(), return_inverse=True, return_counts=True),
+          torch.tensor(2.0))
+    check(lambda t: torch.unique(t.detach(), return_inverse=True, return_counts=True),
+          torch.zeros(0))
+    check(lambda t: torch.unique(t, return_inverse=True, return_counts=True),
+          torch.tensor([True, False, True]))
+    check(lambda t: torch.unique(t, return_counts=True), torch.tensor([5, 1, 5, 2, 9, 1]))
+    rows = torch.tensor([[1.0, 2.0, 1.0, 1.0, 3.0], [0.0, 5.0, 0.0, 0.0, 3.0],
+                         [1.0, 1.0, 1.0, 1.0, 1.0]])
+    for dim in (0, 1, -1):
+        check(lambda t, d=dim: torch.unique_consecutive(
+            t.detach(), return_inverse=True, return_counts=True, dim=d), rows)
+        check(lambda t, d=dim: torch.unique(
+            t.detach(), return_inverse=True, return_counts=True, dim=d), rows)
+    check(lambda t: torch.unique(t, return_inverse=True, return_counts=True, dim=2),
+          torch.randint(0, 2, (2, 3, 6), generator=torch.Generator().manual_seed(1)))

@@ -13,6 +13,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     bridge,
     casts,
     conv,
+    data_dependent,
     decompose,
     einsum,
     elementary,

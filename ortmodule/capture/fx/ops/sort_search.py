@@ -392,7 +392,8 @@ def _histogram_out(lw: Lowering, flat: str, edges: str, pos: str, keep: str, wei
                                lw.op("Slice", [edges, lw.ints([0]), lw.ints([bins])])])
         hist = lw.op("Div", [lw.op("Div", [hist, lw.op("ReduceSum", [hist], keepdims=0)]),
                              widths])
-    return [hist, edges]
+    # No gradient, as eager's histogram has none.
+    return [lw.op("StopGradient", [v], domain=OWN_DOMAIN) for v in (hist, edges)]
 
 
 @register(aten.histogram.bin_ct)
