@@ -1,11 +1,14 @@
-"""Sort-, search- and histogram-based ops through ORTModule against eager: median and
-nanmedian (NaN, 0-d, along dims), quantile and nanquantile in every interpolation mode,
-forward and gradients."""
+"""Sort-, search- and histogram-based ops through ORTModule against eager, forward and
+gradients: median and nanmedian (NaN, 0-d, along dims), quantile and nanquantile in every
+interpolation mode, mode, searchsorted and bucketize, isin, histc and histogram,
+embedding_bag; and the ops whose output size depends on the values (nonzero, masked_select,
+boolean-mask indexing, unique)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tests.python.parity_utils import check
 
@@ -184,3 +187,24 @@ def test_unique() -> None:
             t.detach(), return_inverse=True, return_counts=True, dim=d), rows)
     check(lambda t: torch.unique(t, return_inverse=True, return_counts=True, dim=2),
           torch.randint(0, 2, (2, 3, 6), generator=torch.Generator().manual_seed(1)))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(10, 4, generator=g)
+    idx = torch.tensor([1, 2, 3, 1, 4, 9, 0, 2])
+    offsets = torch.tensor([0, 2, 2, 5])  # an empty bag
+    for pad in (None, 1, -1):
+        check(lambda w, p=pad: F.embedding_bag(idx, w, offsets, mode=mode, padding_idx=p),
+              weight)
+        check(lambda w, p=pad: F.embedding_bag(idx, w, torch.tensor([0, 2, 2, 5, 8]),
+                                               mode=mode, padding_idx=p,
+                                               include_last_offset=True), weight)
+    check(lambda w: F.embedding_bag(idx.reshape(2, 4), w, mode=mode), weight)
+    if mode == "sum":
+        psw = torch.rand(8, generator=g)
+        check(lambda w, s: F.embedding_bag(idx, w, offsets, mode=mode, per_sample_weights=s),
+              weight, psw)
+        check(lambda w, s: F.embedding_bag(idx, w, offsets, mode=mode, per_sample_weights=s,
+                                           padding_idx=2), weight, psw)

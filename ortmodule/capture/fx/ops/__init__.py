@@ -18,6 +18,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     einsum,
     elementary,
     elementwise,
+    embedding_bag,
     factories,
     gamma,
     indexing,
