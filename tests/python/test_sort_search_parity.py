@@ -208,3 +208,19 @@ def test_embedding_bag(mode: str) -> None:
               weight, psw)
         check(lambda w, s: F.embedding_bag(idx, w, offsets, mode=mode, per_sample_weights=s,
                                            padding_idx=2), weight, psw)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce(reduce: str) -> None:
+    x = torch.tensor([1.0, 0.0, 3.0, -2.0, 5.0])
+    lengths = torch.tensor([2, 0, 3])  # an empty segment
+    for initial in (None, 2.0):
+        check(lambda t, i=initial: torch.segment_reduce(t, reduce, lengths=lengths, initial=i),
+              x)
+        check(lambda t, i=initial: torch.segment_reduce(
+            t, reduce, offsets=torch.tensor([0, 2, 2, 5]), initial=i), x)
+    y = torch.randn(3, 6, 2, generator=torch.Generator().manual_seed(2))
+    per_row = torch.tensor([[2, 0, 4], [1, 2, 3], [6, 0, 0]])
+    offsets = torch.cat([torch.zeros(3, 1, dtype=torch.int64), per_row.cumsum(1)], 1)
+    check(lambda t: torch.segment_reduce(t, reduce, lengths=per_row, axis=1, initial=1.0), y)
+    check(lambda t: torch.segment_reduce(t, reduce, offsets=offsets, axis=1), y)

@@ -32,6 +32,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     reductions,
     resampling,
     scatter,
+    segment_reduce,
     shapes,
     sort_search,
     views,
