@@ -224,3 +224,14 @@ def test_segment_reduce(reduce: str) -> None:
     offsets = torch.cat([torch.zeros(3, 1, dtype=torch.int64), per_row.cumsum(1)], 1)
     check(lambda t: torch.segment_reduce(t, reduce, lengths=per_row, axis=1, initial=1.0), y)
     check(lambda t: torch.segment_reduce(t, reduce, offsets=offsets, axis=1), y)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias(mode: str) -> None:
+    x = torch.randn(2, 3, 10, 20, generator=torch.Generator().manual_seed(0))
+    for align_corners in (False, True):
+        for size in ((3, 3), (13, 7), (4, 40)):  # shrinking, mixed, growing
+            check(lambda t, s=size, a=align_corners: F.interpolate(
+                t, size=s, mode=mode, antialias=True, align_corners=a), x, rtol=1e-4)
+    check(lambda t: F.interpolate(t, scale_factor=(1.7, 0.37), mode=mode, antialias=True), x,
+          rtol=1e-4)

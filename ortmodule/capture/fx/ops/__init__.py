@@ -8,6 +8,7 @@ modify. Importing this package registers every family into ``registry.TABLE``.
 
 from ortmodule.capture.fx.ops import (  # noqa: F401
     activations,
+    antialias,
     attention,
     bessel,
     bridge,
