@@ -235,3 +235,14 @@ def test_interpolate_antialias(mode: str) -> None:
                 t, size=s, mode=mode, antialias=True, align_corners=a), x, rtol=1e-4)
     check(lambda t: F.interpolate(t, scale_factor=(1.7, 0.37), mode=mode, antialias=True), x,
           rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d(mode: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6, generator=g)
+    grid = torch.rand(2, 3, 4, 2, 3, generator=g) * 2.4 - 1.2  # some points outside
+    for padding in ("zeros", "border", "reflection"):
+        for align_corners in (False, True):
+            check(lambda a, b, p=padding, c=align_corners: F.grid_sample(
+                a, b, mode=mode, padding_mode=p, align_corners=c), x, grid, rtol=1e-4)

@@ -22,6 +22,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     embedding_bag,
     factories,
     gamma,
+    grid_sample_3d,
     indexing,
     inplace,
     matmul,
