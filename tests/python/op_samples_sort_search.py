@@ -43,3 +43,17 @@ SORT_SEARCH_SAMPLES: dict[str, list[Sample]] = {
         _search(np.zeros(0), np.array([1.0, -1.0]), 0),
     ],
 }
+
+
+_large = np.random.default_rng(7)
+
+# Large shapes (op_samples_large.py): 64 rows of 512 sorted elements with repeats, 2048
+# values per row, and one row shared by 100k values.
+SORT_SEARCH_LARGE_SAMPLES: dict[str, list[Sample]] = {
+    "SearchSorted": [
+        _search(np.sort(np.round(_large.uniform(-4, 4, (64, 512)), 2), axis=1).astype(np.float32),
+                np.round(_large.uniform(-5, 5, (64, 2048)), 2).astype(np.float32), 0),
+        _search(np.sort(_large.uniform(-4, 4, 4096)).astype(np.float32),
+                _large.uniform(-5, 5, 100_000).astype(np.float32), 1),
+    ],
+}
