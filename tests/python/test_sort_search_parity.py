@@ -1,8 +1,9 @@
 """Sort-, search- and histogram-based ops through ORTModule against eager, forward and
 gradients: median and nanmedian (NaN, 0-d, along dims), quantile and nanquantile in every
 interpolation mode, mode, searchsorted and bucketize, isin, histc and histogram,
-embedding_bag; and the ops whose output size depends on the values (nonzero, masked_select,
-boolean-mask indexing, unique)."""
+embedding_bag, segment_reduce, antialiased interpolation, 3-D grid_sample; and the ops whose
+output size depends on the values (nonzero, masked_select, boolean-mask indexing, unique),
+masked_scatter."""
 
 from __future__ import annotations
 
@@ -158,6 +159,12 @@ def test_nonzero_argwhere_masked_select() -> None:
     check(lambda t: t[t > 0.5] * 3, y)
     check(lambda t: t[:, t[0] > 0], y)
     check(lambda t: t[..., t[0, 0] > -8], y)
+    g = torch.Generator().manual_seed(0)
+    source = torch.randn(4, 5, generator=g)
+    keep = torch.rand(3, 4, generator=g) > 0.5
+    check(lambda a, s: a.masked_scatter(keep, s), torch.randn(3, 4, generator=g), source)
+    check(lambda a, s: a.masked_scatter(torch.tensor([True, False, True, True]), s),
+          torch.randn(3, 4, generator=g), source)
 
 
 def test_unique() -> None:

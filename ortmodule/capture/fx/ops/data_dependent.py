@@ -1,7 +1,9 @@
-"""Ops whose output size depends on the input's values: nonzero, argwhere, masked_select.
-torch.export gives such an output an unbacked size (u0); the engine's NonZero provides its
-output from the kernel (the shape rule cannot know it), and the size is bound to that output
-here, so later ops that need it read it from the tensor (Shape)."""
+"""Ops whose output size depends on the input's values: nonzero, argwhere, masked_select,
+boolean-mask indexing, unique, unique_consecutive; and masked_scatter, whose size is fixed
+but which takes source elements in mask order. torch.export gives such an output an unbacked
+size (u0); the engine's NonZero provides its output from the kernel (the shape rule cannot
+know it), and the size is bound to that output here, so later ops that need it read it from
+the tensor (Shape)."""
 
 from __future__ import annotations
 
@@ -216,3 +218,26 @@ def _unique_along(lw: Lowering, node: Any, x: Any, dim: int, sort: bool,
         values = lw.op("Transpose", [values], perm=inverse_perm)
     outs[0] = values
     return _as_input_dtype(lw, x, outs)
+
+
+@register(aten.masked_scatter.default)
+def _masked_scatter(lw: Lowering, node: Any, x: Any, mask: Any, source: Any) -> Any:
+    """x (broadcast with mask) with its masked elements taken from source in order: element
+    i takes source's k-th, k the number of masked elements before it (a CumSum), so the
+    gradient reaches x where unmasked and source's elements used."""
+    value, keep = lw.tensor(x), lw.tensor(mask, torch.bool)
+    if tuple(lw.meta(x).shape) != tuple(lw.meta(mask).shape):
+        value = lw.op("Where", [keep, value, value])
+        keep = lw.op("Expand", [keep, lw.op("Shape", [value])])
+    if lw.meta(source).numel() == 0:
+        return lw.op("Identity", [value])  # (no element can be masked)
+    shape = lw.op("Shape", [value])
+    flat_keep = lw.op("Reshape", [keep, lw.ints([-1])])
+    taken = lw.op("CumSum", [lw.op("Cast", [flat_keep], to=TensorProto.INT64),
+                             lw.const(0, torch.int64)])
+    index = lw.op("Max", [lw.op("Sub", [taken, lw.const(1, torch.int64)]),
+                          lw.const(0, torch.int64)])
+    flat_source = lw.op("Reshape", [lw.tensor(source, lw.dtype_of(x)), lw.ints([-1])])
+    picked = lw.op("Gather", [flat_source, index], axis=0)
+    out = lw.op("Where", [flat_keep, picked, lw.op("Reshape", [value, lw.ints([-1])])])
+    return lw.op("Reshape", [out, shape])
