@@ -49,6 +49,13 @@ def test_median_nanmedian(dtype: torch.dtype) -> None:
         check(lambda t, f=fn: f(t, 0, True), torch.tensor(2.5, dtype=dtype))
 
 
+def test_median_of_integers() -> None:
+    x = torch.tensor([[5, 1, 3, 2], [7, 7, 0, -4]])
+    for fn in (torch.median, torch.nanmedian):
+        check(fn, x)
+        check(lambda t, f=fn: f(t, 1), x)
+
+
 def test_median_of_all_splits_ties() -> None:
     check(torch.median, torch.tensor([3.0, 1.0, 2.0, 2.0, 5.0, float("inf")]))
     check(torch.nanmedian, torch.tensor([NAN, 1.0, 2.0, 2.0, NAN, -float("inf")]))

@@ -3,7 +3,8 @@ and nanmedian (all elements and along a dim), quantile and nanquantile with ever
 interpolation mode, and mode. Gradients follow eager's: median along a dim and mode pass the
 gradient to the selected index, median of every element splits it evenly among the elements
 equal to the median, quantile differentiates its sort, gather and lerp as eager's composite
-does.
+does. Also the search- and histogram-based ops: searchsorted and bucketize (ai.ortmodule
+SearchSorted), isin, histc and histogram (eager's bin rules, counts scatter-added).
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ def _ascending(lw: Lowering, value: str, n: Any, axis: int) -> list[str]:
     return lw.op("TopK", [value, lw.shape([n])], outputs=2, axis=axis, largest=0, sorted=1)
 
 
+def _not_nan(lw: Lowering, value: str) -> str:
+    """Whether each element is a number (x == x: any dtype, NaN the one exception)."""
+    return lw.op("Equal", [value, value])
+
+
 def _not_nan_count(lw: Lowering, value: str, axis: int) -> str:
     """The number of non-NaN elements along ``axis``, kept as a size-1 axis (int64)."""
-    present = lw.op("Cast", [lw.op("Not", [lw.op("IsNaN", [value])])], to=TensorProto.INT64)
+    present = lw.op("Cast", [_not_nan(lw, value)], to=TensorProto.INT64)
     return lw.op("ReduceSum", [present, lw.ints([axis])], keepdims=1)
 
 
@@ -87,7 +93,8 @@ def _median_all(lw: Lowering, x: Any, ignore_nan: bool) -> str:
     where = _median_position(lw, flat, n, 0, ignore_nan)
     median = lw.op("StopGradient", [lw.op("GatherElements", [values, where], axis=0)],
                    domain=OWN_DOMAIN)
-    both_nan = lw.op("And", [lw.op("IsNaN", [flat]), lw.op("IsNaN", [median])])
+    both_nan = lw.op("And", [lw.op("Not", [_not_nan(lw, flat)]),
+                             lw.op("Not", [_not_nan(lw, median)])])
     tie = lw.op("Or", [lw.op("Equal", [flat, median]), both_nan])
     dtype = lw.dtype_of(x)
     count = lw.op("ReduceSum", [lw.op("Cast", [tie], to=onnx_dtype(dtype))], keepdims=1)
