@@ -49,6 +49,14 @@ def test_median_nanmedian(dtype: torch.dtype) -> None:
         check(lambda t, f=fn: f(t, 0, True), torch.tensor(2.5, dtype=dtype))
 
 
+def test_sorting_a_0d_tensor() -> None:
+    x = torch.tensor(1.5)
+    check(lambda t: torch.sort(t, descending=True), x)
+    check(lambda t: torch.topk(t, 1), x)
+    check(lambda t: torch.kthvalue(t, 1, 0, True), x)
+    check(lambda t: torch.argsort(t) + t, x)
+
+
 def test_median_of_integers() -> None:
     x = torch.tensor([[5, 1, 3, 2], [7, 7, 0, -4]])
     for fn in (torch.median, torch.nanmedian):

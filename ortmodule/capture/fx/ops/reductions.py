@@ -295,14 +295,14 @@ def _any_all(lw: Lowering, node: Any, x: Any, dim: Any = None, keepdim: bool = F
 # ---- sorting and top-k (TopK: equal elements by increasing index, NaN largest) ----
 
 def _topk(lw: Lowering, x: Any, k: Any, axis: int, largest: bool) -> list[str]:
+    if lw.rank(x) == 0:  # its one element, index 0 (eager's, whatever k)
+        return [lw.op("Identity", [lw.tensor(x)]), lw.const(0, torch.int64)]
     return lw.op("TopK", [lw.tensor(x), lw.shape([lw.value(k)])], outputs=2, axis=axis,
                  largest=int(bool(largest)), sorted=1)
 
 
 def _sort_axis(lw: Lowering, x: Any, dim: int) -> int:
-    if lw.rank(x) == 0:
-        raise ExportError(f"sorting a 0-d tensor has no fx translation; {FALLBACK_HINT}")
-    return _axis(int(dim), lw.rank(x))
+    return 0 if lw.rank(x) == 0 else _axis(int(dim), lw.rank(x))
 
 
 @register(aten.topk.default)
@@ -315,7 +315,7 @@ def _topk_op(lw: Lowering, node: Any, x: Any, k: Any, dim: int = -1, largest: bo
 def _sort(lw: Lowering, node: Any, x: Any, dim: int = -1, descending: bool = False) -> Any:
     """A stable sort (eager's unstable sort leaves the order of equal elements open)."""
     axis = _sort_axis(lw, x, dim)
-    return _topk(lw, x, lw.dim(x, axis), axis, descending)
+    return _topk(lw, x, 1 if lw.rank(x) == 0 else lw.dim(x, axis), axis, descending)
 
 
 @register(aten.sort.stable)
@@ -343,6 +343,8 @@ def _msort(lw: Lowering, node: Any, x: Any) -> Any:
 def _kth_smallest(lw: Lowering, x: Any, k: Any, axis: int, keepdim: bool) -> list[str]:
     """The k-th smallest element along ``axis`` and its index (k from 1)."""
     values, indices = _topk(lw, x, k, axis, False)
+    if lw.rank(x) == 0:
+        return [values, indices]
     last = lw.scalar_op("Sub", lw.value(k), 1, operator.sub)
     start, end = lw.shape([last]), lw.shape([lw.value(k)])
     out = [lw.op("Slice", [v, start, end, lw.ints([axis])]) for v in (values, indices)]
