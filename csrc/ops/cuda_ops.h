@@ -234,6 +234,8 @@ ORTM_CUDA_KERNEL(cuda_softmax);
 ORTM_CUDA_KERNEL(cuda_log_softmax);
 ORTM_CUDA_KERNEL(cuda_softmax_grad);
 ORTM_CUDA_KERNEL(cuda_log_softmax_grad);
+// sort_search.cu
+ORTM_CUDA_KERNEL(cuda_search_sorted);
 // topk.cu
 ORTM_CUDA_KERNEL(cuda_top_k);
 // unary.cu

@@ -444,6 +444,9 @@ void cpu_trilu(OpContext&);
 void grad_trilu(GradContext&);
 void cpu_cumsum(OpContext&);
 void grad_cumsum(GradContext&);
+// sort_search_ops.cpp
+std::vector<OutputInfo> shape_search_sorted(const OpContext&);
+void cpu_search_sorted(OpContext&);
 // topk_ops.cpp
 std::vector<OutputInfo> shape_top_k(const OpContext&);
 void cpu_top_k(OpContext&);

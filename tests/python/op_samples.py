@@ -20,6 +20,7 @@ from tests.python.op_samples_gamma import GAMMA_SAMPLES
 from tests.python.op_samples_linalg import LINALG_SAMPLES
 from tests.python.op_samples_linalg_spectral import LINALG_SPECTRAL_SAMPLES
 from tests.python.op_samples_scatter import SCATTER_SAMPLES
+from tests.python.op_samples_sort_search import SORT_SEARCH_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     away_from_zero,
@@ -485,6 +486,7 @@ SAMPLES.update(BESSEL_SAMPLES)
 SAMPLES.update(LINALG_SAMPLES)
 SAMPLES.update(LINALG_SPECTRAL_SAMPLES)
 SAMPLES.update(SCATTER_SAMPLES)
+SAMPLES.update(SORT_SEARCH_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

@@ -249,8 +249,8 @@ def test_nodes_name_their_source_line_and_module() -> None:
 class Uncovered(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x * 2
-        # no fx translation nor decomposition; torch.onnx has one
-        return torch.bucketize(y, torch.tensor([-1.0, 0.0, 1.0])).to(y.dtype) * x
+        # no fx translation nor decomposition; torch.onnx has one (QuantizeLinear and back)
+        return torch.fake_quantize_per_tensor_affine(y, 0.1, 0, -128, 127) * x
 
 
 def test_an_op_without_translation_is_an_error_naming_it_and_its_line() -> None:
@@ -258,8 +258,8 @@ def test_an_op_without_translation_is_an_error_naming_it_and_its_line() -> None:
     with pytest.raises(ExportError) as info:
         ort(torch.randn(3, 4))
     message = str(info.value)
-    assert "aten.bucketize" in message
-    assert "test_fx_lowering.py" in message and "torch.bucketize(y, torch.tensor(" in message
+    assert "aten.fake_quantize_per_tensor_affine" in message
+    assert "test_fx_lowering.py" in message and "torch.fake_quantize_per_tensor_affine(y, 0.1" in message
     assert 'exporter="auto"' in message
 
 
@@ -291,8 +291,8 @@ def test_auto_lowers_an_uncovered_op_with_torch_onnx_and_says_why(
     torch.testing.assert_close(y, Uncovered()(x), rtol=1e-6, atol=1e-6)
     assert exporters_used(ort) == ["dynamo"]
     reasons = [r.getMessage() for r in caplog.records if "torch.onnx instead" in r.getMessage()]
-    assert len(reasons) == 1 and "aten.bucketize" in reasons[0], reasons
-    assert "torch.bucketize(y, torch.tensor(" in reasons[0]
+    assert len(reasons) == 1 and "aten.fake_quantize_per_tensor_affine" in reasons[0], reasons
+    assert "torch.fake_quantize_per_tensor_affine(y, 0.1" in reasons[0]
 
 
 def test_auto_lowers_autocast_itself_and_fallback_with_torch_onnx() -> None:

@@ -221,7 +221,7 @@ def test_boolean_mask_and_nonzero() -> None:
 
 class MaskedInGraph(Masked):
     """A boolean mask whose data-dependent size only tensor ops use: no break, the indexing
-    runs on PyTorch inside the one engine graph (a bridged op: fewer eager ops than a break)."""
+    runs inside the one engine graph (NonZero and GatherND)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.tanh(self.first(x))
@@ -229,7 +229,7 @@ class MaskedInGraph(Masked):
         return self.third(torch.relu(y)).pow(2).sum()
 
 
-def test_boolean_mask_without_python_is_bridged_in_one_graph() -> None:
+def test_boolean_mask_without_python_stays_in_one_graph() -> None:
     ort = train_like_eager(MaskedInGraph, lambda step: (torch.randn(9, 8),))
     entry = _entry(ort)
     assert entry.graph_breaks is None and entry.program is not None

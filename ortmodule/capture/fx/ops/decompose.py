@@ -25,9 +25,21 @@ _MAX_DEPTH = 3  # decompositions of decompositions
 _OWN_GRADIENT = {torch.ops.aten.embedding.default}
 
 
+# Decompositions of ops PyTorch has none for, written in this package (``add_rule``).
+_OWN_RULES: dict[Any, Any] = {}
+
+
+def add_rule(op: torch._ops.OpOverload, rule: Any) -> None:
+    """``rule(*args, **kwargs)``: ``op`` in ATen ops that have translations, traced as
+    PyTorch's own decompositions are."""
+    _OWN_RULES[op] = rule
+
+
 def _decomposition_table(op: torch._ops.OpOverload) -> dict[Any, Any] | None:
     """What ``make_fx`` needs to trace ``op`` into other ops; None where PyTorch has no
     decomposition for it (the op has a kernel of its own)."""
+    if op in _OWN_RULES:
+        return {op: _OWN_RULES[op]}
     if op.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
         return {}  # decomposes by itself as make_fx traces below autograd
     from torch._decomp import core_aten_decompositions, decomposition_table

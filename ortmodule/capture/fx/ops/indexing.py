@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
+from ortmodule.capture.fx.builder import Lowering
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import register
 
@@ -65,8 +65,9 @@ def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
     index dimensions moved back where adjacent index tensors stood, as eager lays it out)."""
     positions = [k for k, i in enumerate(indices) if i is not None]
     if any(lw.dtype_of(indices[k]) == torch.bool for k in positions):
-        raise UnsupportedOp(f"indexing with a boolean mask has a data-dependent shape; "
-                          f"{FALLBACK_HINT}")
+        from ortmodule.capture.fx.ops.data_dependent import boolean_mask_index
+
+        return boolean_mask_index(lw, node, x, indices)
     value = lw.tensor(x)
     if len(positions) == 1:
         return lw.op("Gather", [value, lw.tensor(indices[positions[0]], torch.int64)],

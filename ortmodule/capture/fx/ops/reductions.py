@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from onnx import TensorProto
 
-from ortmodule.capture.common import OWN_DOMAIN, ExportError
+from ortmodule.capture.common import ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
 from ortmodule.capture.fx.registry import register
@@ -299,14 +299,14 @@ def _any_all(lw: Lowering, node: Any, x: Any, dim: Any = None, keepdim: bool = F
 # ---- sorting and top-k (TopK: equal elements by increasing index, NaN largest) ----
 
 def _topk(lw: Lowering, x: Any, k: Any, axis: int, largest: bool) -> list[str]:
+    if lw.rank(x) == 0:  # its one element, index 0 (eager's, whatever k)
+        return [lw.op("Identity", [lw.tensor(x)]), lw.const(0, torch.int64)]
     return lw.op("TopK", [lw.tensor(x), lw.shape([lw.value(k)])], outputs=2, axis=axis,
                  largest=int(bool(largest)), sorted=1)
 
 
 def _sort_axis(lw: Lowering, x: Any, dim: int) -> int:
-    if lw.rank(x) == 0:
-        raise ExportError(f"sorting a 0-d tensor has no fx translation; {FALLBACK_HINT}")
-    return _axis(int(dim), lw.rank(x))
+    return 0 if lw.rank(x) == 0 else _axis(int(dim), lw.rank(x))
 
 
 @register(aten.topk.default)
@@ -319,7 +319,7 @@ def _topk_op(lw: Lowering, node: Any, x: Any, k: Any, dim: int = -1, largest: bo
 def _sort(lw: Lowering, node: Any, x: Any, dim: int = -1, descending: bool = False) -> Any:
     """A stable sort (eager's unstable sort leaves the order of equal elements open)."""
     axis = _sort_axis(lw, x, dim)
-    return _topk(lw, x, lw.dim(x, axis), axis, descending)
+    return _topk(lw, x, 1 if lw.rank(x) == 0 else lw.dim(x, axis), axis, descending)
 
 
 @register(aten.sort.stable)
@@ -347,6 +347,8 @@ def _msort(lw: Lowering, node: Any, x: Any) -> Any:
 def _kth_smallest(lw: Lowering, x: Any, k: Any, axis: int, keepdim: bool) -> list[str]:
     """The k-th smallest element along ``axis`` and its index (k from 1)."""
     values, indices = _topk(lw, x, k, axis, False)
+    if lw.rank(x) == 0:
+        return [values, indices]
     last = lw.scalar_op("Sub", lw.value(k), 1, operator.sub)
     start, end = lw.shape([last]), lw.shape([lw.value(k)])
     out = [lw.op("Slice", [v, start, end, lw.ints([axis])]) for v in (values, indices)]
@@ -359,35 +361,6 @@ def _kth_smallest(lw: Lowering, x: Any, k: Any, axis: int, keepdim: bool) -> lis
 def _kthvalue(lw: Lowering, node: Any, x: Any, k: Any, dim: int = -1,
               keepdim: bool = False) -> Any:
     return _kth_smallest(lw, x, k, _sort_axis(lw, x, dim), keepdim)
-
-
-@register(aten.median.dim)
-def _median_dim(lw: Lowering, node: Any, x: Any, dim: int, keepdim: bool = False) -> Any:
-    """The lower median ((n - 1) // 2 + 1-th smallest) and its index, as eager."""
-    axis = _sort_axis(lw, x, dim)
-    n = lw.dim(x, axis)
-    k = lw.scalar_op("Add", lw.scalar_op("Div", lw.scalar_op("Sub", n, 1, operator.sub), 2,
-                                         operator.floordiv), 1, operator.add)
-    return _kth_smallest(lw, x, k, axis, keepdim)
-
-
-@register(aten.median.default)
-def _median(lw: Lowering, node: Any, x: Any) -> Any:
-    """The lower median of every element; its gradient is split evenly among the elements
-    equal to it, as eager's: sum(x * tie) / count(tie), with tie = (x == median) held
-    constant."""
-    flat = lw.op("Reshape", [lw.tensor(x), lw.ints([-1])])
-    n = _count(lw, x, None)
-    k = lw.scalar_op("Add", lw.scalar_op("Div", lw.scalar_op("Sub", n, 1, operator.sub), 2,
-                                         operator.floordiv), 1, operator.add)
-    values, _ = lw.op("TopK", [flat, lw.shape([k])], outputs=2, axis=0, largest=0, sorted=1)
-    last = lw.scalar_op("Sub", k, 1, operator.sub)
-    median = lw.op("Slice", [values, lw.shape([last]), lw.shape([k]), lw.ints([0])])
-    median = lw.op("StopGradient", [median], domain=OWN_DOMAIN)
-    dtype = lw.dtype_of(x)
-    tie = lw.op("Cast", [lw.op("Equal", [flat, median])], to=onnx_dtype(dtype))
-    total = lw.op("ReduceSum", [lw.op("Mul", [flat, tie])], keepdims=0)
-    return lw.op("Div", [total, lw.op("ReduceSum", [tie], keepdims=0)])
 
 
 # ---- cumulative reductions: y_i reduces x_j for j <= i over a [..., n, n] masked view ----

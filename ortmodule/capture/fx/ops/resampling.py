@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
-from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, UnsupportedOp
+from ortmodule.capture.fx.builder import Lowering
 from ortmodule.capture.fx.ops.common import _out, aten
 from ortmodule.capture.fx.registry import register
 
@@ -78,10 +78,3 @@ for _mode, _ops in (("linear", (aten.upsample_linear1d, aten.upsample_bilinear2d
     for _op in _ops:
         register(_op.vec)(_vec)
         register(_op.default)(_default)
-
-
-@register(aten._upsample_bilinear2d_aa.vec, aten._upsample_bilinear2d_aa.default,
-          aten._upsample_bicubic2d_aa.vec, aten._upsample_bicubic2d_aa.default)
-def _antialiased(lw: Lowering, node: Any, *args: Any) -> Any:
-    raise UnsupportedOp(f"F.interpolate(antialias=True) ({node.target}) has no engine op; "
-                      f"interpolate with antialias=False or {FALLBACK_HINT}")

@@ -1,8 +1,7 @@
 """Strided views and the writes into them: as_strided (a Gather at flat indices computed from
 sizes and strides over the contiguous input, whose gradient scatter-adds), as_strided_scatter,
 unfold (a Gather of windows), slice_scatter and diagonal_scatter (ScatterElements at the
-view's positions), masked_scatter (the source's elements in order, at the mask's positions),
-the uninitialised factories (empty_like, new_empty, new_empty_strided: zeros, since
+view's positions), the uninitialised factories (empty_like, new_empty, new_empty_strided: zeros, since
 their values are unspecified) and resize_ / resize_as_ (the storage's first elements).
 """
 
@@ -157,25 +156,6 @@ def _diagonal_scatter(lw: Lowering, node: Any, x: Any, src: Any, offset: int = 0
     written = lw.op("ScatterElements", [flat, index, updates], axis=len(rest))
     unflat = lw.op("Reshape", [written, lw.op("Shape", [moved])])
     return lw.op("Transpose", [unflat], perm=[perm.index(a) for a in range(rank)])
-
-
-@register(aten.masked_scatter.default)
-def _masked_scatter(lw: Lowering, node: Any, x: Any, mask: Any, source: Any) -> str:
-    """Where the (broadcast) mask is set, ``source``'s elements in row-major order: the k-th
-    set position takes source element k (its running count less one). The gradient of the
-    Gather sends each output element's gradient back to the source element it read."""
-    dtype = _out(node).dtype
-    data = lw.tensor(x, dtype)
-    bool_mask = lw.tensor(mask, torch.bool)
-    shape = lw.op("Shape", [lw.op("Where", [bool_mask, data, data])])  # the broadcast shape
-    full_mask = lw.op("Expand", [bool_mask, shape])
-    counts = lw.op("CumSum", [lw.op("Reshape", [lw.op("Cast", [full_mask], to=7),
-                                                lw.ints([-1])]), lw.const(0, torch.int64)])
-    read = lw.op("Max", [lw.op("Sub", [counts, lw.const(1, torch.int64)]),
-                         lw.const(0, torch.int64)])
-    flat_source = lw.op("Reshape", [lw.tensor(source, dtype), lw.ints([-1])])
-    taken = lw.op("Reshape", [lw.op("Gather", [flat_source, read], axis=0), shape])
-    return lw.op("Where", [full_mask, taken, lw.op("Expand", [data, shape])])
 
 
 # ---- uninitialised tensors: any values will do, zeros are cheapest to reason about ----
