@@ -347,7 +347,8 @@ std::vector<OpDef> build_table() {
       Row(kOwn, "RNNTorch", 1, shape_rnn_layer, cpu_rnn_layer, grad_rnn_layer).cuda(cuda_rnn_layer),
   };
   // The op families whose rows live in their own files (op_table_row.h).
-  for (std::vector<OpDef> (*family)() : {op_rows::math_rows, op_rows::internal_rows}) {
+  for (std::vector<OpDef> (*family)() :
+       {op_rows::math_rows, op_rows::linalg_lu_rows, op_rows::internal_rows}) {
     std::vector<OpDef> more = family();
     rows.insert(rows.end(), more.begin(), more.end());
   }

@@ -102,6 +102,7 @@ std::vector<OpDef> internal_rows();
 // The rows of op families listed in their own files (op_table_<family>.cpp), appended by
 // op_table.cpp's build_table.
 std::vector<OpDef> math_rows();
+std::vector<OpDef> linalg_lu_rows();
 
 }  // namespace op_rows
 }  // namespace ortmodule

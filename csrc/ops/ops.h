@@ -204,6 +204,25 @@ void cpu_scatter_nd(OpContext&);
 void grad_scatter_nd(GradContext&);
 std::vector<OutputInfo> shape_nonzero(const OpContext&);
 void cpu_nonzero(OpContext&);
+// linalg_lu_grad_ops.cpp
+void grad_lu_factor(GradContext&);
+void grad_lu_unpack(GradContext&);
+void grad_triangular_solve(GradContext&);
+void grad_det(GradContext&);
+void grad_slog_det(GradContext&);
+// linalg_lu_ops.cpp
+std::vector<OutputInfo> shape_lu_factor(const OpContext&);
+void cpu_lu_factor(OpContext&);
+std::vector<OutputInfo> shape_lu_unpack(const OpContext&);
+void cpu_lu_unpack(OpContext&);
+std::vector<OutputInfo> shape_lu_unpack_grad(const OpContext&);
+void cpu_lu_unpack_grad(OpContext&);
+std::vector<OutputInfo> shape_triangular_solve(const OpContext&);
+void cpu_triangular_solve(OpContext&);
+std::vector<OutputInfo> shape_det(const OpContext&);
+void cpu_det(OpContext&);
+std::vector<OutputInfo> shape_slog_det(const OpContext&);
+void cpu_slog_det(OpContext&);
 // linear_cross_entropy_ops.cpp
 std::vector<OutputInfo> shape_fused_linear_cross_entropy(const OpContext&);
 void cpu_fused_linear_cross_entropy(OpContext&);

@@ -21,6 +21,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     gamma,
     indexing,
     inplace,
+    linalg_lu,
     matmul,
     normalization,
     polynomial,
