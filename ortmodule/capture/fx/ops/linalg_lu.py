@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import torch
 from onnx import helper
 
 from ortmodule.capture.common import OWN_DOMAIN
@@ -29,12 +30,13 @@ def _hint(size: Any) -> int:
     return size if isinstance(size, int) else int(size.node.hint)
 
 
-def _lu_factor(lw: Lowering, a: Any, check_errors: bool = False) -> list[str]:
+def _lu_factor(lw: Lowering, a: Any, check_errors: bool = False,
+               api: str | None = None) -> list[str]:
     """LU, pivots (int32, 1-based), info of ``a`` [..., m, n]."""
     m, n = (_hint(s) for s in lw.meta(a).shape[-2:])
     form = 0 if m == n else 1 if m < n else 2
     return lw.op("LUFactor", [lw.tensor(a)], outputs=3, domain=OWN_DOMAIN,
-                 check_errors=int(bool(check_errors)), form=form)
+                 check_errors=int(bool(check_errors)), form=form, api=api)
 
 
 def _unpack(lw: Lowering, lu: str, pivots: str) -> list[str]:
@@ -137,9 +139,13 @@ def _linalg_solve_ex(lw: Lowering, node: Any, a: Any, b: Any, left: bool = True,
 @register(aten.linalg_inv_ex.default)
 def _linalg_inv_ex(lw: Lowering, node: Any, a: Any, check_errors: bool = False) -> Any:
     lu, pivots, info = _lu_factor(lw, a, check_errors)
+    return [_inverse(lw, lu, pivots, lw.rank(a)), info]
+
+
+def _inverse(lw: Lowering, lu: str, pivots: str, rank: int) -> str:
+    """A^-1 = U^-1 L^-1 P^T."""
     p = _permutation(lw, lu, pivots)
-    y = _tri(lw, lu, _mt(lw, p, lw.rank(a)), upper=False, unit=True)  # L^-1 P^T
-    return [_tri(lw, lu, y, upper=True), info]
+    return _tri(lw, lu, _tri(lw, lu, _mt(lw, p, rank), upper=False, unit=True), upper=True)
 
 
 def _with_factors(lw: Lowering, node: Any, a: Any, first: list[str], at: int) -> list[Any]:
@@ -191,3 +197,33 @@ def _linalg_check_errors(lw: Lowering, node: Any, info: Any, api_name: str,
             n.attribute.append(helper.make_attribute("api", str(api_name)))
             return None
     raise UnsupportedOp(f"{api_name}: its info does not come from an LU factorization")
+
+
+@register(aten.linalg_matrix_power.default)
+def _linalg_matrix_power(lw: Lowering, node: Any, a: Any, n: int) -> Any:
+    """torch's algorithm: A^0 = I (requiring grad where A does, its gradient zero), A^-n =
+    inv(A)^n, and A^n by repeated squaring (products in torch's order)."""
+    from ortmodule.capture.fx.ops.inplace import _filled
+
+    if n == 0:
+        k = lw.const(0, torch.int64)
+        ones = _filled(lw, a, 1)
+        return lw.op("Trilu", [lw.op("Trilu", [ones, k], upper=1), k], upper=0)
+    x = lw.tensor(a)
+    if n < 0:
+        lu, pivots, _ = _lu_factor(lw, a, True, api="linalg.inv")
+        x = _inverse(lw, lu, pivots, lw.rank(a))
+        n = -n
+    if n == 1:
+        return lw.op("Identity", [x])
+    if n == 2:
+        return lw.op("MatMul", [x, x])
+    if n == 3:
+        return lw.op("MatMul", [lw.op("MatMul", [x, x]), x])
+    z = result = None
+    while n > 0:
+        bit, n = n % 2, n // 2
+        z = x if z is None else lw.op("MatMul", [z, z])
+        if bit:
+            result = z if result is None else lw.op("MatMul", [result, z])
+    return result
