@@ -17,6 +17,7 @@ from tests.python.op_samples_bessel import BESSEL_SAMPLES
 from tests.python.op_samples_data import DATA_SAMPLES
 from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.op_samples_gamma import GAMMA_SAMPLES
+from tests.python.op_samples_linalg_lu import LINALG_LU_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     away_from_zero,
@@ -479,6 +480,7 @@ SAMPLES: dict[str, list[Sample]] = {
 SAMPLES.update(DATA_SAMPLES)
 SAMPLES.update(GAMMA_SAMPLES)
 SAMPLES.update(BESSEL_SAMPLES)
+SAMPLES.update(LINALG_LU_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

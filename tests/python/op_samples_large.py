@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.python.op_samples_bessel import BESSEL_LARGE_SAMPLES
+from tests.python.op_samples_linalg_lu import LINALG_LU_LARGE_SAMPLES
 from tests.python.sample_utils import (
     Sample,
     conv_transpose_reference,
@@ -570,3 +571,4 @@ LARGE_SAMPLES.update({
     ],
 })
 LARGE_SAMPLES.update(BESSEL_LARGE_SAMPLES)
+LARGE_SAMPLES.update(LINALG_LU_LARGE_SAMPLES)
