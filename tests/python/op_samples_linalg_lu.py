@@ -8,6 +8,7 @@ under finite differences."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ OWN = "ai.ortmodule"
 Reference = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
-def _t(a: np.ndarray):  # noqa: ANN202 (a torch tensor; torch is imported lazily)
+def _t(a: np.ndarray) -> Any:  # a torch.Tensor (torch is imported lazily)
     import torch
 
     return torch.from_numpy(a)
