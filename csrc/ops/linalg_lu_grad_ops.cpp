@@ -142,6 +142,12 @@ Value* inverse_transpose(GradContext& g, Value* a) {
   return matmul(g, p, y, false, false);
 }
 
+// The rules read inputs 0 .. count - 1 (a malformed node may lack them).
+void require_inputs(GradContext& g, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!g.input(i)) g.fail("its gradient needs input " + std::to_string(i));
+}
+
 Value* unsqueeze_matrix(GradContext& g, Value* x) {
   return g.emit("Unsqueeze", {x, int64s(g, {-1, -2})});
 }
@@ -153,6 +159,7 @@ Value* unsqueeze_matrix(GradContext& g, Value* x) {
 void grad_lu_factor(GradContext& g) {
   Value* dlu = g.output_grad(0);
   if (!dlu) return;
+  require_inputs(g, 1);
   const LUForm form = lu_form(g);
   Value* lu = g.output(0);
   Value* piv = g.forward_output(1, "lu_pivots");
@@ -170,6 +177,7 @@ void grad_lu_unpack(GradContext& g) {
   Value* dl = g.output_grad(0);
   Value* du = g.output_grad(1);
   if (!dl && !du) return;
+  require_inputs(g, 2);
   g.set_input_grad(0, g.emit("LUUnpackGrad", {g.input(0), dl, du}, {}, kOwnDomain));
 }
 
@@ -178,6 +186,7 @@ void grad_lu_unpack(GradContext& g) {
 void grad_triangular_solve(GradContext& g) {
   Value* dx = g.output_grad(0);
   if (!dx) return;
+  require_inputs(g, 2);
   const Node& node = g.node();
   const bool upper = node.attr_int("upper", 1) != 0, left = node.attr_int("left", 1) != 0;
   const bool unit = node.attr_int("unitriangular", 0) != 0;
@@ -198,6 +207,7 @@ void grad_triangular_solve(GradContext& g) {
 void grad_det(GradContext& g) {
   Value* dy = g.output_grad(0);
   if (!dy) return;
+  require_inputs(g, 1);
   Value* scale = unsqueeze_matrix(g, g.emit("Mul", {dy, g.output(0)}));
   g.set_input_grad(0, g.emit("Mul", {scale, inverse_transpose(g, g.input(0))}));
 }
@@ -206,6 +216,7 @@ void grad_det(GradContext& g) {
 void grad_slog_det(GradContext& g) {
   Value* dl = g.output_grad(1);
   if (!dl) return;
+  require_inputs(g, 1);
   g.set_input_grad(0, g.emit("Mul", {unsqueeze_matrix(g, dl), inverse_transpose(g, g.input(0))}));
 }
 

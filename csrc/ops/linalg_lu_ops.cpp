@@ -221,6 +221,16 @@ void cpu_lu_unpack(OpContext& ctx) {
 // LUUnpackGrad(LU, dL, dU) -> dLU: dL's strict lower triangle and dU's upper one put back in
 // LU's [m, n] (either gradient may be absent).
 std::vector<OutputInfo> shape_lu_unpack_grad(const OpContext& ctx) {
+  require_float(ctx, 0);
+  const MatrixBatch mb = matrix_batch(ctx, 0, false);
+  const int64_t sizes[2] = {mb.batch * mb.m * mb.k(), mb.batch * mb.k() * mb.n};
+  for (size_t i = 1; i <= 2; ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (ctx.in(i).dtype() != ctx.in(0).dtype() || ctx.in(i).numel() != sizes[i - 1])
+      ctx.fail("input " + std::to_string(i) + " " + shape_str(ctx.in(i).shape()) +
+               " is not the gradient of " + (i == 1 ? "L" : "U") + " of LU " +
+               shape_str(ctx.in(0).shape()));
+  }
   return {OutputInfo{ctx.in(0).dtype(), ctx.in(0).shape()}};
 }
 
