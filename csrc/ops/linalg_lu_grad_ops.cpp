@@ -1,6 +1,6 @@
 // The gradient rules of the LU family (linalg_lu_ops.cpp), PyTorch's formulas as graph code
 // over FusedMatMul, Trilu, Slice, Concat and the family's own LUUnpack and TriangularSolve:
-// LUFactor (torch's linalg_lu_backward for square, wide and tall matrices), LUUnpack,
+// LUFactor (torch's linalg_lu_backward, one formula for square, wide and tall matrices), LUUnpack,
 // TriangularSolve, Det and SlogDet (through A^-T from a factorization of A).
 #include <cstdint>
 #include <limits>
@@ -71,63 +71,32 @@ Value* concat(GradContext& g, Value* a, Value* b, int64_t axis) {
   return g.emit("Concat", {a, b}, {{"axis", Attribute::make_int(axis)}});
 }
 
-Value* add_or(GradContext& g, Value* a, Value* b) { return a ? g.emit("Add", {a, b}) : b; }
-
-// The shape class of the factorized matrices, which picks linalg_lu_backward's formula:
-// from the input's static shape, else the lowering's `form` attribute (checked against the
-// runtime shape by LUFactor's shape rule).
-enum class LUForm { Square = 0, Wide = 1, Tall = 2 };
-
-LUForm lu_form(GradContext& g) {
-  Value* a = g.input(0);
-  if (a && a->has_shape && a->shape.size() >= 2) {
-    const int64_t m = a->shape[a->shape.size() - 2].value, n = a->shape.back().value;
-    if (m >= 0 && n >= 0) return m == n ? LUForm::Square : m < n ? LUForm::Wide : LUForm::Tall;
-  }
-  return static_cast<LUForm>(g.node().attr_int("form", 0));
-}
-
-// A = P L U (L [m, k] unit lower, U [k, n] upper): dA from dL and dU (either may be null).
-Value* lu_backward(GradContext& g, LUForm form, Value* dl, Value* du, Value* p, Value* l,
-                   Value* u) {
-  Value* da = nullptr;
-  if (form == LUForm::Square) {
-    // dA = P L^-T [tril(L^T dL, -1) + triu(dU U^T)] U^-T
-    if (dl) da = trilu(g, matmul(g, l, dl, true, false), false, -1);
-    if (du) da = add_or(g, da, trilu(g, matmul(g, du, u, false, true), true, 0));
-    da = tri_solve(g, u, da, true, false, false, true);
-    da = tri_solve(g, l, da, false, true, true, true);
-  } else if (form == LUForm::Wide) {
-    // k = m < n, U = [U1 U2]: dA1 = P L^-T [triu(dU1) + tril(L^T dL - triu(dU) U^T, -1) U1^-T],
-    // dA2 = P L^-T dU2.
-    Value* m = size_of(g, u, -2);
-    if (dl) da = matmul(g, l, dl, true, false);
-    if (du) {
-      Value* t = matmul(g, trilu(g, du, true, 0), u, false, true, -1.0);
-      da = add_or(g, da, t);
-    }
-    da = tri_solve(g, head(g, u, -1, m), trilu(g, da, false, -1), true, false, false, true);
-    if (du) {
-      da = concat(g, g.emit("Add", {da, trilu(g, head(g, du, -1, m), true, 0)}), tail(g, du, -1, m),
-                  -1);
-    }
-    da = tri_solve(g, l, da, false, true, true, true);
-    if (!du) da = concat(g, da, g.emit("ZerosLike", {tail(g, u, -1, m)}, {}, kOwnDomain), -1);
-  } else {
-    // k = n < m, L = [L1; L2]: dA1 = P [tril(dL1, -1) + L1^-T triu(dU U^T - L^T tril(dL, -1))]
-    // U^-T, dA2 = P dL2 U^-T.
-    Value* n = size_of(g, l, -1);
-    if (du) da = matmul(g, du, u, false, true);
-    if (dl) da = add_or(g, da, matmul(g, l, trilu(g, dl, false, -1), true, false, -1.0));
-    da = tri_solve(g, head(g, l, -2, n), trilu(g, da, true, 0), false, true, true, true);
-    if (dl) {
-      da = concat(g, g.emit("Add", {da, trilu(g, head(g, dl, -2, n), false, -1)}),
-                  tail(g, dl, -2, n), -2);
-    }
-    da = tri_solve(g, u, da, true, false, false, true);
-    if (!dl) da = concat(g, da, g.emit("ZerosLike", {tail(g, l, -2, n)}, {}, kOwnDomain), -2);
-  }
-  return matmul(g, p, da, false, false);
+// A = P L U with L = [L1; L2] [m, k] unit lower, U = [U1 U2] [k, n] upper (L1, U1 [k, k]; L2
+// or U2 or both empty): dA from dL and dU, torch's linalg_lu_backward for every shape at
+// once. With dL1 = tril(dL1, -1), dU1 = triu(dU1) and
+//   phi = tril(L1^T dL1 - dU2 U2^T, -1) + triu(dU1 U1^T - L2^T dL2),
+// P^T dA = [[L1^-T phi U1^-T, L1^-T dU2], [dL2 U1^-T, 0]]. (Square: torch's first formula;
+// wide, L2 empty, and tall, U2 empty: its other two, rearranged.)
+Value* lu_backward(GradContext& g, Value* dl, Value* du, Value* p, Value* l, Value* u, Value* lu) {
+  Value* k = size_of(g, l, -1);
+  Value* l1 = head(g, l, -2, k);
+  Value* l2 = tail(g, l, -2, k);
+  Value* u1 = head(g, u, -1, k);
+  Value* u2 = tail(g, u, -1, k);
+  Value* dl1 = trilu(g, head(g, dl, -2, k), false, -1);
+  Value* dl2 = tail(g, dl, -2, k);
+  Value* du1 = trilu(g, head(g, du, -1, k), true, 0);
+  Value* du2 = tail(g, du, -1, k);
+  Value* lower = g.emit("Sub", {matmul(g, l1, dl1, true, false), matmul(g, du2, u2, false, true)});
+  Value* upper = g.emit("Sub", {matmul(g, du1, u1, false, true), matmul(g, l2, dl2, true, false)});
+  Value* phi = g.emit("Add", {trilu(g, lower, false, -1), trilu(g, upper, true, 0)});
+  Value* x11 =
+      tri_solve(g, l1, tri_solve(g, u1, phi, true, false, false, true), false, true, true, true);
+  Value* x12 = tri_solve(g, l1, du2, false, true, true, true);
+  Value* x21 = tri_solve(g, u1, dl2, true, false, false, true);
+  Value* x22 = g.emit("ZerosLike", {tail(g, tail(g, lu, -2, k), -1, k)}, {}, kOwnDomain);
+  Value* x = concat(g, concat(g, x11, x21, -2), concat(g, x12, x22, -2), -1);
+  return matmul(g, p, x, false, false);
 }
 
 // A^-T of square matrices a [..., n, n] = P L^-T U^-T from a factorization of a.
@@ -160,15 +129,12 @@ void grad_lu_factor(GradContext& g) {
   Value* dlu = g.output_grad(0);
   if (!dlu) return;
   require_inputs(g, 1);
-  const LUForm form = lu_form(g);
   Value* lu = g.output(0);
   Value* piv = g.forward_output(1, "lu_pivots");
   std::vector<Value*> lup = g.emit_multi("LUUnpack", {lu, piv}, {true, true, true}, {}, kOwnDomain);
-  Value* dl = dlu;
-  Value* du = dlu;
-  if (form == LUForm::Wide) dl = head(g, dlu, -1, size_of(g, lu, -2));
-  if (form == LUForm::Tall) du = head(g, dlu, -2, size_of(g, lu, -1));
-  g.set_input_grad(0, lu_backward(g, form, dl, du, lup[2], lup[0], lup[1]));
+  Value* k = size_of(g, lup[0], -1);
+  g.set_input_grad(
+      0, lu_backward(g, head(g, dlu, -1, k), head(g, dlu, -2, k), lup[2], lup[0], lup[1], lu));
 }
 
 // (L, U, P) = LUUnpack(LU, pivots): dLU = tril(dL, -1) and triu(dU) in LU's shape.

@@ -114,14 +114,6 @@ int64_t lu_factor_one(const T* a, T* lu, int32_t* piv, int64_t m, int64_t n, dou
 std::vector<OutputInfo> shape_lu_factor(const OpContext& ctx) {
   require_float(ctx, 0);
   const MatrixBatch mb = matrix_batch(ctx, 0, false);
-  // The shape class (0 square, 1 wide, 2 tall) the lowering built the gradient for.
-  if (ctx.node.has_attr("form")) {
-    const int64_t form = mb.m == mb.n ? 0 : mb.m < mb.n ? 1 : 2;
-    if (ctx.node.attr_int("form", 0) != form)
-      ctx.fail("the graph was built for " +
-               std::string(form == 0 ? "non-square" : "differently shaped") +
-               " matrices (attribute 'form'), got " + shape_str(ctx.in(0).shape()));
-  }
   Shape batch = batch_shape(ctx.in(0).shape());
   Shape piv = batch;
   piv.push_back(mb.k());

@@ -96,9 +96,9 @@ LINALG_LU_SAMPLES: dict[str, list[Sample]] = {
     "LUFactor": [
         Sample({"a": rand(2, 4, 4)}, domain=OWN, num_outputs=3, expected=_lu_factor),
         Sample({"a": _well_conditioned(3, 5)}, domain=OWN, num_outputs=3, expected=_lu_factor,
-               attrs={"form": 1}, name="wide"),
+               name="wide"),
         Sample({"a": _well_conditioned(2, 5, 3)}, domain=OWN, num_outputs=3,
-               expected=_lu_factor, attrs={"form": 2}, name="tall"),
+               expected=_lu_factor, name="tall"),
         Sample({"a": _SINGULAR}, domain=OWN, num_outputs=3, expected=_lu_factor, grad=[],
                name="singular"),
         Sample({"a": np.zeros((3, 3))}, domain=OWN, num_outputs=3, expected=_lu_factor,

@@ -128,3 +128,21 @@ def test_empty_batches(dtype: torch.dtype) -> None:
                            torch.linalg.solve(a, b), torch.linalg.det(e)),  # det of 0 x 0: 1
           torch.zeros(0, 3, 3, dtype=dtype), torch.zeros(0, 3, 2, dtype=dtype),
           torch.zeros(2, 0, 0, dtype=dtype))
+
+
+def test_one_graph_for_square_wide_and_tall_sizes() -> None:
+    """Once sizes change the graph is traced with symbolic sizes: its LU gradient serves
+    square, tall and wide matrices alike."""
+    def fn(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.linalg.lu(a)[1:]
+
+    ort = ORTModule(Apply(fn), FX)
+    for shape in [(2, 4, 4), (3, 5, 3), (2, 3, 5), (1, 4, 4)]:
+        a = mat(*shape, dtype=torch.float64, seed=len(ort._cache))
+        x, y = a.clone().requires_grad_(), a.clone().requires_grad_()
+        got, want = ort(x), fn(y)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, **TOL[torch.float64])
+        (got[0].sum() + 2 * got[1].sum()).backward()
+        (want[0].sum() + 2 * want[1].sum()).backward()
+        torch.testing.assert_close(x.grad, y.grad, **TOL[torch.float64])

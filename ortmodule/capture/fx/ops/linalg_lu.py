@@ -26,22 +26,11 @@ def _used(node: Any) -> set[int]:
     return {int(u.args[1]) for u in node.users if u.target is operator.getitem}
 
 
-def _hint(size: Any) -> int | None:
-    if isinstance(size, int):
-        return size
-    hint = size.node.hint
-    return None if hint is None else int(hint)
-
-
 def _lu_factor(lw: Lowering, a: Any, check_errors: bool = False,
                api: str | None = None) -> list[str]:
-    """LU, pivots (int32, 1-based), info of ``a`` [..., m, n]. ``form`` (square, wide,
-    tall) picks the gradient's formula where the graph's sizes are symbolic; LUFactor checks
-    it against the sizes it runs on."""
-    m, n = (_hint(s) for s in lw.meta(a).shape[-2:])
-    form = None if m is None or n is None else 0 if m == n else 1 if m < n else 2
+    """LU, pivots (int32, 1-based), info of ``a`` [..., m, n]."""
     return lw.op("LUFactor", [lw.tensor(a)], outputs=3, domain=OWN_DOMAIN,
-                 check_errors=int(bool(check_errors)), form=form, api=api)
+                 check_errors=int(bool(check_errors)), api=api)
 
 
 def _unpack(lw: Lowering, lu: str, pivots: str) -> list[str]:
