@@ -138,6 +138,13 @@ ORTM_CUDA_KERNEL(cuda_tile);
 ORTM_CUDA_KERNEL(cuda_tile_grad);
 ORTM_CUDA_KERNEL(cuda_trilu);
 ORTM_CUDA_KERNEL(cuda_cumsum);
+// linalg_lu.cu
+ORTM_CUDA_KERNEL(cuda_lu_factor);
+ORTM_CUDA_KERNEL(cuda_lu_unpack);
+ORTM_CUDA_KERNEL(cuda_lu_unpack_grad);
+ORTM_CUDA_KERNEL(cuda_triangular_solve);
+ORTM_CUDA_KERNEL(cuda_det);
+ORTM_CUDA_KERNEL(cuda_slog_det);
 // linalg_qr.cu
 ORTM_CUDA_KERNEL(cuda_cholesky);
 ORTM_CUDA_KERNEL(cuda_cholesky_grad);

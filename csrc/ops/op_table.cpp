@@ -349,7 +349,8 @@ std::vector<OpDef> build_table() {
   // The op families whose rows live in their own files (op_table_row.h).
   for (std::vector<OpDef> (*family)() :
        {op_rows::math_rows, op_rows::linalg_qr_rows, op_rows::linalg_spectral_rows,
-        op_rows::scatter_extra_rows, op_rows::sort_search_rows, op_rows::internal_rows}) {
+        op_rows::linalg_lu_rows, op_rows::scatter_extra_rows, op_rows::sort_search_rows,
+        op_rows::internal_rows}) {
     std::vector<OpDef> more = family();
     rows.insert(rows.end(), more.begin(), more.end());
   }

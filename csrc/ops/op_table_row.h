@@ -106,6 +106,7 @@ std::vector<OpDef> linalg_qr_rows();
 std::vector<OpDef> linalg_spectral_rows();
 std::vector<OpDef> scatter_extra_rows();
 std::vector<OpDef> sort_search_rows();
+std::vector<OpDef> linalg_lu_rows();
 
 }  // namespace op_rows
 }  // namespace ortmodule

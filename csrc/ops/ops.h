@@ -219,6 +219,25 @@ void cpu_cholesky_inverse_grad(OpContext&);
 void grad_cholesky(GradContext&);
 void grad_cholesky_solve(GradContext&);
 void grad_cholesky_inverse(GradContext&);
+// linalg_lu_grad_ops.cpp
+void grad_lu_factor(GradContext&);
+void grad_lu_unpack(GradContext&);
+void grad_triangular_solve(GradContext&);
+void grad_det(GradContext&);
+void grad_slog_det(GradContext&);
+// linalg_lu_ops.cpp
+std::vector<OutputInfo> shape_lu_factor(const OpContext&);
+void cpu_lu_factor(OpContext&);
+std::vector<OutputInfo> shape_lu_unpack(const OpContext&);
+void cpu_lu_unpack(OpContext&);
+std::vector<OutputInfo> shape_lu_unpack_grad(const OpContext&);
+void cpu_lu_unpack_grad(OpContext&);
+std::vector<OutputInfo> shape_triangular_solve(const OpContext&);
+void cpu_triangular_solve(OpContext&);
+std::vector<OutputInfo> shape_det(const OpContext&);
+void cpu_det(OpContext&);
+std::vector<OutputInfo> shape_slog_det(const OpContext&);
+void cpu_slog_det(OpContext&);
 // linalg_qr_ops.cpp
 std::vector<OutputInfo> shape_geqrf(const OpContext&);
 void cpu_geqrf(OpContext&);

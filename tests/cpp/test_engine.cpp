@@ -92,9 +92,9 @@ TEST(Loader, RejectsGarbageBytes) {
 
 TEST(Loader, RejectsUnknownOpAndListsSupported) {
   pb::ModelProto m = small_model();
-  m.mutable_graph()->mutable_node(1)->set_op_type("Det");
+  m.mutable_graph()->mutable_node(1)->set_op_type("STFT");
   std::string err = error_of(bytes(m));
-  EXPECT_NE(err.find("unsupported op: Det node"), std::string::npos) << err;
+  EXPECT_NE(err.find("unsupported op: STFT node"), std::string::npos) << err;
   EXPECT_NE(err.find("Supported ops: "), std::string::npos) << err;
   EXPECT_NE(err.find("Relu"), std::string::npos) << err;
 }

@@ -18,6 +18,7 @@ from tests.python.op_samples_data import DATA_SAMPLES
 from tests.python.op_samples_dtypes import DTYPE_SAMPLES
 from tests.python.op_samples_gamma import GAMMA_SAMPLES
 from tests.python.op_samples_linalg import LINALG_SAMPLES
+from tests.python.op_samples_linalg_lu import LINALG_LU_SAMPLES
 from tests.python.op_samples_linalg_spectral import LINALG_SPECTRAL_SAMPLES
 from tests.python.op_samples_scatter import SCATTER_SAMPLES
 from tests.python.op_samples_sort_search import SORT_SEARCH_SAMPLES
@@ -487,6 +488,7 @@ SAMPLES.update(LINALG_SAMPLES)
 SAMPLES.update(LINALG_SPECTRAL_SAMPLES)
 SAMPLES.update(SCATTER_SAMPLES)
 SAMPLES.update(SORT_SEARCH_SAMPLES)
+SAMPLES.update(LINALG_LU_SAMPLES)
 
 
 def _bn_torch(d: dict[str, np.ndarray], momentum: float = 0.9,

@@ -15,6 +15,7 @@ import numpy as np
 
 from tests.python.op_samples_bessel import BESSEL_LARGE_SAMPLES
 from tests.python.op_samples_linalg import LINALG_LARGE_SAMPLES
+from tests.python.op_samples_linalg_lu import LINALG_LU_LARGE_SAMPLES
 from tests.python.op_samples_linalg_spectral import LINALG_SPECTRAL_LARGE_SAMPLES
 from tests.python.op_samples_sort_search import SORT_SEARCH_LARGE_SAMPLES
 from tests.python.sample_utils import (
@@ -579,3 +580,4 @@ LARGE_SAMPLES.update(BESSEL_LARGE_SAMPLES)
 LARGE_SAMPLES.update(LINALG_LARGE_SAMPLES)
 LARGE_SAMPLES.update(LINALG_SPECTRAL_LARGE_SAMPLES)
 LARGE_SAMPLES.update(SORT_SEARCH_LARGE_SAMPLES)
+LARGE_SAMPLES.update(LINALG_LU_LARGE_SAMPLES)

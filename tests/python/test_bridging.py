@@ -53,7 +53,8 @@ class CustomOpModel(nn.Module):
 
 
 class LinalgModel(nn.Module):
-    """linalg.inv and linalg.matrix_exp: ops neither lowering runs on the engine."""
+    """linalg.matrix_exp, which neither lowering runs on the engine, next to linalg.inv, which
+    runs natively."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -27,6 +27,7 @@ from ortmodule.capture.fx.ops import (  # noqa: F401
     grid_sample_3d,
     indexing,
     inplace,
+    linalg_lu,
     linalg_qr,
     linalg_spectral,
     linear_loss,
