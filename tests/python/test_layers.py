@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                "ortmodule.debug.parity", "ortmodule.debug.repro"]),
     ("entry", ["ortmodule._entry", "ortmodule.export_cache"]),
     ("breaks", ["ortmodule._breaks"]),
-    ("module", ["ortmodule.module", "ortmodule.optim"]),
+    ("module", ["ortmodule.module", "ortmodule.optim", "ortmodule._wrapped_api"]),
     ("package", ["ortmodule", "ortmodule.debug", "ortmodule.trainer", "ortmodule.trainer.*",
                  "ortmodule.training", "ortmodule.training.*"]),
 ]

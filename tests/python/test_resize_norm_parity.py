@@ -178,14 +178,11 @@ def test_upsample_default_overloads(op: torch._ops.OpOverload, args: tuple) -> N
     _check(Fn(lambda x: op(x, *args)), shape)
 
 
-def test_antialias_runs_on_pytorch_or_is_refused_with_a_reason() -> None:
-    """antialias=True has no engine op: bridged to PyTorch by default (eager's values), and
-    refused naming it where no op may run on PyTorch."""
-    fn = Fn(lambda x: F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True))
-    _check(fn, (1, 2, 6, 6), options=DebugOptions(exporter="fx"))
-    strict = ORTModule(fn, FX)
-    with pytest.raises(Exception, match="antialias"):
-        strict(torch.randn(1, 2, 6, 6))
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_antialias_downsampling_is_native(mode: str) -> None:
+    """antialias=True (torch's separable filters over the scaled support) lowers natively,
+    with eager's values and gradients."""
+    _check(Fn(lambda x: F.interpolate(x, size=(3, 4), mode=mode, antialias=True)), (1, 2, 6, 7))
 
 
 # ---- per-sample norms ----

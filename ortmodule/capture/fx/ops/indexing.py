@@ -9,6 +9,7 @@ import torch
 
 from ortmodule.capture.fx.builder import Lowering
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
+from ortmodule.capture.fx.ops.data_dependent import boolean_mask_index
 from ortmodule.capture.fx.registry import register
 
 
@@ -65,8 +66,6 @@ def _index(lw: Lowering, node: Any, x: Any, indices: Any) -> Any:
     index dimensions moved back where adjacent index tensors stood, as eager lays it out)."""
     positions = [k for k, i in enumerate(indices) if i is not None]
     if any(lw.dtype_of(indices[k]) == torch.bool for k in positions):
-        from ortmodule.capture.fx.ops.data_dependent import boolean_mask_index
-
         return boolean_mask_index(lw, node, x, indices)
     value = lw.tensor(x)
     if len(positions) == 1:

@@ -18,6 +18,7 @@ from onnx import helper
 from ortmodule.capture.common import OWN_DOMAIN
 from ortmodule.capture.fx.builder import Lowering, UnsupportedOp
 from ortmodule.capture.fx.ops.common import _out, aten
+from ortmodule.capture.fx.ops.inplace import _filled
 from ortmodule.capture.fx.registry import register
 
 
@@ -197,8 +198,6 @@ def _linalg_check_errors(lw: Lowering, node: Any, info: Any, api_name: str,
 def _linalg_matrix_power(lw: Lowering, node: Any, a: Any, n: int) -> Any:
     """torch's algorithm: A^0 = I (requiring grad where A does, its gradient zero), A^-n =
     inv(A)^n, and A^n by repeated squaring (products in torch's order)."""
-    from ortmodule.capture.fx.ops.inplace import _filled
-
     if n == 0:
         k = lw.const(0, torch.int64)
         ones = _filled(lw, a, 1)

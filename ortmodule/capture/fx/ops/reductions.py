@@ -16,6 +16,7 @@ from onnx import TensorProto
 from ortmodule.capture.common import ExportError
 from ortmodule.capture.fx.builder import FALLBACK_HINT, Lowering, onnx_dtype
 from ortmodule.capture.fx.ops.common import _axis, _out, aten
+from ortmodule.capture.fx.ops.linalg_spectral import spectral_matrix_norm
 from ortmodule.capture.fx.registry import register
 
 
@@ -214,8 +215,6 @@ def matrix_norm(lw: Lowering, value: str, rank: int, ord: Any, dim: Any,
             out = lw.op("Squeeze", [out, lw.ints(sorted([rows, cols]))])
         return out
     if ord in (2, -2, "nuc"):
-        from ortmodule.capture.fx.ops.linalg_spectral import spectral_matrix_norm
-
         return spectral_matrix_norm(lw, value, rank, ord, dim, keepdim)
     raise ExportError(f"linalg.matrix_norm with ord={ord!r}: the norms are 'fro', 'nuc', "
                       f"1, -1, 2, -2, inf and -inf; {FALLBACK_HINT}")
