@@ -44,10 +44,11 @@ def render() -> str:
         "};",
         "",
         "// Sorted by op_type, then since_version.",
+        "// clang-format off",
         "inline constexpr OnnxArity kOnnxArity[] = {",
     ]
     lines += [f'    {{"{n}", {v}, {lo}, {hi}, "{names}"}},' for n, v, lo, hi, names in rows]
-    lines += ["};", "", "}  // namespace ortmodule", ""]
+    lines += ["};", "// clang-format on", "", "}  // namespace ortmodule", ""]
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ struct OnnxArity {
 };
 
 // Sorted by op_type, then since_version.
+// clang-format off
 inline constexpr OnnxArity kOnnxArity[] = {
     {"Abs", 1, 1, 1, "X"},
     {"Abs", 6, 1, 1, "X"},
@@ -645,5 +646,6 @@ inline constexpr OnnxArity kOnnxArity[] = {
     {"Xor", 1, 2, 2, "A|B"},
     {"Xor", 7, 2, 2, "A|B"},
 };
+// clang-format on
 
 }  // namespace ortmodule
