@@ -31,7 +31,14 @@ def _linalg_cholesky(lw: Lowering, node: Any, x: Any, upper: bool = False) -> An
     return _cholesky(lw, x, upper, True)[0]
 
 
-@register(aten.cholesky.default)
+def _if_present(name: str) -> list[Any]:
+    """The default overload of aten.<name>, where this torch still has it (torch.cholesky
+    and torch.qr are gone from torch 2.14)."""
+    packet = getattr(aten, name, None)
+    return [packet.default] if packet is not None else []
+
+
+@register(*_if_present("cholesky"))
 def _cholesky_op(lw: Lowering, node: Any, x: Any, upper: bool = False) -> Any:
     return _cholesky(lw, x, upper, True)[0]
 
@@ -57,7 +64,7 @@ def _linalg_qr(lw: Lowering, node: Any, x: Any, mode: str = "reduced") -> Any:
     return lw.op("LinalgQr", [lw.tensor(x)], outputs=2, domain=OWN_DOMAIN, mode=mode)
 
 
-@register(aten.qr.default)
+@register(*_if_present("qr"))
 def _qr(lw: Lowering, node: Any, x: Any, some: bool = True) -> Any:
     return lw.op("LinalgQr", [lw.tensor(x)], outputs=2, domain=OWN_DOMAIN,
                  mode="reduced" if some else "complete")
