@@ -165,22 +165,46 @@ def test_benchmark_workload_matches_eager_and_dynamo(name: str) -> None:
     if name != "resnet":
         assert_same(got, want, f"{name} fx vs eager")
         return
-    # ResNet-18 on 16 images of 64x64: float32 convolutions summed in different orders over
-    # long reductions differ by more than RTOL (eager's own error reaches 6e-3 on some batch
-    # norm gradients with oneDNN's AVX2 kernels). Both are measured against eager in float64:
-    # each gradient of the engine is at least as close to it as eager's float32 one, or
-    # within 1e-4 of it (relative norm).
+    # ResNet-18 on 16 images of 64x64 is ill-conditioned in its lower stages: some ReLU inputs
+    # lie within 1e-7 of zero, so an input perturbation of float32's size moves float64's own
+    # gradients by up to 7e-3 (relative norm; 1.6e-3 at 1e-7). Which side of those kinks a
+    # float32 run lands on is chance, for eager (whose error against float64 ranges from 2e-6
+    # to 6e-3 with the machine's kernels and the batch) as for the engine. So the graph is
+    # checked exactly in float64, where no kink flips: the engine's gradients equal eager's
+    # within 1e-9. In float32, each gradient is measured against eager's float64 one and must
+    # be within twice eager's float32 error, or twice the kinks' scale: the largest move of any
+    # float64 gradient over inputs perturbed by relative noise of 1e-7 and 1e-6 (two draws
+    # each; a gradient that did not move in these draws can still sit next to a kink that
+    # float32's rounding flips, as some of this model's do), or 1e-4.
     torch.testing.assert_close(got[0], want[0], rtol=RTOL, atol=ATOL)
-    exact = eager_step(copy.deepcopy(model).double(),
-                       {k: v.double() if v.is_floating_point() else v for k, v in batch.items()})
+    double = copy.deepcopy(model).double()
+    batch64 = {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
+    exact = eager_step(double, batch64)
+    engine64 = first_step(double, FX, batch64)
+    torch.testing.assert_close(engine64[0], exact[0], rtol=1e-12, atol=0)
+    for n, ref in exact[1].items():
+        if ref is not None and ref.norm() > 0:
+            error = ((engine64[1][n] - ref).norm() / ref.norm()).item()
+            assert error <= 1e-9, f"resnet float64 gradient of {n}: relative error {error}"
+    kinks = 0.0
+    generator = torch.Generator().manual_seed(0)
+    for eps in (1e-7, 1e-6):
+        for _ in range(2):
+            noisy = {k: v * (1 + eps * torch.randn(v.shape, generator=generator, dtype=v.dtype))
+                     if v.is_floating_point() else v for k, v in batch64.items()}
+            moved = eager_step(double, noisy)
+            for n, ref in exact[1].items():
+                if ref is not None and ref.norm() > 0:
+                    kinks = max(kinks, ((moved[1][n] - ref).norm() / ref.norm()).item())
     for n, g in got[1].items():
         if g is not None:
             ref = exact[1][n]
             error = ((g.double() - ref).norm() / ref.norm()).item()
             eager_error = ((want[1][n].double() - ref).norm() / ref.norm()).item()
-            assert error <= max(2 * eager_error, 1e-4), (
+            bound = max(2 * eager_error, 2 * kinks, 1e-4)
+            assert error <= bound, (
                 f"resnet fx gradient of {n}: relative error {error} against float64, "
-                f"eager's float32 {eager_error}")
+                f"eager's float32 {eager_error}, the kinks' scale {kinks}")
 
 
 class OpMix(nn.Module):
