@@ -200,3 +200,26 @@ def test_conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[i
         scale = float(g_ref.abs().max())
         torch.testing.assert_close(g, g_ref, rtol=rtol, atol=atol * scale, msg=f"d{name}")
 
+
+
+@pytest.mark.parametrize("xs,m,pads", WINOGRAD_DW)
+def test_conv_forward_error(xs: tuple[int, ...], m: int, pads: list[int]) -> None:
+    """Conv's float32 outputs at the Winograd-eligible shapes are as close to a float64
+    convolution as eager's float32 ones: within twice eager's relative distance (norm), or
+    1e-6."""
+    gen = torch.Generator().manual_seed(4)
+    feed = {"x": torch.randn(xs, generator=gen),
+            "w": torch.randn((m, xs[1], 3, 3), generator=gen) / float(np.sqrt(9 * xs[1])),
+            "b": torch.randn(m, generator=gen)}
+    prog = _program("Conv", {n: tuple(t.shape) for n, t in feed.items()}, 1, list(feed),
+                    pads=pads)
+    (y,) = _C.run(prog, list(feed.values()))
+
+    def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, [pads[1], pads[3], pads[0], pads[2]]), w, b)
+
+    exact = conv(*(t.double() for t in feed.values()))
+    eager = conv(*feed.values())
+    error = ((y.double() - exact).norm() / exact.norm()).item()
+    eager_error = ((eager.double() - exact).norm() / exact.norm()).item()
+    assert error <= max(2 * eager_error, 1e-6), (error, eager_error)
