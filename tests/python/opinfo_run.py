@@ -32,6 +32,7 @@ import io
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -118,6 +119,16 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> str:
         diff = (a.double() - b.double()).abs().nan_to_num(float("inf")).max().item()
         return f"values differ (max abs {diff:.3g})"
     return ""
+
+
+def _same_python_value(a: Any, b: Any) -> bool:
+    """Whether ``b`` (ORTModule's) is eager's non-tensor output ``a``: the same type, and the
+    same value (a float to the float32 tolerance)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return math.isclose(a, b, rel_tol=RTOL, abs_tol=ATOL) or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
 
 
 def _weights(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -239,6 +250,9 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
         Impl._compile = compile_graph
     if pytree.tree_structure(ort_out) != pytree.tree_structure(eager_out):
         return "mismatch", "the output structure differs from eager's"
+    for a, b in zip(pytree.tree_leaves(eager_out), pytree.tree_leaves(ort_out)):
+        if not isinstance(a, torch.Tensor) and not _same_python_value(a, b):
+            return "mismatch", f"the Python value {b!r} where eager has {a!r}"
     for k, (a, b) in enumerate(zip(eager_flat, ort_flat)):
         if random:
             if a.shape != b.shape or a.dtype != b.dtype:
