@@ -15,17 +15,29 @@ from typing import Any
 import torch
 
 # Schema nodes: ("T", index) for a tensor, ("C", value) for a constant, ("F", bits) for a
-# float (its bit pattern: NaN equals itself, -0.0 differs from 0.0),
+# float (its bit pattern: NaN equals itself, -0.0 differs from 0.0), ("S", index, type) for a
+# Python number the graph computes (a traced ``.item()``: the 0-d tensor ``index``, returned
+# as a float, int or bool),
 # ("tuple"/"list", [children], type), ("dict", [(key, child), ...], type),
 # ("dataclass", [(field, child), ...], type). The type is the container's own class (a
 # namedtuple, an OrderedDict, a Hugging Face ModelOutput, ...), rebuilt on the way out.
 Spec = tuple
 
 
+# The Python type of each symbolic number torch.export traces, and the dtype of the 0-d tensor
+# that carries it out of the graph.
+_SYMBOLIC = ((torch.SymBool, bool, torch.bool), (torch.SymInt, int, torch.int64),
+             (torch.SymFloat, float, torch.float64))
+
+
 def flatten(obj: Any, tensors: list[torch.Tensor]) -> Spec:
     if isinstance(obj, torch.Tensor):
         tensors.append(obj)
         return ("T", len(tensors) - 1)
+    for sym, python_type, dtype in _SYMBOLIC:
+        if isinstance(obj, sym):  # only while torch.export traces forward
+            tensors.append(torch.scalar_tensor(obj, dtype=dtype))
+            return ("S", len(tensors) - 1, python_type)
     if isinstance(obj, (tuple, list)):
         kind = "tuple" if isinstance(obj, tuple) else "list"
         return (kind, tuple(flatten(o, tensors) for o in obj), type(obj))
@@ -52,6 +64,8 @@ def unflatten(spec: Spec, tensors: list[Any]) -> Any:
         return payload
     if kind == "F":
         return struct.unpack("<d", payload)[0]
+    if kind == "S":
+        return spec[2](tensors[payload].item())
     cls = spec[2]
     if kind == "dataclass":
         # Rebuilt field by field without calling __init__ (init=False fields keep their value).

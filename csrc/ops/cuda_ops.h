@@ -145,6 +145,8 @@ ORTM_CUDA_KERNEL(cuda_lu_unpack_grad);
 ORTM_CUDA_KERNEL(cuda_triangular_solve);
 ORTM_CUDA_KERNEL(cuda_det);
 ORTM_CUDA_KERNEL(cuda_slog_det);
+// linalg_matrix_exp.cu
+ORTM_CUDA_KERNEL(cuda_matrix_exp);
 // linalg_qr.cu
 ORTM_CUDA_KERNEL(cuda_cholesky);
 ORTM_CUDA_KERNEL(cuda_cholesky_grad);

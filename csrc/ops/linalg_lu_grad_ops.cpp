@@ -1,10 +1,12 @@
 // The gradient rules of the LU family (linalg_lu_ops.cpp), PyTorch's formulas as graph code
 // over FusedMatMul, Trilu, Slice, Concat and the family's own LUUnpack and TriangularSolve:
 // LUFactor (torch's linalg_lu_backward, one formula for square, wide and tall matrices), LUUnpack,
-// TriangularSolve, Det and SlogDet (through A^-T from a factorization of A).
+// TriangularSolve, Det and SlogDet (through A^-T from a factorization of A); and MatrixExp's
+// (linalg_matrix_exp_ops.cpp), torch's differential of an analytic matrix function.
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grad/grad_context.h"
@@ -121,6 +123,21 @@ Value* unsqueeze_matrix(GradContext& g, Value* x) {
   return g.emit("Unsqueeze", {x, int64s(g, {-1, -2})});
 }
 
+// x^T of a batch of matrices: a Transpose of the last two dims where x's rank is known, else
+// the product x^T I.
+Value* matrix_transpose(GradContext& g, Value* x) {
+  if (x->has_shape && x->shape.size() >= 2) {
+    std::vector<int64_t> perm(x->shape.size());
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+    std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+    return g.emit("Transpose", {x}, {{"perm", Attribute::make_ints(perm)}});
+  }
+  Value* ones =
+      g.emit("Add", {g.emit("ZerosLike", {x}, {}, kOwnDomain), g.scalar_constant(1.0, x)});
+  Value* eye = trilu(g, trilu(g, ones, true, 0), false, 0);
+  return matmul(g, x, eye, true, false);
+}
+
 }  // namespace
 
 // (LU, pivots, info) = LUFactor(A): torch's lu_factor_ex_backward, dL = dLU[..., :, :k] and
@@ -184,6 +201,20 @@ void grad_slog_det(GradContext& g) {
   if (!dl) return;
   require_inputs(g, 1);
   g.set_input_grad(0, g.emit("Mul", {unsqueeze_matrix(g, dl), inverse_transpose(g, g.input(0))}));
+}
+
+// Y = MatrixExp(A): torch's linalg_matrix_exp_differential (adjoint), dA = the upper right
+// n x n block of exp([[A^T, dY], [0, A^T]]).
+void grad_matrix_exp(GradContext& g) {
+  Value* dy = g.output_grad(0);
+  if (!dy) return;
+  require_inputs(g, 1);
+  Value* at = matrix_transpose(g, g.input(0));
+  Value* zeros = g.emit("ZerosLike", {at}, {}, kOwnDomain);
+  Value* block = concat(g, concat(g, at, dy, -1), concat(g, zeros, at, -1), -2);
+  Value* e = g.emit("MatrixExp", {block}, {}, kOwnDomain);
+  Value* n = size_of(g, at, -1);
+  g.set_input_grad(0, tail(g, head(g, e, -2, n), -1, n));
 }
 
 }  // namespace ortmodule

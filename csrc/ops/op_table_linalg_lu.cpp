@@ -1,5 +1,6 @@
-// The op table's rows for dense linear algebra by LU (linalg_lu_ops.cpp, gradients in
-// linalg_lu_grad_ops.cpp); op_table.cpp appends them.
+// The op table's rows for dense linear algebra by LU (linalg_lu_ops.cpp) and the matrix
+// exponential, whose Pade quotient is an LU solve (linalg_matrix_exp_ops.cpp); gradients in
+// linalg_lu_grad_ops.cpp. op_table.cpp appends them.
 #include "ops/cuda_ops.h"
 #include "ops/op_table_row.h"
 #include "ops/ops.h"
@@ -27,6 +28,9 @@ std::vector<OpDef> linalg_lu_rows() {
           .cuda(cuda_triangular_solve),
       Row("", "Det", 11, shape_det, cpu_det, grad_det).cuda(cuda_det),
       Row(kOwn, "SlogDet", 1, shape_slog_det, cpu_slog_det, grad_slog_det).cuda(cuda_slog_det),
+      // torch.linalg.matrix_exp, its gradient an exponential of a 2n x 2n block matrix.
+      Row(kOwn, "MatrixExp", 1, shape_matrix_exp, cpu_matrix_exp, grad_matrix_exp)
+          .cuda(cuda_matrix_exp),
   };
 }
 

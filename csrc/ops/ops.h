@@ -225,6 +225,7 @@ void grad_lu_unpack(GradContext&);
 void grad_triangular_solve(GradContext&);
 void grad_det(GradContext&);
 void grad_slog_det(GradContext&);
+void grad_matrix_exp(GradContext&);
 // linalg_lu_ops.cpp
 std::vector<OutputInfo> shape_lu_factor(const OpContext&);
 void cpu_lu_factor(OpContext&);
@@ -238,6 +239,9 @@ std::vector<OutputInfo> shape_det(const OpContext&);
 void cpu_det(OpContext&);
 std::vector<OutputInfo> shape_slog_det(const OpContext&);
 void cpu_slog_det(OpContext&);
+// linalg_matrix_exp_ops.cpp
+std::vector<OutputInfo> shape_matrix_exp(const OpContext&);
+void cpu_matrix_exp(OpContext&);
 // linalg_qr_ops.cpp
 std::vector<OutputInfo> shape_geqrf(const OpContext&);
 void cpu_geqrf(OpContext&);

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import logging
+import operator
 import re
 import sysconfig
 import warnings
@@ -283,6 +284,62 @@ def is_data_dependent(error: BaseException) -> bool:
 
 # Ops that turn a tensor's value into a Python number (.item(), .tolist(), int(t)).
 _PYTHON_VALUE_OPS = ("aten.item.default", "aten._local_scalar_dense.default")
+
+
+# What torch.export adds after a bool tensor's .item(): its symbol's range checks (u in [0, 1]).
+_RANGE_CHECKS = (torch.sym_ite, operator.ge, operator.le, operator.gt, operator.lt,
+                 operator.eq, torch.ops.aten._assert_scalar.default)
+
+
+def outputs_read_as_numbers(program: torch.export.ExportedProgram) -> None:
+    """Rewrites forward's outputs that are Python numbers read from a one-element tensor
+    (``x.item()`` returned as it is, which FlatWrapper turned into a 0-d tensor of the
+    number: scalar_tensor(item(x))) into that tensor itself, detached (a number carries no
+    gradient) and cast to float64, int64 or bool: the graph computes it and the boundary
+    hands back the number (_schema's "S" nodes). A read used any other way stays, for
+    check_no_python_values."""
+    graph = program.graph
+    aten = torch.ops.aten
+    output = next(n for n in graph.nodes if n.op == "output")
+    reads = []
+    for node in output.args[0]:
+        if not isinstance(node, torch.fx.Node) or node.target is not aten.scalar_tensor.default:
+            continue
+        read = node.args[0]
+        if not isinstance(read, torch.fx.Node) or str(read.target) not in _PYTHON_VALUE_OPS:
+            continue
+        source, out = read.args[0], node.meta["val"]
+        if not isinstance(source.meta.get("val"), torch.Tensor):
+            continue
+        # Its source line and module (not its symbol's bindings: the new nodes are tensors).
+        meta = {k: read.meta[k] for k in ("stack_trace", "nn_module_stack", "custom")
+                if k in read.meta}
+        with graph.inserting_before(node):
+            flat = graph.call_function(aten.reshape.default, (source, []))
+            detached = graph.call_function(aten.detach.default, (flat,))
+        for made in (flat, detached):
+            made.meta.update(meta)
+            with out.fake_mode:
+                made.meta["val"] = torch.empty((), dtype=source.meta["val"].dtype,
+                                               device=out.device)
+        node.target, node.args, node.kwargs = aten._to_copy.default, (detached,), {
+            "dtype": out.dtype}
+        reads.append(read)
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    for read in dict.fromkeys(reads):
+        checks, stack = set(), list(read.users)
+        while stack:
+            user = stack.pop()
+            if user.target not in _RANGE_CHECKS:
+                break
+            checks.add(user)
+            stack.extend(u for u in user.users if u not in checks)
+        else:
+            for n in sorted(checks, key=order.__getitem__, reverse=True):
+                graph.erase_node(n)
+            graph.erase_node(read)
+    if reads:
+        program.graph_module.recompile()
 
 
 def check_no_python_values(program: torch.export.ExportedProgram,

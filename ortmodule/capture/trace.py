@@ -37,6 +37,7 @@ from ortmodule.capture.common import (
     check_no_python_values,
     find_in_chain,
     named_buffers,
+    outputs_read_as_numbers,
     packed_sequence_layer,
     preserve_state,
     surface_warnings,
@@ -116,6 +117,7 @@ def trace(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.Te
             with torch.fx.experimental._config.patch(backed_size_oblivious=dynamic):
                 program = torch.export.export(wrapper, args, dynamic_shapes=dynamic_shapes,
                                               strict=False)
+            outputs_read_as_numbers(program)
             check_no_python_values(program, module)
             mark_no_grad_regions(program)
             traced = time.perf_counter()

@@ -1,8 +1,9 @@
 """Samples for dense linear algebra by LU (ai.ortmodule LUFactor, LUUnpack, TriangularSolve,
-SlogDet and ONNX Det; see op_samples.py), each against torch's float64 linalg: square, wide
-and tall factorizations, batches (also empty ones), every triangular-solve layout with
-broadcast batch dims, and, without gradients, singular matrices (zero pivots, info > 0,
-det 0, slogdet (0, -inf)). Well-conditioned matrices keep the pivot order away from ties
+SlogDet, MatrixExp and ONNX Det; see op_samples.py), each against torch's float64 linalg:
+square, wide and tall factorizations, batches (also empty ones), every triangular-solve
+layout with broadcast batch dims, matrix exponentials of every Pade degree and with
+squarings, and, without gradients, singular matrices (zero pivots, info > 0, det 0,
+slogdet (0, -inf)). Well-conditioned matrices keep the pivot order away from ties
 under finite differences."""
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def _det(d: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [torch.linalg.det(_t(d["a"])).numpy()]
 
 
+def _matrix_exp(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import torch
+
+    return [torch.linalg.matrix_exp(_t(d["a"])).numpy()]
+
+
+def _with_norm(norm: float, *shape: int) -> np.ndarray:
+    """Random matrices scaled to 1-norm ``norm`` (each picks a Pade degree and squarings)."""
+    a = rand(*shape)
+    return a * (norm / np.abs(a).sum(axis=-2).max(axis=-1)[..., None, None])
+
+
 LINALG_LU_SAMPLES: dict[str, list[Sample]] = {
     "LUFactor": [
         Sample({"a": rand(2, 4, 4)}, domain=OWN, num_outputs=3, expected=_lu_factor),
@@ -136,6 +149,16 @@ LINALG_LU_SAMPLES: dict[str, list[Sample]] = {
         Sample({"a": np.stack([_SINGULAR, -np.eye(3)])}, domain=OWN, num_outputs=2,
                expected=_slogdet, grad=[], name="singular_and_negative"),
     ],
+    "MatrixExp": [
+        Sample({"a": rand(2, 4, 4)}, domain=OWN, expected=_matrix_exp),
+        *[Sample({"a": _with_norm(norm, 3, 3)}, domain=OWN, expected=_matrix_exp,
+                 name=f"norm_{norm}") for norm in (0.01, 0.2, 0.9, 2.0, 5.0, 40.0)],
+        Sample({"a": rand(3, 1, 1)}, domain=OWN, expected=_matrix_exp, name="one_by_one"),
+        Sample({"a": rand(0, 3, 3)}, domain=OWN, expected=_matrix_exp, grad=[],
+               name="empty_batch"),
+        Sample({"a": rand(2, 0, 0)}, domain=OWN, expected=_matrix_exp, grad=[],
+               name="zero_by_zero"),
+    ],
 }
 
 
@@ -169,4 +192,5 @@ LINALG_LU_LARGE_SAMPLES: dict[str, list[Sample]] = {
                                expected=_in_float32(_triangular(True, True, False, True)))],
     "Det": [_large({"a": _well_conditioned(24, 8, 8)}, _det, domain="")],
     "SlogDet": [_large({"a": _well_conditioned(24, 16, 16)}, _slogdet, num_outputs=2)],
+    "MatrixExp": [_large({"a": _with_norm(3.0, 24, 16, 16)}, _matrix_exp)],
 }

@@ -51,5 +51,11 @@ def test_harness_tells_a_wrong_result_from_a_right_one() -> None:
     cls, why = opinfo_run.run_sample(wrong_grad, _Sample())
     assert cls == "mismatch" and "gradient" in why, (cls, why)
     assert opinfo_run.run_sample(_Op(lambda x: torch.tanh(x) * 2), _Sample()) == ("native", "")
-    cls, why = opinfo_run.run_sample(_Op(lambda x: torch.linalg.matrix_exp(x @ x.T)), _Sample())
-    assert (cls, why) == ("bridged", "aten::linalg_matrix_exp")
+    wrong_number = _Op(lambda x: (x * 3 if torch.compiler.is_exporting() else x).sum().item())
+    cls, why = opinfo_run.run_sample(wrong_number, _Sample())
+    assert cls == "mismatch" and "Python value" in why, (cls, why)
+    right_number = _Op(lambda x: x[1, 2].item())
+    assert opinfo_run.run_sample(right_number, _Sample()) == ("native", "")
+    cls, why = opinfo_run.run_sample(_Op(lambda x: torch.linalg.eigh(x @ x.T).eigenvectors.abs()),
+                                     _Sample())
+    assert (cls, why) == ("bridged", "aten::linalg_eigh")

@@ -2,9 +2,10 @@
 linalg.lu_solve, linalg.solve(_ex), linalg.inv(_ex), linalg.det, linalg.slogdet (and the
 composites PyTorch builds on them: lu, lu_solve, logdet, tensorinv, tensorsolve,
 matrix_power) and triangular solves, over the ai.ortmodule ops LUFactor (partial pivoting as
-LAPACK's getrf), LUUnpack and TriangularSolve, ONNX Det and ai.ortmodule SlogDet. A solve with
-a factorization A = P L U is two triangular solves and a product with P; the gradients are
-those ops' rules (csrc/ops/linalg_lu_grad_ops.cpp).
+LAPACK's getrf), LUUnpack and TriangularSolve, ONNX Det and ai.ortmodule SlogDet; and
+torch.linalg.matrix_exp as ai.ortmodule MatrixExp (scaling and squaring, its Pade quotient an
+LU solve). A solve with a factorization A = P L U is two triangular solves and a product with
+P; the gradients are those ops' rules (csrc/ops/linalg_lu_grad_ops.cpp).
 """
 
 from __future__ import annotations
@@ -220,3 +221,14 @@ def _linalg_matrix_power(lw: Lowering, node: Any, a: Any, n: int) -> Any:
         if bit:
             result = z if result is None else lw.op("MatMul", [result, z])
     return result
+
+
+@register(*[op.default for op in (aten.linalg_matrix_exp, getattr(aten, "matrix_exp", None))
+            if op is not None])
+def _linalg_matrix_exp(lw: Lowering, node: Any, a: Any) -> Any:
+    """exp(A) of A [..., n, n] (float32 or float64, computed in double)."""
+    dtype = lw.dtype_of(a)
+    if dtype not in (torch.float32, torch.float64):
+        raise UnsupportedOp(f"{node.target} on {dtype}: the engine's kernel takes float32 and "
+                            "float64")
+    return lw.op("MatrixExp", [lw.tensor(a)], domain=OWN_DOMAIN)
