@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +39,15 @@ _INSTANCES: weakref.WeakSet[GraphBreaks] = weakref.WeakSet()
 # A value read in Python must be a break rather than an unbacked symbol inside a graph (which
 # the export of that graph would refuse again). (Dynamo lifts parameters and buffers as graph
 # inputs, which the backend matches to the module's own.)
-_DYNAMO_CONFIG = {"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False}
+# Dynamo keeps its compiled graphs per code object and, past recompile_limit entries, runs a
+# frame in eager PyTorch from then on: each GraphBreaks compiles its own copy of _forward's code
+# (see __init__), and the limit is raised for the user's frames after a break, whose code
+# every instance of a module class shares (one entry per instance and input shape).
+_DYNAMO_CONFIG = {
+    "capture_scalar_outputs": False,
+    "capture_dynamic_output_shape_ops": False,
+    "recompile_limit": 64,
+}
 
 
 def _describe(reason: str) -> str:
@@ -129,7 +138,12 @@ class GraphBreaks:
         self.parts: list[Callable[..., Any]] = []  # the ORTModule of every part so far
         self.eager_graphs = 0  # graphs Dynamo captured that run eagerly (they mutate inputs)
         self.breaks: list[tuple[str, str]] = []  # ("file:line: `code`", reason) per break
-        self._compiled = torch.compile(self._forward, backend=self._backend, dynamic=False)
+        forward = types.FunctionType(
+            GraphBreaks._forward.__code__.replace(), GraphBreaks._forward.__globals__, "_forward"
+        )
+        self._compiled = torch.compile(
+            types.MethodType(forward, self), backend=self._backend, dynamic=False
+        )
         _INSTANCES.add(self)
 
     def _forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -300,3 +300,12 @@ def test_eval_and_no_grad_calls_after_training() -> None:
             torch.testing.assert_close(
                 ort(sign * x.abs()), eager(sign * x.abs()), rtol=RTOL, atol=ATOL
             )
+
+
+def test_many_split_modules_in_one_process_all_run_on_the_engine() -> None:
+    """Dynamo keeps compiled graphs per code object and runs a frame eagerly past its recompile
+    limit (8): ORTModules of twelve module classes, each with its own split forward and both
+    branches, still run every part on the engine and train like eager."""
+    for i in range(12):
+        ort = train_like_eager(type(f"Branchy{i}", (Branchy,), {}), _signed, steps=2)
+        assert _engine_graphs(ort) >= 2
