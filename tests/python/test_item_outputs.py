@@ -16,17 +16,9 @@ import torch
 from torch import nn
 
 from ortmodule import DebugOptions, FallbackPolicy, ORTModule, export_cache
+from tests.python.parity_utils import Apply
 
 STRICT = DebugOptions(fallback=FallbackPolicy.NEVER)  # no graph break, no bridge
-
-
-class Apply(nn.Module):
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs: torch.Tensor) -> Any:
-        return self.fn(*xs)
 
 
 def _entries(ort: ORTModule) -> list[Any]:
