@@ -41,6 +41,42 @@ def _cube_setup(ctx: object, inputs: tuple, output: torch.Tensor) -> None:
 scaled_cube.register_autograd(_cube_backward, setup_context=_cube_setup)
 
 
+@torch.library.custom_op("ortmodule_test::norm_and_chunks", mutates_args=())
+def norm_and_chunks(x: torch.Tensor, parts: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A result and a list of results, as histogramdd's (hist, bin_edges)."""
+    return x.square().sum(-1), [c * (i + 1) for i, c in enumerate(x.chunk(parts, -1))]
+
+
+@norm_and_chunks.register_fake
+def _(x: torch.Tensor, parts: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    return x.new_empty(x.shape[:-1]), [c.new_empty(c.shape) for c in x.chunk(parts, -1)]
+
+
+def _chunks_backward(ctx: object, g_norm: torch.Tensor,
+                     g_chunks: list[torch.Tensor]) -> tuple[torch.Tensor, None]:
+    (x,) = ctx.saved_tensors
+    g = torch.cat([gc * (i + 1) for i, gc in enumerate(g_chunks)], -1)
+    return g + 2 * x * g_norm.unsqueeze(-1), None
+
+
+def _chunks_setup(ctx: object, inputs: tuple, output: object) -> None:
+    ctx.save_for_backward(inputs[0])
+
+
+norm_and_chunks.register_autograd(_chunks_backward, setup_context=_chunks_setup)
+
+
+class ListResultModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        norm, chunks = torch.ops.ortmodule_test.norm_and_chunks(self.fc(x), 3)
+        return norm + sum((c.exp() * (k + 1)).sum(-1) for k, c in enumerate(chunks))
+
+
 class CustomOpModel(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -139,6 +175,15 @@ def test_ops_no_lowering_runs_are_bridged_and_reported_once(
         assert "test_bridging.py(" in reports[0]  # the source line of each use
         assert "FallbackPolicy.NEVER" in reports[0]
     assert "aten::linalg_eigh" in _bridged_ops(ort)
+
+
+@pytest.mark.bridging
+def test_bridged_op_with_a_list_of_results_trains_like_eager() -> None:
+    # (Tensor, Tensor[]): the bridge returns the list's tensors one by one.
+    eager = ListResultModel().double()
+    ort = ORTModule(copy.deepcopy(eager), DebugOptions(exporter="fx"))
+    _train_like_eager(eager, ort, torch.randn(5, 6, dtype=torch.float64))
+    assert _bridged_ops(ort) == ["ortmodule_test::norm_and_chunks"]
 
 
 def test_strict_policy_refuses_custom_ops_naming_them() -> None:

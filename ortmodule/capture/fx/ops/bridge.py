@@ -156,12 +156,20 @@ def _bridge_op(lw: Lowering, node: Any, error: Exception) -> Any:
                             f"{e}") from error
     val = node.meta.get("val")
     many = isinstance(val, (list, tuple))
-    outs = lw.op("TorchCall", [v.name for v in inputs], outputs=len(val) if many else 1,
+    # The node's results flattened as the bridge returns them: a Tensor[] result (as in
+    # histogramdd's (hist, bin_edges)) is one output per tensor.
+    counts = [len(v) if isinstance(v, (list, tuple)) else 1 for v in val] if many else [1]
+    outs = lw.op("TorchCall", [v.name for v in inputs], outputs=sum(counts),
                  domain=OWN_DOMAIN, aten_op=schema.name, aten_overload=schema.overload_name,
                  args=codes)
-    if many:
-        return outs if isinstance(outs, list) else [outs]
-    return outs
+    if not many:
+        return outs
+    flat = outs if isinstance(outs, list) else [outs]
+    grouped: list[Any] = []
+    for v, n in zip(val, counts):
+        grouped.append(flat[:n] if isinstance(v, (list, tuple)) else flat[0])
+        flat = flat[n:]
+    return grouped
 
 
 registry.set_bridge_translation(_bridge_op)
