@@ -202,11 +202,24 @@ def test_conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[i
 
 
 
+# The forward's two algorithms: im2col + GEMM on the BLAS, Winograd on the packed kernels.
+GEMM_MODES = ["blas", "packed"] if _C.cpu_isa_supported("avx2") else ["blas"]
+
+
+@pytest.mark.parametrize("gemm", GEMM_MODES)
 @pytest.mark.parametrize("xs,m,pads", WINOGRAD_DW)
-def test_conv_forward_error(xs: tuple[int, ...], m: int, pads: list[int]) -> None:
+def test_conv_forward_error(xs: tuple[int, ...], m: int, pads: list[int], gemm: str) -> None:
     """Conv's float32 outputs at the Winograd-eligible shapes are as close to a float64
-    convolution as eager's float32 ones: within twice eager's relative distance (norm), or
-    1e-6."""
+    convolution as eager's float32 ones, on either algorithm: within twice eager's relative
+    distance (norm), or 1e-6."""
+    _C.set_cpu_gemm(gemm)
+    try:
+        _conv_forward_error(xs, m, pads)
+    finally:
+        _C.set_cpu_gemm("auto")
+
+
+def _conv_forward_error(xs: tuple[int, ...], m: int, pads: list[int]) -> None:
     gen = torch.Generator().manual_seed(4)
     feed = {"x": torch.randn(xs, generator=gen),
             "w": torch.randn((m, xs[1], 3, 3), generator=gen) / float(np.sqrt(9 * xs[1])),

@@ -9,8 +9,8 @@
 //
 // The gradients (input and weight) of 3x3 stride-1 convolutions large enough to pay
 // (conv2d_winograd_applies) take the Winograd kernels of conv_winograd.cpp instead; only
-// their bias gradient is summed here (bias_gradient). The forward stays here (see
-// conv2d_forward).
+// their bias gradient is summed here (bias_gradient). Their forward does too where the GEMMs
+// run on the packed kernels (see conv2d_forward).
 //
 // Images are split into one contiguous range per thread; each range runs its chunks serially
 // with single-threaded gemms (nested parallelism is serial), so no two threads share output
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -132,15 +133,23 @@ void bias_gradient(const Conv2dParams& p, const T* dy, T* dbias) {
 }  // namespace
 
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
-// The forward stays on im2col + GEMM. Through ResNet-18 (64x64 images, batch 16) the Winograd
-// forward had put the stem's weight gradient at 3.3x eager's distance from float64 (0.0040
-// against 0.0012 on a Sapphire Rapids host), but that distance is set by ReLU kinks float32
-// rounding flips (float64's own gradients move by up to 7e-3 under float32-sized input noise;
-// test_fx_lowering's resnet check), not by the algorithm: per layer Winograd's float32 error is
-// eager's. What keeps the forward here is speed on AVX2: on a Zen 3 host (2 threads) the CNN
-// step took 19.5 ms with the Winograd forward against 15.6 with im2col, ResNet 227 against 226.
+// Winograd-eligible float convolutions (conv2d_winograd_applies) take the Winograd forward where
+// the GEMMs run on the packed kernels (AVX-512 by default), whose micro-kernel it drives with
+// no per-product packing: on a Zen 4 host (2 threads, one ORTModule alternating the two
+// forwards step by step) the CNN step took 9.77 ms against 10.93 with im2col + GEMM, ResNet-18
+// (64x64, batch 16) 136.8 against 146.3. On the BLAS GEMM (AVX2 hosts) im2col stays: on a Zen 3
+// host the CNN step took 19.5 ms with the Winograd forward against 15.6, ResNet 227 against
+// 226. Accuracy does not choose: per layer Winograd's float32 error is eager's
+// (test_conv_pool_kernels' forward error test); ResNet's gradient distance from float64 is set
+// by the ReLU kinks float32 rounding flips (test_fx_lowering's resnet check).
 template <typename T>
 void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_uses_packed_kernels() && conv2d_winograd_applies(p)) {
+      conv2d_winograd_forward<T>(p, x, w, bias, y);
+      return;
+    }
+  }
   const ConvDims d = conv_dims(p);
   const int64_t P = d.P;
   parallel_for(0, p.N, 1, [&](int64_t n_begin, int64_t n_end) {
