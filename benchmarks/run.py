@@ -45,6 +45,8 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
     python benchmarks/run.py --device cuda --tf32 off       # float32 products and convolutions
     python benchmarks/run.py --write               # also writes benchmarks/RESULTS.md
                                                    # (after each model, then the whole)
+    python benchmarks/run.py --models gpt2-124m --steps 3 --write \
+        --output benchmarks/results/gpt2-124m.md   # a model of real size, in its own file
     ORTMODULE_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 python benchmarks/run.py --write
                                                    # AVX2 kernels on both sides: RESULTS_AVX2.md
 """
@@ -506,6 +508,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="also write the results file of what ran: RESULTS.md (the engine's "
                         "AVX-512 kernels), RESULTS_AVX2.md (ORTMODULE_CPU_ISA=avx2 or an AVX2 "
                         "CPU), RESULTS_CUDA.md (--device cuda)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="with --write: the file to write instead of the ISA's results file "
+                        "(a model measured on its own, as benchmarks/results/gpt2-124m.md)")
     parser.add_argument("--memory-child", nargs=2, metavar=("MODEL", "RUNNER"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -545,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     host = machine(args)
     command = shlex.join(["python", "benchmarks/run.py", *(sys.argv[1:] if argv is None
                                                           else argv)])
-    results_file = RESULTS_DIR / results_name(args.device)
+    results_file = args.output or RESULTS_DIR / results_name(args.device)
     results = []
     for model_name in args.models:
         print(f"{model_name}:", file=sys.stderr, flush=True)
