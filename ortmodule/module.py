@@ -386,7 +386,8 @@ class ORTModule(WrappedModuleAPI):
                     sum(len(v) for v in self._cache.values()) + 1, module.training, grad,
                     len(wrt), len(attributes))
         if self._debug.save_onnx:
-            self._save(captured.onnx_bytes, program, module.training)
+            self._save(capture.with_state_values(captured.onnx_bytes, captured.bindings), program,
+                       module.training)
         return _Entry(program, feeds, captured.output_spec, guard,
                       tuple(t.shape for t in tensors), seconds, attributes,
                       callables=captured.callables, exporter=captured.exporter,

@@ -12,6 +12,7 @@ lowering.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import linecache
 import logging
 import operator
@@ -50,6 +51,8 @@ class DataDependentError(ExportError):
 
 @dataclass
 class Captured:
+    # The ONNX model; the initializers of the module's parameters and buffers (bindings) hold
+    # their dtype and shape only (with_state_values fills them in).
     onnx_bytes: bytes
     input_names: list[str]  # one per flattened user tensor
     output_names: list[str]
@@ -174,6 +177,28 @@ def _owner(module: torch.nn.Module, dotted: str) -> tuple[torch.nn.Module, str]:
 
 def named_buffers(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     return [(n, b) for n, b in module.named_buffers() if b is not None]
+
+
+def raw_bytes(t: torch.Tensor) -> bytes:
+    """The bytes of a contiguous CPU tensor. Not through Tensor.numpy(): that marks the
+    tensor's storage as not resizable for good, and FSDP2 frees and re-gathers parameters by
+    resizing their storage."""
+    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
+
+
+def with_state_values(onnx_bytes: bytes,
+                      bindings: dict[str, tuple[torch.nn.Module, str, str, str]]) -> bytes:
+    """A captured model (whose parameters' and buffers' initializers hold no values: the
+    engine feeds them) with their current values, as a model other runtimes load."""
+    import onnx
+
+    model = onnx.load_from_string(onnx_bytes)
+    for init in model.graph.initializer:
+        bound = bindings.get(init.name)
+        if bound is not None:
+            owner, _, attr, _ = bound
+            init.raw_data = raw_bytes(getattr(owner, attr).detach().cpu().contiguous())
+    return model.SerializeToString()
 
 
 def bind_initializers(module: torch.nn.Module, names: list[str], prefix: str

@@ -28,6 +28,7 @@ from ortmodule.capture.common import (
     forget_source_files_read,
     is_data_dependent,
     outside_autocast,
+    with_state_values,
 )
 from ortmodule.capture.fx import lower as fx
 from ortmodule.capture.fx.builder import FALLBACK_HINT
@@ -36,7 +37,7 @@ from ortmodule.capture.trace import finish, trace
 from ortmodule.options import EXPORTERS
 
 __all__ = ["Captured", "ExportError", "check_one_device", "check_supported", "explain_failure",
-           "export", "is_data_dependent"]
+           "export", "is_data_dependent", "with_state_values"]
 
 logger = logging.getLogger("ortmodule")
 
@@ -80,11 +81,12 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
         if exporter == "dynamo":
             model, regions = torch_onnx.lower(program, traced.args, verbose, bridge)
         elif exporter == "fx":
-            model, regions = fx.lower(program, traced.wrapper, calls, bridge=bridge)
+            model, regions = fx.lower(program, traced.wrapper, calls, bridge=bridge,
+                                     state_values=False)
         else:
             model = None
             try:
-                model, regions = fx.lower(program, traced.wrapper, calls)
+                model, regions = fx.lower(program, traced.wrapper, calls, state_values=False)
                 exporter = "fx"
             except ExportError as e:
                 untranslatable = str(e).split("; " + FALLBACK_HINT)[0]
@@ -111,7 +113,8 @@ def _export(module: torch.nn.Module, in_spec: _schema.Spec, tensors: list[torch.
                 logger.info("exporting %s: not through torch.onnx's lowering (%s: %s); "
                             "lowering it with the fx exporter, running the ops it cannot "
                             "translate on PyTorch", name, type(failure).__name__, failure)
-                model, regions = fx.lower(program, traced.wrapper, calls, bridge=True)
+                model, regions = fx.lower(program, traced.wrapper, calls, bridge=True,
+                                         state_values=False)
                 exporter = "fx"
     return finish(module, tensors, traced, model, regions, exporter)
 

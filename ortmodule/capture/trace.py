@@ -160,6 +160,7 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
                           f"{len(tensors)} tensors passed to the module")
     guards = _shape_guards(traced.program, tensors, traced.dynamic)
     bindings = bind_initializers(module, [i.name for i in graph.initializer], PREFIX)
+    _drop_state_values(graph, bindings)
     seconds = {"trace": traced.traced - traced.start,
                "lowering": time.perf_counter() - traced.traced}
     logger.info("exported %s with torch.export (lowering: %s): %d nodes, %d bound "
@@ -172,6 +173,29 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
                     [o.name for o in graph.output], traced.wrapper.output_spec, bindings,
                     state_outputs=state_outputs, shape_guards=guards, exporter=exporter,
                     seconds=seconds, callables=traced.lease)
+
+
+def _drop_state_values(graph: onnx.GraphProto, bindings: dict[str, Any]) -> None:
+    """The initializers of the module's parameters and buffers keep their dtype and shape
+    only: the engine feeds their values at every call (the fx lowering leaves them out
+    already; torch.onnx's has them)."""
+    for init in graph.initializer:
+        if init.name in bindings:
+            for data in ("raw_data", "float_data", "double_data", "int32_data", "int64_data",
+                         "uint64_data"):
+                init.ClearField(data)
+        elif not (init.HasField("raw_data") or init.float_data or init.double_data
+                  or init.int32_data or init.int64_data or init.uint64_data
+                  or _numel(init) == 0):
+            raise ExportError(f"internal: initializer {init.name} holds no value and is no "
+                              "parameter or buffer of the module")
+
+
+def _numel(init: onnx.TensorProto) -> int:
+    n = 1
+    for d in init.dims:
+        n *= d
+    return n
 
 
 def _shape_guards(program: torch.export.ExportedProgram,

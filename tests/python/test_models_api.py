@@ -8,7 +8,9 @@ import io
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
 import onnx
+import onnx.reference
 import pytest
 import torch
 import torch.nn.functional as F
@@ -429,8 +431,42 @@ def test_debug_options_save_onnx(tmp_path: Path) -> None:
     ort.eval()
     with torch.no_grad():
         ort(x)
+        want = ort(x)
     for suffix in ("forward", "training"):
         onnx.load(str(tmp_path / f"m_inference_{suffix}.onnx"))
+    # The saved forward holds the module's parameters and buffers as they were at the save
+    # (the graph the engine builds takes their values as feeds): the ONNX reference runs it
+    # as the module computes.
+    inference = onnx.load(str(tmp_path / "m_inference_forward.onnx"))
+    state = {"module." + n: t for n, t in ort.module.state_dict().items()}
+    for init in inference.graph.initializer:
+        if init.name in state:
+            np.testing.assert_array_equal(onnx.numpy_helper.to_array(init),
+                                          state[init.name].numpy(), err_msg=init.name)
+    (got,) = onnx.reference.ReferenceEvaluator(inference).run(
+        None, {inference.graph.input[0].name: x.numpy()})
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_captured_graph_holds_no_copy_of_the_weights() -> None:
+    """The engine feeds parameters and buffers at every call: the captured model keeps their
+    dtype and shape, not a copy of their values (for a large model, seconds of the first
+    call and its size in memory)."""
+    from ortmodule import _schema
+    from ortmodule.capture import export
+
+    model = nn.Sequential(nn.Linear(256, 512), nn.BatchNorm1d(512), nn.Linear(512, 256))
+    x = torch.randn(4, 256)
+    tensors: list[torch.Tensor] = []
+    spec = _schema.flatten(((x,), {}), tensors)
+    for exporter in ("fx", "dynamo"):
+        captured = export.export(model, spec, tensors, False, exporter)
+        weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        assert len(captured.onnx_bytes) < weights / 20, (exporter, len(captured.onnx_bytes))
+        shapes = {i.name: list(i.dims) for i in onnx.load_from_string(
+            captured.onnx_bytes).graph.initializer if i.name in captured.bindings}
+        assert shapes["module.0.weight"] == [512, 256], exporter
+        assert len(shapes) == len(captured.bindings), exporter
 
 
 # ---- input layouts ----

@@ -9,7 +9,6 @@ symbolic (``trace`` keeps the exporter's shape guards and the buffer updates).
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from typing import Any
 
@@ -18,7 +17,7 @@ import torch
 from onnx import TensorProto, helper
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ortmodule.capture.common import OPSET, OWN_DOMAIN, ExportError
+from ortmodule.capture.common import OPSET, OWN_DOMAIN, ExportError, raw_bytes
 from ortmodule.capture.fx import autocast
 from ortmodule.capture.fx import ops as _ops  # noqa: F401 (registers every translation)
 from ortmodule.capture.fx.builder import (
@@ -44,13 +43,17 @@ def _value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
 
 def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
           calls: dict[int, Any], bridge: bool = False,
-          values: dict[torch.fx.Node, Any] | None = None) -> tuple[onnx.ModelProto, int]:
+          values: dict[torch.fx.Node, Any] | None = None,
+          state_values: bool = True) -> tuple[onnx.ModelProto, int]:
     """The ONNX model of ``program`` (graph inputs ``input_<k>``, one per flattened tensor)
     and the number of nodes in checkpoint regions. With ``bridge``, ops without a
     translation run on PyTorch as TorchCall nodes. ``values``, when given, receives the
     value each FX node got when it was lowered (an ONNX value name, a list of them, or a
     Python number; an in-place op's later rebinding of its input does not change it): what
-    ``ortmodule.debug`` cuts the graph at."""
+    ``ortmodule.debug`` cuts the graph at. Without ``state_values`` the initializers of the
+    module's parameters and buffers hold their dtype and shape only (the engine feeds their
+    values at every call: ``finish`` binds them), which spares several copies of the weights
+    (seconds for a model of 100M parameters)."""
     casts = autocast.insert_casts(program.graph_module)
     if casts:
         logger.debug("autocast: %d casts made explicit", casts)
@@ -93,7 +96,9 @@ def lower(program: torch.export.ExportedProgram, wrapper: torch.nn.Module,
                 raise ExportError(f"the exported program reads {target}, which the module "
                                   "does not hold")
             if name not in initializer_names.values():
-                lowering.initializers.append(_initializer(name, tensor))
+                held = spec.kind != InputKind.CONSTANT_TENSOR and target in (
+                    params if spec.kind == InputKind.PARAMETER else buffers)
+                lowering.initializers.append(_initializer(name, tensor, state_values or not held))
             initializer_names[target] = name
             lowering.env[node] = name
         else:
@@ -142,21 +147,13 @@ class _FirstValues(dict):
         super().__setitem__(node, value)
 
 
-def _raw_bytes(t: torch.Tensor) -> bytes:
-    """The bytes of a contiguous CPU tensor. Not through Tensor.numpy(): that marks the
-    tensor's storage as not resizable for good, and FSDP2 frees and re-gathers parameters by
-    resizing their storage."""
-    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
-
-
-def _initializer(name: str, tensor: torch.Tensor) -> onnx.TensorProto:
-    t = tensor.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return helper.make_tensor(name, TensorProto.BFLOAT16, list(t.shape), _raw_bytes(t),
-                                  raw=True)
+def _initializer(name: str, tensor: torch.Tensor, with_value: bool = True) -> onnx.TensorProto:
+    """``tensor`` as an initializer; without ``with_value`` its dtype and shape only."""
     proto = TensorProto()
     proto.name = name
-    proto.data_type = onnx_dtype(t.dtype)
-    proto.dims.extend(t.shape)
-    proto.raw_data = _raw_bytes(t)
+    proto.data_type = TensorProto.BFLOAT16 if tensor.dtype == torch.bfloat16 else \
+        onnx_dtype(tensor.dtype)
+    proto.dims.extend(tensor.shape)
+    if with_value:
+        proto.raw_data = raw_bytes(tensor.detach().cpu().contiguous())
     return proto
