@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -21,15 +24,75 @@ struct CpuRnnExec {
   // pay off only for large batches and hidden sizes).
   static int64_t grain(int64_t H) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, H)); }
   void step_forward(const math::RnnStepForward<T>& step, int64_t B) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (step.cell == math::RnnCell::kLstm && vec_kernels().activation) {
+        lstm_step_forward_vec(step, B);
+        return;
+      }
+    }
     parallel_for(0, B, grain(step.H), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (int64_t j = 0; j < step.H; ++j) math::rnn_step_forward(step, b, j);
     });
   }
+  // LSTM over float rows with the vector sigmoid and tanh (five per element, which the
+  // scalar libm calls made most of the step): the pre-activations go to the saved row, the
+  // gates are activated in place, then c and h = o tanh(c).
+  static void lstm_step_forward_vec(const math::RnnStepForward<float>& step, int64_t B) {
+    const auto act = vec_kernels().activation;
+    const int64_t H = step.H, GH = 4 * H, W = math::rnn_saved_width(math::RnnCell::kLstm, H);
+    parallel_for(0, B, grain(H), [&](int64_t b0, int64_t b1) {
+      std::vector<float> tc(static_cast<size_t>(H));
+      for (int64_t b = b0; b < b1; ++b) {
+        float* sv = step.saved + b * W;
+        const float* gi = step.gi + b * GH;
+        const float* gh = step.gh ? step.gh + b * GH : nullptr;
+        for (int64_t k = 0; k < GH; ++k) {  // rnn_pre's order of additions
+          float a = gi[k];
+          if (step.b_ih) a += step.b_ih[k];
+          if (gh) a += gh[k];
+          if (step.b_hh) a += step.b_hh[k];
+          sv[k] = a;
+        }
+        act(VecActivation::kSigmoid, 2 * H, sv, sv);  // i, f
+        act(VecActivation::kTanh, H, sv + 2 * H, sv + 2 * H);
+        act(VecActivation::kSigmoid, H, sv + 3 * H, sv + 3 * H);
+        const float* c_prev = step.c_prev ? step.c_prev + b * step.c_prev_ld : nullptr;
+        float* c = sv + 4 * H;
+        for (int64_t j = 0; j < H; ++j)
+          c[j] = sv[H + j] * (c_prev ? c_prev[j] : 0.0f) + sv[j] * sv[2 * H + j];
+        act(VecActivation::kTanh, H, c, tc.data());
+        float* h = step.h + b * H;
+        for (int64_t j = 0; j < H; ++j) h[j] = sv[3 * H + j] * tc[j];
+      }
+    });
+  }
   void step_backward(const math::RnnStepBackward<T>& step, int64_t B) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (step.cell == math::RnnCell::kLstm && vec_kernels().activation) {
+        lstm_step_backward_vec(step, B);
+        return;
+      }
+    }
     parallel_for(0, B, grain(step.H), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (int64_t j = 0; j < step.H; ++j) math::rnn_step_backward(step, b, j);
+    });
+  }
+  // LSTM backward over float rows: tanh(c) of a row vectorized, the rest as the scalar step.
+  static void lstm_step_backward_vec(const math::RnnStepBackward<float>& step, int64_t B) {
+    const auto act = vec_kernels().activation;
+    const int64_t H = step.H, W = math::rnn_saved_width(math::RnnCell::kLstm, H);
+    parallel_for(0, B, grain(H), [&](int64_t b0, int64_t b1) {
+      std::vector<float> tc(static_cast<size_t>(H));
+      for (int64_t b = b0; b < b1; ++b) {
+        act(VecActivation::kTanh, H, step.saved + b * W + 4 * H, tc.data());
+        for (int64_t j = 0; j < H; ++j) {
+          const int64_t e = b * H + j;
+          const float dh = step.dy ? step.dh[e] + step.dy[e] : step.dh[e];
+          math::lstm_step_backward_at(step, b, j, dh, tc[static_cast<size_t>(j)]);
+        }
+      }
     });
   }
   void copy_rows(int64_t rows, int64_t cols, const T* src, int64_t src_ld, T* dst) {

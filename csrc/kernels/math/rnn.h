@@ -127,6 +127,24 @@ struct RnnStepBackward {
   T* dgh = nullptr;          // GRU [B, G*H] d(recurrent products plus b_hh)
 };
 
+// LSTM's step backward at row b, column j, from dh (the step output's whole gradient) and
+// tc = tanh(c) of the step's cell state (the CPU computes a row's tc vectorized).
+template <typename T>
+ORTM_HOST_DEVICE void lstm_step_backward_at(const RnnStepBackward<T>& p, int64_t b, int64_t j, T dh,
+                                            T tc) {
+  const int64_t H = p.H, e = b * H + j;
+  const T* saved = p.saved + b * rnn_saved_width(RnnCell::kLstm, H) + j;
+  T* dgi = p.dgi + b * 4 * H + j;
+  const T i = saved[0], f = saved[H], g = saved[2 * H], o = saved[3 * H];
+  const T c_prev = p.c_prev ? p.c_prev[b * p.c_prev_ld + j] : T(0);
+  const T dc = p.dc[e] + dh * o * (T(1) - tc * tc);
+  dgi[0] = sigmoid_grad(dc * g, i);
+  dgi[H] = sigmoid_grad(dc * c_prev, f);
+  dgi[2 * H] = tanh_grad(dc * i, g);
+  dgi[3 * H] = sigmoid_grad(dh * tc, o);
+  p.dc[e] = dc * f;
+}
+
 template <typename T>
 ORTM_HOST_DEVICE void rnn_step_backward(const RnnStepBackward<T>& p, int64_t b, int64_t j) {
   const int64_t H = p.H;
@@ -142,15 +160,7 @@ ORTM_HOST_DEVICE void rnn_step_backward(const RnnStepBackward<T>& p, int64_t b, 
   }
   const T* saved = p.saved + b * rnn_saved_width(p.cell, H) + j;
   if (p.cell == RnnCell::kLstm) {
-    const T i = saved[0], f = saved[H], g = saved[2 * H], o = saved[3 * H], c = saved[4 * H];
-    const T c_prev = p.c_prev ? p.c_prev[b * p.c_prev_ld + j] : T(0);
-    const T tc = std::tanh(c);
-    const T dc = p.dc[e] + dh * o * (T(1) - tc * tc);
-    dgi[0] = sigmoid_grad(dc * g, i);
-    dgi[H] = sigmoid_grad(dc * c_prev, f);
-    dgi[2 * H] = tanh_grad(dc * i, g);
-    dgi[3 * H] = sigmoid_grad(dh * tc, o);
-    p.dc[e] = dc * f;
+    lstm_step_backward_at(p, b, j, dh, std::tanh(saved[4 * H]));
     return;
   }
   const T r = saved[0], z = saved[H], n = saved[2 * H], hn = saved[3 * H];
