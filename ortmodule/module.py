@@ -341,6 +341,16 @@ class ORTModule(WrappedModuleAPI):
                     and capture.is_data_dependent(e)):
                 logger.info("%s", error)
                 return self._graph_breaks()
+            if self.__dict__.get("_graph_part") and capture.is_data_dependent(e):
+                # TorchDynamo kept in this graph an op whose result depends on the data in a
+                # way torch.export cannot trace (narrow at a tensor position, say): the graph
+                # runs in eager PyTorch, as the Python between the breaks does.
+                logger.warning("ORTModule runs %s in eager PyTorch: this graph between graph "
+                               "breaks holds an op whose result depends on tensor values in a "
+                               "way torch.export cannot capture: %s", type(module).__name__,
+                               error)
+                return _Entry(None, [], None, None, fallback_reason=str(error),
+                              attributes=attributes)
             if FallbackPolicy.EXPORT_FAILURE in self._debug.fallback:
                 logger.warning("ORTModule runs %s in eager PyTorch for this kind of call "
                                "(fallback policy EXPORT_FAILURE) because its export failed: %s",
@@ -403,6 +413,7 @@ class ORTModule(WrappedModuleAPI):
         def make_part(part: torch.nn.Module) -> ORTModule:
             parts[0] += 1
             inner = ORTModule(part, debug)
+            inner.__dict__["_graph_part"] = True
             # Set after construction: the environment must not turn graph breaks back on.
             inner.__dict__["_debug"] = dataclasses.replace(
                 debug, fallback=debug.fallback & ~FallbackPolicy.GRAPH_BREAK,

@@ -232,9 +232,15 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
     compiled: list[Any] = []
     compile_graph = Impl._compile
 
+    eager_parts: list[Any] = []  # graphs between breaks that torch.export could not capture
+
     def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
         entry = compile_graph(self, *args, **kwargs)
-        compiled.append(entry)
+        if entry.program is None and entry.graph_breaks is None and \
+                self.__dict__.get("_graph_part"):
+            eager_parts.append(entry)
+        else:
+            compiled.append(entry)
         return entry
 
     ort_in = _inputs(tensors)
@@ -295,6 +301,9 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
                      for _, what in e.graph_breaks.breaks})
     if any(e.program is None and e.graph_breaks is None for e in compiled):
         return "refused", "ran in eager PyTorch (export fallback)"
+    if eager_parts:
+        breaks.append("a graph between the breaks runs in eager PyTorch (torch.export cannot "
+                      "capture it)")
     if any(e.graph_breaks is not None for e in compiled):
         return "graph-break", "; ".join(breaks) or "split by TorchDynamo"
     if any(_bridged(e.program) for e in compiled):

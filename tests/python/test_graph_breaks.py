@@ -258,6 +258,33 @@ class Outer(nn.Module):
         return self.head(self.gate(torch.tanh(self.first(x)))).pow(2).mean()
 
 
+class NarrowAtTensor(nn.Module):
+    """``narrow`` at a position held by a tensor: TorchDynamo keeps the op in its graph, whose
+    unbacked start torch.export cannot trace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(3, 4)
+
+    def forward(self, x: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        h = torch.narrow(self.first(x), 1, start, 3)
+        return self.second(torch.relu(h)).pow(2).sum()
+
+
+def test_a_graph_export_cannot_capture_runs_in_eager_pytorch(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="ortmodule"):
+        ort = train_like_eager(NarrowAtTensor,
+                               lambda step: (torch.randn(5, 8), torch.tensor(step % 4)))
+    parts = _entry(ort).graph_breaks.parts
+    assert parts and all(e.program is None for p in parts for es in p._cache.values()
+                         for e in es)
+    warnings = [r.getMessage() for r in caplog.records if "torch.export cannot capture"
+                in r.getMessage()]
+    assert warnings and "NarrowAtTensor[graph 1]" in warnings[0], warnings
+
+
 def test_break_inside_a_submodule() -> None:
     ort = train_like_eager(Outer, _signed)
     assert _engine_graphs(ort) >= 3
