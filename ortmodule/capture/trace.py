@@ -178,24 +178,13 @@ def finish(module: torch.nn.Module, tensors: list[torch.Tensor], traced: Trace,
 def _drop_state_values(graph: onnx.GraphProto, bindings: dict[str, Any]) -> None:
     """The initializers of the module's parameters and buffers keep their dtype and shape
     only: the engine feeds their values at every call (the fx lowering leaves them out
-    already; torch.onnx's has them)."""
+    already; torch.onnx's has them). An initializer without a value that is not fed is
+    refused by the engine's loader, naming it."""
     for init in graph.initializer:
         if init.name in bindings:
             for data in ("raw_data", "float_data", "double_data", "int32_data", "int64_data",
                          "uint64_data"):
                 init.ClearField(data)
-        elif not (init.HasField("raw_data") or init.float_data or init.double_data
-                  or init.int32_data or init.int64_data or init.uint64_data
-                  or _numel(init) == 0):
-            raise ExportError(f"internal: initializer {init.name} holds no value and is no "
-                              "parameter or buffer of the module")
-
-
-def _numel(init: onnx.TensorProto) -> int:
-    n = 1
-    for d in init.dims:
-        n *= d
-    return n
 
 
 def _shape_guards(program: torch.export.ExportedProgram,
