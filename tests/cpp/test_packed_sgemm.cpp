@@ -28,9 +28,10 @@ void check_isa(CpuIsa isa) {
   ASSERT_TRUE(packed_sgemm_available()) << cpu_isa_name(isa);
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const Case cases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},   {15, 33, 40},
-                        {6, 16, 300},   {113, 70, 333}, {64, 784, 96}, {200, 129, 641},
-                        {113, 64, 700}, {60, 20, 530},  {64, 200, 800}};
+  const Case cases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},    {15, 33, 40},
+                        {6, 16, 300},   {113, 70, 333}, {64, 784, 96},  {200, 129, 641},
+                        {113, 64, 700}, {60, 20, 530},  {64, 200, 800}, {300, 70, 900},
+                        {420, 40, 330}};
   for (const Case& c : cases) {
     for (int trans = 0; trans < 4; ++trans) {
       const bool ta = trans & 1, tb = trans & 2;
