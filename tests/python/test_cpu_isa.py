@@ -315,6 +315,46 @@ def isa_in_fresh_process(value: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("row", [False, True])
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
+def test_fused_elementwise_arithmetic(isa: str, row: bool) -> None:
+    """FusedElementwise's Add, Sub, Mul, Div and Pow by a one-element 2 or 3 (the register
+    program's vector arithmetic): the baseline loop's bits and those of torch's float32 ops
+    done one by one, read flat or row by row (a last-axis operand), in lengths past the
+    parallel grain that leave a partial vector in every row."""
+    n = helper.make_node
+    gen = torch.Generator().manual_seed(0)
+    shape = (37, 1029)
+    feeds = {"a": torch.randn(shape, generator=gen), "b": torch.randn(shape, generator=gen),
+             "c": torch.randn(shape, generator=gen), "p": torch.rand(shape, generator=gen) + 0.5,
+             "r": torch.randn(shape[-1:] if row else shape, generator=gen),
+             "s": torch.tensor(1.7)}
+    consts = [n("Constant", [], [name], value=helper.make_tensor(name, onnx.TensorProto.FLOAT,
+                                                                 [], [v]))
+              for name, v in (("two", 2.0), ("three", 3.0))]
+    nodes = [n("Add", ["a", "b"], ["t1"]), n("Mul", ["t1", "s"], ["t2"]),
+             n("Sub", ["t2", "r"], ["t3"]), n("Div", ["t3", "p"], ["t4"]),
+             n("Pow", ["t4", "two"], ["t5"]), n("Pow", ["c", "three"], ["t6"]),
+             n("Sub", ["t5", "t6"], ["y"])]
+    infos = [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, list(v.shape))
+             for k, v in feeds.items()]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    graph = helper.make_graph(consts + nodes, "arith", infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    results = {}
+    for which in ("baseline", isa):
+        _C.set_cpu_isa(which)
+        program = _C.Program(model.SerializeToString(), [], [])
+        fused = onnx.load_from_string(program.training_graph_onnx()).graph.node
+        assert [x.op_type for x in fused if x.op_type != "Constant"] == ["FusedElementwise"]
+        results[which] = _C.run(program, list(feeds.values()))[0]
+    a, b, c, p, r, s = feeds.values()
+    t4 = ((a + b) * s - r) / p
+    want = t4 * t4 - (c * c) * c
+    assert torch.equal(results[isa].view(torch.int32), results["baseline"].view(torch.int32))
+    assert torch.equal(results[isa].view(torch.int32), want.view(torch.int32))
+
+
 def test_environment_override_selects_and_validates() -> None:
     for isa in ["baseline", *VECTOR_ISAS, *BF16_ISAS]:
         done = isa_in_fresh_process(isa)

@@ -40,6 +40,20 @@ bool vector_activation(VecActivation op, int64_t n, const T* a, T* d) {
   return false;
 }
 
+// float32 Add/Sub/Mul/Div, and Pow by a one-element 2 or 3 (pow_fast's products), through
+// the active ISA's vector kernels: one IEEE operation per result, the scalar loop's bits.
+template <typename T>
+bool vector_arith(VecArith op, int64_t n, const T* a, const T* b, T* d) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().arith) {
+      vec(op, n, a, b, d);
+      return true;
+    }
+  }
+  (void)op, (void)n, (void)a, (void)b, (void)d;
+  return false;
+}
+
 // float32 rounded to bfloat16 and back through the active ISA's vector conversions (the
 // bits of math::float_to_bf16, as the unfused Casts run).
 template <typename T>
@@ -81,14 +95,22 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
   using Op = ElementwiseOpcode;
   switch (in.op) {
     case Op::kAdd:
-      return binary(std::integral_constant<Op, Op::kAdd>{});
+      if (!vector_arith(VecArith::kAdd, n, a, b, d)) binary(std::integral_constant<Op, Op::kAdd>{});
+      return;
     case Op::kSub:
-      return binary(std::integral_constant<Op, Op::kSub>{});
+      if (!vector_arith(VecArith::kSub, n, a, b, d)) binary(std::integral_constant<Op, Op::kSub>{});
+      return;
     case Op::kMul:
-      return binary(std::integral_constant<Op, Op::kMul>{});
+      if (!vector_arith(VecArith::kMul, n, a, b, d)) binary(std::integral_constant<Op, Op::kMul>{});
+      return;
     case Op::kDiv:
-      return binary(std::integral_constant<Op, Op::kDiv>{});
+      if (!vector_arith(VecArith::kDiv, n, a, b, d)) binary(std::integral_constant<Op, Op::kDiv>{});
+      return;
     case Op::kPow:
+      // A one-element exponent holds b[0] throughout (input_block fills the block).
+      if (b_is_scalar && n > 0 && (b[0] == T(2) || b[0] == T(3)) &&
+          vector_arith(b[0] == T(2) ? VecArith::kSquare : VecArith::kCube, n, a, b, d))
+        return;
       return binary(std::integral_constant<Op, Op::kPow>{});
     case Op::kCopy:
       return unary(std::integral_constant<Op, Op::kCopy>{});

@@ -10,6 +10,11 @@ namespace ortmodule {
 // Element-wise activations with a vector form (kernels/math/vec_math.h).
 enum class VecActivation { kExp, kSigmoid, kTanh };
 
+// Element-wise float32 arithmetic of one IEEE operation per result (kSquare: a * a; kCube:
+// (a * a) * a, the Pow kernel's fast exponents 2 and 3), so a vector form has the scalar
+// loop's bits.
+enum class VecArith { kAdd, kSub, kMul, kDiv, kSquare, kCube };
+
 // One plane of a Winograd F(2x2, 3x3) tile transform (kernels/cpu/conv_winograd_transforms.h,
 // whose scalar loops define the arithmetic): the plane read is [H, W], placed at row pad_top,
 // column pad_left of the zero-padded plane the tiles cover; th x tw tiles, tile t = ty * tw + tx.
@@ -30,6 +35,8 @@ struct WinogradColumns {
 struct VecKernels {
   // x, y: [n]; y may alias x.
   void (*activation)(VecActivation op, int64_t n, const float* x, float* y);
+  // a, b, y: [n] (b unused by kSquare and kCube); y may alias a or b.
+  void (*arith)(VecArith op, int64_t n, const float* a, const float* b, float* y);
   // x, y: [n]; y may alias x. tanh selects the tanh approximation of Gelu.
   void (*gelu_forward)(int64_t n, const float* x, float* y, bool tanh);
   // dy, x, dx: [n]; dx may alias dy.

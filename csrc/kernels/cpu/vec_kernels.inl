@@ -59,6 +59,25 @@ void activation(VecActivation op, int64_t n, const float* x, float* y) {
 }
 
 template <typename V>
+void arith(VecArith op, int64_t n, const float* a, const float* b, float* y) {
+  using F = typename V::F;
+  switch (op) {
+    case VecArith::kAdd:
+      return map_binary<V>(n, a, b, y, [](F p, F q) { return V::add(p, q); });
+    case VecArith::kSub:
+      return map_binary<V>(n, a, b, y, [](F p, F q) { return V::sub(p, q); });
+    case VecArith::kMul:
+      return map_binary<V>(n, a, b, y, [](F p, F q) { return V::mul(p, q); });
+    case VecArith::kDiv:
+      return map_binary<V>(n, a, b, y, [](F p, F q) { return V::div(p, q); });
+    case VecArith::kSquare:
+      return map_unary<V>(n, a, y, [](F p) { return V::mul(p, p); });
+    case VecArith::kCube:
+      return map_unary<V>(n, a, y, [](F p) { return V::mul(V::mul(p, p), p); });
+  }
+}
+
+template <typename V>
 void gelu_forward(int64_t n, const float* x, float* y, bool tanh) {
   using F = typename V::F;
   if (tanh) {
@@ -465,6 +484,7 @@ template <typename V>
 VecKernels make_vec_kernels() {
   VecKernels k{};
   k.activation = activation<V>;
+  k.arith = arith<V>;
   k.gelu_forward = gelu_forward<V>;
   k.gelu_backward = gelu_backward<V>;
   k.softmax_forward_row = softmax_forward_row<V>;
