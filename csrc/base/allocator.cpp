@@ -1,11 +1,13 @@
 #include "base/allocator.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
@@ -261,5 +263,22 @@ void allocator_reset_window_peak() {
 }
 
 void allocator_empty_cache() { cache().release_free(); }
+
+std::shared_ptr<Storage> zero_storage(size_t bytes) {
+  constexpr size_t kMappedFrom = size_t(1) << 20;
+  std::shared_ptr<Storage> storage;
+  if (bytes >= kMappedFrom && bytes <= limit_bytes().load()) {
+    void* p = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED)
+      storage = std::make_shared<Storage>(p, bytes, [bytes](void* q) { munmap(q, bytes); });
+  }
+  if (!storage) {
+    storage = allocate_storage(bytes);
+    if (bytes) std::memset(storage->data, 0, bytes);
+  }
+  storage->writable = false;
+  storage->immutable = true;
+  return storage;
+}
 
 }  // namespace ortmodule

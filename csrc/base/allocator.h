@@ -17,6 +17,11 @@ namespace ortmodule {
 // Throws std::runtime_error for a request above allocator_limit() (an overflowed or
 // absurd size) instead of asking the OS for it.
 std::shared_ptr<Storage> allocate_storage(size_t bytes);
+// `bytes` of zeros that are never written (writable and immutable set accordingly): above
+// 1 MiB a read-only anonymous mapping, whose pages cost nothing until read (and then map
+// the kernel's one zero page), so a gradient of zeros nobody reads (the logits a model
+// returns beside its loss) takes neither a memset nor memory; below, a zeroed block.
+std::shared_ptr<Storage> zero_storage(size_t bytes);
 // Largest single allocation the allocator accepts: the machine's physical memory unless
 // lowered with allocator_set_limit (0 restores the default).
 size_t allocator_limit();

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "base/allocator.h"
 #include "base/profiler.h"
 
 namespace ortmodule {
@@ -199,6 +200,21 @@ struct ProgramBackward : public torch::autograd::Node {
     return result;  // the edge to the next node gets an undefined tensor
   }
 
+  // The zeros standing for an output's gradient autograd does not give: on the CPU, memory
+  // that costs nothing unless read (base/allocator.h: zero_storage); backward mostly skips
+  // or leaves out such zeros (runtime/zero_gradients.h).
+  static Tensor zero_gradient(const torch::autograd::InputMetadata& meta, const std::string& name) {
+    if (!meta.options().device().is_cpu())
+      return from_torch(meta.zeros_like(), "gradient of output", name);
+    const auto sizes = meta.shape_as_dim_vector();
+    const DType dtype =
+        dtype_from_torch(meta.options().dtype().toScalarType(), "gradient of output", name);
+    Shape shape;
+    for (const c10::SymInt& d : sizes) shape.push_back(d.expect_int());
+    return Tensor(zero_storage(tensor_bytes_checked(shape_numel_checked(shape), dtype)), dtype,
+                  shape);
+  }
+
   void begin(Program& program, const torch::autograd::variable_list& grads) {
     if (torch::autograd::GradMode::is_enabled()) {
       throw std::runtime_error(
@@ -222,9 +238,9 @@ struct ProgramBackward : public torch::autograd::Node {
     for (size_t i = 0; i < grads.size(); ++i) {
       const int slot = output_slot[i];
       zero_outputs[slot] = !grads[i].defined();
-      output_grads[slot] =
-          from_torch(grads[i].defined() ? grads[i] : input_metadata(i).zeros_like(),
-                     "gradient of output", program.output_names()[slot]);
+      const std::string& name = program.output_names()[slot];
+      output_grads[slot] = grads[i].defined() ? from_torch(grads[i], "gradient of output", name)
+                                              : zero_gradient(input_metadata(i), name);
     }
     for (const auto& [slot, sizes, options] : untracked_outputs) {
       output_grads[slot] =

@@ -93,8 +93,37 @@ struct StepReport {
   const OpEventHooks* events = nullptr;
 };
 
+// Backward: inputs of a Sum or Add that are known zeros (`zero_inputs[k]`, zero_gradients.h:
+// the gradient of an output nobody differentiated) are left out of the addition where the
+// others alone have the output's shape; a single one left is the output itself (x + 0 is x,
+// bit for bit, but for the sign of a zero, which autograd does not add either).
+// Returns the input the output is, if any.
+const Tensor* leave_out_zero_addends(OpContext& ctx, const std::vector<bool>* zero_inputs,
+                                     const std::vector<OutputInfo>& infos, Device device) {
+  if (!zero_inputs || !adds_its_inputs(ctx.node) || infos.size() != 1 || infos[0].alias_of != -1)
+    return nullptr;
+  std::vector<const Tensor*> live;
+  bool any_zero = false;
+  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+    if (!ctx.inputs[k]) continue;
+    if (k < zero_inputs->size() && (*zero_inputs)[k])
+      any_zero = true;
+    else
+      live.push_back(ctx.inputs[k]);
+  }
+  if (!any_zero || live.empty()) return nullptr;
+  Shape shape = live[0]->shape();
+  for (size_t k = 1; k < live.size(); ++k) shape = broadcast_shapes(ctx, shape, live[k]->shape());
+  if (shape != infos[0].shape) return nullptr;
+  if (live.size() == 1)
+    return live[0]->dtype() == infos[0].dtype && live[0]->device() == device ? live[0] : nullptr;
+  if (ctx.node.op_type == "Sum") ctx.inputs = std::move(live);
+  return nullptr;
+}
+
 bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
-                  StepShapes shapes, StepReport report, bool zero = false) {
+                  StepShapes shapes, StepReport report, bool zero = false,
+                  const std::vector<bool>* zero_inputs = nullptr) {
   const OpEvent event(report.events, step.node->op_type, step.node->name);
   OpContext ctx{*step.node, {}, {}, seed};
   ContextVectors& spare = spare_context_vectors();
@@ -129,10 +158,15 @@ bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     if (step.outputs[i] >= 0)
       zero =
           infos[i].alias_of != -2 && (infos[i].alias_of >= 0 || dtype_is_floating(infos[i].dtype));
+  const Tensor* passed = zero ? nullptr : leave_out_zero_addends(ctx, zero_inputs, infos, device);
   ctx.outputs.resize(step.outputs.size());
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
     const OutputInfo& info = infos[i];
+    if (passed) {
+      ctx.outputs[i] = *passed;
+      continue;
+    }
     if (info.alias_of >= 0) {
       ctx.outputs[i] = ctx.in(info.alias_of).view(info.shape);
       continue;
@@ -154,8 +188,9 @@ bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t see
     }
     ctx.outputs[i] = Tensor::empty(info.dtype, info.shape, device);
   }
-  if (zero) {
-    // No kernel: the outputs are the zeros allocated above (or views of zero inputs).
+  if (zero || passed) {
+    // No kernel: the outputs are the zeros allocated above (or views of zero inputs), or the
+    // one input that is not zero.
   } else if (profiling_enabled()) {
     const auto start = std::chrono::steady_clock::now();
     kernel(ctx);
@@ -474,14 +509,15 @@ std::vector<Tensor> Executor::run_backward_stage(RunState& state, size_t stage) 
     if (step.shape_memo && state.backward_shapes) shapes.known = &state.backward_shapes->steps[i];
     if (step.shape_memo && state.recording) shapes.record = &state.recording->steps[i];
     bool zero = false;
+    thread_local std::vector<bool> read;
     if (!state.zero.empty()) {
-      thread_local std::vector<bool> read;
       read.assign(step.inputs.size(), false);
       for (size_t k = 0; k < step.inputs.size(); ++k)
         read[k] = step.inputs[k] >= 0 && state.zero[step.inputs[k]];
       zero = outputs_are_zero(*step.node, read);
     }
-    if (execute_step(step, state.slots, state.seed, shapes, report, zero)) {
+    if (execute_step(step, state.slots, state.seed, shapes, report, zero,
+                     state.zero.empty() ? nullptr : &read)) {
       for (int id : step.outputs)
         if (id >= 0) state.zero[id] = 1;
       zero_steps_.fetch_add(1, std::memory_order_relaxed);

@@ -80,4 +80,8 @@ bool outputs_are_zero(const Node& node, const std::vector<bool>& zero) {
   return false;
 }
 
+bool adds_its_inputs(const Node& node) {
+  return node.domain.empty() && (node.op_type == "Sum" || node.op_type == "Add");
+}
+
 }  // namespace ortmodule

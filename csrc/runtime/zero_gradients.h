@@ -17,4 +17,8 @@ namespace ortmodule {
 // Reshape, ...: every input zero). False for any other op.
 bool outputs_are_zero(const Node& node, const std::vector<bool>& zero);
 
+// Whether `node` adds its inputs (Sum, Add), so that inputs known to be zeros can be left out
+// of it (the executor's leave_out_zero_addends).
+bool adds_its_inputs(const Node& node);
+
 }  // namespace ortmodule

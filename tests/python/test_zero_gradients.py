@@ -85,3 +85,51 @@ def test_retain_graph_backward_through_each_output_in_turn() -> None:
         torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL,
                                    msg=lambda m, n=name: f"'{n}': {m}")
     assert zero_steps(ort) > 0
+
+
+class LanguageModelHead(nn.Module):
+    """Returns the loss beside the logits it is computed from (as transformers' LM heads do),
+    and with `squash` a squashed copy of the logits too, whose gradient op reads the zeros
+    standing for an undifferentiated output. The logits pass 1 MiB, the size from which those
+    zeros are a read-only mapping (base/allocator.h: zero_storage)."""
+
+    def __init__(self, squash: bool, vocab: int = 1100) -> None:
+        super().__init__()
+        self.squash = squash
+        self.embed = nn.Embedding(vocab, 32)
+        self.head = nn.Linear(32, vocab)
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        logits = self.head(torch.relu(self.embed(ids)))
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        return (loss, logits, torch.tanh(logits)) if self.squash else (loss, logits)
+
+
+@pytest.mark.parametrize("through", ["loss", "loss_and_logits", "squashed", "alternating"])
+def test_gradient_of_an_output_read_inside_the_graph(through: str) -> None:
+    """The logits' zero gradient meets the loss's gradient in a Sum, which then adds only the
+    loss's; with the squashed copy returned, TanhGrad reads the zeros of its gradient; all as
+    eager, step after step (the shapes memo serves calls with and without those gradients)."""
+    torch.manual_seed(0)
+    squash = through in ("squashed", "alternating")
+    eager = LanguageModelHead(squash)
+    model = copy.deepcopy(eager)
+    ort = ORTModule(model)
+    ids = torch.randint(0, 1100, (4, 64))
+    labels = torch.randint(0, 1100, (4, 64))
+    for step in range(4):
+        outs, want_outs = ort(ids, labels), eager(ids, labels)
+        for got, want in zip(outs, want_outs, strict=True):
+            torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL)
+        mode = ("loss", "loss_and_logits", "squashed")[step % 3] if through == "alternating" \
+            else through
+        pick = {"loss": lambda o: o[0],
+                "loss_and_logits": lambda o: o[0] + 0.01 * o[1].square().mean(),
+                "squashed": lambda o: o[0] + o[2].mean()}[mode]
+        pick(outs).backward()
+        pick(want_outs).backward()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=RTOL, atol=ATOL,
+                                       msg=lambda m, n=name, s=step: f"step {s}, '{n}': {m}")
+        model.zero_grad(set_to_none=True)
+        eager.zero_grad(set_to_none=True)
