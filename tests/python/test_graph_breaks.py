@@ -233,6 +233,7 @@ def test_boolean_mask_without_python_stays_in_one_graph() -> None:
     ort = train_like_eager(MaskedInGraph, lambda step: (torch.randn(9, 8),))
     entry = _entry(ort)
     assert entry.graph_breaks is None and entry.program is not None
+    assert entry.exporter == "fx"
 
 
 class Gate(nn.Module):
@@ -283,6 +284,32 @@ def test_a_graph_export_cannot_capture_runs_in_eager_pytorch(
     warnings = [r.getMessage() for r in caplog.records if "torch.export cannot capture"
                 in r.getMessage()]
     assert warnings and "NarrowAtTensor[graph 1]" in warnings[0], warnings
+
+
+class SplitAtTensor(nn.Module):
+    """``tensor_split`` at positions held by a tensor: the pieces' sizes come from its values,
+    which torch.export traces as unbacked sizes (and asserts the pieces' storage offsets)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        parts = torch.tensor_split(self.first(x), at, dim=1)
+        h = torch.cat([torch.tanh(p) * (i + 1) for i, p in enumerate(parts)], dim=1)
+        return self.second(h).pow(2).sum()
+
+
+def test_split_at_positions_held_by_a_tensor_stays_one_engine_graph() -> None:
+    """The split points change every step (an empty piece among them): one engine graph,
+    lowered by the fx exporter, follows them all, no break and no eager part."""
+    points = [[2, 5], [1, 7], [4, 4], [0, 6]]
+    ort = train_like_eager(SplitAtTensor,
+                           lambda step: (torch.randn(5, 8), torch.tensor(points[step])))
+    entry = _entry(ort)
+    assert entry.graph_breaks is None and entry.program is not None
+    assert entry.exporter == "fx"
 
 
 def test_break_inside_a_submodule() -> None:

@@ -4,6 +4,7 @@ concatenation, splits, padding.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,25 @@ def _sym_size(lw: Lowering, node: Any, x: Any, dim: int) -> Any:
     axis = _axis(dim, rank)
     shape = lw.op("Shape", [lw.tensor(x)], start=axis, end=axis + 1)
     return lw.op("Squeeze", [shape])
+
+
+_CHECKS = (operator.ge, operator.gt, operator.le, operator.lt, operator.eq)
+
+
+@register(aten.sym_storage_offset.default)
+def _sym_storage_offset(lw: Lowering, node: Any, x: Any) -> Any:
+    """A view's offset in its storage, which torch.export asks only to assert it is in range
+    (a split at positions held by a tensor): the engine's values have no storage to be
+    offset in, and its views hold the elements the checks guard. Any other use of the
+    offset (as_strided's argument) cannot be lowered."""
+    for user in node.users:
+        if user.target not in _CHECKS or any(
+                u.target is not aten._assert_scalar.default for u in user.users):
+            raise UnsupportedOp(
+                f"the fx exporter cannot translate aten.sym_storage_offset.default read by "
+                f"{user.target} (a tensor's offset in its storage, which the engine's "
+                f"values do not have); {FALLBACK_HINT}")
+    return 0
 
 
 def _sym_arith(op_type: str, fn: Callable[[Any, Any], Any]) -> Fn:
@@ -206,6 +226,25 @@ def _split(lw: Lowering, node: Any, x: Any, arg: Any = None, dim: int = 0) -> An
     if node.target is aten.unbind.int:
         parts = [lw.op("Squeeze", [p, lw.ints([axis])]) for p in parts]
     return parts
+
+
+@register(aten.tensor_split.tensor_indices_or_sections)
+def _tensor_split_at(lw: Lowering, node: Any, x: Any, at: Any, dim: int = 0) -> Any:
+    """Pieces between split positions held by a 1-D tensor: x[:at[0]], x[at[0]:at[1]], ...,
+    x[at[-1]:] along `dim`, with Python's slicing (negative positions count from the end;
+    a position before the previous one gives an empty piece), which Slice shares. A 0-d
+    tensor (a number of sections) sets the number of results by its value: refused."""
+    if lw.rank(at) != 1:
+        raise UnsupportedOp("aten.tensor_split with a 0-d tensor (a number of sections read "
+                            f"from its value) has no fx translation; {FALLBACK_HINT}")
+    axis = _axis(dim, lw.rank(x))
+    value, positions = lw.tensor(x), lw.tensor(at)
+    bounds: list[Any] = [lw.ints([0])]
+    bounds += [lw.op("Gather", [positions, lw.ints([i])], axis=0)
+               for i in range(len(_out(node)) - 1)]
+    bounds.append(lw.ints([torch.iinfo(torch.int64).max]))
+    return [lw.op("Slice", [value, start, end, lw.ints([axis])])
+            for start, end in itertools.pairwise(bounds)]
 
 
 @register(aten.pad.default, aten.constant_pad_nd.default)
