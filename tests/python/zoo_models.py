@@ -84,6 +84,15 @@ def image_batch(batch: int, size: int, seed: int) -> Batch:
             "labels": torch.randint(0, LABELS, (batch,), generator=gen)}
 
 
+def detection_batch(batch: int, size: int, seed: int) -> Batch:
+    """Images with 1 to 3 boxes each (class labels and boxes as DETR's loss takes them)."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = [{"class_labels": torch.randint(0, LABELS, (n,), generator=gen),
+               "boxes": torch.rand(n, 4, generator=gen) * 0.5 + 0.25}
+              for n in [1 + i % 3 for i in range(batch)]]
+    return {"pixel_values": torch.randn(batch, 3, size, size, generator=gen), "labels": labels}
+
+
 def audio_batch(batch: int, samples: int, seed: int) -> Batch:
     gen = torch.Generator().manual_seed(seed)
     return {"input_values": torch.randn(batch, samples, generator=gen),
@@ -235,6 +244,18 @@ VISION_CNNS = {
                    num_labels=LABELS),
 }
 
+# DETR: a transformers ResNet backbone (no timm), its loss's Hungarian matching (scipy) and
+# `.item()` of the box count run between graph breaks.
+VISION_DETECTION = {
+    "detr": _cls("DetrForObjectDetection", "DetrConfig",
+                 backbone_config=tf.ResNetConfig(num_channels=3, embedding_size=8,
+                                                 hidden_sizes=[8, 16], depths=[1, 1],
+                                                 layer_type="basic", out_features=["stage2"]),
+                 d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                 decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37,
+                 num_queries=6, num_labels=LABELS),
+}
+
 _VIT = {"image_size": 16, "patch_size": 4, "num_channels": 3, "hidden_size": 32,
         "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37,
         "num_labels": LABELS}
@@ -368,6 +389,7 @@ def _arches() -> dict[str, Arch]:
         ("decoder", DECODERS, lm_batch, 8, 11, 2),
         ("encoder-decoder", ENCODER_DECODERS, seq2seq_batch, 8, 11, 2),
         ("vision-cnn", VISION_CNNS, image_batch, 32, 40, 2),
+        ("vision-detection", VISION_DETECTION, detection_batch, 32, 40, 2),
         ("audio", {k: v for k, v in AUDIO.items() if k not in ("whisper", "wav2vec2_ctc")},
          audio_batch, 200, 168, 2),
         ("audio", {"wav2vec2_ctc": AUDIO["wav2vec2_ctc"]}, ctc_batch, 200, 168, 2),
