@@ -29,10 +29,51 @@ struct CpuRnnExec {
         lstm_step_forward_vec(step, B);
         return;
       }
+      if (step.cell == math::RnnCell::kGru && vec_kernels().activation) {
+        gru_step_forward_vec(step, B);
+        return;
+      }
     }
     parallel_for(0, B, grain(step.H), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (int64_t j = 0; j < step.H; ++j) math::rnn_step_forward(step, b, j);
+    });
+  }
+  // GRU over float rows with the vector sigmoid and tanh (three per element), in
+  // rnn_step_forward's order of operations: r and z, then hn = gh_n + b_hn, then
+  // n = tanh(gi_n + b_in + r hn) and h = (1 - z) n + z h_prev.
+  static void gru_step_forward_vec(const math::RnnStepForward<float>& step, int64_t B) {
+    const auto act = vec_kernels().activation;
+    const int64_t H = step.H, GH = 3 * H, W = math::rnn_saved_width(math::RnnCell::kGru, H);
+    parallel_for(0, B, grain(H), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        float* sv = step.saved + b * W;  // r, z, n, hn
+        const float* gi = step.gi + b * GH;
+        const float* gh = step.gh ? step.gh + b * GH : nullptr;
+        for (int64_t k = 0; k < 2 * H; ++k) {  // rnn_pre's order of additions
+          float a = gi[k];
+          if (step.b_ih) a += step.b_ih[k];
+          if (gh) a += gh[k];
+          if (step.b_hh) a += step.b_hh[k];
+          sv[k] = a;
+        }
+        act(VecActivation::kSigmoid, 2 * H, sv, sv);
+        float* n = sv + 2 * H;
+        float* hn = sv + 3 * H;
+        for (int64_t j = 0; j < H; ++j) {
+          float h_n = gh ? gh[2 * H + j] : 0.0f;
+          if (step.b_hh) h_n += step.b_hh[2 * H + j];
+          hn[j] = h_n;
+          float a = gi[2 * H + j];
+          if (step.b_ih) a += step.b_ih[2 * H + j];
+          n[j] = a + sv[j] * h_n;
+        }
+        act(VecActivation::kTanh, H, n, n);
+        const float* h_prev = step.h_prev ? step.h_prev + b * H : nullptr;
+        float* h = step.h + b * H;
+        for (int64_t j = 0; j < H; ++j)
+          h[j] = (1.0f - sv[H + j]) * n[j] + sv[H + j] * (h_prev ? h_prev[j] : 0.0f);
+      }
     });
   }
   // LSTM over float rows with the vector sigmoid and tanh (five per element, which the
