@@ -14,6 +14,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ortmodule {
@@ -70,6 +71,31 @@ inline __m512i words(const uint16_t* p, __mmask16 count) {
   return count ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(count, p)) : _mm512_setzero_si512();
 }
 
+// Words (pairs of bfloat16 values) of 8 rows x 8 columns, row stride `ld` in bfloat16
+// elements (even), transposed: dst[j * dst_ld + i] = word j of row i. Only permutes, so the
+// bits are the loads' own.
+inline void transpose_8x8_words(const uint16_t* src, int64_t ld, uint32_t* dst, int64_t dst_ld) {
+  __m256i r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i)
+    r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * ld));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j * dst_ld),
+                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (j + 4) * dst_ld),
+                        _mm256_permute2x128_si256(u[j], u[j + 4], 0x31));
+  }
+}
+
 void bf16_pack_pairs(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int64_t rows,
                      int64_t k0, int64_t kc, int width, uint32_t* dst) {
   const int64_t kp = (kc + 1) / 2;
@@ -90,30 +116,30 @@ void bf16_pack_pairs(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int6
     }
     return;
   }
-  // op(X)[r, k] = x[r * ld + k]: a pair is one (2-byte aligned) word of row r, gathered for
-  // 16 rows at a time; a last, odd column of K pairs with zero.
+  // op(X)[r, k] = x[r * ld + k]: a pair is one word of row r. With an even row stride and at
+  // least 8 rows and 8 whole pairs, blocks of 8 x 8 words are transposed in registers, the
+  // last block of each direction overlapping the one before it (14 rows: rows 0-7 and 6-13);
+  // otherwise, and for a last odd column of K (paired with zero), words are read one by one.
   const int64_t whole = kc / 2;
-  const bool gather = ld <= (int64_t{1} << 24);  // 32-bit byte offsets for 16 rows
-  alignas(64) int32_t offsets[16];
-  for (int i = 0; i < 16; ++i) offsets[i] = gather ? static_cast<int32_t>(i * ld) : 0;
-  const __m512i index = _mm512_load_si512(offsets);
-  for (int r = 0; r < width; r += 16) {
-    const __mmask16 in = lanes(rows - r), out_lanes = lanes(width - r);
-    const uint16_t* base = x + (r0 + r) * ld + k0;
-    for (int64_t p = 0; p < kp; ++p) {
-      __m512i v = _mm512_setzero_si512();
-      if (p < whole && gather) {
-        if (in) v = _mm512_mask_i32gather_epi32(v, in, index, base + 2 * p, 2);
-      } else {
-        alignas(64) uint32_t w[16] = {};
-        for (int64_t i = 0; i < 16 && i < rows - r; ++i) {
-          const uint16_t* e = base + i * ld + 2 * p;
-          w[i] = e[0] | (2 * p + 1 < kc ? static_cast<uint32_t>(e[1]) << 16 : 0u);
-        }
-        v = _mm512_load_si512(w);
+  const bool blocks = ld % 2 == 0 && rows >= 8 && whole >= 8;
+  if (blocks) {
+    for (int64_t p = 0; p < whole; p += 8) {
+      const int64_t pp = std::min<int64_t>(p, whole - 8);
+      for (int64_t r = 0; r < rows; r += 8) {
+        const int64_t rr = std::min<int64_t>(r, rows - 8);
+        transpose_8x8_words(x + (r0 + rr) * ld + k0 + 2 * pp, ld, dst + pp * width + rr, width);
       }
-      _mm512_mask_storeu_epi32(dst + p * width + r, out_lanes, v);
     }
+  }
+  for (int64_t p = 0; p < kp; ++p) {
+    uint32_t* out = dst + p * width;
+    if (!blocks || p >= whole) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* e = x + (r0 + r) * ld + k0 + 2 * p;
+        out[r] = e[0] | (2 * p + 1 < kc ? static_cast<uint32_t>(e[1]) << 16 : 0u);
+      }
+    }
+    for (int64_t r = rows; r < width; ++r) out[r] = 0;
   }
 }
 
