@@ -92,20 +92,20 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
       return math::fused_elementwise_apply(decltype(op)::value, p, q, T(0), b_is_scalar);
     });
   };
+  // The vector form where the ISA has one, else the scalar loop.
+  auto arith = [&](VecArith vec, auto op) {
+    if (!vector_arith(vec, n, a, b, d)) binary(op);
+  };
   using Op = ElementwiseOpcode;
   switch (in.op) {
     case Op::kAdd:
-      if (!vector_arith(VecArith::kAdd, n, a, b, d)) binary(std::integral_constant<Op, Op::kAdd>{});
-      return;
+      return arith(VecArith::kAdd, std::integral_constant<Op, Op::kAdd>{});
     case Op::kSub:
-      if (!vector_arith(VecArith::kSub, n, a, b, d)) binary(std::integral_constant<Op, Op::kSub>{});
-      return;
+      return arith(VecArith::kSub, std::integral_constant<Op, Op::kSub>{});
     case Op::kMul:
-      if (!vector_arith(VecArith::kMul, n, a, b, d)) binary(std::integral_constant<Op, Op::kMul>{});
-      return;
+      return arith(VecArith::kMul, std::integral_constant<Op, Op::kMul>{});
     case Op::kDiv:
-      if (!vector_arith(VecArith::kDiv, n, a, b, d)) binary(std::integral_constant<Op, Op::kDiv>{});
-      return;
+      return arith(VecArith::kDiv, std::integral_constant<Op, Op::kDiv>{});
     case Op::kPow:
       // A one-element exponent holds b[0] throughout (input_block fills the block).
       if (b_is_scalar && n > 0 && (b[0] == T(2) || b[0] == T(3)) &&

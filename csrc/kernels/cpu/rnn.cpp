@@ -39,6 +39,18 @@ struct CpuRnnExec {
         for (int64_t j = 0; j < step.H; ++j) math::rnn_step_forward(step, b, j);
     });
   }
+  // The first `cols` pre-activations of a batch row whose gates all take the recurrent
+  // product (LSTM's four, GRU's r and z), in rnn_pre's order of additions.
+  static void recurrent_pre_activations(const math::RnnStepForward<float>& step, const float* gi,
+                                        const float* gh, int64_t cols, float* out) {
+    for (int64_t k = 0; k < cols; ++k) {
+      float a = gi[k];
+      if (step.b_ih) a += step.b_ih[k];
+      if (gh) a += gh[k];
+      if (step.b_hh) a += step.b_hh[k];
+      out[k] = a;
+    }
+  }
   // GRU over float rows with the vector sigmoid and tanh (three per element), in
   // rnn_step_forward's order of operations: r and z, then hn = gh_n + b_hn, then
   // n = tanh(gi_n + b_in + r hn) and h = (1 - z) n + z h_prev.
@@ -50,13 +62,7 @@ struct CpuRnnExec {
         float* sv = step.saved + b * W;  // r, z, n, hn
         const float* gi = step.gi + b * GH;
         const float* gh = step.gh ? step.gh + b * GH : nullptr;
-        for (int64_t k = 0; k < 2 * H; ++k) {  // rnn_pre's order of additions
-          float a = gi[k];
-          if (step.b_ih) a += step.b_ih[k];
-          if (gh) a += gh[k];
-          if (step.b_hh) a += step.b_hh[k];
-          sv[k] = a;
-        }
+        recurrent_pre_activations(step, gi, gh, 2 * H, sv);
         act(VecActivation::kSigmoid, 2 * H, sv, sv);
         float* n = sv + 2 * H;
         float* hn = sv + 3 * H;
@@ -88,13 +94,7 @@ struct CpuRnnExec {
         float* sv = step.saved + b * W;
         const float* gi = step.gi + b * GH;
         const float* gh = step.gh ? step.gh + b * GH : nullptr;
-        for (int64_t k = 0; k < GH; ++k) {  // rnn_pre's order of additions
-          float a = gi[k];
-          if (step.b_ih) a += step.b_ih[k];
-          if (gh) a += gh[k];
-          if (step.b_hh) a += step.b_hh[k];
-          sv[k] = a;
-        }
+        recurrent_pre_activations(step, gi, gh, GH, sv);
         act(VecActivation::kSigmoid, 2 * H, sv, sv);  // i, f
         act(VecActivation::kTanh, H, sv + 2 * H, sv + 2 * H);
         act(VecActivation::kSigmoid, H, sv + 3 * H, sv + 3 * H);
