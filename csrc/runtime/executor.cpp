@@ -93,34 +93,6 @@ struct StepReport {
   const OpEventHooks* events = nullptr;
 };
 
-// Backward: inputs of a Sum or Add that are known zeros (`zero_inputs[k]`, zero_gradients.h:
-// the gradient of an output nobody differentiated) are left out of the addition where the
-// others alone have the output's shape; a single one left is the output itself (x + 0 is x,
-// bit for bit, but for the sign of a zero, which autograd does not add either).
-// Returns the input the output is, if any.
-const Tensor* leave_out_zero_addends(OpContext& ctx, const std::vector<bool>* zero_inputs,
-                                     const std::vector<OutputInfo>& infos, Device device) {
-  if (!zero_inputs || !adds_its_inputs(ctx.node) || infos.size() != 1 || infos[0].alias_of != -1)
-    return nullptr;
-  std::vector<const Tensor*> live;
-  bool any_zero = false;
-  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
-    if (!ctx.inputs[k]) continue;
-    if (k < zero_inputs->size() && (*zero_inputs)[k])
-      any_zero = true;
-    else
-      live.push_back(ctx.inputs[k]);
-  }
-  if (!any_zero || live.empty()) return nullptr;
-  Shape shape = live[0]->shape();
-  for (size_t k = 1; k < live.size(); ++k) shape = broadcast_shapes(ctx, shape, live[k]->shape());
-  if (shape != infos[0].shape) return nullptr;
-  if (live.size() == 1)
-    return live[0]->dtype() == infos[0].dtype && live[0]->device() == device ? live[0] : nullptr;
-  if (ctx.node.op_type == "Sum") ctx.inputs = std::move(live);
-  return nullptr;
-}
-
 bool execute_step(const PlanStep& step, std::vector<Tensor>& slots, uint64_t seed,
                   StepShapes shapes, StepReport report, bool zero = false,
                   const std::vector<bool>* zero_inputs = nullptr) {

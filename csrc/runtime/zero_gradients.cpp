@@ -3,6 +3,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "ops/op_utils.h"
+
 namespace ortmodule {
 namespace {
 
@@ -55,6 +57,10 @@ const std::unordered_map<std::string, Rule>& rules() {
 
 bool is(const std::vector<bool>& zero, size_t i) { return i < zero.size() && zero[i]; }
 
+bool adds_its_inputs(const Node& node) {
+  return node.domain.empty() && (node.op_type == "Sum" || node.op_type == "Add");
+}
+
 }  // namespace
 
 bool outputs_are_zero(const Node& node, const std::vector<bool>& zero) {
@@ -80,8 +86,27 @@ bool outputs_are_zero(const Node& node, const std::vector<bool>& zero) {
   return false;
 }
 
-bool adds_its_inputs(const Node& node) {
-  return node.domain.empty() && (node.op_type == "Sum" || node.op_type == "Add");
+const Tensor* leave_out_zero_addends(OpContext& ctx, const std::vector<bool>* zero_inputs,
+                                     const std::vector<OutputInfo>& infos, Device device) {
+  if (!zero_inputs || !adds_its_inputs(ctx.node) || infos.size() != 1 || infos[0].alias_of != -1)
+    return nullptr;
+  std::vector<const Tensor*> live;
+  bool any_zero = false;
+  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+    if (!ctx.inputs[k]) continue;
+    if (k < zero_inputs->size() && (*zero_inputs)[k])
+      any_zero = true;
+    else
+      live.push_back(ctx.inputs[k]);
+  }
+  if (!any_zero || live.empty()) return nullptr;
+  Shape shape = live[0]->shape();
+  for (size_t k = 1; k < live.size(); ++k) shape = broadcast_shapes(ctx, shape, live[k]->shape());
+  if (shape != infos[0].shape) return nullptr;
+  if (live.size() == 1)
+    return live[0]->dtype() == infos[0].dtype && live[0]->device() == device ? live[0] : nullptr;
+  if (ctx.node.op_type == "Sum") ctx.inputs = std::move(live);
+  return nullptr;
 }
 
 }  // namespace ortmodule

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/op_table.h"
 
 namespace ortmodule {
 
@@ -17,8 +18,12 @@ namespace ortmodule {
 // Reshape, ...: every input zero). False for any other op.
 bool outputs_are_zero(const Node& node, const std::vector<bool>& zero);
 
-// Whether `node` adds its inputs (Sum, Add), so that inputs known to be zeros can be left out
-// of it (the executor's leave_out_zero_addends).
-bool adds_its_inputs(const Node& node);
+// A Sum or Add of backward whose inputs `zero_inputs[k]` are known zeros: those are left out
+// of the addition where the others alone have the output's shape (`infos`: the step's one
+// output), and a single one left is the output itself (x + 0 is x, bit for bit, but for the
+// sign of a zero, which autograd does not add either). Returns that input, if any; else the
+// step runs its kernel, over ctx.inputs without the zeros where they could be left out.
+const Tensor* leave_out_zero_addends(OpContext& ctx, const std::vector<bool>* zero_inputs,
+                                     const std::vector<OutputInfo>& infos, Device device);
 
 }  // namespace ortmodule
