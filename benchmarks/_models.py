@@ -43,6 +43,13 @@ configs with their default dropout (0.1) and attention (scaled_dot_product_atten
               it by name (--models gpt2-124m), on a CPU too.
   resnet50    ResNetForImageClassification, bottleneck blocks [256, 512, 1024, 2048] x
               [3, 4, 6, 3], 1000 labels, on [64, 3, 224, 224].
+
+The sequence sweep (run.py --sequence-sweep), run only when named:
+
+  gpt2-seqS   gpt2 (4 layers, n_embd 256, 4 heads, vocab 4096, eager attention, no dropout)
+              with S positions, on one sequence of S tokens (S: 512, 1024, 2048, 4096,
+              8192). Eager attention holds the [heads, S, S] scores of every layer for
+              backward; the engine's fused attention keeps O(S) per head.
 """
 
 from __future__ import annotations
@@ -286,6 +293,24 @@ def _gpt2_124m_batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+def _gpt2_long(sequence: int) -> nn.Module:
+    tf = _transformers()
+    torch.manual_seed(0)
+    return tf.GPT2LMHeadModel(tf.GPT2Config(
+        vocab_size=VOCAB, n_embd=256, n_layer=4, n_head=4, n_positions=sequence,
+        use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        attn_implementation="eager"))
+
+
+def _gpt2_long_batch(sequence: int) -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, VOCAB, (1, sequence), generator=_generator())
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+# run.py --sequence-sweep: the gpt2-seqS workloads, in this order.
+SWEEP_SEQUENCES = (512, 1024, 2048, 4096, 8192)
+
+
 def _resnet50() -> nn.Module:
     tf = _transformers()
     torch.manual_seed(0)
@@ -357,6 +382,10 @@ WORKLOADS = {w.name: w for w in (
                           "--gpt2-124m-shape (default 1024 x 2)", _gpt2_124m, _gpt2_124m_batch),
     Workload("resnet50", "ResNet-50 (bottleneck [3,4,6,3]), 224x224, batch 64, 1000 labels",
              _resnet50, _resnet50_batch),
+    *(Workload(f"gpt2-seq{s}", f"gpt2 at sequence {s}, batch 1 (4x256, 4 heads, vocab "
+                               f"{VOCAB}, eager attention)",
+               functools.partial(_gpt2_long, s), functools.partial(_gpt2_long_batch, s))
+      for s in SWEEP_SEQUENCES),
 )}
 
 
@@ -372,4 +401,4 @@ def training_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> float:
 # The full-size models, run.py's default on cuda (the others are its default on cpu).
 GPU_WORKLOADS = ("bert-base", "gpt2-small", "resnet50")
 # Run only when named (--models): too large for the default CPU list.
-NAMED_ONLY = ("gpt2-124m",)
+NAMED_ONLY = ("gpt2-124m", *(f"gpt2-seq{s}" for s in SWEEP_SEQUENCES))

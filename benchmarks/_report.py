@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 Row = dict[str, Any]  # one runner of one model: median_ms, first_call_s, ... or error
+SWEEP_PREFIX = "gpt2-seq"  # run.py --sequence-sweep's models: gpt2-seqS
 
 
 def cpu_name() -> str:
@@ -199,6 +200,23 @@ def _first_call(model: str) -> Callable[[dict[str, ModelResult], Machine], float
     return value
 
 
+def _peak(results: dict[str, ModelResult], name: str, runner: str) -> float | None:
+    result = results.get(name)
+    return result.runners.get(runner, {}).get("peak_rss_growth_mib") if result else None
+
+
+def _doubling_growth(length: int, runner: str
+                     ) -> Callable[[dict[str, ModelResult], Machine], float | None]:
+    """The sweep's peak RSS growth from S/2 to S over its growth from S/4 to S/2."""
+    def value(results: dict[str, ModelResult], _: Machine) -> float | None:
+        now, half, quarter = (_peak(results, f"{SWEEP_PREFIX}{length // d}", runner)
+                              for d in (1, 2, 4))
+        if now is None or half is None or quarter is None or half - quarter <= 0:
+            return None
+        return (now - half) / (half - quarter)
+    return value
+
+
 def _mlp_framework(results: dict[str, ModelResult], _: Machine) -> float | None:
     mlp = results.get("mlp")
     return mlp.framework.get("fwd_bwd_us") if mlp else None
@@ -227,6 +245,9 @@ TARGETS = (
     Target("GPT-2-124M: ORTModule first call", 5.0, False, _first_call("gpt2-124m"), " s"),
     Target("MLP: ORTModule framework time (forward+backward)", 30.0, False, _mlp_framework,
            " µs"),
+    Target("GPT-2-small seq 4096: ORTModule vs eager", 1.0, True, _speedup("gpt2-seq4096", "eager")),
+    Target("GPT-2-small seq 4096: ORTModule memory growth per doubling of S (2: linear)", 2.5,
+           False, _doubling_growth(4096, "ortmodule")),
 )
 
 
@@ -245,6 +266,50 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
         factor = target.goal / value if target.higher_is_better else value / target.goal
         status = f"not met: {factor:.3g}x " + ("to go" if target.higher_is_better else "over")
     return f"| {target.name} | {goal} | {value:.2f}{target.unit} | {status} |"
+
+
+def _sweep_section(results: list[ModelResult]) -> list[str]:
+    """run.py --sequence-sweep: per sequence length, each runner's time and steady peak RSS
+    growth, and how that memory grows when S doubles: the growth from S/2 to S over the
+    growth from S/4 to S/2 (2 where memory is linear in S, 4 where it is quadratic)."""
+    sweep = sorted((int(m.name[len(SWEEP_PREFIX):]), m) for m in results
+                   if m.name.startswith(SWEEP_PREFIX) and m.name[len(SWEEP_PREFIX):].isdigit())
+    if not sweep:
+        return []
+    runners = [r for r in ("eager", "compile", "ortmodule")
+               if any(r in m.runners for _, m in sweep)]
+
+    def memory(m: ModelResult, runner: str) -> float | None:
+        return m.runners.get(runner, {}).get("peak_rss_growth_mib")
+
+    def cell(value: float | None, digits: int = 0) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    header = ["S", *(f"{r} ms" for r in runners), "ORTModule vs eager",
+              *(f"{r} peak MiB" for r in runners), "engine peak MiB",
+              *(f"{r} memory growth per doubling" for r in runners)]
+    lines = ["", "## Sequence sweep", "",
+             ("gpt2 (4x256, 4 heads, vocab 4096, eager attention) on one sequence of S tokens. "
+              "Peak MiB: steady peak RSS growth (see the main table); growth per doubling: "
+              "the peak's growth from S/2 to S over its growth from S/4 to S/2 (2: linear in S, "
+              "4: quadratic). A runner's row is missing where it failed (the main table says "
+              "why)."), "",
+             "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
+    for i, (length, m) in enumerate(sweep):
+        growth = []
+        for r in runners:
+            value = None
+            if i >= 2 and sweep[i - 1][0] * 2 == length and sweep[i - 2][0] * 4 == length:
+                now, half, quarter = (memory(sweep[j][1], r) for j in (i, i - 1, i - 2))
+                if None not in (now, half, quarter) and half - quarter > 0:
+                    value = (now - half) / (half - quarter)
+            growth.append(cell(value, 2))
+        engine = m.runners.get("ortmodule", {}).get("engine_peak_mib")
+        lines.append("| " + " | ".join([
+            str(length), *(cell(m.ms(r), 1) for r in runners),
+            _ratio(m.ms("eager"), m.ms("ortmodule")), *(cell(memory(m, r)) for r in runners),
+            cell(engine), *growth]) + " |")
+    return lines
 
 
 def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
@@ -297,6 +362,7 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
             f = m.framework
             lines.append(f"| {m.name} | {f['op_ms']:.2f} | {f['step_us']:.0f} | "
                          f"{f['fwd_bwd_us']:.0f} |")
+    lines += _sweep_section(results)
     by_name = {m.name: m for m in results}
     lines += ["", "## Targets", "", "| target | goal | measured | status |", "|---|---|---:|---|"]
     lines += [_target_line(t, by_name, host) for t in TARGETS]

@@ -47,6 +47,9 @@ saying why; the others go on. Exit status 1 when an eager or ORTModule runner fa
                                                    # (after each model, then the whole)
     python benchmarks/run.py --models gpt2-124m --steps 3 --write \
         --output benchmarks/results/gpt2-124m.md   # a model of real size, in its own file
+    python benchmarks/run.py --sequence-sweep 512 1024 2048 4096 8192 --steps 3 --warmup 2 \
+        --write --output benchmarks/results/sequence_sweep.md
+                                                   # gpt2 at growing sequence lengths
     ORTMODULE_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 python benchmarks/run.py --write
                                                    # AVX2 kernels on both sides: RESULTS_AVX2.md
 """
@@ -75,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _models import (
     GPU_WORKLOADS,
     NAMED_ONLY,
+    SWEEP_SEQUENCES,
     WORKLOADS,
     loss_of,
     set_gpt2_124m_shape,
@@ -500,6 +504,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gpt2-124m-shape", nargs=2, type=int, default=[1024, 2],
                         metavar=("SEQUENCE", "BATCH"),
                         help="gpt2-124m's sequence length and batch (default 1024 2)")
+    parser.add_argument("--sequence-sweep", nargs="*", type=int, default=None, metavar="S",
+                        help="run gpt2 at these sequence lengths, batch 1, eager attention "
+                        f"(the gpt2-seqS models; S in {', '.join(map(str, SWEEP_SEQUENCES))}; "
+                        "default 512 1024 2048 4096) instead of --models, and report how "
+                        "each runner's time and peak memory grow with S")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 3 steps, 1 warm-up, short SGEMM measurement")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds per memory child")
@@ -515,6 +524,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
+    if args.sequence_sweep is not None:
+        if args.models is not None:
+            parser.error("--sequence-sweep chooses the models: leave out --models")
+        sequences = args.sequence_sweep or [s for s in SWEEP_SEQUENCES if s <= 4096]
+        unknown = sorted(set(sequences) - set(SWEEP_SEQUENCES))
+        if unknown:
+            parser.error(f"--sequence-sweep {unknown}: the sweep's sequences are "
+                         f"{', '.join(map(str, SWEEP_SEQUENCES))}")
+        args.models = [f"gpt2-seq{s}" for s in sorted(set(sequences))]
     if args.models is None:
         args.models = list(GPU_WORKLOADS) if args.device == "cuda" else \
             [name for name in WORKLOADS if name not in GPU_WORKLOADS + NAMED_ONLY]

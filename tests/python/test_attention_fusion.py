@@ -168,6 +168,28 @@ def test_a_scale_that_is_not_a_constant_is_left_to_the_mask_only() -> None:
     assert optimized["ScaledMaskedSoftmax"] == 1 and optimized["Mul"] >= 1, optimized
 
 
+def _masked_attention(batch: int, heads: int, rows: int, mask_batch: int, additive: bool,
+                      fill: float) -> onnx.ModelProto:
+    """float64 attention over q, k, v [batch, heads, rows, 8], scale 0.25, masked by an input
+    [mask_batch, 1, rows, rows]: added (additive) or Where(mask, scores, fill)."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             _scalar("c", 0.25), helper.make_node("Mul", ["scores", "c"], ["scaled"]),
+             _scalar("fill", fill),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"]) if additive else
+             helper.make_node("Where", ["mask", "scaled", "fill"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+             helper.make_node("MatMul", ["probs", "v"], ["out"])]
+    double = onnx.TensorProto.DOUBLE
+    inputs = [helper.make_tensor_value_info(n, double, [batch, heads, rows, 8]) for n in "qkv"]
+    inputs.append(helper.make_tensor_value_info(
+        "mask", double if additive else onnx.TensorProto.BOOL, [mask_batch, 1, rows, rows]))
+    return helper.make_model(
+        helper.make_graph(nodes, "masked_attention", inputs,
+                          [helper.make_tensor_value_info("out", double, None)]),
+        opset_imports=[helper.make_opsetid("", 17)])
+
+
 @pytest.mark.parametrize("case", ["causal", "empty_row", "near_fill", "kept", "additive",
                                   "additive_near", "additive_nan_key"])
 def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
@@ -185,22 +207,7 @@ def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
     fill = -3.0 if case in ("near_fill", "additive_near") else float(
         np.finfo(np.float64).min)
     additive = case.startswith("additive")
-    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
-             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
-             _scalar("c", 0.25), helper.make_node("Mul", ["scores", "c"], ["scaled"]),
-             _scalar("fill", fill),
-             helper.make_node("Add", ["scaled", "mask"], ["masked"]) if additive else
-             helper.make_node("Where", ["mask", "scaled", "fill"], ["masked"]),
-             helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
-             helper.make_node("MatMul", ["probs", "v"], ["out"])]
-    double = onnx.TensorProto.DOUBLE
-    inputs = [helper.make_tensor_value_info(n, double, [1, heads, rows, 8]) for n in "qkv"]
-    inputs.append(helper.make_tensor_value_info(
-        "mask", double if additive else onnx.TensorProto.BOOL, [1, 1, rows, rows]))
-    model = helper.make_model(
-        helper.make_graph(nodes, "causal", inputs,
-                          [helper.make_tensor_value_info("out", double, None)]),
-        opset_imports=[helper.make_opsetid("", 17)])
+    model = _masked_attention(1, heads, rows, 1, additive, fill)
     feeds = {n: _rand(1, heads, rows, 8) * 2 for n in "qkv"}
     feeds["mask"] = np.where(keep, 0.0, fill) if additive else keep
     if case == "additive_nan_key":
@@ -220,6 +227,40 @@ def test_blocked_attention_leaves_out_dropped_keys_exactly(case: str) -> None:
     limit = _C.attention_probs_limit()
     _C.set_attention_probs_limit(limit if case == "kept" else 0)
     try:
+        optimized, _ = _assert_same_results(model, feeds, ["q", "k", "v"])
+    finally:
+        _C.set_attention_probs_limit(limit)
+    assert optimized["FusedAttention"] == 1 and optimized["FusedAttentionGrad"] == 1, optimized
+
+
+@pytest.mark.parametrize("case", ["boolean", "additive", "additive_nan_key"])
+def test_long_sequence_blocks_with_a_mask_per_sample(case: str) -> None:
+    """600 queries and keys in blocks of 112 rows (a stash limit of 0 bytes), a causal mask
+    with a different padding per sample ([2, 1, 600, 600]: the second sample's last 150 keys
+    are padding, so that its blocks past them reach 450 keys only): each block leaves out the keys no row
+    of it sees in its own sample, and agrees with the graph as built. "additive_nan_key": a
+    NaN key past the first blocks' reach in the second sample only, which spreads NaN over
+    that sample's rows unfused and must not be left out there, while the first sample's
+    blocks still leave keys out."""
+    rows, heads, batch, padded = 600, 2, 2, 150
+    causal = np.tril(np.ones((rows, rows), dtype=np.bool_))
+    keep = np.stack([causal, causal & (np.arange(rows) < rows - padded)])[:, None]
+    fill = float(np.finfo(np.float64).min)
+    additive = case.startswith("additive")
+    model = _masked_attention(batch, heads, rows, batch, additive, fill)
+    feeds = {n: _rand(batch, heads, rows, 8) * 2 for n in "qkv"}
+    feeds["mask"] = np.where(keep, 0.0, fill) if additive else keep
+    limit = _C.attention_probs_limit()
+    _C.set_attention_probs_limit(0)
+    try:
+        if case == "additive_nan_key":
+            feeds["k"][1, 0, rows - padded - 1, :] = np.nan
+            tensors = [torch.from_numpy(v.copy()) for v in feeds.values()]
+            got, want = (_C.run(_program(model, [], opt), tensors)[0] for opt in (True, False))
+            assert torch.isnan(want[1, 0]).all() and not torch.isnan(want[0]).any()
+            assert not torch.isnan(want[1, 1]).any()
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+            return
         optimized, _ = _assert_same_results(model, feeds, ["q", "k", "v"])
     finally:
         _C.set_attention_probs_limit(limit)

@@ -30,13 +30,28 @@
 namespace ortmodule {
 namespace {
 
-// Scores per row block: 256 KiB of float, so a block and its gradient stay in L2.
+// Scores per row block: 256 KiB of float, so a block and its gradient stay in L2 ...
 constexpr int64_t kBlockElems = 1 << 16;
+// ... but never fewer rows than this: each product of a block packs its other operand (K, V,
+// or Q's block rows) once for the block's rows, so that a long sequence's blocks of 16 rows
+// spent as long packing as multiplying (GPT-2 4x256 at 4096 tokens: attention 1185 -> 677
+// ms per step with 112 rows, Zen 5). 112 rows are 8 of the AVX-512 micro-kernel's 14-row
+// panels; the blocks' buffers stay O(T) per thread.
+constexpr int64_t kMinBlockRows = 112;
 
 template <typename T>
 int64_t block_rows(const AttentionArgs<T>& a) {
-  const int64_t rows = std::max<int64_t>(8, kBlockElems / std::max<int64_t>(1, a.T_));
+  const int64_t rows = std::max(kMinBlockRows, kBlockElems / std::max<int64_t>(1, a.T_));
   return std::min(rows, std::max<int64_t>(1, a.S));
+}
+
+// A per-thread buffer of at least n elements, kept from call to call (a fresh [rows, T]
+// vector per call cost the kernel's page clearing of megabytes every call).
+template <typename T, int Slot>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> storage;
+  if (storage.size() < static_cast<size_t>(n)) storage.resize(static_cast<size_t>(n));
+  return storage.data();
 }
 
 // The mask of scores row r (over [batch * S]), from column 0.
@@ -80,6 +95,15 @@ int64_t last_kept_above(const RowMask<T>& m, int64_t n, int64_t floor) {
       if (m.keep[(i - 1) * m.step]) return i;
     return -1;
   }
+  if (m.step == 1) {
+    // Sixteen at a time without a branch per element (the compiler's vector compares).
+    while (i - floor >= 16) {
+      bool kept = false;
+      for (int64_t j = i - 16; j < i; ++j) kept |= !(m.add[j] <= kDropBelow<T>);
+      if (kept) break;
+      i -= 16;
+    }
+  }
   for (; i > floor; --i)
     if (!(m.add[(i - 1) * m.step] <= kDropBelow<T>)) return i;
   return -1;
@@ -105,27 +129,97 @@ int64_t kept_extent(const AttentionArgs<T>& a, int64_t r0, int64_t rows) {
   return extent;
 }
 
-// Whether the blocked way (recomputing in backward) is cheaper than keeping the softmax: a
-// block's products cover its kept extent, so with the mean extent a fraction f of T, blocked
-// costs 7f products of [S, T] (forward 2, backward 5 with the recomputation) against 6.
-// Estimated on the first batch entry's blocks (masks broadcast over heads), the same way in
-// forward and backward.
+// The row blocks of the blocked way and the key columns each block's products cover (its
+// kept extent). The extents are scanned once per distinct mask among the batch entries: a
+// mask broadcast over the heads is scanned once per sample, not once per head and block call.
 template <typename T>
-bool blocked_is_cheaper(const AttentionArgs<T>& a) {
-  if (!a.keep && !a.mask) return false;
-  const int64_t br = block_rows(a);
-  int64_t covered = 0, blocks = 0;
-  for (int64_t s0 = 0; s0 < a.S; s0 += br, ++blocks)
-    covered += kept_extent(a, s0, std::min(br, a.S - s0));
-  return 4 * covered < 3 * blocks * a.T_;
+class RowBlocks {
+ public:
+  explicit RowBlocks(const AttentionArgs<T>& a)
+      : T_(a.T_), rows(block_rows(a)), count((a.S + rows - 1) / rows) {
+    if (!a.keep && !a.mask) return;
+    // Batch entries whose first row's mask starts at one offset have the same mask rows (row
+    // i of an entry lies i mask rows further on).
+    std::vector<int64_t> firsts;  // the first entry of each distinct mask
+    entry_.resize(static_cast<size_t>(a.batch));
+    for (int64_t b = 0; b < a.batch; ++b) {
+      const int64_t offset = mask_offset(a, b);
+      size_t d = 0;
+      while (d < firsts.size() && mask_offset(a, firsts[d]) != offset) ++d;
+      if (d == firsts.size()) firsts.push_back(b);
+      entry_[static_cast<size_t>(b)] = static_cast<int64_t>(d);
+    }
+    extents_.resize(firsts.size() * static_cast<size_t>(count));
+    parallel_for(0, static_cast<int64_t>(extents_.size()), 1, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = firsts[static_cast<size_t>(u / count)], s0 = (u % count) * rows;
+        extents_[static_cast<size_t>(u)] = kept_extent(a, b * a.S + s0, std::min(rows, a.S - s0));
+      }
+    });
+  }
+
+  // Columns [0, extent) of block `block` of batch entry b hold every key its mask keeps.
+  int64_t extent(int64_t b, int64_t block) const {
+    if (extents_.empty()) return T_;
+    return extents_[static_cast<size_t>(entry_[static_cast<size_t>(b)] * count + block)];
+  }
+
+  // Whether the blocked way (recomputing in backward) is cheaper than keeping the softmax: a
+  // block's products cover its kept extent, so with the mean extent a fraction f of T,
+  // blocked costs 7f products of [S, T] (forward 2, backward 5 with the recomputation)
+  // against 6. Estimated on the first batch entry's blocks, the same way in forward and
+  // backward.
+  bool blocked_is_cheaper() const {
+    if (extents_.empty()) return false;
+    int64_t covered = 0;
+    for (int64_t block = 0; block < count; ++block) covered += extent(0, block);
+    return 4 * covered < 3 * count * T_;
+  }
+
+ private:
+  static int64_t mask_offset(const AttentionArgs<T>& a, int64_t b) {
+    return broadcast_offset(a.scores_shape, a.mask_strides, b * a.S, a.scores_shape.size() - 1);
+  }
+
+  int64_t T_;
+
+ public:
+  const int64_t rows, count;
+
+ private:
+  std::vector<int64_t> entry_;    // batch entry -> its distinct mask
+  std::vector<int64_t> extents_;  // [distinct mask][block]
+};
+
+// For an additive mask, the largest norm of the keys [c, T) of each batch entry ([batch][T +
+// 1], the last 0): the bound on the scores of the columns a block leaves out (block_softmax).
+// NaN where a NaN (or an overflow to inf) lies among them.
+template <typename T>
+std::vector<double> key_suffix_norms(const AttentionArgs<T>& a, const T* k) {
+  std::vector<double> out(static_cast<size_t>(a.batch * (a.T_ + 1)));
+  parallel_for(0, a.batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double* suffix = out.data() + b * (a.T_ + 1);
+      suffix[a.T_] = 0;
+      for (int64_t t = a.T_ - 1; t >= 0; --t) {
+        const T* key = k + a.k.off[b] + t * a.k.ld;
+        double sum = 0;
+        for (int64_t j = 0; j < a.D; ++j) sum += static_cast<double>(key[j]) * key[j];
+        const double norm = std::sqrt(sum), after = suffix[t + 1];
+        suffix[t] = std::isnan(norm) || std::isnan(after) ? norm + after : std::max(norm, after);
+      }
+    }
+  });
+  return out;
 }
 
 // The softmax of block rows [r0, r0 + rows) of head b over key columns [0, cols) into
 // p: [rows, cols] (row stride cols). Returns false when leaving out the columns past `cols`
-// would not be exact (see the file comment); p is then garbage.
+// would not be exact (see the file comment); p is then garbage. key_norms: head b's
+// key_suffix_norms (an additive mask; null otherwise).
 template <typename T>
 bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b, int64_t r0,
-                   int64_t rows, int64_t cols, T* p) {
+                   int64_t rows, int64_t cols, const double* key_norms, T* p) {
   const T* qb = q + a.q.off[b] + (r0 - b * a.S) * a.q.ld;
   const T* kb = k + a.k.off[b];
   gemm<T>(false, true, rows, cols, a.D, T(1), qb, a.q.ld, kb, a.k.ld, T(0), p, cols);
@@ -136,30 +230,28 @@ bool block_softmax(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b,
   if (cols < a.T_ && !a.keep) {
     // A NaN (or inf) among them makes the bound NaN (inf), and the block runs over all
     // columns: the unfused sum of a NaN score and the mask spreads NaN over its row.
-    const auto max_norm = [&](const T* x, int64_t n, int64_t ld) {
-      double best = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        double sum = 0;
-        for (int64_t j = 0; j < a.D; ++j) sum += static_cast<double>(x[i * ld + j]) * x[i * ld + j];
-        if (std::isnan(sum)) return sum;
-        best = std::max(best, sum);
-      }
-      return std::sqrt(best);
-    };
-    const double bound = max_norm(qb, rows, a.q.ld) *
-                         max_norm(kb + cols * a.k.ld, a.T_ - cols, a.k.ld) *
-                         std::abs(static_cast<double>(a.scale));
+    double q_norm = 0;
+    for (int64_t i = 0; i < rows && !std::isnan(q_norm); ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < a.D; ++j)
+        sum += static_cast<double>(qb[i * a.q.ld + j]) * qb[i * a.q.ld + j];
+      q_norm = std::isnan(sum) ? sum : std::max(q_norm, sum);
+    }
+    const double bound =
+        std::sqrt(q_norm) * key_norms[cols] * std::abs(static_cast<double>(a.scale));
     dropped = static_cast<double>(kDropBelow<T>) * (1 - 1e-6) + bound * 1.01;
   }
+  // exp(dropped - max) must vanish in T (the unfused softmax's exp underflows to 0 below about
+  // -104 for float, -745 for double). Any score of the row bounds its max from below, so the
+  // first one settles it for almost every row; the max is taken only when it does not.
+  const double vanishes = sizeof(T) == 4 ? -110.0 : -750.0;
   for (int64_t i = 0; i < rows; ++i) {
     T* row = p + i * cols;
     attention_scores_row(cols, a.scale, row, row_mask(a, r0 + i), row);
-    if (cols < a.T_) {
+    if (cols < a.T_ && !(dropped - static_cast<double>(row[0]) < vanishes)) {
       T max = row[0];
       for (int64_t j = 1; j < cols; ++j) max = std::max(max, row[j]);
-      // exp(dropped - max) must vanish in T (the unfused softmax's exp underflows to 0 below
-      // about -104 for float, -745 for double).
-      if (!(dropped - static_cast<double>(max) < (sizeof(T) == 4 ? -110.0 : -750.0))) return false;
+      if (!(dropped - static_cast<double>(max) < vanishes)) return false;
     }
     softmax_row(cols, row);
   }
@@ -200,15 +292,25 @@ void apply_bits(const AttentionArgs<T>& a, int64_t n, const uint8_t* bits, const
   for (int64_t i = 0; i < n; ++i) out[i] = bits[i] ? p[i] * scale : T(0);
 }
 
-// block_softmax over the block's kept extent, or over all T columns where that is not exact.
-// Returns the columns computed.
+// block_softmax over the block's kept extent `cols`, or over all T columns where that is not
+// exact. Returns the columns computed.
 template <typename T>
 int64_t block_probs(const AttentionArgs<T>& a, const T* q, const T* k, int64_t b, int64_t r0,
-                    int64_t rows, T* p) {
-  const int64_t cols = kept_extent(a, r0, rows);
-  if (block_softmax(a, q, k, b, r0, rows, cols, p)) return cols;
-  block_softmax(a, q, k, b, r0, rows, a.T_, p);
+                    int64_t rows, int64_t cols, const double* key_norms, T* p) {
+  if (block_softmax(a, q, k, b, r0, rows, cols, key_norms, p)) return cols;
+  block_softmax(a, q, k, b, r0, rows, a.T_, key_norms, p);
   return a.T_;
+}
+
+// key_suffix_norms where block_softmax needs them: an additive mask that leaves columns out.
+template <typename T>
+std::vector<double> norms_if_needed(const AttentionArgs<T>& a, const RowBlocks<T>& blocks,
+                                    const T* k) {
+  if (!a.mask || a.keep) return {};
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t block = 0; block < blocks.count; ++block)
+      if (blocks.extent(b, block) < a.T_) return key_suffix_norms(a, k);
+  return {};
 }
 
 // Heads are split over threads; each runs its head's products (single-threaded GEMMs) and
@@ -236,16 +338,19 @@ void forward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v,
 }
 
 template <typename T>
-void forward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, T* o) {
-  const int64_t br = block_rows(a), blocks = (a.S + br - 1) / br;
-  parallel_for(0, a.batch * blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> p(static_cast<size_t>(br * a.T_));
+void forward_blocked(const AttentionArgs<T>& a, const RowBlocks<T>& blocks, const T* q, const T* k,
+                     const T* v, T* o) {
+  const int64_t br = blocks.rows;
+  const std::vector<double> norms = norms_if_needed(a, blocks, k);
+  parallel_for(0, a.batch * blocks.count, 1, [&](int64_t begin, int64_t end) {
+    T* p = scratch<T, 0>(br * a.T_);
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / blocks, s0 = (u % blocks) * br, rows = std::min(br, a.S - s0);
-      const int64_t r0 = b * a.S + s0;
-      const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
-      if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, p.data(), p.data());
-      gemm<T>(false, false, rows, a.Dv, cols, T(1), p.data(), cols, v + a.v.off[b], a.v.ld, T(0),
+      const int64_t b = u / blocks.count, block = u % blocks.count, s0 = block * br;
+      const int64_t rows = std::min(br, a.S - s0), r0 = b * a.S + s0;
+      const int64_t cols = block_probs(a, q, k, b, r0, rows, blocks.extent(b, block),
+                                       norms.empty() ? nullptr : norms.data() + b * (a.T_ + 1), p);
+      if (a.dropout_ratio > 0) apply_dropout(a, r0, rows, cols, p, p);
+      gemm<T>(false, false, rows, a.Dv, cols, T(1), p, cols, v + a.v.off[b], a.v.ld, T(0),
               o + a.o.off[b] + s0 * a.o.ld, a.o.ld);
     }
   });
@@ -291,12 +396,14 @@ void backward_kept(const AttentionArgs<T>& a, const T* q, const T* k, const T* v
 }
 
 template <typename T>
-void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T* v, const T* dout,
-                      T* dq, T* dk, T* dv) {
-  const int64_t br = block_rows(a);
+void backward_blocked(const AttentionArgs<T>& a, const RowBlocks<T>& blocks, const T* q, const T* k,
+                      const T* v, const T* dout, T* dq, T* dk, T* dv) {
+  const int64_t br = blocks.rows;
+  const std::vector<double> norms = norms_if_needed(a, blocks, k);
   parallel_for(0, a.batch, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> p(static_cast<size_t>(br * a.T_)), ds(static_cast<size_t>(br * a.T_));
-    std::vector<uint8_t> bits(a.dropout_ratio > 0 ? static_cast<size_t>(br * a.T_) : 0);
+    T* p = scratch<T, 0>(br * a.T_);
+    T* ds = scratch<T, 1>(br * a.T_);
+    uint8_t* bits = a.dropout_ratio > 0 ? scratch<uint8_t, 2>(br * a.T_) : nullptr;
     for (int64_t b = begin; b < end; ++b) {
       const T* kb = k + a.k.off[b];
       const T* vb = v + a.v.off[b];
@@ -309,34 +416,35 @@ void backward_blocked(const AttentionArgs<T>& a, const T* q, const T* k, const T
       }
       for (int64_t s0 = 0; s0 < a.S; s0 += br) {
         const int64_t rows = std::min(br, a.S - s0), r0 = b * a.S + s0;
-        const int64_t cols = block_probs(a, q, k, b, r0, rows, p.data());
+        const int64_t cols =
+            block_probs(a, q, k, b, r0, rows, blocks.extent(b, s0 / br),
+                        norms.empty() ? nullptr : norms.data() + b * (a.T_ + 1), p);
         const T* dob = dout + a.o.off[b] + s0 * a.o.ld;
         if (dvb) {
-          const T* weights = p.data();  // the softmax, or its dropout (drawn again, into ds)
+          const T* weights = p;  // the softmax, or its dropout (drawn again, into ds)
           if (a.dropout_ratio > 0) {
-            dropout_bits(a, r0, rows, cols, bits.data());
-            apply_bits(a, rows * cols, bits.data(), p.data(), ds.data());
-            weights = ds.data();
+            dropout_bits(a, r0, rows, cols, bits);
+            apply_bits(a, rows * cols, bits, p, ds);
+            weights = ds;
           }
           gemm<T>(true, false, cols, a.Dv, rows, T(1), weights, cols, dob, a.o.ld, T(1), dvb,
                   a.dv.ld);
         }
         if (!dq && !dkb) continue;
-        gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.o.ld, vb, a.v.ld, T(0), ds.data(),
-                cols);
+        gemm<T>(false, true, rows, cols, a.Dv, T(1), dob, a.o.ld, vb, a.v.ld, T(0), ds, cols);
         if (a.dropout_ratio > 0) {
-          if (!dvb) dropout_bits(a, r0, rows, cols, bits.data());
-          apply_bits(a, rows * cols, bits.data(), ds.data(), ds.data());
+          if (!dvb) dropout_bits(a, r0, rows, cols, bits);
+          apply_bits(a, rows * cols, bits, ds, ds);
         }
         for (int64_t i = 0; i < rows; ++i)
-          attention_softmax_grad_row(cols, a.scale, ds.data() + i * cols, p.data() + i * cols,
-                                     row_mask(a, r0 + i), ds.data() + i * cols);
+          attention_softmax_grad_row(cols, a.scale, ds + i * cols, p + i * cols,
+                                     row_mask(a, r0 + i), ds + i * cols);
         if (dq)
-          gemm<T>(false, false, rows, a.D, cols, T(1), ds.data(), cols, kb, a.k.ld, T(0),
+          gemm<T>(false, false, rows, a.D, cols, T(1), ds, cols, kb, a.k.ld, T(0),
                   dq + a.dq.off[b] + s0 * a.dq.ld, a.dq.ld);
         if (dkb)
-          gemm<T>(true, false, cols, a.D, rows, T(1), ds.data(), cols, qb + s0 * a.q.ld, a.q.ld,
-                  T(1), dkb, a.dk.ld);
+          gemm<T>(true, false, cols, a.D, rows, T(1), ds, cols, qb + s0 * a.q.ld, a.q.ld, T(1), dkb,
+                  a.dk.ld);
       }
     }
   });
@@ -363,10 +471,12 @@ void attention_forward(const AttentionArgs<T>& a, const T* q, const T* k, const 
     fill_rows(a, a.o, a.S, a.Dv, o);
     return;
   }
-  if (probs && !blocked_is_cheaper(a)) {
+  if (probs && !a.mask && !a.keep) return forward_kept(a, q, k, v, o, probs);
+  const RowBlocks<T> blocks(a);
+  if (probs && !blocks.blocked_is_cheaper()) {
     forward_kept(a, q, k, v, o, probs);
   } else {
-    forward_blocked(a, q, k, v, o);
+    forward_blocked(a, blocks, q, k, v, o);
   }
 }
 
@@ -379,10 +489,12 @@ void attention_backward(const AttentionArgs<T>& a, const T* q, const T* k, const
     if (dv) fill_rows(a, a.dv, a.T_, a.Dv, dv);
     return;
   }
-  if (probs && !blocked_is_cheaper(a)) {
+  if (probs && !a.mask && !a.keep) return backward_kept(a, q, k, v, probs, dout, dq, dk, dv);
+  const RowBlocks<T> blocks(a);
+  if (probs && !blocks.blocked_is_cheaper()) {
     backward_kept(a, q, k, v, probs, dout, dq, dk, dv);
   } else {
-    backward_blocked(a, q, k, v, dout, dq, dk, dv);
+    backward_blocked(a, blocks, q, k, v, dout, dq, dk, dv);
   }
 }
 
