@@ -292,6 +292,40 @@ TEST(SimdKernels, SoftmaxRowsMatchFloat64AndBaseline) {
   }
 }
 
+// The additive-mask attention scores, scale * x + mask, round as the unfused Mul then Add
+// (twice), bit for bit, on every instruction set: a fused multiply-add would round once.
+TEST(SimdKernels, AttentionScoresRoundLikeMulThenAdd) {
+  IsaScope scope;
+  for (int64_t n : {1, 15, 16, 17, 1000, 4099}) {
+    const std::vector<float> x = random_floats(n, 11 + n, -30.0f, 30.0f);
+    std::vector<float> mask = random_floats(n, 13 + n, -5.0f, 5.0f);
+    for (int64_t k = 0; k < n; k += 7) mask[k] = -std::numeric_limits<float>::max();
+    const float scale = 0.125f * 1.1f;
+    std::vector<float> want(n);
+    int64_t fused_differs = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      volatile float product = x[k] * scale;
+      want[k] = product + mask[k];
+      fused_differs += std::fma(x[k], scale, mask[k]) != want[k];
+    }
+    // The data tell the two roundings apart, so a contracted kernel fails below.
+    if (n >= 1000) {
+      EXPECT_GT(fused_differs, 0) << "n " << n;
+    }
+    RowMask<float> row;
+    row.add = mask.data();
+    row.step = 1;
+    for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+      if (!cpu_isa_supported(isa)) continue;
+      set_cpu_isa(isa);
+      std::vector<float> y(n);
+      attention_scores_row<float>(n, scale, x.data(), row, y.data());
+      for (int64_t k = 0; k < n; ++k)
+        ASSERT_EQ(y[k], want[k]) << cpu_isa_name(isa) << " n " << n << " element " << k;
+    }
+  }
+}
+
 TEST(SimdKernels, LayerNormMatchesFloat64AndBaseline) {
   IsaScope scope;
   for (int64_t cols : {1, 5, 16, 256, 1027}) {

@@ -166,6 +166,9 @@ template <typename T>
 void scale_and_mask_row(int64_t dim, T scale, const T* x, int64_t x_step, const T* mask,
                         int64_t mask_step, T* y) {
   if (x_step == 1 && mask && mask_step == 1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto vec = vec_kernels().scale_add) return vec(dim, x, scale, mask, y);
+    }
     for (int64_t k = 0; k < dim; ++k) y[k] = scaled_masked(x[k], scale, mask[k]);
   } else if (mask) {
     for (int64_t k = 0; k < dim; ++k)

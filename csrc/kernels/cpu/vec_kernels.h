@@ -51,6 +51,9 @@ struct VecKernels {
   void (*scale_or_fill)(int64_t n, const float* x, float scale, const uint8_t* keep, float fill,
                         float* y);
   void (*scale_kept)(int64_t n, const uint8_t* keep, float scale, float* dx);
+  // The additive-mask attention scores (softmax.cpp: scale_and_mask_row): x, mask, y: [n],
+  // y = x * scale + mask, rounded after the product and after the sum (no fused multiply-add).
+  void (*scale_add)(int64_t n, const float* x, float scale, const float* mask, float* y);
   // x, y: [cols]; scale: [cols]; bias (nullable): [cols]; mean, inv_std: one value each.
   void (*layernorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
                                 const float* bias, float* y, float* mean, float* inv_std);

@@ -169,6 +169,21 @@ void scale_or_fill(int64_t n, const float* x, float scale, const uint8_t* keep, 
   for (; i < n; ++i) y[i] = keep[i] ? x[i] * scale : fill;
 }
 
+// softmax.cpp's scale_and_mask_row for contiguous rows: y = x * scale + mask. The product is
+// held in a register the compiler cannot see into, so that it is not contracted with the sum
+// into one fused multiply-add (GNU C++ contracts vector expressions by default): the unfused
+// Mul then Add round twice.
+template <typename V>
+void scale_add(int64_t n, const float* x, float scale, const float* mask, float* y) {
+  using F = typename V::F;
+  const F s = V::set1(scale);
+  map_binary<V>(n, x, mask, y, [s](F p, F m) {
+    F product = V::mul(p, s);
+    __asm__("" : "+v"(product));
+    return V::add(product, m);
+  });
+}
+
 // The masking of softmax.cpp's scaled_kept_softmax_backward: dx = keep ? dx * scale : 0.
 template <typename V>
 void scale_kept(int64_t n, const uint8_t* keep, float scale, float* dx) {
@@ -491,6 +506,7 @@ VecKernels make_vec_kernels() {
   k.softmax_backward_row = softmax_backward_row<V>;
   k.scale_or_fill = scale_or_fill<V>;
   k.scale_kept = scale_kept<V>;
+  k.scale_add = scale_add<V>;
   k.layernorm_forward_row = norm_forward_row<V, true>;
   k.layernorm_backward_row = norm_backward_row<V, true>;
   k.rmsnorm_forward_row = rmsnorm_forward_row<V>;
