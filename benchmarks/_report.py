@@ -207,13 +207,11 @@ def _peak(results: dict[str, ModelResult], name: str, runner: str) -> float | No
 
 def _doubling_growth(length: int, runner: str
                      ) -> Callable[[dict[str, ModelResult], Machine], float | None]:
-    """The sweep's peak RSS growth from S/2 to S over its growth from S/4 to S/2."""
+    """The sweep's steady peak RSS growth at S over that at S/2."""
     def value(results: dict[str, ModelResult], _: Machine) -> float | None:
-        now, half, quarter = (_peak(results, f"{SWEEP_PREFIX}{length // d}", runner)
-                              for d in (1, 2, 4))
-        if now is None or half is None or quarter is None or half - quarter <= 0:
-            return None
-        return (now - half) / (half - quarter)
+        now = _peak(results, f"{SWEEP_PREFIX}{length}", runner)
+        half = _peak(results, f"{SWEEP_PREFIX}{length // 2}", runner)
+        return now / half if now is not None and half else None
     return value
 
 
@@ -246,8 +244,8 @@ TARGETS = (
     Target("MLP: ORTModule framework time (forward+backward)", 30.0, False, _mlp_framework,
            " µs"),
     Target("GPT-2-small seq 4096: ORTModule vs eager", 1.0, True, _speedup("gpt2-seq4096", "eager")),
-    Target("GPT-2-small seq 4096: ORTModule memory growth per doubling of S (2: linear)", 2.5,
-           False, _doubling_growth(4096, "ortmodule")),
+    Target("GPT-2-small seq 4096: ORTModule peak RSS growth / that at seq 2048 (linear: 2)",
+           2.0, False, _doubling_growth(4096, "ortmodule")),
 )
 
 
@@ -270,8 +268,9 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
 
 def _sweep_section(results: list[ModelResult]) -> list[str]:
     """run.py --sequence-sweep: per sequence length, each runner's time and steady peak RSS
-    growth, and how that memory grows when S doubles: the growth from S/2 to S over the
-    growth from S/4 to S/2 (2 where memory is linear in S, 4 where it is quadratic)."""
+    growth, and how that memory grows when S doubles: the peak at S over the peak at S/2 (at
+    most 2 where memory is linear in S, with or without a part that does not grow; towards 4
+    where it is quadratic)."""
     sweep = sorted((int(m.name[len(SWEEP_PREFIX):]), m) for m in results
                    if m.name.startswith(SWEEP_PREFIX) and m.name[len(SWEEP_PREFIX):].isdigit())
     if not sweep:
@@ -287,22 +286,21 @@ def _sweep_section(results: list[ModelResult]) -> list[str]:
 
     header = ["S", *(f"{r} ms" for r in runners), "ORTModule vs eager",
               *(f"{r} peak MiB" for r in runners), "engine peak MiB",
-              *(f"{r} memory growth per doubling" for r in runners)]
+              *(f"{r} peak / peak at S/2" for r in runners)]
     lines = ["", "## Sequence sweep", "",
              ("gpt2 (4x256, 4 heads, vocab 4096, eager attention) on one sequence of S tokens. "
-              "Peak MiB: steady peak RSS growth (see the main table); growth per doubling: "
-              "the peak's growth from S/2 to S over its growth from S/4 to S/2 (2: linear in S, "
-              "4: quadratic). A runner's row is missing where it failed (the main table says "
-              "why)."), "",
+              "Peak MiB: steady peak RSS growth (see the main table); peak / peak at S/2: at "
+              "most 2 where memory grows linearly with S, towards 4 where it grows with S². "
+              "A cell is empty where its runner failed (the main table says why)."), "",
              "| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for i, (length, m) in enumerate(sweep):
         growth = []
         for r in runners:
             value = None
-            if i >= 2 and sweep[i - 1][0] * 2 == length and sweep[i - 2][0] * 4 == length:
-                now, half, quarter = (memory(sweep[j][1], r) for j in (i, i - 1, i - 2))
-                if None not in (now, half, quarter) and half - quarter > 0:
-                    value = (now - half) / (half - quarter)
+            if i >= 1 and sweep[i - 1][0] * 2 == length:
+                now, half = memory(m, r), memory(sweep[i - 1][1], r)
+                if now is not None and half:
+                    value = now / half
             growth.append(cell(value, 2))
         engine = m.runners.get("ortmodule", {}).get("engine_peak_mib")
         lines.append("| " + " | ".join([
