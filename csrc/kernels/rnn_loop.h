@@ -3,6 +3,8 @@
 // written once for both devices: `Exec` supplies the products and the per-step element passes
 // (kernels/cpu/rnn.cpp on the CPU, backends/cuda/rnn.cu on a GPU):
 //   exec.gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)   row-major C = op(A) op(B) + beta C
+//   exec.recurrent_gemm(...)   the same, for the per-step products with the recurrent weight:
+//                              one B at every step of the call (the CPU packs it once)
 //   exec.step_forward(RnnStepForward, B)  /  exec.step_backward(RnnStepBackward, B)
 //   exec.copy_rows(rows, cols, src, src_ld, dst)   dst [rows, cols] contiguous
 //   exec.fill_zero(n, dst)  /  exec.column_sums(rows, cols, src, dst)   dst[c] = sum_r src[r, c]
@@ -74,16 +76,21 @@ struct RnnBackwardArgs {
   T* dc = nullptr;   // LSTM scratch [B, H]
 };
 
-// C = op(A) op(B) + beta C, also for K = 0 (C = beta C) and empty C.
+// C = op(A) op(B) + beta C, also for K = 0 (C = beta C) and empty C; recurrent: a per-step
+// product with the recurrent weight (exec.recurrent_gemm).
 template <typename Exec, typename T>
 void product(Exec& exec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-             const T* B, int64_t ldb, bool accumulate, T* C, int64_t ldc) {
+             const T* B, int64_t ldb, bool accumulate, T* C, int64_t ldc, bool recurrent = false) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate) exec.fill_zero(M * N, C);
     return;
   }
-  exec.gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? T(1) : T(0), C, ldc);
+  if (recurrent) {
+    exec.recurrent_gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? T(1) : T(0), C, ldc);
+  } else {
+    exec.gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? T(1) : T(0), C, ldc);
+  }
 }
 
 template <typename Exec, typename T>
@@ -100,7 +107,8 @@ void rnn_forward(Exec& exec, const RnnDims& d, const RnnForwardArgs<T>& a) {
     step.b_hh = a.b_hh;
     step.h_prev = s > 0 ? a.y + t_prev * BH : a.h0;
     if (step.h_prev) {
-      product(exec, false, true, d.B, GH, d.H, step.h_prev, d.H, a.w_hh, d.H, false, a.hgates, GH);
+      product(exec, false, true, d.B, GH, d.H, step.h_prev, d.H, a.w_hh, d.H, false, a.hgates, GH,
+              true);
       step.gh = a.hgates;
     }
     if (d.cell == RnnCell::kLstm) {
@@ -164,7 +172,8 @@ void rnn_backward(Exec& exec, const RnnDims& d, const RnnBackwardArgs<T>& a) {
     step.dgh = gru ? a.dgh + t * d.B * GH : nullptr;
     exec.step_backward(step, d.B);
     // dh_prev = dgh_t W_hh (+ dh z, which the GRU step left in dh).
-    product(exec, false, false, d.B, d.H, GH, dgh + t * d.B * GH, GH, a.w_hh, d.H, gru, a.dh, d.H);
+    product(exec, false, false, d.B, d.H, GH, dgh + t * d.B * GH, GH, a.w_hh, d.H, gru, a.dh, d.H,
+            true);
   }
   if (a.dh0) exec.copy_rows(d.B, d.H, a.dh, d.H, a.dh0);
   if (a.dc0) {

@@ -3,13 +3,15 @@
 // leading dimensions, edges smaller than a tile, K split into blocks (with few rows: threads
 // split B's panels over all K blocks), A read in place (at most
 // two B panels: full A panels unpacked, the partial one packed) and beta == 0 with NaN in C
-// (C must not be read then).
+// (C must not be read then). PackedSgemmB (op(B) packed once, products with any A) on the
+// same cases, each packed B used twice.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/cpu_isa.h"
@@ -22,7 +24,8 @@ struct Case {
   int64_t M, N, K;
 };
 
-void check_isa(CpuIsa isa) {
+// packed_sgemm, or PackedSgemmB's multiply (prepacked) with op(B) packed once per case.
+void check_isa(CpuIsa isa, bool prepacked = false) {
   const CpuIsa saved = active_cpu_isa();
   set_cpu_isa(isa);
   ASSERT_TRUE(packed_sgemm_available()) << cpu_isa_name(isa);
@@ -43,8 +46,16 @@ void check_isa(CpuIsa isa) {
         for (float& v : B) v = dist(gen);
         for (float& v : C) v = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : dist(gen);
         const std::vector<float> C0 = C;
-        packed_sgemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
-                     ldc);
+        if (prepacked) {
+          const PackedSgemmB packed(tb, c.K, c.N, B.data(), ldb);
+          // A first product into scratch, then the checked one: the panels serve every call.
+          std::vector<float> scratch(c.M * ldc);
+          packed.multiply(ta, c.M, 1.0f, A.data(), lda, 0.0f, scratch.data(), ldc);
+          packed.multiply(ta, c.M, alpha, A.data(), lda, beta, C.data(), ldc);
+        } else {
+          packed_sgemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(),
+                       ldc);
+        }
         for (int64_t i = 0; i < c.M; ++i) {
           for (int64_t j = 0; j < c.N; ++j) {
             double sum = 0, mag = 0;
@@ -77,6 +88,30 @@ TEST(PackedSgemm, Avx2MatchesDoubleReference) {
 TEST(PackedSgemm, Avx512MatchesDoubleReference) {
   if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
   check_isa(CpuIsa::kAvx512);
+}
+
+TEST(PackedSgemmB, Avx2MatchesDoubleReference) {
+  if (!cpu_isa_supported(CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  check_isa(CpuIsa::kAvx2, true);
+}
+
+TEST(PackedSgemmB, Avx512MatchesDoubleReference) {
+  if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+  check_isa(CpuIsa::kAvx512, true);
+}
+
+// Panels packed for one micro-kernel are refused by another's (AVX2's 16-column panels are
+// not AVX-512's 32).
+TEST(PackedSgemmB, RefusesPanelsOfAnotherInstructionSet) {
+  if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+  const CpuIsa saved = active_cpu_isa();
+  set_cpu_isa(CpuIsa::kAvx2);
+  const std::vector<float> B(8 * 40, 1.0f), A(3 * 8, 1.0f);
+  const PackedSgemmB packed(false, 8, 40, B.data(), 40);
+  set_cpu_isa(CpuIsa::kAvx512);
+  std::vector<float> C(3 * 40);
+  EXPECT_THROW(packed.multiply(false, 3, 1.0f, A.data(), 8, 0.0f, C.data(), 40), std::logic_error);
+  set_cpu_isa(saved);
 }
 
 TEST(PackedSgemm, BaselineHasNoKernel) {

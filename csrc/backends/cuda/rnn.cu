@@ -65,6 +65,10 @@ struct CudaRnnExec {
                        as_int(ctx, lda, "lda"), &beta, C, as_int(ctx, ldc, "ldc")),
         "recurrent layer (cublas<t>gemm)");
   }
+  void recurrent_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                      const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+    gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  }
   void step_forward(const math::RnnStepForward<T>& step, int64_t B) {
     const int64_t n = B * step.H;
     if (n == 0) return;

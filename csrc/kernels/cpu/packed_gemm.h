@@ -67,6 +67,21 @@ P* aligned_buffer(std::vector<P>& storage, size_t count) {
   return reinterpret_cast<P*>((p + 63) & ~static_cast<uintptr_t>(63));
 }
 
+// How K is cut into blocks: `blocks` blocks of kc_max columns (the last one shorter), each
+// `depth(kc)` micro-kernel steps deep.
+struct KBlocks {
+  int64_t step, kc_max, blocks, d_max;
+  KBlocks(int64_t K, int64_t k_step) : step(k_step) {
+    const int64_t kc_target = kKc * step;
+    const int64_t even = K <= kc_target + kc_target / 4 ? 1 : (K + kc_target - 1) / kc_target;
+    // Blocks start at multiples of the step: each but the last holds whole steps.
+    kc_max = ((K + even - 1) / even + step - 1) / step * step;
+    blocks = (K + kc_max - 1) / kc_max;
+    d_max = depth(kc_max);
+  }
+  int64_t depth(int64_t kc) const { return (kc + step - 1) / step; }
+};
+
 // C = alpha * op(A) op(B) + beta * C for M, N, K > 0 (the kernel holds alpha and beta).
 template <typename Kernel>
 void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -74,15 +89,10 @@ void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, i
          float* C, int64_t ldc) {
   using Packed = typename Kernel::Packed;
   const int MR = kern.mr, NR = kern.nr;
-  const int64_t step = kern.k_step;
-  const auto depth = [step](int64_t kc) { return (kc + step - 1) / step; };
+  const KBlocks kb(K, kern.k_step);
+  const auto depth = [&kb](int64_t kc) { return kb.depth(kc); };
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
-  const int64_t kc_target = kKc * step;
-  const int64_t even_blocks = K <= kc_target + kc_target / 4 ? 1 : (K + kc_target - 1) / kc_target;
-  // Blocks start at multiples of the step: each but the last holds whole steps.
-  const int64_t kc_max = ((K + even_blocks - 1) / even_blocks + step - 1) / step * step;
-  const int64_t blocks = (K + kc_max - 1) / kc_max;
-  const int64_t d_max = depth(kc_max);
+  const int64_t kc_max = kb.kc_max, blocks = kb.blocks, d_max = kb.d_max;
   // Tasks: blocks of A panels, each over a range of B panels.
   const int64_t m_tasks = (m_panels + kPanelsPerTask - 1) / kPanelsPerTask;
   // The A panels shared out evenly among the m tasks (19 panels: 7, 6 and 6, not 8, 8 and 3).
@@ -180,6 +190,54 @@ void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, i
       }
     });
   }
+}
+
+// Every panel of op(B) [K, N], packed once for many products with it (PackedSgemmB, sgemm.h):
+// panel j of K block blk at (blk * n_panels + j) * nr * d_max.
+template <typename Kernel>
+void pack_all_b(const Kernel& kern, bool trans_b, int64_t K, int64_t N,
+                const typename Kernel::In* B, int64_t ldb, typename Kernel::Packed* out) {
+  const int NR = kern.nr;
+  const KBlocks kb(K, kern.k_step);
+  const int64_t n_panels = (N + NR - 1) / NR;
+  parallel_for(0, kb.blocks * n_panels, 4, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t blk = u / n_panels, j = u % n_panels, k0 = blk * kb.kc_max;
+      kern.pack(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0,
+                std::min(kb.kc_max, K - k0), NR, out + u * NR * kb.d_max);
+    }
+  });
+}
+
+// run() with op(B)'s panels from pack_all_b: the threads split B's panels, each packing all
+// of A per K block (the path of few rows, without B's packing). M, N, K > 0.
+template <typename Kernel>
+void run_packed_b(const Kernel& kern, bool trans_a, int64_t M, int64_t N, int64_t K,
+                  const typename Kernel::In* A, int64_t lda, const typename Kernel::Packed* bp,
+                  float* C, int64_t ldc) {
+  using Packed = typename Kernel::Packed;
+  const int MR = kern.mr, NR = kern.nr;
+  const KBlocks kb(K, kern.k_step);
+  const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
+  parallel_for(0, n_panels, 1, [&](int64_t j0, int64_t j1) {
+    thread_local std::vector<Packed> a_storage;
+    Packed* ap = aligned_buffer(a_storage, static_cast<size_t>(m_panels * MR * kb.d_max));
+    for (int64_t blk = 0; blk < kb.blocks; ++blk) {
+      const int64_t k0 = blk * kb.kc_max, kc = std::min(kb.kc_max, K - k0), d = kb.depth(kc);
+      for (int64_t i = 0; i < m_panels; ++i)
+        kern.pack(A, lda, trans_a, i * MR, std::min<int64_t>(MR, M - i * MR), k0, kc, MR,
+                  ap + i * MR * d);
+      for (int64_t j = j0; j < j1; ++j) {
+        const Packed* b_panel = bp + (blk * n_panels + j) * NR * kb.d_max;
+        const int cols = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
+        for (int64_t i = 0; i < m_panels; ++i) {
+          const int rows = static_cast<int>(std::min<int64_t>(MR, M - i * MR));
+          kern.tile(kc, ap + i * MR * d, b_panel, C + i * MR * ldc + j * NR, ldc, rows, cols,
+                    blk == 0);
+        }
+      }
+    }
+  });
 }
 
 // C = beta * C (K == 0: the product is empty).

@@ -60,4 +60,30 @@ void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   packed_gemm::run(FloatKernel{vk, alpha, beta}, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+PackedSgemmB::PackedSgemmB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb)
+    : K_(K), N_(N) {
+  const VecKernels& vk = vec_kernels();
+  if (!vk.gemm_tile) throw std::logic_error("PackedSgemmB: the active ISA has no GEMM kernel");
+  if (K == 0 || N == 0) return;
+  const FloatKernel kern{vk, 1.0f, 0.0f};
+  nr_ = kern.nr;
+  const packed_gemm::KBlocks kb(K, kern.k_step);
+  const int64_t n_panels = (N + kern.nr - 1) / kern.nr;
+  panels_ = packed_gemm::aligned_buffer(
+      storage_, static_cast<size_t>(kb.blocks * n_panels * kern.nr * kb.d_max));
+  packed_gemm::pack_all_b(kern, trans_b, K, N, B, ldb, panels_);
+}
+
+void PackedSgemmB::multiply(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda,
+                            float beta, float* C, int64_t ldc) const {
+  const VecKernels& vk = vec_kernels();
+  if (!vk.gemm_tile) throw std::logic_error("PackedSgemmB: the active ISA has no GEMM kernel");
+  if (M == 0 || N_ == 0) return;
+  if (K_ == 0) return packed_gemm::scale_only(M, N_, beta, C, ldc);
+  const FloatKernel kern{vk, alpha, beta};
+  if (kern.nr != nr_)
+    throw std::logic_error("PackedSgemmB: packed for another instruction set's micro-kernel");
+  packed_gemm::run_packed_b(kern, trans_a, M, N_, K_, A, lda, panels_, C, ldc);
+}
+
 }  // namespace ortmodule

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ortmodule {
 
@@ -21,5 +22,25 @@ bool packed_sgemm_available();
 void packed_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                   int64_t ldc);
+
+// op(B) [K, N] packed once for many products with it: the recurrent weight of a recurrent
+// layer, multiplied by each step's few rows of hidden state (kernels/cpu/rnn.cpp), where
+// packing B on every call cost as long as the product. Requires packed_sgemm_available() when
+// built, and the same instruction set when used; B's values are copied, B itself is not kept.
+class PackedSgemmB {
+ public:
+  PackedSgemmB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+  // C[M, N] = alpha * op(A) op(B) + beta * C, as packed_sgemm with this op(B).
+  void multiply(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, float beta,
+                float* C, int64_t ldc) const;
+  int64_t K() const { return K_; }
+  int64_t N() const { return N_; }
+
+ private:
+  int64_t K_, N_;
+  int nr_ = 0;  // the micro-kernel's panel width when packed
+  std::vector<float> storage_;
+  float* panels_ = nullptr;  // 64-byte aligned within storage_
+};
 
 }  // namespace ortmodule
