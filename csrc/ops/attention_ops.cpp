@@ -159,6 +159,9 @@ void grad_scaled_masked_softmax(GradContext& g) {
 //   before their transposes, which the fusion then drops.
 // FusedAttentionGrad(dY, Q, K, V, probs, mask?, fill?; scale, dropout, bshd) -> (dQ?, dK?,
 //   dV?), dY in Y's layout and each gradient in its input's.
+// mask_window (default 0): 1 where the mask is the diagonal row of a mask that depends only on
+//   j - i (passes/attention_mask_window.h): S + T - 1 values W, query i and key j masked by
+//   W[S - 1 - i + j], for every batch entry and head.
 // FusedAttentionDropout(Q, K, V, mask?, fill?; scale, dropout) is FusedAttention with
 //   Dropout(ratio = dropout) on the softmax before the product with V, drawing the elements
 //   the replaced Dropout node drew (its random stream); its gradient draws them again.
@@ -200,6 +203,14 @@ struct AttentionDims {
   int64_t bshd = 0;
 };
 
+// Attribute mask_window: 0 or 1.
+bool mask_window(const OpContext& ctx) {
+  const int64_t window = ctx.node.attr_int("mask_window", 0);
+  if (window != 0 && window != 1)
+    ctx.fail("attribute mask_window must be 0 or 1, got " + std::to_string(window));
+  return window == 1;
+}
+
 // Checks Q, K, V (inputs q0, q0 + 1, q0 + 2) and the mask (input m, with its fill m + 1).
 AttentionDims attention_dims(const OpContext& ctx, size_t q0, size_t m) {
   expect_same_dtype(ctx, q0 + 1);
@@ -237,9 +248,15 @@ AttentionDims attention_dims(const OpContext& ctx, size_t q0, size_t m) {
     Shape scores = d.lead;
     scores.push_back(d.S);
     scores.push_back(d.T);
-    if (broadcast_shapes(ctx, scores, mask.shape()) != scores)
+    if (mask_window(ctx)) {
+      if (mask.shape() != Shape{d.S + d.T - 1})
+        ctx.fail(
+            "with mask_window = 1 the mask is the S + T - 1 = " + std::to_string(d.S + d.T - 1) +
+            " values of its diagonals; got shape " + shape_str(mask.shape()));
+    } else if (broadcast_shapes(ctx, scores, mask.shape()) != scores) {
       ctx.fail("the mask has shape " + shape_str(mask.shape()) +
                ", which does not broadcast to the scores' " + shape_str(scores));
+    }
     if (mask.dtype() == DType::Bool) {
       if (!ctx.has_input(m + 1) || ctx.in(m + 1).numel() != 1)
         ctx.fail("a boolean mask needs its fill (input " + std::to_string(m + 1) +
@@ -310,12 +327,21 @@ AttentionArgs<T> attention_args(const OpContext& ctx, const AttentionDims& d, si
   if (ctx.has_input(m)) {
     const Tensor& mask = ctx.in(m);
     a.scores_shape = with_last_two(d.lead, d.S, d.T);
-    a.mask_strides = broadcast_strides(mask.shape(), a.scores_shape);
+    // A window: row i of the scores starts at W + S - 1 - i (stride -1 along the queries).
+    int64_t start = 0;
+    if (mask_window(ctx)) {
+      a.mask_strides.assign(a.scores_shape.size(), 0);
+      a.mask_strides[a.mask_strides.size() - 2] = -1;
+      a.mask_strides.back() = 1;
+      start = d.S - 1;
+    } else {
+      a.mask_strides = broadcast_strides(mask.shape(), a.scores_shape);
+    }
     if (mask.dtype() == DType::Bool) {
-      a.keep = mask.data<uint8_t>();
+      a.keep = mask.data<uint8_t>() + start;
       a.fill = static_cast<T>(ctx.in(m + 1).float_at(0));
     } else {
-      a.mask = mask.data<T>();
+      a.mask = mask.data<T>() + start;
     }
   }
   return a;
@@ -416,13 +442,20 @@ void grad_fused_attention(GradContext& g) {
                                                     {"dropout", Attribute::make_float(dropout)},
                                                     {"bshd", Attribute::make_int(bshd)}},
                                                    "ai.ortmodule");
-    // Backward draws the forward's dropout elements again: the same random stream.
-    for (Value* grad : grads)
-      if (grad && grad->producer) grad->producer->random_index = g.node().random_stream();
+    // Backward draws the forward's dropout elements again: the same random stream; and reads
+    // the mask as forward does.
+    const bool window = g.node().attr_int("mask_window", 0) != 0;
+    for (Value* grad : grads) {
+      if (!grad || !grad->producer) continue;
+      grad->producer->random_index = g.node().random_stream();
+      if (window) grad->producer->attrs["mask_window"] = Attribute::make_int(1);
+    }
     for (size_t i = 0; i < 3; ++i)
       if (wanted[i]) g.set_input_grad(i, g.sum_to_shape(grads[i], g.input(i)));
   }
   if (g.input(3) && !g.input(4) && g.needs_grad(3)) {
+    if (g.node().attr_int("mask_window", 0) != 0)
+      g.fail("a windowed attention mask (mask_window = 1) is a constant; it has no gradient");
     // Operands in the heads layout (bshd) as [batch, heads, seq, dim] for the products.
     auto heads_first = [&](Value* x, int64_t bit) {
       return bshd & bit ? g.emit("Transpose", {x}, {{"perm", Attribute::make_ints({0, 2, 1, 3})}})

@@ -5,6 +5,9 @@
 #include <exception>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "ops/op_table.h"
 
@@ -38,8 +41,9 @@ bool fully_static(const Value* v) {
 
 // Runs `n` on `inputs` with its CPU kernel; false (and no outputs) when the node cannot run
 // now (its shape rule or kernel refuses: the error then surfaces when the graph runs, as
-// without folding) or an output would be larger than kMaxFoldedElements.
-bool evaluate(const Node& n, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& out) {
+// without folding) or an output would be larger than max_elements.
+bool evaluate(const Node& n, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& out,
+              int64_t max_elements = kMaxFoldedElements) {
   OpContext ctx{n, inputs, {}, 0};
   try {
     std::vector<OutputInfo> infos = n.def->shape(ctx);
@@ -50,7 +54,7 @@ bool evaluate(const Node& n, const std::vector<const Tensor*>& inputs, std::vect
       if (info.alias_of == -2) continue;  // the kernel provides the output
       for (int64_t d : info.shape)
         if (d < 0) return false;
-      if (shape_numel(info.shape) > kMaxFoldedElements) return false;
+      if (shape_numel(info.shape) > max_elements) return false;
       if (info.alias_of >= 0) {
         if (static_cast<size_t>(info.alias_of) >= inputs.size() || !inputs[info.alias_of])
           return false;
@@ -67,13 +71,57 @@ bool evaluate(const Node& n, const std::vector<const Tensor*>& inputs, std::vect
   }
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     if (!n.outputs[i]) continue;
-    if (!ctx.outputs[i].defined() || ctx.outputs[i].numel() > kMaxFoldedElements) return false;
+    if (!ctx.outputs[i].defined() || ctx.outputs[i].numel() > max_elements) return false;
   }
   out = std::move(ctx.outputs);
   return true;
 }
 
 }  // namespace
+
+Tensor evaluate_constant(const Value* v, int64_t max_elements) {
+  // The nodes v depends on, producers before readers (a depth-first post-order).
+  std::vector<const Node*> order;
+  std::unordered_set<const Node*> seen;
+  std::vector<std::pair<const Node*, size_t>> stack;
+  auto visit = [&](const Value* x) {
+    if (!x || x->initializer.defined()) return true;
+    if (!x->producer || !foldable_op(*x->producer)) return false;
+    if (seen.insert(x->producer).second) stack.push_back({x->producer, 0});
+    return true;
+  };
+  if (!visit(v)) return Tensor();
+  while (!stack.empty()) {
+    auto& [n, next] = stack.back();
+    if (next < n->inputs.size()) {
+      if (!visit(n->inputs[next++])) return Tensor();
+      continue;
+    }
+    order.push_back(n);
+    stack.pop_back();
+  }
+  // Each computed value is released once its last reader in `order` has run.
+  std::unordered_map<const Value*, int> reads;
+  for (const Node* n : order)
+    for (const Value* in : n->inputs)
+      if (in && !in->initializer.defined()) ++reads[in];
+  std::unordered_map<const Value*, Tensor> known;
+  for (const Node* n : order) {
+    std::vector<const Tensor*> inputs;
+    for (const Value* in : n->inputs)
+      inputs.push_back(!in ? nullptr : in->initializer.defined() ? &in->initializer : &known[in]);
+    std::vector<Tensor> outputs;
+    if (!evaluate(*n, inputs, outputs, max_elements)) return Tensor();
+    for (const Value* in : n->inputs)
+      if (in && !in->initializer.defined() && --reads[in] == 0 && in != v) known.erase(in);
+    for (size_t i = 0; i < n->outputs.size(); ++i)
+      if (n->outputs[i] && (reads.count(n->outputs[i]) || n->outputs[i] == v))
+        known[n->outputs[i]] = std::move(outputs[i]);
+  }
+  if (v->initializer.defined()) return v->initializer;
+  auto it = known.find(v);
+  return it == known.end() ? Tensor() : it->second;
+}
 
 ConstantFoldingResult fold_constants(Graph& graph,
                                      const std::unordered_set<const Value*>& static_shape_values,

@@ -34,4 +34,10 @@ ConstantFoldingResult fold_constants(Graph& graph,
 
 constexpr int64_t kMaxFoldedElements = int64_t{1} << 16;
 
+// The value of `v` computed now, when it and everything it depends on are constants by the
+// rules above (Constant nodes, initializers not fed per call, foldable nodes over them; no
+// graph input, no Shape of one), with no tensor of the computation above max_elements (each
+// released after its last use); an undefined tensor otherwise. The graph is not changed.
+Tensor evaluate_constant(const Value* v, int64_t max_elements);
+
 }  // namespace ortmodule

@@ -8,6 +8,7 @@
 #include "onnx/saver.h"
 #include "ops/load_model.h"
 #include "passes/attention_fusion.h"
+#include "passes/attention_mask_window.h"
 #include "passes/attention_softmax_fusion.h"
 #include "passes/cast_like_targets.h"
 #include "passes/constant_folding.h"
@@ -94,6 +95,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     run_pass("attention_softmax_fusion", *graph_, passes_,
              [&] { fuse_attention_softmax(*graph_, state_values); });
     run_pass("attention_fusion", *graph_, passes_, [&] { fuse_attention(*graph_, state_values); });
+    run_pass("attention_mask_window", *graph_, passes_, [&] { window_attention_masks(*graph_); });
     run_pass("rmsnorm_fusion", *graph_, passes_, [&] { fuse_rmsnorm(*graph_, state_values); });
     run_pass("transpose_folding", *graph_, passes_, [&] {
       fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),

@@ -292,6 +292,18 @@ SAMPLES: dict[str, list[Sample]] = {
         S({"q": rand(2, 4, 3, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7)},
           attrs={"scale": 0.25, "bshd": 1}, domain="ai.ortmodule",
           expected=fused_attention_reference(0.25, 1)),
+        # A mask given by its S + T - 1 diagonals (attribute mask_window): causal after two
+        # past keys (boolean, with its fill), and an additive distance bias in the heads layout
+        # (a constant: a windowed mask has no gradient).
+        S({"q": rand(2, 3, 4, 5), "k": rand(2, 3, 6, 5), "v": rand(2, 3, 6, 7),
+           "mask": np.arange(9) <= 5},
+          constants={"fill": np.asarray(np.finfo(np.float64).min)},
+          order=["q", "k", "v", "mask", "fill"], attrs={"scale": 0.5, "mask_window": 1},
+          domain="ai.ortmodule", expected=fused_attention_reference(0.5, window=True)),
+        S({"q": rand(2, 4, 3, 5), "k": rand(2, 6, 3, 5), "v": rand(2, 6, 3, 7),
+           "mask": rand(9, low=-2, high=0)},
+          attrs={"scale": 0.375, "bshd": 15, "mask_window": 1}, domain="ai.ortmodule",
+          grad=["q", "k", "v"], expected=fused_attention_reference(0.375, 15, window=True)),
     ],
     # Dropout 0.25 on the softmax (the same elements forward and backward: finite differences
     # reseed the run), unmasked and under a boolean causal mask.

@@ -105,10 +105,13 @@ def linear_cross_entropy_reference(
 
 
 def fused_attention_reference(
-        scale: float, bshd: int = 0) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+        scale: float, bshd: int = 0,
+        window: bool = False) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule FusedAttention: ScaledMaskedSoftmax(q k^T, mask, fill; scale) v, q, k and v
     broadcasting over their leading dims (computed in float64, rounded to q's dtype); bshd:
-    the attribute's operands (1 q, 2 k, 4 v, 8 the output) laid out [batch, seq, heads, dim]."""
+    the attribute's operands (1 q, 2 k, 4 v, 8 the output) laid out [batch, seq, heads, dim];
+    window (attribute mask_window): the mask is W [S + T - 1], query i and key j masked by
+    W[S - 1 - i + j]."""
     softmax = scaled_masked_softmax_reference(scale)
 
     def heads_first(x: np.ndarray, bit: int) -> np.ndarray:
@@ -119,8 +122,11 @@ def fused_attention_reference(
                    for n, bit in (("q", 1), ("k", 2), ("v", 4)))
         inputs = {"x": q @ np.swapaxes(k, -1, -2)}
         if "mask" in d:
-            inputs["mask"] = d["mask"] if d["mask"].dtype == np.bool_ else d["mask"].astype(
-                np.float64)
+            mask = d["mask"]
+            if window:
+                S, T = inputs["x"].shape[-2:]
+                mask = mask[S - 1 - np.arange(S)[:, None] + np.arange(T)[None, :]]
+            inputs["mask"] = mask if mask.dtype == np.bool_ else mask.astype(np.float64)
         if "fill" in d:
             inputs["fill"] = d["fill"]
         return [np.ascontiguousarray(heads_first(softmax(inputs)[0] @ v, 8)).astype(d["q"].dtype)]

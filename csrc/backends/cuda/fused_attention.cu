@@ -209,12 +209,57 @@ void attention_dropout(OpContext& ctx, const Tensor& in, Tensor& out) {
   cuda::check_launch("FusedAttentionDropout (dropout)");
 }
 
+// out[i, j] = w[S - 1 - i + j] over [S, T]: a mask's diagonal row (attribute mask_window).
+template <typename E>
+__global__ void spread_window_kernel(const E* w, int64_t S, int64_t T, E* out) {
+  const int64_t n = S * T;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step)
+    out[e] = w[S - 1 - e / T + e % T];
+}
+
+template <typename E>
+void spread_window(const Tensor& w, int64_t S, int64_t T, Tensor& out) {
+  spread_window_kernel<E>
+      <<<cuda::blocks_for(S * T), cuda::kThreads, 0, cuda::stream(out.device())>>>(
+          static_cast<const E*>(w.raw()), S, T, static_cast<E*>(out.raw()));
+  cuda::check_launch("FusedAttention (mask window)");
+}
+
+// Mask input m as the row kernels read it: itself, or with mask_window = 1 its S + T - 1
+// diagonal values spread to [S, T] in `spread` (the CPU reads the window in place).
+const Tensor* mask_input(OpContext& ctx, size_t m, const AttentionShape& a, Tensor& spread) {
+  if (!ctx.has_input(m)) return nullptr;
+  const Tensor& mask = ctx.in(m);
+  if (ctx.node.attr_int("mask_window", 0) == 0) return &mask;
+  spread = Tensor::empty(mask.dtype(), {a.S, a.T}, mask.device());
+  if (a.S * a.T == 0) return &spread;
+  switch (dtype_size(mask.dtype())) {
+    case 1:
+      spread_window<uint8_t>(mask, a.S, a.T, spread);
+      break;
+    case 2:
+      spread_window<uint16_t>(mask, a.S, a.T, spread);
+      break;
+    case 4:
+      spread_window<uint32_t>(mask, a.S, a.T, spread);
+      break;
+    case 8:
+      spread_window<uint64_t>(mask, a.S, a.T, spread);
+      break;
+    default:
+      ctx.fail("a mask window of " + dtype_name(mask.dtype()) + " is not supported");
+  }
+  return &spread;
+}
+
 // probs = ScaledMaskedSoftmax(Q K^T, mask, fill; scale) (mask: input m, fill m + 1).
 template <typename T>
 void attention_probs(OpContext& ctx, const AttentionShape& a, const Operand& q, const Operand& k,
                      size_t m, Tensor& probs) {
   gemm(ctx, plain(probs, a.S, a.T), false, true, a.batch, a.S, a.T, a.D, q.view(), k.view());
-  const Tensor* mask = ctx.has_input(m) ? &ctx.in(m) : nullptr;
+  Tensor spread;
+  const Tensor* mask = mask_input(ctx, m, a, spread);
   const bool boolean = mask && mask->dtype() == DType::Bool;
   int64_t x_step = 0, mask_step = 0;
   const Dims x_rows = row_dims(a.scores, a.scores, &x_step);
@@ -276,7 +321,10 @@ void launch_fused_attention_grad(OpContext& ctx) {
   if (!ctx.has_output(0) && !ctx.has_output(1)) return;
   gemm(ctx, plain(ds, a.S, a.T), false, true, a.batch, a.S, a.T, a.Dv, dy.view(), v.view());
   if (dropout) attention_dropout<T>(ctx, ds, ds);
-  const Tensor* keep = ctx.has_input(5) && ctx.in(5).dtype() == DType::Bool ? &ctx.in(5) : nullptr;
+  Tensor spread;
+  const Tensor* keep = ctx.has_input(5) && ctx.in(5).dtype() == DType::Bool
+                           ? mask_input(ctx, 5, a, spread)
+                           : nullptr;
   int64_t keep_step = 0;
   const Dims keep_rows = keep ? row_dims(keep->shape(), a.scores, &keep_step) : Dims();
   cuda::launch_scaled_masked_softmax_grad_rows<T>(
