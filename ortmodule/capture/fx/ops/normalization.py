@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
 import torch
 
 from ortmodule.capture.common import OWN_DOMAIN, ExportError
@@ -22,9 +23,39 @@ def _weight_or_ones(lw: Lowering, x: Any, shape: Any, w: Any) -> str:
                  value=_scalar_tensor(1.0, lw.dtype_of(x)))
 
 
+def _needs_exact_eps(lw: Lowering, x: Any, shape: Any, eps: float) -> bool:
+    """Whether ONNX's 32-bit FLOAT epsilon would move a float64 norm: eager adds eps as a
+    double, and 1e-5 rounded to float32 (9.99999975e-6) moved a float64 GPT-2's gradients by
+    4.5e-10 relative (activations of small variance)."""
+    return (lw.dtype_of(x) == torch.float64 and float(np.float32(eps)) != float(eps)
+            and len(shape) > 0)
+
+
+def _layer_norm_exact(lw: Lowering, x: Any, shape: Any, w: Any, b: Any, eps: float
+                      ) -> tuple[str, str, str]:
+    """Layer norm written out, eps a float64 constant: y = (x - mean) * rstd * w + b with
+    rstd = 1 / sqrt(biased variance + eps) over the trailing len(shape) dims; (y, mean,
+    rstd), the statistics kept as size-1 dims."""
+    dtype = lw.dtype_of(x)
+    axes = lw.ints(list(range(-len(shape), 0)))
+    value = lw.tensor(x)
+    mean = lw.op("ReduceMean", [value, axes], keepdims=1)
+    diff = lw.op("Sub", [value, mean])
+    var = lw.op("ReduceMean", [lw.op("Mul", [diff, diff]), axes], keepdims=1)
+    rstd = lw.op("Reciprocal", [lw.op("Sqrt", [lw.op("Add", [var, lw.const(float(eps), dtype)])])])
+    y = lw.op("Mul", [diff, rstd])
+    if w is not None:
+        y = lw.op("Mul", [y, lw.tensor(w)])
+    if b is not None:
+        y = lw.op("Add", [y, lw.tensor(b)])
+    return y, mean, rstd
+
+
 @register(aten.layer_norm.default)
 def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: Any = None,
                 eps: float = 1e-5, cudnn: bool = True) -> Any:
+    if _needs_exact_eps(lw, x, shape, eps):
+        return _layer_norm_exact(lw, x, shape, w, b, eps)[0]
     inputs = [lw.tensor(x), _weight_or_ones(lw, x, shape, w)] + ([lw.tensor(b)] if b is not None else [])
     return lw.op("LayerNormalization", inputs, axis=-len(shape), epsilon=float(eps))
 
@@ -33,11 +64,15 @@ def _layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any = None, b: A
 def _native_layer_norm(lw: Lowering, node: Any, x: Any, shape: Any, w: Any, b: Any,
                        eps: float) -> Any:
     """The normalized output, the mean and the inverse deviation (over the normalized
-    dims, kept as size 1), which in eager carry no gradient."""
-    inputs = [lw.tensor(x), _weight_or_ones(lw, x, shape, w)] + (
-        [lw.tensor(b)] if b is not None else [])
-    y, mean, rstd = lw.op("LayerNormalization", inputs, outputs=3, axis=-len(shape),
-                          epsilon=float(eps))
+    dims, kept as size 1), which in eager carry no gradient. A float64 norm whose eps float32
+    cannot hold is written out (_layer_norm_exact): ONNX's epsilon attribute is 32-bit."""
+    if _needs_exact_eps(lw, x, shape, eps):
+        y, mean, rstd = _layer_norm_exact(lw, x, shape, w, b, eps)
+    else:
+        inputs = [lw.tensor(x), _weight_or_ones(lw, x, shape, w)] + (
+            [lw.tensor(b)] if b is not None else [])
+        y, mean, rstd = lw.op("LayerNormalization", inputs, outputs=3, axis=-len(shape),
+                              epsilon=float(eps))
     return [y, lw.op("StopGradient", [mean], domain=OWN_DOMAIN),
             lw.op("StopGradient", [rstd], domain=OWN_DOMAIN)]
 
