@@ -38,11 +38,10 @@ Tensor diagonal_row(const Tensor& mask, int64_t S, int64_t T) {
   if (shape.size() < 2 || shape[shape.size() - 2] != S || shape.back() != T) return Tensor();
   const size_t bytes = dtype_size(mask.dtype());
   const size_t matrix = static_cast<size_t>(S * T) * bytes;
-  const auto* first = static_cast<const unsigned char*>(mask.raw());
-  for (int64_t b = 1; b < mask.numel() / (S * T); ++b)
-    if (std::memcmp(first + b * matrix, first, matrix) != 0) return Tensor();
-  Tensor w = Tensor::empty(mask.dtype(), {S + T - 1});
   const auto* m = static_cast<const unsigned char*>(mask.raw());
+  for (int64_t b = 1; b < mask.numel() / (S * T); ++b)
+    if (std::memcmp(m + b * matrix, m, matrix) != 0) return Tensor();
+  Tensor w = Tensor::empty(mask.dtype(), {S + T - 1});
   auto* out = static_cast<unsigned char*>(w.raw());
   // W[k] holds the diagonal j - i = k - (S - 1): row S - 1 gives W[0, T), the last column
   // of the rows above the rest.
