@@ -209,21 +209,16 @@ void attention_dropout(OpContext& ctx, const Tensor& in, Tensor& out) {
   cuda::check_launch("FusedAttentionDropout (dropout)");
 }
 
-// out[i, j] = w[S - 1 - i + j] over [S, T]: a mask's diagonal row (attribute mask_window).
-template <typename E>
-__global__ void spread_window_kernel(const E* w, int64_t S, int64_t T, E* out) {
-  const int64_t n = S * T;
+// out[i, j] = w[S - 1 - i + j] over [S, T], elements of `width` bytes copied byte by byte (one
+// kernel for every dtype): a mask's diagonal row (attribute mask_window).
+__global__ void spread_window_kernel(const unsigned char* w, int64_t S, int64_t T, int64_t width,
+                                     unsigned char* out) {
+  const int64_t n = S * T * width;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += step)
-    out[e] = w[S - 1 - e / T + e % T];
-}
-
-template <typename E>
-void spread_window(const Tensor& w, int64_t S, int64_t T, Tensor& out) {
-  spread_window_kernel<E>
-      <<<cuda::blocks_for(S * T), cuda::kThreads, 0, cuda::stream(out.device())>>>(
-          static_cast<const E*>(w.raw()), S, T, static_cast<E*>(out.raw()));
-  cuda::check_launch("FusedAttention (mask window)");
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < n; b += step) {
+    const int64_t e = b / width;
+    out[b] = w[(S - 1 - e / T + e % T) * width + b % width];
+  }
 }
 
 // Mask input m as the row kernels read it: itself, or with mask_window = 1 its S + T - 1
@@ -233,23 +228,13 @@ const Tensor* mask_input(OpContext& ctx, size_t m, const AttentionShape& a, Tens
   const Tensor& mask = ctx.in(m);
   if (ctx.node.attr_int("mask_window", 0) == 0) return &mask;
   spread = Tensor::empty(mask.dtype(), {a.S, a.T}, mask.device());
+  const int64_t width = static_cast<int64_t>(dtype_size(mask.dtype()));
   if (a.S * a.T == 0) return &spread;
-  switch (dtype_size(mask.dtype())) {
-    case 1:
-      spread_window<uint8_t>(mask, a.S, a.T, spread);
-      break;
-    case 2:
-      spread_window<uint16_t>(mask, a.S, a.T, spread);
-      break;
-    case 4:
-      spread_window<uint32_t>(mask, a.S, a.T, spread);
-      break;
-    case 8:
-      spread_window<uint64_t>(mask, a.S, a.T, spread);
-      break;
-    default:
-      ctx.fail("a mask window of " + dtype_name(mask.dtype()) + " is not supported");
-  }
+  spread_window_kernel<<<cuda::blocks_for(a.S * a.T * width), cuda::kThreads, 0,
+                         cuda::stream(spread.device())>>>(
+      static_cast<const unsigned char*>(mask.raw()), a.S, a.T, width,
+      static_cast<unsigned char*>(spread.raw()));
+  cuda::check_launch("FusedAttention (mask window)");
   return &spread;
 }
 
