@@ -34,7 +34,8 @@ void check_isa(CpuIsa isa, bool prepacked = false) {
   const Case cases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},    {15, 33, 40},
                         {6, 16, 300},   {113, 70, 333}, {64, 784, 96},  {200, 129, 641},
                         {113, 64, 700}, {60, 20, 530},  {64, 200, 800}, {300, 70, 900},
-                        {420, 40, 330}};
+                        {420, 40, 330}, {2, 33, 17},    {3, 64, 20},    {7, 31, 50},
+                        {12, 65, 19},   {16, 32, 24},   {128, 128, 64}};
   for (const Case& c : cases) {
     for (int trans = 0; trans < 4; ++trans) {
       const bool ta = trans & 1, tb = trans & 2;
@@ -98,6 +99,39 @@ TEST(PackedSgemmB, Avx2MatchesDoubleReference) {
 TEST(PackedSgemmB, Avx512MatchesDoubleReference) {
   if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
   check_isa(CpuIsa::kAvx512, true);
+}
+
+// The rows of a last, partial panel (a tile of fewer rows than the micro-kernel's) sum over K
+// as the same rows of a full panel do: C's first 14 + m rows are bit for bit those of the
+// product with 28 rows, for every m, on every ISA, with K in two blocks and transposed A.
+void check_partial_panels_like_full(CpuIsa isa) {
+  const CpuIsa saved = active_cpu_isa();
+  set_cpu_isa(isa);
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t rows = 28, N = 70, K = 400;
+  for (const bool ta : {false, true}) {
+    std::vector<float> A(rows * K), B(K * N), full(rows * N);
+    for (float& x : A) x = dist(gen);
+    for (float& x : B) x = dist(gen);
+    // ta: A holds op(A)^T, [K, rows]; each product below reads the first M columns of it.
+    const int64_t lda = ta ? rows : K;
+    packed_sgemm(ta, false, rows, N, K, 1.0f, A.data(), lda, B.data(), N, 0.0f, full.data(), N);
+    for (int64_t m = 1; m < 14; ++m) {
+      const int64_t M = 14 + m;
+      std::vector<float> part(M * N);
+      packed_sgemm(ta, false, M, N, K, 1.0f, A.data(), lda, B.data(), N, 0.0f, part.data(), N);
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(part[i], full[i]) << cpu_isa_name(isa) << " M=" << M << " ta=" << ta << " at row "
+                                    << i / N << " column " << i % N;
+    }
+  }
+  set_cpu_isa(saved);
+}
+
+TEST(PackedSgemm, PartialPanelsSumLikeFullOnes) {
+  if (cpu_isa_supported(CpuIsa::kAvx2)) check_partial_panels_like_full(CpuIsa::kAvx2);
+  if (cpu_isa_supported(CpuIsa::kAvx512)) check_partial_panels_like_full(CpuIsa::kAvx512);
 }
 
 // Panels packed for one micro-kernel are refused by another's (AVX2's 16-column panels are

@@ -297,22 +297,23 @@ constexpr int gemm_mr() {
   return V::kWidth == 16 ? 14 : 6;
 }
 
-// The micro-kernel over any layout of A: load_a(i, k) is row i, column k of the A panel.
-template <typename V, typename LoadA>
+// The micro-kernel over any layout of A: load_a(i, k) is row i, column k of the A panel. R of
+// the panel's rows are computed (m <= R <= MR): a partial panel's rows take a smaller tile
+// (gemm_tile_rows), each row of C summed over k as in the full tile.
+template <typename V, int R, typename LoadA>
 __attribute__((always_inline)) inline void gemm_tile_impl(int64_t kc, const LoadA& load_a,
                                                           const float* b, float* c, int64_t ldc,
                                                           int m, int n, float alpha, float beta,
                                                           bool first) {
   using F = typename V::F;
-  constexpr int MR = gemm_mr<V>();
   constexpr int W = V::kWidth;
-  F acc[MR][2];
+  F acc[R][2];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V::zero();
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const F b0 = V::load(b), b1 = V::load(b + W);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const F ai = V::set1(load_a(i, k));
       acc[i][0] = V::fmadd(ai, b0, acc[i][0]);
       acc[i][1] = V::fmadd(ai, b1, acc[i][1]);
@@ -322,9 +323,9 @@ __attribute__((always_inline)) inline void gemm_tile_impl(int64_t kc, const Load
   const F va = V::set1(alpha), vb = V::set1(beta);
   const bool read_c = !first || beta != 0.0f;
   const F keep = first ? vb : V::set1(1.0f);  // what the old C is multiplied by
-  if (m == MR && n == 2 * W) {
+  if (m == R && n == 2 * W) {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* row = c + i * ldc;
       F x0 = V::mul(acc[i][0], va), x1 = V::mul(acc[i][1], va);
       if (read_c) {
@@ -337,8 +338,8 @@ __attribute__((always_inline)) inline void gemm_tile_impl(int64_t kc, const Load
     return;
   }
   // A partial tile: through a buffer, cell by cell.
-  alignas(64) float tile[MR][2 * W];
-  for (int i = 0; i < MR; ++i) {
+  alignas(64) float tile[R][2 * W];
+  for (int i = 0; i < R; ++i) {
     V::store(tile[i], V::mul(acc[i][0], va));
     V::store(tile[i] + W, V::mul(acc[i][1], va));
   }
@@ -349,11 +350,33 @@ __attribute__((always_inline)) inline void gemm_tile_impl(int64_t kc, const Load
   }
 }
 
+// The tile for m of the panel's MR rows: the full one, or for the last panel of a product
+// whose rows are no multiple of MR the smallest of MR/2, 4, 2 and 1 rows that holds them (a
+// product of 128 rows has a last panel of 2 with MR = 14: 10 full tiles' work for 9.1).
+template <typename V, typename LoadA>
+__attribute__((always_inline)) inline void gemm_tile_rows(int64_t kc, const LoadA& load_a,
+                                                          const float* b, float* c, int64_t ldc,
+                                                          int m, int n, float alpha, float beta,
+                                                          bool first) {
+  constexpr int MR = gemm_mr<V>();
+  constexpr int kHalf = (MR + 1) / 2;
+  if (m > kHalf)
+    gemm_tile_impl<V, MR>(kc, load_a, b, c, ldc, m, n, alpha, beta, first);
+  else if (m > 4)
+    gemm_tile_impl<V, kHalf>(kc, load_a, b, c, ldc, m, n, alpha, beta, first);
+  else if (m > 2)
+    gemm_tile_impl<V, (kHalf < 4 ? kHalf : 4)>(kc, load_a, b, c, ldc, m, n, alpha, beta, first);
+  else if (m == 2)
+    gemm_tile_impl<V, 2>(kc, load_a, b, c, ldc, m, n, alpha, beta, first);
+  else
+    gemm_tile_impl<V, 1>(kc, load_a, b, c, ldc, m, n, alpha, beta, first);
+}
+
 template <typename V>
 void gemm_tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
                float alpha, float beta, bool first) {
   constexpr int MR = gemm_mr<V>();
-  gemm_tile_impl<V>(
+  gemm_tile_rows<V>(
       kc, [a](int i, int64_t k) { return a[k * MR + i]; }, b, c, ldc, m, n, alpha, beta, first);
 }
 
@@ -361,12 +384,12 @@ template <typename V>
 void gemm_tile_a(int64_t kc, const float* a, int64_t lda, bool trans, const float* b, float* c,
                  int64_t ldc, int m, int n, float alpha, float beta, bool first) {
   if (trans) {
-    gemm_tile_impl<V>(
+    gemm_tile_rows<V>(
         kc, [a, lda](int i, int64_t k) { return a[k * lda + i]; }, b, c, ldc, m, n, alpha, beta,
         first);
     return;
   }
-  gemm_tile_impl<V>(
+  gemm_tile_rows<V>(
       kc, [a, lda](int i, int64_t k) { return a[i * lda + k]; }, b, c, ldc, m, n, alpha, beta,
       first);
 }
