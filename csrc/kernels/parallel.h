@@ -15,7 +15,8 @@ namespace ortmodule {
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
-// The threads a parallel_for shares its chunks among.
+// The threads a parallel_for called here shares its chunks among: 1 inside a parallel region
+// (whose nested calls run serially).
 int parallel_threads();
 
 }  // namespace ortmodule

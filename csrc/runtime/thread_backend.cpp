@@ -35,7 +35,7 @@ int num_threads() {
 
 }  // namespace
 
-int parallel_threads() { return num_threads(); }
+int parallel_threads() { return in_parallel_region ? 1 : num_threads(); }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {

@@ -29,7 +29,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   at::parallel_for(begin, end, grain, fn);
 }
 
-int parallel_threads() { return at::get_num_threads(); }
+int parallel_threads() { return at::in_parallel_region() ? 1 : at::get_num_threads(); }
 
 namespace {
 

@@ -1,9 +1,9 @@
 // The packed bfloat16 GEMM (kernels/cpu/bgemm.h) against a double-precision reference over the
 // same bfloat16 values: all transpose combinations, alpha/beta, padded leading dimensions, odd
 // K (a last pair with one value), edges smaller than a tile, K split into blocks (with few rows
-// too: threads split B's panels over all K blocks), beta == 0 with NaN in C (C must not be
-// read then), and the batched entry with a broadcast operand. Integer-valued operands, whose
-// float32 sums are exact in any order, must match bit for bit.
+// too: threads split B's panels over all K blocks), a long K split among the threads, beta == 0
+// with NaN in C (C must not be read then), and the batched entry with a broadcast operand.
+// Integer-valued operands, whose float32 sums are exact in any order, must match bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,7 +94,8 @@ void check(const Case& c, bool integers, std::mt19937& gen) {
 
 const Case kCases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},    {15, 33, 40},
                        {6, 16, 301},   {113, 70, 333}, {64, 784, 96},  {200, 129, 641},
-                       {113, 64, 700}, {60, 20, 531},  {64, 200, 800}, {3, 5, 2}};
+                       {113, 64, 700}, {60, 20, 531},  {64, 200, 800}, {3, 5, 2},
+                       {60, 20, 1031}};
 
 TEST_F(PackedBgemm, MatchesDoubleReference) {
   std::mt19937 gen(11);

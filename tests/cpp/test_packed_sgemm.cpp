@@ -3,8 +3,9 @@
 // leading dimensions, edges smaller than a tile, K split into blocks (with few rows: threads
 // split B's panels over all K blocks), A read in place (at most
 // two B panels: full A panels unpacked, the partial one packed) and beta == 0 with NaN in C
-// (C must not be read then). PackedSgemmB (op(B) packed once, products with any A) on the
-// same cases, each packed B used twice.
+// (C must not be read then), K split among the threads into partial products (a long K
+// against a small C, with two threads or more). PackedSgemmB (op(B) packed once, products with any
+// A) on the same cases, each packed B used twice.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/sgemm.h"
 
 namespace ortmodule {
@@ -35,7 +37,7 @@ void check_isa(CpuIsa isa, bool prepacked = false) {
                         {6, 16, 300},   {113, 70, 333}, {64, 784, 96},  {200, 129, 641},
                         {113, 64, 700}, {60, 20, 530},  {64, 200, 800}, {300, 70, 900},
                         {420, 40, 330}, {2, 33, 17},    {3, 64, 20},    {7, 31, 50},
-                        {12, 65, 19},   {16, 32, 24},   {128, 128, 64}};
+                        {12, 65, 19},   {16, 32, 24},   {128, 128, 64}, {30, 40, 1100}};
   for (const Case& c : cases) {
     for (int trans = 0; trans < 4; ++trans) {
       const bool ta = trans & 1, tb = trans & 2;
@@ -136,6 +138,26 @@ TEST(PackedSgemm, PartialPanelsSumLikeFullOnes) {
 
 // Panels packed for one micro-kernel are refused by another's (AVX2's 16-column panels are
 // not AVX-512's 32).
+// Which products split K among the threads: the cases above that check_isa takes through the
+// split (a long K against a small C), and the shapes that stay whole.
+TEST(PackedSgemm, SplitsLongKAgainstSmallC) {
+  if (parallel_threads() < 2) GTEST_SKIP() << "one thread: no product splits K";
+  const int mr = 14;  // AVX-512's micro-kernel rows; the decision is alike for AVX2's 6
+  for (const Case& c : {Case{60, 20, 530}, Case{300, 70, 900}, Case{30, 40, 1100},
+                        Case{256, 256, 1024}, Case{688, 256, 1024}})
+    EXPECT_GE(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, 1), 2)
+        << "M=" << c.M << " N=" << c.N << " K=" << c.K;
+  // K shorter than 3 N, a block of K per part, enough A panels for every thread, or partial
+  // products beyond kSplitKPartial.
+  for (const Case& c : {Case{256, 1024, 1024}, Case{6, 16, 300}, Case{1024, 256, 1024},
+                        Case{4096, 256, 1024}, Case{700, 800, 10000}})
+    EXPECT_EQ(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, 1), 1)
+        << "M=" << c.M << " N=" << c.N << " K=" << c.K;
+  // bfloat16 pairs: a part holds at least a block of 2 * kKc columns.
+  EXPECT_EQ(packed_gemm::split_k_parts(60, 20, 530, mr, 2), 1);
+  EXPECT_GE(packed_gemm::split_k_parts(60, 20, 1031, mr, 2), 2);
+}
+
 TEST(PackedSgemmB, RefusesPanelsOfAnotherInstructionSet) {
   if (!cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
   const CpuIsa saved = active_cpu_isa();

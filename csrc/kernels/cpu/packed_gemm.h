@@ -6,9 +6,10 @@
 // when several threads split one block's B panels, the panels of A are packed once and shared
 // too) and runs the micro-kernel over them, so transposed operands cost nothing beyond the
 // packing. A panel holds `depth(kc)` steps of the micro-kernel for kc columns of K: kc for
-// float32 (one value per step), ceil(kc / 2) for bfloat16 (pairs of values per step).
+// float32 (one value per step), ceil(kc / 2) for bfloat16 (pairs of values per step). A long
+// K against a small C (weight gradients) is first split among the threads (split_k_parts).
 //
-// A Kernel provides:
+// A Kernel provides (a copyable struct with public `float alpha, beta`):
 //   using In;      the operands' element type
 //   using Packed;  a packed panel's element type
 //   int mr, nr;    the micro-kernel's tile
@@ -57,6 +58,10 @@ constexpr int64_t kDirectAPanels = 2;
 // another core packed: a weight gradient X^T dY with 256 input features (M = 256, K = tokens)
 // ran at 284 GFLOP/s in a GPT-2 step on the shared-panel path, 348 so (Zen 5, 2 threads).
 constexpr int64_t kStreamABytes = 320 * 1024;
+// split_k_parts: K is split where it is at least this many times N, and the partial products
+// stay within this many floats (2 MiB).
+constexpr int64_t kSplitKRatio = 3;
+constexpr int64_t kSplitKPartial = 1 << 19;
 
 // A 64-byte aligned buffer of at least `count` elements in `storage`.
 template <typename P>
@@ -82,11 +87,12 @@ struct KBlocks {
   int64_t depth(int64_t kc) const { return (kc + step - 1) / step; }
 };
 
-// C = alpha * op(A) op(B) + beta * C for M, N, K > 0 (the kernel holds alpha and beta).
+// C = alpha * op(A) op(B) + beta * C for M, N, K > 0 over all of K at once (run() below may
+// split K first).
 template <typename Kernel>
-void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-         const typename Kernel::In* A, int64_t lda, const typename Kernel::In* B, int64_t ldb,
-         float* C, int64_t ldc) {
+void run_whole_k(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                 const typename Kernel::In* A, int64_t lda, const typename Kernel::In* B,
+                 int64_t ldb, float* C, int64_t ldc) {
   using Packed = typename Kernel::Packed;
   const int MR = kern.mr, NR = kern.nr;
   const KBlocks kb(K, kern.k_step);
@@ -190,6 +196,72 @@ void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, i
       }
     });
   }
+}
+
+// Into how many parts run() splits K (1: none). Unsplit, where A has fewer than kMinTasks
+// tasks of panels the threads divide B's panels, and each packs all of A (few rows) or they
+// meet twice per K block to share A's panels; both cost most where K is long against C's
+// N: a weight gradient X^T dY over the tokens (M, N the features, K the tokens). Split, each
+// thread multiplies a share of K on its own, packing its share of both operands once; the
+// partial products, (parts - 1) * M * N floats, are written, read and summed after. Per
+// thread that saves about M * K / 2 packed elements and adds 1.5 * M * N moved ones (2
+// threads): the split pays for K from kSplitKRatio times N.
+inline int64_t split_k_parts(int64_t M, int64_t N, int64_t K, int mr, int64_t k_step) {
+  const int64_t threads = parallel_threads();
+  if (threads < 2) return 1;
+  const int64_t m_tasks = ((M + mr - 1) / mr + kPanelsPerTask - 1) / kPanelsPerTask;
+  if (m_tasks >= kMinTasks || K < kSplitKRatio * N) return 1;
+  // Each part at least one whole K block, the partial products at most kSplitKPartial floats.
+  const int64_t parts = std::min<int64_t>(threads, K / (kKc * k_step));
+  return parts >= 2 && (parts - 1) * M * N <= kSplitKPartial ? parts : 1;
+}
+
+// run_whole_k over parts of K, one part per thread: part 0 into C (with beta), the others into
+// partial products, then summed into C row by row.
+template <typename Kernel>
+void run_split_k(const Kernel& kern, int64_t parts, bool trans_a, bool trans_b, int64_t M,
+                 int64_t N, int64_t K, const typename Kernel::In* A, int64_t lda,
+                 const typename Kernel::In* B, int64_t ldb, float* C, int64_t ldc) {
+  // Parts start at multiples of the kernel's step (bfloat16 pairs) and of 16 (cache lines).
+  const int64_t unit = kern.k_step * 16;
+  const int64_t chunk = ((K + parts - 1) / parts + unit - 1) / unit * unit;
+  parts = (K + chunk - 1) / chunk;
+  thread_local std::vector<float> partial_storage;
+  float* partial = aligned_buffer(partial_storage, static_cast<size_t>((parts - 1) * M * N));
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t k0 = p * chunk, kc = std::min(chunk, K - k0);
+      const auto* a = trans_a ? A + k0 * lda : A + k0;
+      const auto* b = trans_b ? B + k0 : B + k0 * ldb;
+      if (p == 0) {
+        run_whole_k(kern, trans_a, trans_b, M, N, kc, a, lda, b, ldb, C, ldc);
+      } else {
+        Kernel alone = kern;  // alpha * this part alone
+        alone.beta = 0.0f;
+        run_whole_k(alone, trans_a, trans_b, M, N, kc, a, lda, b, ldb, partial + (p - 1) * M * N,
+                    N);
+      }
+    }
+  });
+  parallel_for(0, M, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* c = C + r * ldc;
+      for (int64_t p = 1; p < parts; ++p) {
+        const float* part = partial + (p - 1) * M * N + r * N;
+        for (int64_t j = 0; j < N; ++j) c[j] += part[j];
+      }
+    }
+  });
+}
+
+// C = alpha * op(A) op(B) + beta * C for M, N, K > 0 (the kernel holds alpha and beta).
+template <typename Kernel>
+void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+         const typename Kernel::In* A, int64_t lda, const typename Kernel::In* B, int64_t ldb,
+         float* C, int64_t ldc) {
+  const int64_t parts = split_k_parts(M, N, K, kern.mr, kern.k_step);
+  if (parts > 1) return run_split_k(kern, parts, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
+  run_whole_k(kern, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 // Every panel of op(B) [K, N], packed once for many products with it (PackedSgemmB, sgemm.h):
