@@ -230,6 +230,8 @@ ORTM_CUDA_KERNEL(cuda_resize_grad);
 // rnn.cu
 ORTM_CUDA_KERNEL(cuda_rnn_layer);
 ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);
+// rotary.cu
+ORTM_CUDA_KERNEL(cuda_fused_rotary);
 // slice_pad.cu
 ORTM_CUDA_KERNEL(cuda_slice);
 ORTM_CUDA_KERNEL(cuda_slice_grad);

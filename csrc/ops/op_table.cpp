@@ -287,6 +287,9 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_simplified_layernorm)
           .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
+      // q * cos + rotate_half(q) * sin (passes/rotary_fusion.h); its gradient is the same op.
+      Row(kOwn, "FusedRotary", 1, shape_fused_rotary, cpu_fused_rotary, grad_fused_rotary)
+          .cuda(cuda_fused_rotary),
       Row("", "Dropout", 12, shape_dropout, cpu_dropout, grad_dropout)
           .cuda(cuda_dropout, {1, 2})
           .random()

@@ -414,6 +414,10 @@ void cpu_rnn_layer(OpContext&);
 std::vector<OutputInfo> shape_rnn_layer_grad(const OpContext&);
 void cpu_rnn_layer_grad(OpContext&);
 void grad_rnn_layer(GradContext&);
+// rotary_ops.cpp
+std::vector<OutputInfo> shape_fused_rotary(const OpContext&);
+void cpu_fused_rotary(OpContext&);
+void grad_fused_rotary(GradContext&);
 // scatter_torch_ops.cpp
 void grad_scatter_reduce_torch(GradContext&);
 void grad_as_strided_scatter_torch(GradContext&);

@@ -1,6 +1,5 @@
 #include "passes/rmsnorm_fusion.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,28 +11,14 @@
 namespace ortmodule {
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
-
-// Whether v is read by exactly one node and is neither a graph output nor kept.
-bool private_value(const Graph& g, const Value* v, const std::vector<Value*>& keep) {
-  if (!v || v->consumers.size() != 1) return false;
-  const auto& outs = g.outputs();
-  return std::find(outs.begin(), outs.end(), v) == outs.end() &&
-         std::find(keep.begin(), keep.end(), v) == keep.end();
-}
+using chain::is_op;
+using chain::other_input;
+using chain::private_value;
 
 // The only reader of v when it is `op` of the default domain and v is private.
 Node* private_consumer(const Graph& g, const Value* v, const char* op,
                        const std::vector<Value*>& keep) {
   return private_value(g, v, keep) && is_op(v->consumers[0], op) ? v->consumers[0] : nullptr;
-}
-
-// The input of the binary node n that is not `operand` (null when neither or both are).
-Value* other_input(const Node* n, const Value* operand) {
-  if (!n || n->num_inputs() != 2) return nullptr;
-  if (n->input(0) == operand && n->input(1) != operand) return n->input(1);
-  if (n->input(1) == operand && n->input(0) != operand) return n->input(0);
-  return nullptr;
 }
 
 // x when sq is Pow(x, 2) or Mul(x, x).

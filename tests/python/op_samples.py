@@ -29,6 +29,7 @@ from tests.python.sample_utils import (
     distinct,
     fused_attention_reference,
     fused_matmul_reference,
+    fused_rotary_reference,
     i64,
     linear_cross_entropy_reference,
     rand,
@@ -404,6 +405,31 @@ SAMPLES: dict[str, list[Sample]] = {
           expected=simplified_layernorm_reference(axis=1, eps=1e-3)),
         S({"x": rand(4, 7), "scale": rand(7, low=0.5, high=1.5)}, domain="com.microsoft",
           expected=simplified_layernorm_reference()),
+    ],
+    # ai.ortmodule FusedRotary (passes/rotary_fusion.h): Llama's q * cos + rotate_half(q) * sin
+    # with cos and sin shared by the heads; a split off the middle, one past the axis (the
+    # whole axis rotates), the rotation along an inner axis with x broadcast over the batch;
+    # the gradient form (mode 1, which has a gradient too), also of a dY of higher rank than
+    # the reference whose dims a non-negative axis counts; the bare rotation (mode 2).
+    "FusedRotary": [
+        S({"x": rand(2, 3, 4, 6), "cos": rand(2, 1, 4, 6), "sin": rand(2, 1, 4, 6)},
+          attrs={"axis": -1, "split": 3}, domain="ai.ortmodule",
+          expected=fused_rotary_reference(-1, 3)),
+        S({"x": rand(3, 5), "cos": rand(5), "sin": rand(3, 1)}, attrs={"axis": 1, "split": 2},
+          domain="ai.ortmodule", expected=fused_rotary_reference(1, 2)),
+        S({"x": rand(3, 4), "cos": rand(4), "sin": rand(4)}, attrs={"axis": -1, "split": 9},
+          domain="ai.ortmodule", expected=fused_rotary_reference(-1, 9)),
+        S({"x": rand(4, 3), "cos": rand(2, 4, 1), "sin": rand(2, 4, 3)},
+          attrs={"axis": -2, "split": 1}, domain="ai.ortmodule",
+          expected=fused_rotary_reference(-2, 1)),
+        S({"x": rand(2, 4, 6), "cos": rand(4, 6), "sin": rand(4, 6)},
+          attrs={"axis": -1, "split": 3, "mode": 1}, domain="ai.ortmodule",
+          expected=fused_rotary_reference(-1, 3, mode=1)),
+        S({"x": rand(3, 4, 6), "cos": rand(4, 6), "sin": rand(3, 1, 6), "ref": rand(4, 6)},
+          attrs={"axis": 1, "split": 2, "mode": 1}, domain="ai.ortmodule",
+          grad=["x", "cos", "sin"], expected=fused_rotary_reference(1, 2, mode=1)),
+        S({"x": rand(2, 5)}, attrs={"axis": -1, "split": 2, "mode": 2}, domain="ai.ortmodule",
+          grad=[], expected=fused_rotary_reference(-1, 2, mode=2)),
     ],
     "Dropout": [
         S({"x": rand(4, 5)}, constants={"ratio": np.asarray(0.5), "training": np.asarray(True)},

@@ -23,6 +23,7 @@ from tests.python.sample_utils import (
     conv_transpose_reference,
     fused_attention_reference,
     fused_matmul_reference,
+    fused_rotary_reference,
     linear_cross_entropy_reference,
     rnn_layer_reference,
     scaled_masked_softmax_reference,
@@ -429,6 +430,12 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           num_outputs=3),
         L({"x": f(32, 8, 256), "scale": f(8, 256, low=0.5, high=1.5)}, attrs={"axis": 1},
           num_outputs=3),
+    ],
+    # Llama's q: [batch, heads, seq, 64], cos and sin shared by the heads; lines over threads.
+    "FusedRotary": [
+        L({"x": f(8, 4, 128, 64), "cos": f(8, 1, 128, 64), "sin": f(8, 1, 128, 64)},
+          attrs={"axis": -1, "split": 32}, domain="ai.ortmodule",
+          expected=fused_rotary_reference(-1, 32)),
     ],
     # Rows of 256 and 1000 (a vector tail): several rows per thread, and dscale's row blocks.
     "SimplifiedLayerNormalization": [

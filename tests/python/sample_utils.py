@@ -149,6 +149,35 @@ def simplified_layernorm_reference(
     return reference
 
 
+def fused_rotary_reference(axis: int = -1, split: int = 0,
+                           mode: int = 0) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule FusedRotary: rot(x) = concat(-x[split:], x[:split]) along axis (split
+    clamped to the axis' length); mode 0: x * cos + rot(x) * sin, mode 1: x * cos +
+    rot^T(x * sin) with rot^T(z) = concat(z[D - split:], -z[:D - split]), mode 2: rot(x). A
+    non-negative axis counts the dims of "ref" (when given) or of x; each product and the
+    sum rounded in x's dtype, as the unfused nodes round them."""
+    def rot(x: np.ndarray, h: int, a: int) -> np.ndarray:
+        lo, hi = np.split(x, [h], axis=a)
+        return np.concatenate([-hi, lo], axis=a)
+
+    def rot_t(z: np.ndarray, h: int, a: int) -> np.ndarray:
+        lo, hi = np.split(z, [z.shape[a] - h], axis=a)
+        return np.concatenate([hi, -lo], axis=a)
+
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x = d["x"]
+        from_end = axis if axis < 0 else axis - d.get("ref", x).ndim
+        h = min(split, x.shape[from_end])
+        if mode == 2:
+            return [rot(x, h, from_end)]
+        cos, sin = d["cos"], d["sin"]
+        if mode == 0:  # rotated before broadcasting
+            return [x * cos + rot(x, h, from_end) * sin]
+        x = np.broadcast_to(x, np.broadcast_shapes(x.shape, cos.shape, sin.shape))
+        return [x * cos + rot_t(x * sin, h, from_end)]
+    return reference
+
+
 def rnn_layer_reference(cell: str, reverse: int = 0,
                         nonlinearity: str = "tanh") -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule LSTMTorch / GRUTorch / RNNTorch: one layer of torch's cell (gates in torch's
