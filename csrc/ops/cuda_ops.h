@@ -232,6 +232,9 @@ ORTM_CUDA_KERNEL(cuda_rnn_layer);
 ORTM_CUDA_KERNEL(cuda_rnn_layer_grad);
 // rotary.cu
 ORTM_CUDA_KERNEL(cuda_fused_rotary);
+// silu_mul.cu
+ORTM_CUDA_KERNEL(cuda_silu_mul);
+ORTM_CUDA_KERNEL(cuda_silu_mul_grad);
 // slice_pad.cu
 ORTM_CUDA_KERNEL(cuda_slice);
 ORTM_CUDA_KERNEL(cuda_slice_grad);

@@ -287,6 +287,8 @@ std::vector<OpDef> build_table() {
           .cuda(cuda_simplified_layernorm)
           .grad_outputs(1)
           .tolerance(1e-5, 1e-5),
+      // silu(gate) * up, Llama's gated MLP unit (passes/silu_mul_fusion.h).
+      Row(kOwn, "SiluMul", 1, shape_silu_mul, cpu_silu_mul, grad_silu_mul).cuda(cuda_silu_mul),
       // q * cos + rotate_half(q) * sin (passes/rotary_fusion.h); its gradient is the same op.
       Row(kOwn, "FusedRotary", 1, shape_fused_rotary, cpu_fused_rotary, grad_fused_rotary)
           .cuda(cuda_fused_rotary),

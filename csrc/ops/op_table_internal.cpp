@@ -93,6 +93,9 @@ std::vector<OpDef> internal_rows() {
       Row(kMs, "LayerNormalizationGrad", 1, shape_layernorm_grad, cpu_layernorm_grad, nullptr)
           .cuda(cuda_layernorm_grad)
           .internal(),
+      Row(kOwn, "SiluMulGrad", 1, shape_silu_mul_grad, cpu_silu_mul_grad, nullptr)
+          .cuda(cuda_silu_mul_grad)
+          .internal(),
       Row(kMs, "SimplifiedLayerNormalizationGrad", 1, shape_simplified_layernorm_grad,
           cpu_simplified_layernorm_grad, nullptr)
           .cuda(cuda_simplified_layernorm_grad)

@@ -449,6 +449,12 @@ void cpu_gather_grad(OpContext&);
 void cpu_embedding_grad(OpContext&);
 void grad_embedding(GradContext&);
 void grad_gather(GradContext&);
+// silu_mul_ops.cpp
+std::vector<OutputInfo> shape_silu_mul(const OpContext&);
+void cpu_silu_mul(OpContext&);
+std::vector<OutputInfo> shape_silu_mul_grad(const OpContext&);
+void cpu_silu_mul_grad(OpContext&);
+void grad_silu_mul(GradContext&);
 // slice_ops.cpp
 std::vector<OutputInfo> shape_zeros_like(const OpContext&);
 void cpu_zeros_like(OpContext&);

@@ -22,6 +22,7 @@
 #include "passes/recompute.h"
 #include "passes/rmsnorm_fusion.h"
 #include "passes/rotary_fusion.h"
+#include "passes/silu_mul_fusion.h"
 #include "passes/transpose_folding.h"
 
 namespace ortmodule {
@@ -99,6 +100,7 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     run_pass("attention_mask_window", *graph_, passes_, [&] { window_attention_masks(*graph_); });
     run_pass("rmsnorm_fusion", *graph_, passes_, [&] { fuse_rmsnorm(*graph_, state_values); });
     run_pass("rotary_fusion", *graph_, passes_, [&] { fuse_rotary(*graph_, state_values); });
+    run_pass("silu_mul_fusion", *graph_, passes_, [&] { fuse_silu_mul(*graph_, state_values); });
     run_pass("transpose_folding", *graph_, passes_, [&] {
       fold_transposes_into_matmuls(*graph_, /*for_gradient_building=*/!options.wrt.empty(),
                                    state_values);

@@ -35,6 +35,7 @@ from tests.python.sample_utils import (
     rand,
     rnn_layer_reference,
     scaled_masked_softmax_reference,
+    silu_mul_reference,
     simplified_layernorm_reference,
 )
 
@@ -405,6 +406,19 @@ SAMPLES: dict[str, list[Sample]] = {
           expected=simplified_layernorm_reference(axis=1, eps=1e-3)),
         S({"x": rand(4, 7), "scale": rand(7, low=0.5, high=1.5)}, domain="com.microsoft",
           expected=simplified_layernorm_reference()),
+    ],
+    # ai.ortmodule SiluMul (passes/silu_mul_fusion.h): Llama's silu(gate) * up; up broadcast
+    # over rows, and gate broadcast (the gradient sums dG and dU back to each one's shape);
+    # large gates on both sides, where sigmoid saturates.
+    "SiluMul": [
+        S({"g": rand(3, 4, 5, low=-4, high=4), "u": rand(3, 4, 5)}, domain="ai.ortmodule",
+          expected=silu_mul_reference()),
+        S({"g": rand(3, 6, low=-4, high=4), "u": rand(6)}, domain="ai.ortmodule",
+          expected=silu_mul_reference()),
+        S({"g": rand(1, 6, low=-4, high=4), "u": rand(2, 3, 6)}, domain="ai.ortmodule",
+          expected=silu_mul_reference()),
+        S({"g": np.array([-60.0, -20.0, -1.0, 0.0, 1.0, 20.0, 60.0]), "u": rand(7)},
+          domain="ai.ortmodule", expected=silu_mul_reference()),
     ],
     # ai.ortmodule FusedRotary (passes/rotary_fusion.h): Llama's q * cos + rotate_half(q) * sin
     # with cos and sin shared by the heads; a split off the middle, one past the axis (the

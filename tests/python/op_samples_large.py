@@ -27,6 +27,7 @@ from tests.python.sample_utils import (
     linear_cross_entropy_reference,
     rnn_layer_reference,
     scaled_masked_softmax_reference,
+    silu_mul_reference,
     simplified_layernorm_reference,
 )
 
@@ -430,6 +431,11 @@ LARGE_SAMPLES: dict[str, list[Sample]] = {
           num_outputs=3),
         L({"x": f(32, 8, 256), "scale": f(8, 256, low=0.5, high=1.5)}, attrs={"axis": 1},
           num_outputs=3),
+    ],
+    # Llama's MLP gate [tokens, ffn] with a tail past the vector width: chunks over threads.
+    "SiluMul": [
+        L({"g": f(1000, 333, low=-6, high=6), "u": f(1000, 333)}, domain="ai.ortmodule",
+          reference_rtol=1e-5, expected=silu_mul_reference()),
     ],
     # Llama's q: [batch, heads, seq, 64], cos and sin shared by the heads; lines over threads.
     "FusedRotary": [

@@ -178,6 +178,15 @@ def fused_rotary_reference(axis: int = -1, split: int = 0,
     return reference
 
 
+def silu_mul_reference() -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """ai.ortmodule SiluMul: g * sigmoid(g) * u, g and u broadcast together, computed in float64
+    and rounded to g's dtype."""
+    def reference(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+        g, u = d["g"].astype(np.float64), d["u"].astype(np.float64)
+        return [(g / (1.0 + np.exp(-g)) * u).astype(d["g"].dtype)]
+    return reference
+
+
 def rnn_layer_reference(cell: str, reverse: int = 0,
                         nonlinearity: str = "tanh") -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
     """ai.ortmodule LSTMTorch / GRUTorch / RNNTorch: one layer of torch's cell (gates in torch's

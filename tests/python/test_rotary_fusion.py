@@ -201,9 +201,10 @@ def test_rotation_along_an_inner_axis() -> None:
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_llama_model_rotates_in_every_layer() -> None:
-    """The Hugging Face Llama model: q and k of every layer fuse; loss and gradients are those
-    of the unoptimized graph in float64."""
+def test_llama_model_fuses_in_every_layer() -> None:
+    """The Hugging Face Llama model: q and k of every layer rotate fused, and every MLP's
+    silu(gate) * up is one SiluMul (test_silu_mul_fusion.py); loss and gradients are those of
+    the unoptimized graph in float64."""
     family = FAMILIES["llama"]
     torch.manual_seed(0)
     eager = family.build(0.0).double().train()
@@ -218,6 +219,8 @@ def test_llama_model_rotates_in_every_layer() -> None:
             ops = _ops(ort)
             assert ops["FusedRotary"] == 4 * layers, ops  # q and k, forward and backward
             assert ops["Neg"] == 0, ops
+            assert ops["SiluMul"] == layers and ops["SiluMulGrad"] == layers, ops
+            assert ops["Sigmoid"] == 0, ops
         results[optimize] = (loss.detach(), {n: p.grad for n, p in ort.module.named_parameters()})
     torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-12, atol=1e-12)
     for n, g in results[False][1].items():
