@@ -57,21 +57,22 @@ def isa_line() -> str:
     or by ORTMODULE_CPU_ISA) and torch's (ATEN_CPU_CAPABILITY); the CPU's widest is beside."""
     from ortmodule import _C
 
-    widest = next((name for name in ("avx512bf16", "avx512", "avx2")
+    widest = next((name for name in ("amx", "avx512bf16", "avx512", "avx2")
                    if _C.cpu_isa_supported(name)), "baseline")
     return (f"engine kernels {_C.cpu_isa()}, torch kernels "
             f"{torch.backends.cpu.get_cpu_capability().lower()} (the CPU has up to {widest})")
 
 
 def results_name(device: str) -> str:
-    """One results file per machine kind: RESULTS.md for AVX-512 kernels (the engine's), then
+    """One results file per machine kind: RESULTS.md for AVX-512 kernels (the engine's; amx is
+    avx512bf16 with AMX's bfloat16 GEMM), then
     RESULTS_AVX2.md, RESULTS_BASELINE.md, and RESULTS_CUDA.md on a GPU."""
     from ortmodule import _C
 
     if device == "cuda":
         return "RESULTS_CUDA.md"
     isa = _C.cpu_isa()
-    return "RESULTS.md" if isa.startswith("avx512") else f"RESULTS_{isa.upper()}.md"
+    return "RESULTS.md" if isa.startswith("avx512") or isa == "amx" else f"RESULTS_{isa.upper()}.md"
 
 
 @dataclass

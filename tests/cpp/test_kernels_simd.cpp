@@ -110,13 +110,15 @@ double gelu_grad_ref(double dy, double x, bool tanh) {
 }
 
 TEST(CpuIsa, NamesParseAndUnknownNamesAreRefused) {
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
+  for (CpuIsa isa :
+       {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx})
     EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
   try {
     parse_cpu_isa("sse9");
     FAIL() << "parse_cpu_isa accepted an unknown name";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("baseline, avx2, avx512 or avx512bf16"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("baseline, avx2, avx512, avx512bf16 or amx"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(cpu_isa_supported(CpuIsa::kBaseline));

@@ -4,12 +4,16 @@
 // too: threads split B's panels over all K blocks), a long K split among the threads, beta == 0
 // with NaN in C (C must not be read then), and the batched entry with a broadcast operand.
 // Integer-valued operands, whose float32 sums are exact in any order, must match bit for bit.
+// Every case runs on each bfloat16 micro-kernel the CPU has: AVX512-BF16's vdpbf16ps
+// (avx512bf16) and AMX tiles (amx: whole 32 x 32 tiles of C written in place, alpha 1 with
+// beta 0 or 1, and partial ones through the epilogue).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/bgemm.h"
@@ -23,16 +27,17 @@ struct Case {
   int64_t M, N, K;
 };
 
-class PackedBgemm : public ::testing::Test {
+class PackedBgemm : public ::testing::TestWithParam<CpuIsa> {
  protected:
   void SetUp() override {
-    if (!cpu_isa_supported(CpuIsa::kAvx512Bf16)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+    if (!cpu_isa_supported(GetParam()))
+      GTEST_SKIP() << "this CPU or OS cannot run the " << cpu_isa_name(GetParam()) << " kernels";
     saved_ = active_cpu_isa();
-    set_cpu_isa(CpuIsa::kAvx512Bf16);
+    set_cpu_isa(GetParam());
     ASSERT_TRUE(packed_bgemm_available());
   }
   void TearDown() override {
-    if (cpu_isa_supported(CpuIsa::kAvx512Bf16)) set_cpu_isa(saved_);
+    if (cpu_isa_supported(GetParam())) set_cpu_isa(saved_);
   }
   CpuIsa saved_ = CpuIsa::kBaseline;
 };
@@ -63,7 +68,8 @@ void check(const Case& c, bool integers, std::mt19937& gen) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int trans = 0; trans < 4; ++trans) {
     const bool ta = trans & 1, tb = trans & 2;
-    for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, 2.0f}}) {
+    for (const auto& [alpha, beta] :
+         {std::pair{1.0f, 0.0f}, std::pair{0.5f, 2.0f}, std::pair{1.0f, 1.0f}}) {
       const int64_t pad = 3;
       const int64_t lda = (ta ? c.M : c.K) + pad, ldb = (tb ? c.K : c.N) + pad, ldc = c.N + pad;
       const std::vector<uint16_t> A = random_bf16((ta ? c.K : c.M) * lda, gen, integers);
@@ -92,22 +98,23 @@ void check(const Case& c, bool integers, std::mt19937& gen) {
   }
 }
 
-const Case kCases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},    {15, 33, 40},
-                       {6, 16, 301},   {113, 70, 333}, {64, 784, 96},  {200, 129, 641},
-                       {113, 64, 700}, {60, 20, 531},  {64, 200, 800}, {3, 5, 2},
-                       {60, 20, 1031}};
+const Case kCases[] = {{1, 1, 1},      {5, 3, 7},      {14, 32, 9},     {15, 33, 40},
+                       {6, 16, 301},   {113, 70, 333}, {64, 784, 96},   {200, 129, 641},
+                       {113, 64, 700}, {60, 20, 531},  {64, 200, 800},  {3, 5, 2},
+                       {60, 20, 1031}, {64, 64, 64},   {96, 128, 1100}, {32, 32, 31},
+                       {33, 47, 65},   {128, 32, 640}};
 
-TEST_F(PackedBgemm, MatchesDoubleReference) {
+TEST_P(PackedBgemm, MatchesDoubleReference) {
   std::mt19937 gen(11);
   for (const Case& c : kCases) check(c, false, gen);
 }
 
-TEST_F(PackedBgemm, IntegerSumsAreExact) {
+TEST_P(PackedBgemm, IntegerSumsAreExact) {
   std::mt19937 gen(12);
   for (const Case& c : kCases) check(c, true, gen);
 }
 
-TEST_F(PackedBgemm, BatchedWithBroadcastOperand) {
+TEST_P(PackedBgemm, BatchedWithBroadcastOperand) {
   std::mt19937 gen(13);
   const int64_t batch = 5, M = 37, N = 45, K = 67;
   const std::vector<uint16_t> A = random_bf16(batch * M * K, gen, true);
@@ -126,7 +133,7 @@ TEST_F(PackedBgemm, BatchedWithBroadcastOperand) {
       }
 }
 
-TEST_F(PackedBgemm, RefusesWithoutTheInstructionSet) {
+TEST_P(PackedBgemm, RefusesWithoutTheInstructionSet) {
   set_cpu_isa(CpuIsa::kAvx512);
   EXPECT_FALSE(packed_bgemm_available());
   float c = 0;
@@ -134,6 +141,12 @@ TEST_F(PackedBgemm, RefusesWithoutTheInstructionSet) {
   EXPECT_THROW(packed_bgemm(false, false, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &c, 1),
                std::logic_error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Bf16Kernels, PackedBgemm,
+                         ::testing::Values(CpuIsa::kAvx512Bf16, CpuIsa::kAmx),
+                         [](const ::testing::TestParamInfo<CpuIsa>& info) {
+                           return std::string(cpu_isa_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace ortmodule

@@ -145,17 +145,17 @@ TEST(PackedSgemm, SplitsLongKAgainstSmallC) {
   const int mr = 14;  // AVX-512's micro-kernel rows; the decision is alike for AVX2's 6
   for (const Case& c : {Case{60, 20, 530}, Case{300, 70, 900}, Case{30, 40, 1100},
                         Case{256, 256, 1024}, Case{688, 256, 1024}})
-    EXPECT_GE(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, 1), 2)
+    EXPECT_GE(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, packed_gemm::kKc), 2)
         << "M=" << c.M << " N=" << c.N << " K=" << c.K;
   // K shorter than 3 N, a block of K per part, enough A panels for every thread, or partial
   // products beyond kSplitKPartial.
   for (const Case& c : {Case{256, 1024, 1024}, Case{6, 16, 300}, Case{1024, 256, 1024},
                         Case{4096, 256, 1024}, Case{700, 800, 10000}})
-    EXPECT_EQ(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, 1), 1)
+    EXPECT_EQ(packed_gemm::split_k_parts(c.M, c.N, c.K, mr, packed_gemm::kKc), 1)
         << "M=" << c.M << " N=" << c.N << " K=" << c.K;
-  // bfloat16 pairs: a part holds at least a block of 2 * kKc columns.
-  EXPECT_EQ(packed_gemm::split_k_parts(60, 20, 530, mr, 2), 1);
-  EXPECT_GE(packed_gemm::split_k_parts(60, 20, 1031, mr, 2), 2);
+  // bfloat16 pairs (and AMX tiles): a part holds at least a block of 2 * kKc columns.
+  EXPECT_EQ(packed_gemm::split_k_parts(60, 20, 530, mr, 2 * packed_gemm::kKc), 1);
+  EXPECT_GE(packed_gemm::split_k_parts(60, 20, 1031, mr, 2 * packed_gemm::kKc), 2);
 }
 
 TEST(PackedSgemmB, RefusesPanelsOfAnotherInstructionSet) {

@@ -48,7 +48,7 @@ def test_quick_mlp_run_prints_the_table() -> None:
     assert "| MLP: ORTModule vs eager | >= 1.3x |" in out
     assert "| BERT-small: ORTModule vs eager | >= 1.5x | not measured |" in out
     assert "| GPT-2-124M: ORTModule peak RSS growth / eager's | <= 0.6x | not measured |" in out
-    assert re.search(r"ISA: engine kernels (baseline|avx2|avx512|avx512bf16), torch kernels", out)
+    assert re.search(r"ISA: engine kernels (baseline|avx2|avx512|avx512bf16|amx), torch kernels", out)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the row of a missing GPU")

@@ -20,9 +20,9 @@ from onnx import helper
 from ortmodule import _C
 
 VECTOR_ISAS = [isa for isa in ("avx2", "avx512") if _C.cpu_isa_supported(isa)]
-# The AVX-512 kernels plus the packed bfloat16 GEMM (tested in test_low_precision_products.py
-# and tests/cpp/test_packed_bgemm.cpp).
-BF16_ISAS = [isa for isa in ("avx512bf16",) if _C.cpu_isa_supported(isa)]
+# The AVX-512 kernels plus the packed bfloat16 GEMM, on vdpbf16ps or on AMX tiles (tested in
+# test_low_precision_products.py and tests/cpp/test_packed_bgemm.cpp).
+BF16_ISAS = [isa for isa in ("avx512bf16", "amx") if _C.cpu_isa_supported(isa)]
 EPS = 2.0**-23  # float32 machine epsilon
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -362,15 +362,15 @@ def test_environment_override_selects_and_validates() -> None:
         assert done.stdout.strip() == isa
     bad = isa_in_fresh_process("sse9")
     assert bad.returncode != 0
-    assert "ORTMODULE_CPU_ISA" in bad.stderr and "baseline, avx2, avx512 or avx512bf16" in bad.stderr
-    for isa in ("avx2", "avx512", "avx512bf16"):
+    assert "ORTMODULE_CPU_ISA" in bad.stderr and "baseline, avx2, avx512, avx512bf16 or amx" in bad.stderr
+    for isa in ("avx2", "avx512", "avx512bf16", "amx"):
         if not _C.cpu_isa_supported(isa):
             refused = isa_in_fresh_process(isa)
             assert refused.returncode != 0 and "ORTMODULE_CPU_ISA" in refused.stderr
 
 
 def test_set_cpu_isa_refuses_unknown_names() -> None:
-    with pytest.raises(ValueError, match="baseline, avx2, avx512 or avx512bf16"):
+    with pytest.raises(ValueError, match="baseline, avx2, avx512, avx512bf16 or amx"):
         _C.set_cpu_isa("sse9")
 
 

@@ -7,7 +7,8 @@ type, within one unit of that type's last place. On the CPU, where the float32 k
 on widened operands (float16, and bfloat16 without AVX512-BF16: device "cpu", the
 instruction set below avx512bf16), the result must also be bit for bit the float32 product
 rounded once (what the Casts around a float32 product computed before). Where the packed
-bfloat16 GEMM runs (device "cpu-bf16", AVX512-BF16), integer-valued operands, whose float32
+bfloat16 GEMM runs (devices "cpu-avx512bf16", AVX512-BF16's vdpbf16ps, and "cpu-amx", AMX
+tiles), integer-valued operands, whose float32
 sums are exact in any order, must give the reference bit for bit. Autocast training graphs
 keep their products in 16 bits: no Cast to float32 in front of a product and none to 16
 bits after it.
@@ -29,7 +30,10 @@ LOW = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}
 # One unit in the last place of each type (relative), for results compared across devices.
 ULP = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
 HAS_GPU = _C.cuda_info()["compiled"] and torch.cuda.is_available()
-BF16_NATIVE = _C.cpu_isa_supported("avx512bf16")
+# The instruction sets with a bfloat16 GEMM this CPU runs, and their devices.
+BF16_GEMM_ISAS = [isa for isa in ("avx512bf16", "amx") if _C.cpu_isa_supported(isa)]
+BF16_DEVICES = [f"cpu-{isa}" for isa in BF16_GEMM_ISAS]
+BF16_NATIVE = bool(BF16_GEMM_ISAS)
 # The instruction set of the "cpu" paths: the best below avx512bf16 (widened products).
 WIDENED_ISA = next(isa for isa in ("avx512", "avx2", "baseline") if _C.cpu_isa_supported(isa))
 _NO_GPU = pytest.mark.skipif(
@@ -39,21 +43,21 @@ _NO_GPU = pytest.mark.skipif(
 # packed bfloat16 GEMM where the CPU has it.
 PATHS = [pytest.param(d, dev, marks=marks, id=f"{d}-{dev}")
          for d in LOW
-         for dev, marks in (("cpu", ()), ("cpu-bf16", ()), ("cuda", _NO_GPU))
-         if dev != "cpu-bf16" or (d == torch.bfloat16 and BF16_NATIVE)]
+         for dev, marks in (("cpu", ()), *((b, ()) for b in BF16_DEVICES), ("cuda", _NO_GPU))
+         if dev not in BF16_DEVICES or d == torch.bfloat16]
 
 
 @pytest.fixture(autouse=True)
 def _cpu_path(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The instruction set a test's "device" names: "cpu" the widened products, "cpu-bf16"
-    the packed bfloat16 GEMM."""
+    """The instruction set a test's "device" names: "cpu" the widened products, "cpu-<isa>"
+    the packed bfloat16 GEMM of that instruction set."""
     saved = _C.cpu_isa()
     callspec = getattr(request.node, "callspec", None)
     device = callspec.params.get("device") if callspec else None
     if device == "cpu":
         _C.set_cpu_isa(WIDENED_ISA)
-    elif device == "cpu-bf16":
-        _C.set_cpu_isa("avx512bf16")
+    elif device in BF16_DEVICES:
+        _C.set_cpu_isa(device.removeprefix("cpu-"))
     yield
     _C.set_cpu_isa(saved)
 
@@ -242,12 +246,12 @@ def _integers(shape: tuple, gen: torch.Generator) -> torch.Tensor:
 
 
 def _run_bf16_gemm(model: bytes, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    assert _C.cpu_isa() == "avx512bf16"
+    assert _C.cpu_isa() in BF16_GEMM_ISAS
     return _C.run(_C.Program(model, [], []), inputs)
 
 
 @_NO_BF16_GEMM
-@pytest.mark.parametrize("device", ["cpu-bf16"])
+@pytest.mark.parametrize("device", BF16_DEVICES)
 @pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)], ids=str)
 @pytest.mark.parametrize("shapes", MATMUL_SHAPES + [((3, 70, 641), (641, 33)),
                                                     ((2, 17, 333), (2, 333, 29))], ids=str)
@@ -267,7 +271,7 @@ def test_bf16_gemm_products_are_exact_on_integers(shapes: tuple, trans: tuple[in
 
 
 @_NO_BF16_GEMM
-@pytest.mark.parametrize("device", ["cpu-bf16"])
+@pytest.mark.parametrize("device", BF16_DEVICES)
 @pytest.mark.parametrize("case", SUM_CASES, ids=str)
 def test_bf16_gemm_summed_products_are_exact_on_integers(case: tuple, device: str) -> None:
     a_shape, b_shape, target = case
@@ -287,7 +291,7 @@ def test_bf16_gemm_summed_products_are_exact_on_integers(case: tuple, device: st
 
 
 @_NO_BF16_GEMM
-@pytest.mark.parametrize("device", ["cpu-bf16"])
+@pytest.mark.parametrize("device", BF16_DEVICES)
 @pytest.mark.parametrize("activation", ["", "Relu"])
 @pytest.mark.parametrize("a_shape,b_shape,trans_b", [
     ((8, 64, 96), (130, 96), 1),     # every row times one weight: one GEMM, then the bias
@@ -308,7 +312,7 @@ def test_bf16_gemm_biased_products_are_exact_on_integers(a_shape: tuple, b_shape
 
 
 @_NO_BF16_GEMM
-@pytest.mark.parametrize("device", ["cpu-bf16"])
+@pytest.mark.parametrize("device", BF16_DEVICES)
 def test_bf16_gemm_gemm_with_c_is_exact_on_integers(device: str) -> None:
     gen = torch.Generator().manual_seed(9)
     a, b, c = _integers((5, 37), gen), _integers((29, 37), gen), _integers((1, 29), gen)
@@ -320,9 +324,10 @@ def test_bf16_gemm_gemm_with_c_is_exact_on_integers(device: str) -> None:
 
 
 @_NO_BF16_GEMM
-@pytest.mark.parametrize("device", ["cpu-bf16"])
+@pytest.mark.parametrize("device", BF16_DEVICES)
 def test_bf16_gemm_reads_subnormals_as_zero(device: str) -> None:
-    """vdpbf16ps reads bfloat16 subnormals as zero, as eager's bfloat16 GEMM on this CPU does;
+    """vdpbf16ps and tdpbf16ps read bfloat16 subnormals as zero, as eager's bfloat16 GEMM on
+    such a CPU does;
     the widened path (ORTMODULE_CPU_ISA=avx512) keeps them."""
     a = torch.zeros(256, 256, dtype=torch.bfloat16)
     a[0, 0] = 2.0**-130  # a bfloat16 (and float32) subnormal

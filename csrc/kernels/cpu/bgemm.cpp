@@ -21,10 +21,15 @@ struct Bf16Kernel {
   float alpha, beta;
   int mr = vk.gemm_mr, nr = vk.gemm_nr;
   int64_t k_step = 2;
+  int64_t kc_target = packed_gemm::kKc * 2;
 
   void pack(const uint16_t* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
             int64_t kc, int width, uint32_t* dst) const {
     vk.bf16_pack_pairs(X, ld, trans, r0, rows, k0, kc, width, dst);
+  }
+  void pack_b(const uint16_t* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
+              int64_t kc, int width, uint32_t* dst) const {
+    pack(X, ld, trans, r0, rows, k0, kc, width, dst);
   }
   void tile(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int m, int n,
             bool first) const {
@@ -36,6 +41,42 @@ struct Bf16Kernel {
     throw std::logic_error("packed_bgemm: A is always packed");
   }
 };
+
+// The Kernel for AMX tiles (VecKernels::amx_bf16_*): 32 x 32 tiles of C, steps of 32 columns
+// of K, each step of a panel 32 runs of 64 bytes (A: a row's 16 pairs; B: a pair of 16
+// columns). Blocks of 512 columns of K: a panel of either operand is then 32 KiB.
+struct AmxKernel {
+  struct alignas(64) Run {
+    uint32_t words[16];
+  };
+  using In = uint16_t;
+  using Packed = Run;
+  const VecKernels& vk;
+  float alpha, beta;
+  int mr = 32, nr = 32;
+  int64_t k_step = 32;
+  int64_t kc_target = 512;
+
+  void pack(const uint16_t* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
+            int64_t kc, int, Run* dst) const {
+    vk.amx_bf16_pack_a(X, ld, trans, r0, rows, k0, kc, dst->words);
+  }
+  void pack_b(const uint16_t* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
+              int64_t kc, int, Run* dst) const {
+    vk.amx_bf16_pack_b(X, ld, trans, r0, rows, k0, kc, dst->words);
+  }
+  void tile(int64_t kc, const Run* a, const Run* b, float* c, int64_t ldc, int m, int n,
+            bool first) const {
+    vk.amx_bf16_tile((kc + k_step - 1) / k_step, a->words, b->words, c, ldc, m, n, alpha, beta,
+                     first);
+  }
+  bool direct_a() const { return false; }
+  void tile_a(int64_t, const uint16_t*, int64_t, bool, const Run*, float*, int64_t, int, int,
+              bool) const {
+    throw std::logic_error("packed_bgemm: A is always packed");
+  }
+};
+static_assert(sizeof(AmxKernel::Run) == 64, "a tile row is 64 bytes");
 
 const VecKernels& bf16_kernels() {
   const VecKernels& vk = vec_kernels();
@@ -50,6 +91,11 @@ void product(const VecKernels& vk, bool trans_a, bool trans_b, int64_t M, int64_
              float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) return packed_gemm::scale_only(M, N, beta, C, ldc);
+  if (vk.amx_bf16_tile) {
+    vk.amx_bf16_begin();
+    return packed_gemm::run(AmxKernel{vk, alpha, beta}, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+                            C, ldc);
+  }
   packed_gemm::run(Bf16Kernel{vk, alpha, beta}, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
 }
 

@@ -4,11 +4,31 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace ortmodule {
 
 namespace {
 
 constexpr const char* kIsaEnv = "ORTMODULE_CPU_ISA";
+
+// Linux hands a process AMX's tile data (8 KiB more per thread's saved state) only when asked
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the first tile
+// instruction is a fault. Asked once; false where the kernel refuses or is older than 5.16.
+bool amx_permitted() {
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
+  static const bool permitted = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+#else
+  return false;
+#endif
+}
 
 bool cpu_has(CpuIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,6 +44,9 @@ bool cpu_has(CpuIsa isa) {
     case CpuIsa::kAvx512Bf16:
       return cpu_has(CpuIsa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+    case CpuIsa::kAmx:
+      return cpu_has(CpuIsa::kAvx512Bf16) && __builtin_cpu_supports("amx-tile") &&
+             __builtin_cpu_supports("amx-bf16") && amx_permitted();
   }
   return false;
 #else
@@ -40,6 +63,8 @@ const VecKernels* kernels_of(CpuIsa isa) {
       return vec_kernels_avx512();
     case CpuIsa::kAvx512Bf16:
       return vec_kernels_avx512_bf16();
+    case CpuIsa::kAmx:
+      return vec_kernels_amx();
     case CpuIsa::kBaseline:
       break;
   }
@@ -47,6 +72,7 @@ const VecKernels* kernels_of(CpuIsa isa) {
 }
 
 CpuIsa best_supported() {
+  if (cpu_isa_supported(CpuIsa::kAmx)) return CpuIsa::kAmx;
   if (cpu_isa_supported(CpuIsa::kAvx512Bf16)) return CpuIsa::kAvx512Bf16;
   if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
@@ -85,19 +111,24 @@ const char* cpu_isa_name(CpuIsa isa) {
       return "avx512";
     case CpuIsa::kAvx512Bf16:
       return "avx512bf16";
+    case CpuIsa::kAmx:
+      return "amx";
   }
   return "unknown";
 }
 
 CpuIsa parse_cpu_isa(const std::string& name) {
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16})
+  for (CpuIsa isa :
+       {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx})
     if (name == cpu_isa_name(isa)) return isa;
   throw std::invalid_argument(
       "\"" + name +
-      "\" is not a CPU instruction set; expected baseline, avx2, avx512 or avx512bf16");
+      "\" is not a CPU instruction set; expected baseline, avx2, avx512, avx512bf16 or amx");
 }
 
-bool cpu_isa_has_avx512(CpuIsa isa) { return isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16; }
+bool cpu_isa_has_avx512(CpuIsa isa) {
+  return isa == CpuIsa::kAvx512 || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmx;
+}
 
 bool cpu_isa_supported(CpuIsa isa) { return cpu_has(isa) && kernels_of(isa) != nullptr; }
 

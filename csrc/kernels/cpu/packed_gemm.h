@@ -14,10 +14,15 @@
 //   using Packed;  a packed panel's element type
 //   int mr, nr;    the micro-kernel's tile
 //   int64_t k_step;   columns of K per step (K blocks start at multiples of it)
+//   int64_t kc_target;  columns of K per block, about (kKc * k_step for one or two columns a
+//                       step; an AMX tile's 32 columns a step would make that too deep)
 //   void pack(const In* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
 //             int64_t kc, int width, Packed* dst) const;
 //       rows [r0, r0 + rows) x columns [k0, k0 + kc) of op(X) (op(X) = X^T when trans) as a
-//       panel of `width` rows, rows past `rows` zero
+//       panel of `width` rows, rows past `rows` zero: A's panels
+//   void pack_b(same arguments) const;
+//       the same rows of op(B)^T as a panel of B (pack's layout, or another where the
+//       micro-kernel reads its two operands differently)
 //   void tile(int64_t kc, const Packed* a, const Packed* b, float* c, int64_t ldc, int m,
 //             int n, bool first) const;
 //       one mr x nr tile of C from an A panel and a B panel of kc columns of K (the first m
@@ -73,11 +78,10 @@ P* aligned_buffer(std::vector<P>& storage, size_t count) {
 }
 
 // How K is cut into blocks: `blocks` blocks of kc_max columns (the last one shorter), each
-// `depth(kc)` micro-kernel steps deep.
+// `depth(kc)` micro-kernel steps deep; blocks of about kc_target columns.
 struct KBlocks {
   int64_t step, kc_max, blocks, d_max;
-  KBlocks(int64_t K, int64_t k_step) : step(k_step) {
-    const int64_t kc_target = kKc * step;
+  KBlocks(int64_t K, int64_t k_step, int64_t kc_target) : step(k_step) {
     const int64_t even = K <= kc_target + kc_target / 4 ? 1 : (K + kc_target - 1) / kc_target;
     // Blocks start at multiples of the step: each but the last holds whole steps.
     kc_max = ((K + even - 1) / even + step - 1) / step * step;
@@ -95,7 +99,7 @@ void run_whole_k(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int6
                  int64_t ldb, float* C, int64_t ldc) {
   using Packed = typename Kernel::Packed;
   const int MR = kern.mr, NR = kern.nr;
-  const KBlocks kb(K, kern.k_step);
+  const KBlocks kb(K, kern.k_step, kern.kc_target);
   const auto depth = [&kb](int64_t kc) { return kb.depth(kc); };
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   const int64_t kc_max = kb.kc_max, blocks = kb.blocks, d_max = kb.d_max;
@@ -127,7 +131,7 @@ void run_whole_k(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int6
   };
   // op(B)[k, j] is op(B^T)[j, k]: B's panels pack like A's with the transpose flipped.
   const auto pack_b = [&](int64_t j, int64_t k0, int64_t kc, Packed* dst) {
-    kern.pack(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0, kc, NR, dst);
+    kern.pack_b(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0, kc, NR, dst);
   };
   const int64_t a_bytes = m_panels * MR * d_max * static_cast<int64_t>(sizeof(Packed));
   if (m_tasks == 1 || a_bytes <= kStreamABytes) {
@@ -206,13 +210,13 @@ void run_whole_k(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int6
 // partial products, (parts - 1) * M * N floats, are written, read and summed after. Per
 // thread that saves about M * K / 2 packed elements and adds 1.5 * M * N moved ones (2
 // threads): the split pays for K from kSplitKRatio times N.
-inline int64_t split_k_parts(int64_t M, int64_t N, int64_t K, int mr, int64_t k_step) {
+inline int64_t split_k_parts(int64_t M, int64_t N, int64_t K, int mr, int64_t kc_target) {
   const int64_t threads = parallel_threads();
   if (threads < 2) return 1;
   const int64_t m_tasks = ((M + mr - 1) / mr + kPanelsPerTask - 1) / kPanelsPerTask;
   if (m_tasks >= kMinTasks || K < kSplitKRatio * N) return 1;
   // Each part at least one whole K block, the partial products at most kSplitKPartial floats.
-  const int64_t parts = std::min<int64_t>(threads, K / (kKc * k_step));
+  const int64_t parts = std::min<int64_t>(threads, K / kc_target);
   return parts >= 2 && (parts - 1) * M * N <= kSplitKPartial ? parts : 1;
 }
 
@@ -222,7 +226,8 @@ template <typename Kernel>
 void run_split_k(const Kernel& kern, int64_t parts, bool trans_a, bool trans_b, int64_t M,
                  int64_t N, int64_t K, const typename Kernel::In* A, int64_t lda,
                  const typename Kernel::In* B, int64_t ldb, float* C, int64_t ldc) {
-  // Parts start at multiples of the kernel's step (bfloat16 pairs) and of 16 (cache lines).
+  // Parts start at multiples of the kernel's step (bfloat16 pairs, AMX tiles) and of 16 (cache
+  // lines).
   const int64_t unit = kern.k_step * 16;
   const int64_t chunk = ((K + parts - 1) / parts + unit - 1) / unit * unit;
   parts = (K + chunk - 1) / chunk;
@@ -259,7 +264,7 @@ template <typename Kernel>
 void run(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
          const typename Kernel::In* A, int64_t lda, const typename Kernel::In* B, int64_t ldb,
          float* C, int64_t ldc) {
-  const int64_t parts = split_k_parts(M, N, K, kern.mr, kern.k_step);
+  const int64_t parts = split_k_parts(M, N, K, kern.mr, kern.kc_target);
   if (parts > 1) return run_split_k(kern, parts, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
   run_whole_k(kern, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
 }
@@ -270,13 +275,13 @@ template <typename Kernel>
 void pack_all_b(const Kernel& kern, bool trans_b, int64_t K, int64_t N,
                 const typename Kernel::In* B, int64_t ldb, typename Kernel::Packed* out) {
   const int NR = kern.nr;
-  const KBlocks kb(K, kern.k_step);
+  const KBlocks kb(K, kern.k_step, kern.kc_target);
   const int64_t n_panels = (N + NR - 1) / NR;
   parallel_for(0, kb.blocks * n_panels, 4, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t blk = u / n_panels, j = u % n_panels, k0 = blk * kb.kc_max;
-      kern.pack(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0,
-                std::min(kb.kc_max, K - k0), NR, out + u * NR * kb.d_max);
+      kern.pack_b(B, ldb, !trans_b, j * NR, std::min<int64_t>(NR, N - j * NR), k0,
+                  std::min(kb.kc_max, K - k0), NR, out + u * NR * kb.d_max);
     }
   });
 }
@@ -289,7 +294,7 @@ void run_packed_b(const Kernel& kern, bool trans_a, int64_t M, int64_t N, int64_
                   float* C, int64_t ldc) {
   using Packed = typename Kernel::Packed;
   const int MR = kern.mr, NR = kern.nr;
-  const KBlocks kb(K, kern.k_step);
+  const KBlocks kb(K, kern.k_step, kern.kc_target);
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   parallel_for(0, n_panels, 1, [&](int64_t j0, int64_t j1) {
     thread_local std::vector<Packed> a_storage;

@@ -19,6 +19,7 @@ struct FloatKernel {
   float alpha, beta;
   int mr = vk.gemm_mr, nr = vk.gemm_nr;
   int64_t k_step = 1;
+  int64_t kc_target = packed_gemm::kKc;
 
   void pack(const float* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
             int64_t kc, int width, float* dst) const {
@@ -34,6 +35,10 @@ struct FloatKernel {
     }
     // op(X)[r, k] = X[r, k]: a transpose, in registers.
     vk.pack_transposed(X + r0 * ld + k0, ld, rows, kc, width, dst);
+  }
+  void pack_b(const float* X, int64_t ld, bool trans, int64_t r0, int64_t rows, int64_t k0,
+              int64_t kc, int width, float* dst) const {
+    pack(X, ld, trans, r0, rows, k0, kc, width, dst);
   }
   void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
             bool first) const {
@@ -67,7 +72,7 @@ PackedSgemmB::PackedSgemmB(bool trans_b, int64_t K, int64_t N, const float* B, i
   if (K == 0 || N == 0) return;
   const FloatKernel kern{vk, 1.0f, 0.0f};
   nr_ = kern.nr;
-  const packed_gemm::KBlocks kb(K, kern.k_step);
+  const packed_gemm::KBlocks kb(K, kern.k_step, kern.kc_target);
   const int64_t n_panels = (N + kern.nr - 1) / kern.nr;
   panels_ = packed_gemm::aligned_buffer(
       storage_, static_cast<size_t>(kb.blocks * n_panels * kern.nr * kb.d_max));

@@ -90,6 +90,26 @@ struct VecKernels {
   // kc), rows <= r < width zero. x: bfloat16 bits, row stride ld; op(X) = X^T when trans.
   void (*bf16_pack_pairs)(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int64_t rows,
                           int64_t k0, int64_t kc, int width, uint32_t* dst);
+  // The packed bfloat16 GEMM on AMX tiles (the amx instruction set; null in every other
+  // table). Panels are 32 rows deep in steps of 32 columns of K (16 pairs), each step 32 runs
+  // of 16 words (64 bytes, a tile row). kc columns of K take (kc + 31) / 32 steps, zero past
+  // kc; rows past `rows` zero. x, ld, trans, r0, rows, k0, kc: bf16_pack_pairs'.
+  // A's panel: run r of step s holds row r's 16 pairs (an A tile per 16 rows).
+  void (*amx_bf16_pack_a)(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int64_t rows,
+                          int64_t k0, int64_t kc, uint32_t* dst);
+  // B's panel (rows are op(B)'s columns): run 16 t + p of step s holds pair p of columns
+  // 16 t .. 16 t + 15 (a B tile, the pairs' layout the instruction reads, per 16 columns).
+  void (*amx_bf16_pack_b)(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int64_t rows,
+                          int64_t k0, int64_t kc, uint32_t* dst);
+  // One 32 x 32 tile of float32 C from `steps` steps of an A and a B panel (products exact,
+  // float32 sums, bfloat16 subnormals read as zero and subnormal sums flushed, as tdpbf16ps
+  // does). m, n, alpha, beta, first: gemm_tile's.
+  void (*amx_bf16_tile)(int64_t steps, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                        int m, int n, float alpha, float beta, bool first);
+  // Called before each product: the first tile of each thread in it loads the tile
+  // configuration again (torch's own AMX kernels run on the same threads between products
+  // and leave theirs).
+  void (*amx_bf16_begin)();
   // Packs rows of a row-major matrix as columns of a GEMM panel: dst[k * width + r] =
   // x[r * ld + k] for r < rows, k < kc; 0 for rows <= r < width (8x8 blocks transposed in
   // registers).
@@ -128,10 +148,12 @@ static inline int64_t winograd_scratch_floats(const WinogradPlane& g) {
   return 8 * (g.th + 1) * g.tw;
 }
 
-// Defined in vec_avx2.cpp / vec_avx512.cpp / vec_avx512_bf16.cpp: null where the build lacks
-// the ISA. The avx512bf16 table is the avx512 one with the bfloat16 GEMM entries.
+// Defined in vec_avx2.cpp / vec_avx512.cpp / vec_avx512_bf16.cpp / vec_amx.cpp: null where the
+// build lacks the ISA. The avx512bf16 table is the avx512 one with the bfloat16 GEMM entries;
+// the amx table the avx512bf16 one with the AMX entries.
 const VecKernels* vec_kernels_avx2();
 const VecKernels* vec_kernels_avx512();
 const VecKernels* vec_kernels_avx512_bf16();
+const VecKernels* vec_kernels_amx();
 
 }  // namespace ortmodule
