@@ -55,6 +55,11 @@ void cpu_gelu(OpContext& ctx) {
     gelu_forward_f32(x.numel(), x.data<float>(), ctx.out(0).data<float>(), gelu_is_tanh(ctx));
     return;
   }
+  if (x.dtype() == DType::BFloat16 || x.dtype() == DType::Float16) {
+    gelu_forward_low(x.dtype() == DType::BFloat16, x.numel(), x.data<uint16_t>(),
+                     ctx.out(0).data<uint16_t>(), gelu_is_tanh(ctx));
+    return;
+  }
   if (gelu_is_tanh(ctx)) {
     unary_float(ctx, [](auto v) { return math::gelu_tanh(v); });
   } else {
@@ -73,6 +78,11 @@ void cpu_gelu_grad(OpContext& ctx) {
   if (dy.dtype() == DType::Float32) {
     gelu_backward_f32(dy.numel(), dy.data<float>(), x.data<float>(), ctx.out(0).data<float>(),
                       tanh_mode);
+    return;
+  }
+  if (dy.dtype() == DType::BFloat16 || dy.dtype() == DType::Float16) {
+    gelu_backward_low(dy.dtype() == DType::BFloat16, dy.numel(), dy.data<uint16_t>(),
+                      x.data<uint16_t>(), ctx.out(0).data<uint16_t>(), tanh_mode);
     return;
   }
   ORTM_DISPATCH_FLOAT(

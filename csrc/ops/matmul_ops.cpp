@@ -3,14 +3,18 @@
 // the CPU bfloat16 operands go to the packed bfloat16 GEMM where the CPU has AVX512-BF16
 // (kernels/cpu/bgemm.h), and otherwise the float32 kernel runs between exact widening and
 // one rounding, ops/widened_kernel.h).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "grad/grad_context.h"
 #include "kernels/cpu/bgemm.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/gemm.h"
+#include "kernels/math/cast.h"
+#include "kernels/math/float16.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 #include "ops/widened_kernel.h"
@@ -245,29 +249,59 @@ void biased_product(OpContext& ctx, MatMulActivation act) {
   });
 }
 
-// The biased sum of bfloat16 operands through the packed bfloat16 GEMM, into sum (float32).
-void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
+// The product of bfloat16 operands through the packed bfloat16 GEMM, into sum (float32).
+void product_bf16(OpContext& ctx, Tensor& sum) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   const bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   const float alpha = static_cast<float>(ctx.node.attr_float("alpha", 1.0));
-  const int64_t N = sum.shape().back(), rows = N ? sum.numel() / N : 0;
-  const Tensor bias = widen_to_float32(ctx.in(2));
-  float* sp = sum.data<float>();
-  if (!ta && a.rank() >= 2 && b.rank() == 2) {
-    matmul_bias_activation<float, uint16_t>(rows, N, a.shape().back(), bits(a), bits(b), tb, alpha,
-                                            bias.data<float>(), MatMulActivation::kNone, nullptr,
-                                            sp);
-    return;
-  }
   Shape as = a.shape(), bs = b.shape();
+  if (!ta && as.size() > 2 && bs.size() == 2) as = {a.numel() / as.back(), as.back()};  // one GEMM
   if (as.size() == 1) as = {1, as[0]};
   if (bs.size() == 1) bs = {bs[0], 1};
   Shape ys = matmul_batch_shape(as, bs);
   ys.push_back(ta ? as[as.size() - 1] : as[as.size() - 2]);
   ys.push_back(tb ? bs[bs.size() - 2] : bs[bs.size() - 1]);
-  batched_matmul<float, uint16_t>(as, bits(a), ta, bs, bits(b), tb, alpha, ys, sp);
-  bias_activation<float>(rows, N, sp, bias.data<float>(), MatMulActivation::kNone, nullptr, sp);
+  batched_matmul<float, uint16_t>(as, bits(a), ta, bs, bits(b), tb, alpha, ys, sum.data<float>());
+}
+
+// n float32 values rounded to nearest even into the 16-bit type's bits, and such bits widened.
+void round_run(DType type, int64_t n, const float* x, uint16_t* y) {
+  if (type == DType::BFloat16) return float_to_bf16_array(n, x, y);
+  const math::StoreFloat16 store;
+  for (int64_t i = 0; i < n; ++i) y[i] = store(x[i]);
+}
+void widen_run(DType type, int64_t n, const uint16_t* x, float* y) {
+  if (type == DType::BFloat16) return bf16_to_float_array(n, x, y);
+  for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
+}
+
+// The 16-bit epilogue of a biased product, chunks of rows at a time while they are in cache:
+// v = sum + bias (float32; no bias: v = sum), pre = v rounded once; y = act(pre widened)
+// rounded once, or pre without an activation. pre (output 1) may be null. sum is overwritten.
+void round_biased_activate(int64_t rows, int64_t N, float* sum, const float* bias,
+                           MatMulActivation act, Tensor* pre, Tensor& y) {
+  const DType type = y.dtype();
+  uint16_t* yp = y.data<uint16_t>();
+  uint16_t* pp = pre ? pre->data<uint16_t>() : nullptr;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{16} << 10) / std::max<int64_t>(N, 1));
+  parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    float* s = sum + r0 * N;
+    const int64_t n = (r1 - r0) * N;
+    if (bias)
+      for (int64_t i = 0; i < r1 - r0; ++i)
+        for (int64_t j = 0; j < N; ++j) s[i * N + j] += bias[j];
+    // Without pre, y holds the rounded sum until the activation's result replaces it.
+    uint16_t* rounded = pp ? pp + r0 * N : yp + r0 * N;
+    round_run(type, n, s, rounded);
+    if (act == MatMulActivation::kNone) {
+      if (pp) std::copy(rounded, rounded + n, yp + r0 * N);
+      return;
+    }
+    widen_run(type, n, rounded, s);
+    apply_activation(act, n, s, s);  // serial here: a nested parallel region
+    round_run(type, n, s, yp + r0 * N);
+  });
 }
 
 // float16/bfloat16 operands: the biased sum computed in float32 (by the bfloat16 GEMM, or from
@@ -277,28 +311,23 @@ void biased_sum_bf16(OpContext& ctx, Tensor& sum) {
 void biased_product_low(OpContext& ctx, MatMulActivation act) {
   Tensor& y = ctx.out(0);
   Tensor sum = Tensor::empty(DType::Float32, y.shape());
+  const int64_t N = y.shape().back(), rows = N ? y.numel() / N : 0;
+  Tensor* pre = ctx.has_output(1) ? &ctx.out(1) : nullptr;
   if (bf16_native(ctx)) {
-    biased_sum_bf16(ctx, sum);
-  } else {
-    std::vector<Tensor> wide(ctx.num_inputs());
-    OpContext w{ctx.node, ctx.inputs, {sum}, ctx.seed};
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-      if (!ctx.has_input(i)) continue;
-      wide[i] = widen_to_float32(ctx.in(i));
-      w.inputs[i] = &wide[i];
-    }
-    biased_product(w, MatMulActivation::kNone);
-  }
-  if (act == MatMulActivation::kNone) {
-    round_from_float32(sum, y);
-    if (ctx.has_output(1)) round_from_float32(sum, ctx.out(1));
+    product_bf16(ctx, sum);
+    const Tensor bias = widen_to_float32(ctx.in(2));
+    round_biased_activate(rows, N, sum.data<float>(), bias.data<float>(), act, pre, y);
     return;
   }
-  Tensor pre = ctx.has_output(1) ? ctx.out(1) : Tensor::empty(y.dtype(), y.shape());
-  round_from_float32(sum, pre);
-  widen_into_float32(pre, sum);  // the rounded sum, in the float32 buffer
-  apply_activation(act, sum.numel(), sum.data<float>(), sum.data<float>());
-  round_from_float32(sum, y);
+  std::vector<Tensor> wide(ctx.num_inputs());
+  OpContext w{ctx.node, ctx.inputs, {sum}, ctx.seed};
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    wide[i] = widen_to_float32(ctx.in(i));
+    w.inputs[i] = &wide[i];
+  }
+  biased_product(w, MatMulActivation::kNone);
+  round_biased_activate(rows, N, sum.data<float>(), nullptr, act, pre, y);
 }
 
 }  // namespace

@@ -128,6 +128,50 @@ def test_gelu(isa: str, approximate: str) -> None:
     )
 
 
+LOW_TYPES = {torch.bfloat16: onnx.TensorProto.BFLOAT16, torch.float16: onnx.TensorProto.FLOAT16}
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", list(LOW_TYPES), ids=str)
+@pytest.mark.parametrize("isa", ["baseline", *VECTOR_ISAS])
+def test_gelu_16bit_is_computed_in_float32_and_rounded_once(
+    isa: str, dtype: torch.dtype, approximate: str
+) -> None:
+    """A bfloat16/float16 Gelu and its gradient (autocast's FFN) widen each value exactly,
+    compute in float32 and round once, as eager PyTorch does: within a unit in the last place
+    of the 16-bit type from the exact values (rounding at every step is further off), and of
+    eager's results. Past the threads' chunks and the widened chunks, with a tail."""
+    _C.set_cpu_isa(isa)
+    n = 3 * 8192 + 17
+    x = torch.linspace(-6, 6, n).to(dtype)
+    dy = (torch.randn(n, generator=torch.Generator().manual_seed(5)) * 2).to(dtype)
+    infos = [helper.make_tensor_value_info("x", LOW_TYPES[dtype], [n])]
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
+    node = helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)
+    model = helper.make_model(helper.make_graph([node], "gelu", infos, [out]),
+                              opset_imports=[helper.make_opsetid("", 20)])
+    leaf = x.clone().requires_grad_(True)
+    y = _C.run(_C.Program(model.SerializeToString(), [], ["x"]), [leaf])[0]
+    y.backward(dy)
+    assert y.dtype == dtype and leaf.grad.dtype == dtype
+    y_ref, d_ref, y_scale, d_scale = gelu_reference(x.double(), approximate)
+    g_ref = d_ref * dy.double()
+    ulp = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype]  # relative, at worst
+    tiny = {torch.bfloat16: 1e-38, torch.float16: 2.0**-24}[dtype]
+    # Beside the rounding: float32's own error, a few ulp of the terms, and where the erf and
+    # tanh forms cancel for x << 0 about 1e-7 |x| absolute (test_gelu).
+    y_scale = y_ref.abs() + (8 * EPS * y_scale + 2e-7 * x.double().abs()) / ulp
+    d_scale = g_ref.abs() + (8 * EPS * d_scale + 2e-6) * dy.double().abs() / ulp
+    assert_close(y, y_ref, ulp, tiny, f"{isa} {dtype} gelu vs float64", y_scale)
+    assert_close(leaf.grad, g_ref, ulp, tiny, f"{isa} {dtype} dgelu vs float64", d_scale)
+    y_torch = F.gelu(x, approximate=approximate)
+    g_torch = torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
+    # Both float32 forms cancel for x << 0 (test_gelu's absolute bounds there).
+    assert_close(y, y_torch, 2 * ulp, 2e-6, f"{isa} {dtype} gelu vs torch")
+    assert_close(leaf.grad, g_torch, 2 * ulp, 2e-5 * float(dy.abs().max()),
+                 f"{isa} {dtype} dgelu vs torch")
+
+
 @pytest.mark.parametrize("op", ["Exp", "Sigmoid", "Tanh"])
 @pytest.mark.parametrize("isa", VECTOR_ISAS)
 def test_activation(isa: str, op: str) -> None:

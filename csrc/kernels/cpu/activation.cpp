@@ -1,9 +1,13 @@
 #include "kernels/cpu/activation.h"
 
+#include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/math/cast.h"
 #include "kernels/math/elementwise.h"
+#include "kernels/math/float16.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -12,6 +16,18 @@ namespace {
 // Gelu costs an exp, a division and two polynomials per element (the other activations
 // an exp and a division): a smaller grain than the memory-bound element-wise loops.
 constexpr int64_t kActivationGrain = 8192;
+// Elements per widened chunk of a 16-bit Gelu: three float32 buffers of 16 KiB, in L1.
+constexpr int64_t kLowChunk = 4096;
+
+void widen(bool bf16, int64_t n, const uint16_t* x, float* y) {
+  if (bf16) return bf16_to_float_array(n, x, y);
+  for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
+}
+void round_to(bool bf16, int64_t n, const float* x, uint16_t* y) {
+  if (bf16) return float_to_bf16_array(n, x, y);
+  const math::StoreFloat16 store;
+  for (int64_t i = 0; i < n; ++i) y[i] = store(x[i]);
+}
 }  // namespace
 
 bool activation_forward_f32(VecActivation op, int64_t n, const float* x, float* y) {
@@ -41,6 +57,34 @@ void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, bo
       for (int64_t i = b; i < e; ++i) dx[i] = math::gelu_tanh_grad(dy[i], x[i]);
     } else {
       for (int64_t i = b; i < e; ++i) dx[i] = math::gelu_grad(dy[i], x[i]);
+    }
+  });
+}
+
+// The float32 kernels run serially inside these chunks (a nested parallel region), as do the
+// conversions.
+void gelu_forward_low(bool bf16, int64_t n, const uint16_t* x, uint16_t* y, bool tanh) {
+  parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
+    float wide[kLowChunk];
+    for (int64_t c = b; c < e; c += kLowChunk) {
+      const int64_t m = std::min(kLowChunk, e - c);
+      widen(bf16, m, x + c, wide);
+      gelu_forward_f32(m, wide, wide, tanh);
+      round_to(bf16, m, wide, y + c);
+    }
+  });
+}
+
+void gelu_backward_low(bool bf16, int64_t n, const uint16_t* dy, const uint16_t* x, uint16_t* dx,
+                       bool tanh) {
+  parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
+    float wide_dy[kLowChunk], wide_x[kLowChunk];
+    for (int64_t c = b; c < e; c += kLowChunk) {
+      const int64_t m = std::min(kLowChunk, e - c);
+      widen(bf16, m, dy + c, wide_dy);
+      widen(bf16, m, x + c, wide_x);
+      gelu_backward_f32(m, wide_dy, wide_x, wide_dy, tanh);
+      round_to(bf16, m, wide_dy, dx + c);
     }
   });
 }
