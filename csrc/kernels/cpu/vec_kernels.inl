@@ -29,17 +29,30 @@ void store_tail(float* p, typename V::F v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = buf[i];
 }
 
+// Floats ahead of the loads that the element-wise loops prefetch (4 KiB). Without it a
+// kernel of many instructions per vector (Gelu, its gradient) reading cold memory ran 3.5x
+// slower than from cache on a Xeon VM (1.45 vs 0.41 ms for 4 MiB), whose hardware prefetch
+// did not keep up; short kernels (Relu, Exp) lose little.
+constexpr int64_t kPrefetchAhead = 1024;
+
 // y = f(x) over [n]; the tail goes through the same vector code.
 template <typename V, typename Fn>
 void map_unary(int64_t n, const float* x, float* y, const Fn& f) {
   int64_t i = 0;
-  for (; i + V::kWidth <= n; i += V::kWidth) V::store(y + i, f(V::load(x + i)));
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    __builtin_prefetch(x + i + kPrefetchAhead);
+    V::store(y + i, f(V::load(x + i)));
+  }
   if (i < n) store_tail<V>(y + i, f(load_tail<V>(x + i, n - i, 0.0f)), n - i);
 }
 template <typename V, typename Fn>
 void map_binary(int64_t n, const float* a, const float* b, float* y, const Fn& f) {
   int64_t i = 0;
-  for (; i + V::kWidth <= n; i += V::kWidth) V::store(y + i, f(V::load(a + i), V::load(b + i)));
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    __builtin_prefetch(a + i + kPrefetchAhead);
+    __builtin_prefetch(b + i + kPrefetchAhead);
+    V::store(y + i, f(V::load(a + i), V::load(b + i)));
+  }
   if (i < n)
     store_tail<V>(y + i, f(load_tail<V>(a + i, n - i, 0.0f), load_tail<V>(b + i, n - i, 0.0f)),
                   n - i);
