@@ -2,7 +2,10 @@
 // passes/elementwise_fusion.h collapsed into one node, evaluated in one pass over memory
 // (kernels/cpu/fused_elementwise.h). `program` holds four ints per instruction: opcode and
 // operand registers a, b, c (-1 where unused); registers 0 .. inputs-1 are the inputs and
-// instruction i writes register inputs + i; the last one is the output.
+// instruction i writes register inputs + i; the last one is the output. The registers are
+// float32 or float64, the inputs' dtype; bfloat16/float16 inputs are widened into float32
+// registers and `to` (bfloat16 or float16) rounds the output once: the Casts around a tree of
+// 16-bit ops computing in float32, fused (passes/elementwise_fusion.h).
 #include <cstdint>
 #include <string>
 
@@ -56,28 +59,58 @@ std::vector<ElementwiseInstruction> decode_fused_program(const OpContext& ctx,
   return program;
 }
 
+namespace {
+bool is_16_bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+FusedStorage storage_of(DType d) {
+  return d == DType::BFloat16  ? FusedStorage::kBFloat16
+         : d == DType::Float16 ? FusedStorage::kFloat16
+                               : FusedStorage::kNative;
+}
+}  // namespace
+
+DType fused_elementwise_registers(const OpContext& ctx, const std::vector<bool>& conditions) {
+  DType dtype = DType::Undefined;
+  bool widened = false;
+  for (size_t k = 0; k < ctx.num_inputs(); ++k) {
+    const DType d = ctx.in(k).dtype();
+    if (conditions[k]) {
+      if (d != DType::Bool)
+        ctx.fail("input " + std::to_string(k) + " is a Where condition and must be bool, got " +
+                 dtype_name(d));
+    } else if (is_16_bit(d)) {
+      widened = true;
+    } else if (dtype == DType::Undefined) {
+      dtype = d;
+    } else if (d != dtype) {
+      ctx.fail("input " + std::to_string(k) + " has dtype " + dtype_name(d) +
+               ", the other values " + dtype_name(dtype) + "; all must match (or be 16-bit)");
+    }
+  }
+  if (dtype == DType::Undefined && widened) dtype = DType::Float32;
+  if (dtype != DType::Float32 && dtype != DType::Float64)
+    ctx.fail("dtype " + dtype_name(dtype) + " is not supported (float32, float64)");
+  if (widened && dtype != DType::Float32)
+    ctx.fail("16-bit inputs widen into float32 registers; the other values are " +
+             dtype_name(dtype));
+  return dtype;
+}
+
+DType fused_elementwise_output(const OpContext& ctx, DType registers) {
+  const DType to = static_cast<DType>(ctx.node.attr_int("to", static_cast<int64_t>(registers)));
+  if (to != registers && !(registers == DType::Float32 && is_16_bit(to)))
+    ctx.fail("'to' = " + dtype_name(to) + " is not the registers' dtype (" + dtype_name(registers) +
+             ") nor bfloat16/float16 from float32 registers");
+  return to;
+}
+
 std::vector<OutputInfo> shape_fused_elementwise(const OpContext& ctx) {
   std::vector<bool> conditions;
   decode_fused_program(ctx, &conditions);
-  DType dtype = DType::Undefined;
+  const DType registers = fused_elementwise_registers(ctx, conditions);
   Shape out;
-  for (size_t k = 0; k < ctx.num_inputs(); ++k) {
-    const Tensor& in = ctx.in(k);
-    if (conditions[k]) {
-      if (in.dtype() != DType::Bool)
-        ctx.fail("input " + std::to_string(k) + " is a Where condition and must be bool, got " +
-                 dtype_name(in.dtype()));
-    } else if (dtype == DType::Undefined) {
-      dtype = in.dtype();
-    } else if (in.dtype() != dtype) {
-      ctx.fail("input " + std::to_string(k) + " has dtype " + dtype_name(in.dtype()) +
-               ", the other values " + dtype_name(dtype) + "; all must match");
-    }
-    out = k == 0 ? in.shape() : broadcast_shapes(ctx, out, in.shape());
-  }
-  if (dtype != DType::Float32 && dtype != DType::Float64)
-    ctx.fail("dtype " + dtype_name(dtype) + " is not supported (float32, float64)");
-  return one_output(dtype, out);
+  for (size_t k = 0; k < ctx.num_inputs(); ++k)
+    out = k == 0 ? ctx.in(k).shape() : broadcast_shapes(ctx, out, ctx.in(k).shape());
+  return one_output(fused_elementwise_output(ctx, registers), out);
 }
 
 std::vector<FusedElementwiseInput> fused_elementwise_inputs(const OpContext& ctx,
@@ -86,6 +119,7 @@ std::vector<FusedElementwiseInput> fused_elementwise_inputs(const OpContext& ctx
   for (size_t k = 0; k < inputs.size(); ++k) {
     inputs[k].data = ctx.in(k).raw();
     inputs[k].is_bool = conditions[k];
+    inputs[k].storage = conditions[k] ? FusedStorage::kNative : storage_of(ctx.in(k).dtype());
     inputs[k].shape = ctx.in(k).shape();
   }
   return inputs;
@@ -96,9 +130,9 @@ void cpu_fused_elementwise(OpContext& ctx) {
   const std::vector<ElementwiseInstruction> program = decode_fused_program(ctx, &conditions);
   const std::vector<FusedElementwiseInput> inputs = fused_elementwise_inputs(ctx, conditions);
   Tensor& y = ctx.out(0);
-  ORTM_DISPATCH_FLOAT(
-      y.dtype(), ctx,
-      fused_elementwise_forward<scalar_t>(inputs, program, y.shape(), y.data<scalar_t>()));
+  ORTM_DISPATCH_FLOAT(fused_elementwise_registers(ctx, conditions), ctx,
+                      fused_elementwise_forward<scalar_t>(inputs, program, y.shape(), y.raw(),
+                                                          storage_of(y.dtype())));
 }
 
 }  // namespace ortmodule

@@ -16,6 +16,11 @@ std::vector<ElementwiseInstruction> decode_fused_program(const OpContext& ctx,
 
 // The node's inputs as the kernels read them: data, shape and whether each is a Where
 // condition (`conditions`, from decode_fused_program).
+// The registers' dtype (float32 or float64: that of the inputs, float32 where 16-bit ones are
+// widened), and the output's (the registers' or `to`); fail on any other.
+DType fused_elementwise_registers(const OpContext& ctx, const std::vector<bool>& conditions);
+DType fused_elementwise_output(const OpContext& ctx, DType registers);
+
 std::vector<FusedElementwiseInput> fused_elementwise_inputs(const OpContext& ctx,
                                                             const std::vector<bool>& conditions);
 

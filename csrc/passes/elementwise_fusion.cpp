@@ -156,18 +156,16 @@ class Fuser {
   ElementwiseFusionCounts run() {
     ElementwiseFusionCounts counts;
     std::vector<Node*> order = g_.nodes();
-    std::unordered_set<Node*> absorbed;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Node* root = *it;
-      if (absorbed.count(root) || !fusible(*root)) continue;
+      if (removed_.count(root) || !fusible(*root)) continue;
       std::vector<Node*> tree;
       collect(root, &tree);
-      // A lone round trip is worth a node too: one pass instead of two Casts.
-      if (tree.size() < 2 && !round_trip_inner(*root)) continue;
-      for (Node* n : tree) {
-        absorbed.insert(n);
-        if (Node* inner = round_trip_inner(*n)) absorbed.insert(inner);
-      }
+      // A lone round trip, or one op with a Cast read or written, is worth a node too: one
+      // pass instead of two.
+      if (tree.size() < 2 && !round_trip_inner(*root) && !narrowing_cast(*root) &&
+          !reads_widened(tree))
+        continue;
       (backward_.count(root) ? counts.backward_nodes : counts.forward_nodes) +=
           static_cast<int>(tree.size());
       ++counts.fused_nodes;
@@ -184,6 +182,47 @@ class Fuser {
   DType dtype(const Value* v) const {
     auto it = dtype_.find(v);
     return it == dtype_.end() ? (v ? v->dtype : DType::Undefined) : it->second;
+  }
+
+  static bool is_16_bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+
+  // A Cast (or CastLike) of one output whose input may be read, or whose output written, by a
+  // tree on `side`'s side of the split in its place.
+  bool cast_joins(const Node* c, const Node* side) const {
+    if (!c || !c->domain.empty() || c->outputs.size() != 1 || !c->output(0)) return false;
+    const size_t arity = c->op_type == "Cast" ? 1 : c->op_type == "CastLike" ? 2 : 0;
+    return arity && c->inputs.size() == arity && c->input(0) && c->checkpoint_region < 0 &&
+           !c->recomputes && !removed_.count(c) && backward_.count(c) == backward_.count(side);
+  }
+
+  // Where leaf v (read by a node of root's tree, and by nothing else) is a Cast to float32 of
+  // a 16-bit value: the Cast, whose input the tree then widens as it reads it.
+  Node* widening_cast(const Value* v, const Node* root) const {
+    Node* c = v ? v->producer : nullptr;
+    if (!cast_joins(c, root) || dtype(v) != DType::Float32 || !is_16_bit(dtype(c->input(0))) ||
+        v->consumers.size() != 1 || keep_.count(v))
+      return nullptr;
+    return c;
+  }
+  bool reads_widened(const std::vector<Node*>& tree) const {
+    std::unordered_set<const Node*> members(tree.begin(), tree.end());
+    for (const Node* n : tree)
+      for (const Value* v : operands(*n))
+        if (v && !(v->producer && members.count(v->producer)) && widening_cast(v, tree.back()))
+          return true;
+    return false;
+  }
+
+  // Where root's float32 result is read only by a Cast (or CastLike) to a 16-bit type: that
+  // Cast, whose output the tree then writes, rounded once.
+  Node* narrowing_cast(const Node& root) const {
+    const Value* y = root.output(0);
+    if (!y || dtype(y) != DType::Float32 || y->consumers.size() != 1 || keep_.count(y))
+      return nullptr;
+    Node* c = y->consumers[0];
+    if (!cast_joins(c, &root) || c->input(0) != y || !is_16_bit(dtype(c->output(0))))
+      return nullptr;
+    return c;
   }
 
   // Where n is Cast(to float32) (or CastLike to a float32 value: a Cast's gradient) of
@@ -266,13 +305,21 @@ class Fuser {
       ops[n] = op_of(*n);
     }
     std::vector<Value*> leaves;
-    std::unordered_map<const Value*, int64_t> reg;
+    std::unordered_map<const Value*, int64_t> reg, leaf_reg;
     std::unordered_set<const Node*> members(tree.begin(), tree.end());
+    // A leaf Cast to float32 of a 16-bit value is read as that value, widened.
     auto leaf = [&](Value* v) {
       auto it = reg.find(v);
       if (it != reg.end()) return it->second;
-      leaves.push_back(v);
-      return reg[v] = static_cast<int64_t>(leaves.size()) - 1;
+      Value* stored = v;
+      if (Node* c = widening_cast(v, root)) {
+        stored = c->inputs[0];
+        removed.push_back(c);
+      }
+      auto known = leaf_reg.find(stored);
+      if (known != leaf_reg.end()) return reg[v] = known->second;
+      leaves.push_back(stored);
+      return reg[v] = leaf_reg[stored] = static_cast<int64_t>(leaves.size()) - 1;
     };
     // Leaves first (their registers precede the instructions'), then one instruction per
     // node in tree order.
@@ -301,13 +348,21 @@ class Fuser {
       }
       reg[n->output(0)] = out;
     }
+    // A Cast to 16 bits of the result: the tree writes the Cast's output, rounded once.
     Value* y = root->output(0);
+    Node* narrow = narrowing_cast(*root);
+    if (narrow) {
+      y = narrow->output(0);
+      removed.push_back(narrow);
+    }
     const std::string name = root->name, source = root->source;
     bool run_in_backward = false;
     for (Node* n : removed) run_in_backward = run_in_backward || n->run_in_backward;
+    removed_.insert(removed.begin(), removed.end());
     g_.remove_nodes(removed);
     Node* fused = g_.add_node("FusedElementwise", "ai.ortmodule", leaves, {y}, name + "/fused");
     fused->attrs["program"] = Attribute::make_ints(program);
+    if (narrow) fused->attrs["to"] = Attribute::make_int(static_cast<int64_t>(dtype(y)));
     fused->def = find_op("ai.ortmodule", "FusedElementwise", g_.opset_version);
     fused->source = source;
     fused->run_in_backward = run_in_backward;
@@ -319,6 +374,9 @@ class Fuser {
   std::unordered_set<const Value*> keep_;
   std::unordered_map<const Value*, DType> dtype_;
   std::unordered_set<const Node*> backward_;
+  // Nodes already replaced (tree members, round trips' inner Casts, Casts read or written
+  // in place by a tree).
+  std::unordered_set<const Node*> removed_;
 };
 
 }  // namespace

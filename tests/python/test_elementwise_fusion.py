@@ -202,7 +202,7 @@ def test_16_bit_round_trips_fuse_as_roundings() -> None:
     """Cast(to float32) or CastLike of Cast(to bfloat16 / float16) of a float32 value (the rounding
     autocast puts between 16-bit ops that compute in float32) is one rounding instruction
     inside a tree, and alone a node of its own; a 16-bit value read elsewhere or returned
-    keeps its Casts. Results are those of the graph as built, bit for bit."""
+    stays a 16-bit value. Results are those of the graph as built, bit for bit."""
     bf16, f16, f32 = onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
     nodes = [
         helper.make_node("Mul", ["x", "x"], ["sq"]),
@@ -227,12 +227,60 @@ def test_16_bit_round_trips_fuse_as_roundings() -> None:
     t = torch.tanh((xt * xt).to(torch.bfloat16).float())
     torch.testing.assert_close(y, t.half().float() + xt, rtol=0, atol=1e-6)
 
-    # The 16-bit value also returned, or read by another op: its Casts stay.
+    # The 16-bit value also read by another op is no round trip: it is kept, the Mul writing
+    # it rounded (its Cast fused), the Tanh reading it widened (its Cast fused), and the other
+    # reader's Cast stays.
     kept = nodes[:3] + [helper.make_node("Tanh", ["sq32"], ["y"]),
                         helper.make_node("Cast", ["sq16"], ["w"], to=f32)]
     model = _model(kept, {"x": x}, ["y", "w"], np.float32)
     program = _C.Program(model.SerializeToString(), [], [])
     y, w = _C.run(program, [xt])
-    assert _ops(program)["Cast"] == 3, _ops(program)
+    assert _ops(program) == collections.Counter({"FusedElementwise": 2, "Cast": 1}), _ops(program)
     assert torch.equal(w, (xt * xt).to(torch.bfloat16).float())
     torch.testing.assert_close(y, torch.tanh(w), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("low", [onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16])
+@pytest.mark.parametrize("shape", ["same", "scalar", "last_axis", "large_rows", "large_flat"])
+def test_16_bit_values_at_a_trees_edges_are_read_widened_and_written_rounded(
+        low: int, shape: str) -> None:
+    """A tree computing in float32 between 16-bit values (autocast's Cast(to float32) of each
+    16-bit input, Cast(to 16 bits) of the result) reads the 16-bit inputs in place, widened,
+    and writes its result rounded once: one node for the tree and its Casts, bit for bit the
+    graph as built (forward, and gradients of training graphs; a one-element input broadcast
+    too). The Cast of a float32 value also returned stays, read as float32."""
+    f32 = onnx.TensorProto.FLOAT
+    n = helper.make_node
+    nodes = [
+        n("Cast", ["a16"], ["a"], to=f32), n("Cast", ["b16"], ["b"], to=f32),
+        n("Cast", ["c16"], ["c"], to=f32),
+        n("Mul", ["a", "b"], ["ab"]), n("Tanh", ["ab"], ["t"]), n("Add", ["t", "c"], ["s"]),
+        n("Cast", ["s"], ["y16"], to=low),
+    ]
+    sa, sb, _, _ = SHAPES[shape]
+    torch_low = {onnx.TensorProto.BFLOAT16: torch.bfloat16,
+                 onnx.TensorProto.FLOAT16: torch.float16}[low]
+    feeds = [torch.from_numpy(_rand(sh, np.float32, -2, 2, seed=i)).to(torch_low)
+             for i, sh in enumerate((sa, sb, sa))]
+    infos = [helper.make_tensor_value_info(name, low, list(t.shape))
+             for name, t in zip(("a16", "b16", "c16"), feeds, strict=True)]
+    outs = [helper.make_tensor_value_info("y16", low, None),
+            helper.make_tensor_value_info("c", f32, None)]
+    model = helper.make_model(helper.make_graph(nodes, "edges", infos, outs),
+                              opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    forward = _C.Program(model, [], [])
+    graph = onnx.load_from_string(forward.training_graph_onnx()).graph
+    assert _ops(forward) == collections.Counter({"FusedElementwise": 1, "Cast": 1}), _ops(forward)
+    (fused,) = [x for x in graph.node if x.op_type == "FusedElementwise"]
+    assert list(fused.output) == ["y16"] and set(fused.input) == {"a16", "b16", "c"}, fused
+    as_built = _C.Program(model, [], [], graph_optimizations=False)
+    for got, want in zip(_C.run(forward, feeds), _C.run(as_built, feeds), strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    # Training: the Casts of the values backward reads stay; results are still bit for bit.
+    results = {}
+    for optimize in (True, False):
+        program = _C.Program(model, [], ["a16", "b16", "c16"], graph_optimizations=optimize)
+        results[optimize] = _outputs_and_gradients(program, feeds, [0, 1, 2])
+    for got, want in zip(results[True], results[False], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)

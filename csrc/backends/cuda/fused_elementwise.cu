@@ -2,7 +2,8 @@
 // node's register program (kernels/cpu/fused_elementwise.h) on that element, with the
 // per-opcode math the CPU loops call (math::fused_elementwise_apply). Inputs are read in
 // place through their broadcast strides; intermediates live in a few per-thread slots that
-// the host assigns by liveness, so only values still to be read occupy one.
+// the host assigns by liveness, so only values still to be read occupy one. 16-bit inputs
+// are widened into float32 registers and a 16-bit output is rounded once, as on the CPU.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/fused_elementwise.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/math/bfloat16.h"
+#include "kernels/math/float16.h"
 #include "kernels/math/fused_elementwise.h"
 #include "ops/fused_elementwise_program.h"
 #include "ops/op_utils.h"
@@ -39,6 +42,8 @@ struct DeviceProgram {
   int64_t dims[kMaxRank] = {};
   const void* inputs[kMaxInputs] = {};
   bool is_bool[kMaxInputs] = {};
+  FusedStorage storage[kMaxInputs] = {};
+  FusedStorage out_storage = FusedStorage::kNative;
   int64_t strides[kMaxInputs][kMaxRank] = {};
   DeviceInstruction code[kMaxInstructions] = {};
 };
@@ -47,11 +52,27 @@ template <typename T>
 __device__ T read_operand(const DeviceProgram& p, int r, const int64_t* offsets, const T* slots) {
   if (r >= kMaxInputs) return slots[r - kMaxInputs];
   if (p.is_bool[r]) return static_cast<const uint8_t*>(p.inputs[r])[offsets[r]] ? T(1) : T(0);
+  if (p.storage[r] != FusedStorage::kNative) {
+    const uint16_t bits = static_cast<const uint16_t*>(p.inputs[r])[offsets[r]];
+    return static_cast<T>(p.storage[r] == FusedStorage::kBFloat16 ? math::bf16_to_float(bits)
+                                                                  : math::half_to_float(bits));
+  }
   return static_cast<const T*>(p.inputs[r])[offsets[r]];
 }
 
 template <typename T>
-__global__ void fused_elementwise_kernel(int64_t n, DeviceProgram p, T* y) {
+__device__ void write_output(const DeviceProgram& p, int64_t i, T v, void* y) {
+  if (p.out_storage == FusedStorage::kNative) {
+    static_cast<T*>(y)[i] = v;
+  } else {
+    const float f = static_cast<float>(v);
+    static_cast<uint16_t*>(y)[i] =
+        p.out_storage == FusedStorage::kBFloat16 ? math::float_to_bf16(f) : math::float_to_half(f);
+  }
+}
+
+template <typename T>
+__global__ void fused_elementwise_kernel(int64_t n, DeviceProgram p, void* y) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     int64_t offsets[kMaxInputs];
@@ -70,7 +91,7 @@ __global__ void fused_elementwise_kernel(int64_t n, DeviceProgram p, T* y) {
       const T c = in.c >= 0 ? read_operand(p, in.c, offsets, slots) : T(0);
       const T v = math::fused_elementwise_apply(in.op, a, b, c, in.b_is_scalar);
       if (in.dst < 0) {
-        y[i] = v;
+        write_output(p, i, v, y);
       } else {
         slots[in.dst] = v;
       }
@@ -105,6 +126,7 @@ DeviceProgram device_program(OpContext& ctx, const std::vector<FusedElementwiseI
   for (int64_t k = 0; k < num_inputs; ++k) {
     p.inputs[k] = inputs[k].data;
     p.is_bool[k] = inputs[k].is_bool;
+    p.storage[k] = inputs[k].storage;
     const std::vector<int64_t> s = broadcast_strides(inputs[k].shape, out);
     for (size_t d = 0; d < out.size(); ++d) p.strides[k][d] = s[d];
     uniform.push_back(shape_numel(inputs[k].shape) == 1);
@@ -161,12 +183,14 @@ void cuda_fused_elementwise(OpContext& ctx) {
   const std::vector<FusedElementwiseInput> inputs = fused_elementwise_inputs(ctx, conditions);
   Tensor& y = ctx.out(0);
   const int64_t n = y.numel();
-  const DeviceProgram p = device_program(ctx, inputs, program, y.shape());
+  DeviceProgram p = device_program(ctx, inputs, program, y.shape());
+  p.out_storage = y.dtype() == DType::BFloat16  ? FusedStorage::kBFloat16
+                  : y.dtype() == DType::Float16 ? FusedStorage::kFloat16
+                                                : FusedStorage::kNative;
   if (n == 0) return;
-  ORTM_DISPATCH_FLOAT(y.dtype(), ctx, {
+  ORTM_DISPATCH_FLOAT(fused_elementwise_registers(ctx, conditions), ctx, {
     fused_elementwise_kernel<scalar_t>
-        <<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(n, p,
-                                                                               y.data<scalar_t>());
+        <<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream(y.device())>>>(n, p, y.raw());
     cuda::check_launch("FusedElementwise");
   });
 }

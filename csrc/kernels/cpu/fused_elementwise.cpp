@@ -7,6 +7,8 @@
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/math/bfloat16.h"
+#include "kernels/math/float16.h"
 #include "kernels/math/fused_elementwise.h"
 #include "kernels/parallel.h"
 
@@ -158,6 +160,33 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
   }
 }
 
+// n 16-bit values widened to float32 registers, and float32 registers rounded to 16 bits
+// (the bits of the Casts: math::float_to_bf16 / float_to_half, round to nearest even).
+template <typename T>
+void widen(FusedStorage storage, int64_t n, const uint16_t* x, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (storage == FusedStorage::kBFloat16) {
+      if (const auto vec = vec_kernels().bf16_to_float) return vec(n, x, y);
+      for (int64_t i = 0; i < n; ++i) y[i] = math::bf16_to_float(x[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
+    }
+  }
+  (void)storage, (void)n, (void)x, (void)y;
+}
+template <typename T>
+void round_to(FusedStorage storage, int64_t n, const T* x, uint16_t* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (storage == FusedStorage::kBFloat16) {
+      if (const auto vec = vec_kernels().float_to_bf16) return vec(n, x, y);
+      for (int64_t i = 0; i < n; ++i) y[i] = math::float_to_bf16(x[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = math::float_to_half(x[i]);
+    }
+  }
+  (void)storage, (void)n, (void)x, (void)y;
+}
+
 // One input seen from a run of the output: its element offset and step (0 or 1).
 template <typename T>
 const T* input_block(const FusedElementwiseInput& in, int64_t offset, int64_t step, int64_t n,
@@ -165,6 +194,16 @@ const T* input_block(const FusedElementwiseInput& in, int64_t offset, int64_t st
   if (in.is_bool) {
     const uint8_t* p = static_cast<const uint8_t*>(in.data) + offset;
     for (int64_t i = 0; i < n; ++i) buffer[i] = p[i * step] ? T(1) : T(0);
+    return buffer;
+  }
+  if (in.storage != FusedStorage::kNative) {
+    const uint16_t* p = static_cast<const uint16_t*>(in.data) + offset;
+    if (step == 1) {
+      widen(in.storage, n, p, buffer);
+    } else {
+      widen(in.storage, 1, p, buffer);
+      std::fill(buffer + 1, buffer + n, buffer[0]);
+    }
     return buffer;
   }
   const T* p = static_cast<const T*>(in.data) + offset;
@@ -178,7 +217,11 @@ const T* input_block(const FusedElementwiseInput& in, int64_t offset, int64_t st
 template <typename T>
 void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
                                const std::vector<ElementwiseInstruction>& program,
-                               const std::vector<int64_t>& out_shape, T* out) {
+                               const std::vector<int64_t>& out_shape, void* out_data,
+                               FusedStorage out_storage) {
+  const bool native_out = out_storage == FusedStorage::kNative;
+  T* out = native_out ? static_cast<T*>(out_data) : nullptr;
+  uint16_t* out_bits = native_out ? nullptr : static_cast<uint16_t*>(out_data);
   const size_t num_inputs = inputs.size();
   const size_t num_registers = num_inputs + program.size();
   int64_t total = 1;
@@ -250,9 +293,11 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
                              buffers.data() + k * kBlock);
       for (size_t i = 0; i < program.size(); ++i) {
         const size_t dst = num_inputs + i;
-        T* d = i + 1 == program.size() ? out + r * row + start : buffers.data() + dst * kBlock;
+        const bool last = i + 1 == program.size();
+        T* d = last && native_out ? out + r * row + start : buffers.data() + dst * kBlock;
         run_instruction(program[i], b_is_scalar[i], n, reg.data(), d);
         reg[dst] = d;
+        if (last && !native_out) round_to(out_storage, n, d, out_bits + r * row + start);
       }
     }
   });
@@ -260,9 +305,9 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
 
 template void fused_elementwise_forward<float>(const std::vector<FusedElementwiseInput>&,
                                                const std::vector<ElementwiseInstruction>&,
-                                               const std::vector<int64_t>&, float*);
+                                               const std::vector<int64_t>&, void*, FusedStorage);
 template void fused_elementwise_forward<double>(const std::vector<FusedElementwiseInput>&,
                                                 const std::vector<ElementwiseInstruction>&,
-                                                const std::vector<int64_t>&, double*);
+                                                const std::vector<int64_t>&, void*, FusedStorage);
 
 }  // namespace ortmodule

@@ -16,16 +16,24 @@
 
 namespace ortmodule {
 
+// How a value is stored in memory: in the registers' type, or as 16-bit bits of float32
+// registers (widened exactly on reading; the output rounded to nearest even on writing, as
+// the Casts autocast puts around 16-bit ops that compute in float32).
+enum class FusedStorage { kNative, kBFloat16, kFloat16 };
+
 struct FusedElementwiseInput {
   const void* data = nullptr;
-  bool is_bool = false;        // a Where condition (uint8 0/1); otherwise the kernel's dtype
+  bool is_bool = false;  // a Where condition (uint8 0/1); otherwise a value of `storage`
+  FusedStorage storage = FusedStorage::kNative;
   std::vector<int64_t> shape;  // broadcasts to the output's
 };
 
-// out: out_shape (the broadcast of every input's shape), contiguous.
+// out: out_shape (the broadcast of every input's shape), contiguous, stored as out_storage
+// (kNative for double registers).
 template <typename T>
 void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
                                const std::vector<ElementwiseInstruction>& program,
-                               const std::vector<int64_t>& out_shape, T* out);
+                               const std::vector<int64_t>& out_shape, void* out,
+                               FusedStorage out_storage = FusedStorage::kNative);
 
 }  // namespace ortmodule
