@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +21,18 @@ constexpr const char* kIsaEnv = "ORTMODULE_CPU_ISA";
 // Linux hands a process AMX's tile data (8 KiB more per thread's saved state) only when asked
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the first tile
 // instruction is a fault. Asked once; false where the kernel refuses or is older than 5.16.
+// CPUID leaf 7's AMX-TILE (EDX bit 24) and AMX-BF16 (bit 22): __builtin_cpu_supports knows
+// them in GCC, not in every clang.
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return (edx >> 24 & 1u) && (edx >> 22 & 1u);
+#else
+  return false;
+#endif
+}
+
 bool amx_permitted() {
 #if defined(__linux__) && defined(__x86_64__) && defined(SYS_arch_prctl)
   static const bool permitted = [] {
@@ -45,8 +60,7 @@ bool cpu_has(CpuIsa isa) {
       return cpu_has(CpuIsa::kAvx512) && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
     case CpuIsa::kAmx:
-      return cpu_has(CpuIsa::kAvx512Bf16) && __builtin_cpu_supports("amx-tile") &&
-             __builtin_cpu_supports("amx-bf16") && amx_permitted();
+      return cpu_has(CpuIsa::kAvx512Bf16) && cpu_has_amx_bf16() && amx_permitted();
   }
   return false;
 #else

@@ -5,8 +5,13 @@
 // (vec_kernels.h: amx_bf16_*). The rest of the table is the avx512bf16 one.
 #include "kernels/cpu/vec_kernels.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && \
-    defined(__AVX512BW__) && defined(__AVX512F__)
+// GCC names the AMX macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__.
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__))
+#define ORTM_HAVE_AMX_BF16 1
+#endif
+#if defined(ORTM_HAVE_AMX_BF16) && defined(__AVX512BF16__) && defined(__AVX512BW__) && \
+    defined(__AVX512F__)
 // GCC 12's AVX-512 intrinsics fill unused lanes from undefined vectors, which its own
 // uninitialized-value analysis then flags once inlined (as in vec_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
