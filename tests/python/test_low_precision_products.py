@@ -456,3 +456,25 @@ def test_autocast_training_graph_keeps_products_in_16_bit(dtype: torch.dtype) ->
     torch.testing.assert_close(loss, expected, rtol=2 * ULP[dtype], atol=1e-5)
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=0.05, atol=2e-3, msg=name)
+
+
+@pytest.mark.skipif(not _C.cpu_isa_supported("amx"), reason="this CPU or OS has no AMX tiles")
+def test_amx_products_and_torchs_own_amx_kernels_share_the_threads() -> None:
+    """The engine's AMX GEMM loads its tile configuration on each thread's first tile of a
+    product; torch's bfloat16 matmuls (oneDNN, on AMX on such a CPU) run on the same OpenMP
+    threads with configurations of their own in between. Both stay exact on integer operands
+    (float32 sums exact in any order), alternating over shapes whose tiles differ."""
+    saved = _C.cpu_isa()
+    _C.set_cpu_isa("amx")
+    try:
+        gen = torch.Generator().manual_seed(10)
+        model = _model("MatMul", "", [("a", LOW[torch.bfloat16]), ("b", LOW[torch.bfloat16])])
+        program = _C.Program(model, [], [])
+        for m, k, n in [(64, 96, 80), (37, 700, 19), (256, 256, 256), (5, 33, 130)] * 3:
+            a, b = _integers((m, k), gen), _integers((k, n), gen)
+            want = (a.double() @ b.double()).to(torch.bfloat16)
+            (ours,) = _C.run(program, [a, b])
+            assert torch.equal(ours, want), (m, k, n)
+            assert torch.equal(torch.mm(a, b), want), (m, k, n)
+    finally:
+        _C.set_cpu_isa(saved)
