@@ -13,8 +13,6 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/gemm.h"
-#include "kernels/math/cast.h"
-#include "kernels/math/float16.h"
 #include "ops/op_utils.h"
 #include "ops/ops.h"
 #include "ops/widened_kernel.h"
@@ -265,17 +263,6 @@ void product_bf16(OpContext& ctx, Tensor& sum) {
   batched_matmul<float, uint16_t>(as, bits(a), ta, bs, bits(b), tb, alpha, ys, sum.data<float>());
 }
 
-// n float32 values rounded to nearest even into the 16-bit type's bits, and such bits widened.
-void round_run(DType type, int64_t n, const float* x, uint16_t* y) {
-  if (type == DType::BFloat16) return float_to_bf16_array(n, x, y);
-  const math::StoreFloat16 store;
-  for (int64_t i = 0; i < n; ++i) y[i] = store(x[i]);
-}
-void widen_run(DType type, int64_t n, const uint16_t* x, float* y) {
-  if (type == DType::BFloat16) return bf16_to_float_array(n, x, y);
-  for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
-}
-
 // The 16-bit epilogue of a biased product, chunks of rows at a time while they are in cache:
 // v = sum + bias (float32; no bias: v = sum), pre = v rounded once; y = act(pre widened)
 // rounded once, or pre without an activation. pre (output 1) may be null. sum is overwritten.
@@ -293,14 +280,14 @@ void round_biased_activate(int64_t rows, int64_t N, float* sum, const float* bia
         for (int64_t j = 0; j < N; ++j) s[i * N + j] += bias[j];
     // Without pre, y holds the rounded sum until the activation's result replaces it.
     uint16_t* rounded = pp ? pp + r0 * N : yp + r0 * N;
-    round_run(type, n, s, rounded);
+    round_to_16bit(type == DType::BFloat16, n, s, rounded);
     if (act == MatMulActivation::kNone) {
       if (pp) std::copy(rounded, rounded + n, yp + r0 * N);
       return;
     }
-    widen_run(type, n, rounded, s);
+    widen_16bit(type == DType::BFloat16, n, rounded, s);
     apply_activation(act, n, s, s);  // serial here: a nested parallel region
-    round_run(type, n, s, yp + r0 * N);
+    round_to_16bit(type == DType::BFloat16, n, s, yp + r0 * N);
   });
 }
 

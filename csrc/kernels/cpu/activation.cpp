@@ -5,9 +5,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/math/cast.h"
 #include "kernels/math/elementwise.h"
-#include "kernels/math/float16.h"
 #include "kernels/parallel.h"
 
 namespace ortmodule {
@@ -19,15 +17,6 @@ constexpr int64_t kActivationGrain = 8192;
 // Elements per widened chunk of a 16-bit Gelu: three float32 buffers of 16 KiB, in L1.
 constexpr int64_t kLowChunk = 4096;
 
-void widen(bool bf16, int64_t n, const uint16_t* x, float* y) {
-  if (bf16) return bf16_to_float_array(n, x, y);
-  for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
-}
-void round_to(bool bf16, int64_t n, const float* x, uint16_t* y) {
-  if (bf16) return float_to_bf16_array(n, x, y);
-  const math::StoreFloat16 store;
-  for (int64_t i = 0; i < n; ++i) y[i] = store(x[i]);
-}
 }  // namespace
 
 bool activation_forward_f32(VecActivation op, int64_t n, const float* x, float* y) {
@@ -68,9 +57,9 @@ void gelu_forward_low(bool bf16, int64_t n, const uint16_t* x, uint16_t* y, bool
     float wide[kLowChunk];
     for (int64_t c = b; c < e; c += kLowChunk) {
       const int64_t m = std::min(kLowChunk, e - c);
-      widen(bf16, m, x + c, wide);
+      widen_16bit(bf16, m, x + c, wide);
       gelu_forward_f32(m, wide, wide, tanh);
-      round_to(bf16, m, wide, y + c);
+      round_to_16bit(bf16, m, wide, y + c);
     }
   });
 }
@@ -81,10 +70,10 @@ void gelu_backward_low(bool bf16, int64_t n, const uint16_t* dy, const uint16_t*
     float wide_dy[kLowChunk], wide_x[kLowChunk];
     for (int64_t c = b; c < e; c += kLowChunk) {
       const int64_t m = std::min(kLowChunk, e - c);
-      widen(bf16, m, dy + c, wide_dy);
-      widen(bf16, m, x + c, wide_x);
+      widen_16bit(bf16, m, dy + c, wide_dy);
+      widen_16bit(bf16, m, x + c, wide_x);
       gelu_backward_f32(m, wide_dy, wide_x, wide_dy, tanh);
-      round_to(bf16, m, wide_dy, dx + c);
+      round_to_16bit(bf16, m, wide_dy, dx + c);
     }
   });
 }

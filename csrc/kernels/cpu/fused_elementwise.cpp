@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/float16.h"
 #include "kernels/math/fused_elementwise.h"
@@ -164,26 +165,13 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
 // (the bits of the Casts: math::float_to_bf16 / float_to_half, round to nearest even).
 template <typename T>
 void widen(FusedStorage storage, int64_t n, const uint16_t* x, T* y) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (storage == FusedStorage::kBFloat16) {
-      if (const auto vec = vec_kernels().bf16_to_float) return vec(n, x, y);
-      for (int64_t i = 0; i < n; ++i) y[i] = math::bf16_to_float(x[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) y[i] = math::half_to_float(x[i]);
-    }
-  }
+  if constexpr (std::is_same_v<T, float>) widen_16bit(storage == FusedStorage::kBFloat16, n, x, y);
   (void)storage, (void)n, (void)x, (void)y;
 }
 template <typename T>
 void round_to(FusedStorage storage, int64_t n, const T* x, uint16_t* y) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (storage == FusedStorage::kBFloat16) {
-      if (const auto vec = vec_kernels().float_to_bf16) return vec(n, x, y);
-      for (int64_t i = 0; i < n; ++i) y[i] = math::float_to_bf16(x[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) y[i] = math::float_to_half(x[i]);
-    }
-  }
+  if constexpr (std::is_same_v<T, float>)
+    round_to_16bit(storage == FusedStorage::kBFloat16, n, x, y);
   (void)storage, (void)n, (void)x, (void)y;
 }
 
