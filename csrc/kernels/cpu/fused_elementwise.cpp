@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "kernels/cpu/broadcast.h"
-#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/bfloat16.h"
 #include "kernels/math/float16.h"
 #include "kernels/math/fused_elementwise.h"
