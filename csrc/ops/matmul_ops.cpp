@@ -37,6 +37,20 @@ void round_sum_into_output(OpContext& ctx, const Fn& compute_sum) {
 
 const uint16_t* bits(const Tensor& t) { return t.data<uint16_t>(); }
 
+// The bfloat16 product alpha * op(a) op(b) of inputs 0 and 1 (shapes a, b; y its shape) rounded
+// once into output 0: a batch of small products (attention's per-head ones) each rounded while
+// in cache, else all float32 sums first.
+void round_product_into_output(OpContext& ctx, const Shape& a, bool ta, const Shape& b, bool tb,
+                               float alpha, const Shape& y) {
+  if (ctx.out(0).dtype() == DType::BFloat16 &&
+      batched_matmul_round_bf16(a, bits(ctx.in(0)), ta, b, bits(ctx.in(1)), tb, alpha, y,
+                                ctx.out(0).data<uint16_t>()))
+    return;
+  round_sum_into_output(ctx, [&](float* sum) {
+    batched_matmul<float, uint16_t>(a, bits(ctx.in(0)), ta, b, bits(ctx.in(1)), tb, alpha, y, sum);
+  });
+}
+
 }  // namespace
 
 // ---- Gemm: y[M,N] = alpha * op(a) @ op(b) + beta * c ----
@@ -179,13 +193,7 @@ void cpu_fused_matmul(OpContext& ctx) {
   y.push_back(ta ? a[a.size() - 1] : a[a.size() - 2]);
   y.push_back(tb ? b[b.size() - 2] : b[b.size() - 1]);
   double alpha = ctx.node.attr_float("alpha", 1.0);
-  if (native) {
-    round_sum_into_output(ctx, [&](float* sum) {
-      batched_matmul<float, uint16_t>(a, bits(ctx.in(0)), ta, b, bits(ctx.in(1)), tb,
-                                      static_cast<float>(alpha), y, sum);
-    });
-    return;
-  }
+  if (native) return round_product_into_output(ctx, a, ta, b, tb, static_cast<float>(alpha), y);
   ORTM_DISPATCH_FLOAT(
       ctx.in(0).dtype(), ctx,
       batched_matmul<scalar_t>(a, ctx.in(0).data<scalar_t>(), ta, b, ctx.in(1).data<scalar_t>(), tb,
@@ -357,6 +365,14 @@ void cpu_fused_matmul_sum(OpContext& ctx) {
   bool ta = ctx.node.attr_int("transA", 0), tb = ctx.node.attr_int("transB", 0);
   double alpha = ctx.node.attr_float("alpha", 1.0);
   if (native) {
+    // Nothing summed (the gradient of an operand that was not broadcast): the plain product.
+    Shape full = matmul_batch_shape(ctx.in(0).shape(), ctx.in(1).shape());
+    const Shape& ys = ctx.out(0).shape();
+    full.push_back(ys[ys.size() - 2]);
+    full.push_back(ys.back());
+    if (shape_numel(full) == ctx.out(0).numel())
+      return round_product_into_output(ctx, ctx.in(0).shape(), ta, ctx.in(1).shape(), tb,
+                                       static_cast<float>(alpha), full);
     round_sum_into_output(ctx, [&](float* sum) {
       batched_matmul_sum<float, uint16_t>(ctx.in(0).shape(), bits(ctx.in(0)), ta, ctx.in(1).shape(),
                                           bits(ctx.in(1)), tb, static_cast<float>(alpha),

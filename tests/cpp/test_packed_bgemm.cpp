@@ -2,7 +2,8 @@
 // same bfloat16 values: all transpose combinations, alpha/beta, padded leading dimensions, odd
 // K (a last pair with one value), edges smaller than a tile, K split into blocks (with few rows
 // too: threads split B's panels over all K blocks), a long K split among the threads, beta == 0
-// with NaN in C (C must not be read then), and the batched entry with a broadcast operand.
+// with NaN in C (C must not be read then), the batched entry with a broadcast operand, and the
+// batched products rounded to bfloat16 in cache (the bits of rounding the float32 sums).
 // Integer-valued operands, whose float32 sums are exact in any order, must match bit for bit.
 // Every case runs on each bfloat16 micro-kernel the CPU has: AVX512-BF16's vdpbf16ps
 // (avx512bf16) and AMX tiles (amx: whole 32 x 32 tiles of C written in place, alpha 1 with
@@ -19,6 +20,7 @@
 #include "kernels/cpu/bgemm.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/math/bfloat16.h"
+#include "kernels/parallel.h"
 
 namespace ortmodule {
 namespace {
@@ -131,6 +133,45 @@ TEST_P(PackedBgemm, BatchedWithBroadcastOperand) {
                   math::bf16_to_float(B[k * N + j]);
         ASSERT_EQ(C[b * M * N + i * N + j], want) << b << " " << i << " " << j;
       }
+}
+
+// packed_bgemm_batched_round: each product rounded in cache must give the bits of rounding
+// packed_bgemm_batched's float32 sums; the padding between rows of Y stays untouched.
+TEST_P(PackedBgemm, BatchedRoundedMatchesRoundedSums) {
+  std::mt19937 gen(14);
+  const int64_t batch = parallel_threads() + 3;
+  const Case cases[] = {{128, 128, 64}, {37, 45, 67}, {32, 64, 600}, {5, 3, 2}};
+  for (const Case& c : cases) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int64_t M = c.M, N = c.N, K = c.K, lda = ta ? M : K, ldb = tb ? K : N;
+      const int64_t ldy = N + 3, sy = M * ldy + 5;
+      const std::vector<uint16_t> A = random_bf16(batch * M * K, gen, false);
+      const std::vector<uint16_t> B = random_bf16(batch * K * N, gen, false);
+      std::vector<float> C(batch * M * N);
+      packed_bgemm_batched(ta, tb, batch, M, N, K, 0.125f, A.data(), lda, M * K, B.data(), ldb,
+                           K * N, 0.0f, C.data(), N, M * N);
+      const uint16_t pad = 0x7fc1;
+      std::vector<uint16_t> Y(batch * sy, pad);
+      packed_bgemm_batched_round(ta, tb, batch, M, N, K, 0.125f, A.data(), lda, M * K, B.data(),
+                                 ldb, K * N, Y.data(), ldy, sy);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < ldy; ++j) {
+            const uint16_t got = Y[b * sy + i * ldy + j];
+            const uint16_t want = j < N ? math::float_to_bf16(C[b * M * N + i * N + j]) : pad;
+            ASSERT_EQ(got, want) << c.M << "x" << c.N << "x" << c.K << " ta " << ta << " tb " << tb
+                                 << " at " << b << " " << i << " " << j;
+          }
+    }
+  }
+  if (parallel_threads() > 1) {
+    uint16_t y = 0;
+    const uint16_t one = math::float_to_bf16(1.0f);
+    EXPECT_THROW(packed_bgemm_batched_round(false, false, 1, 1, 1, 1, 1.0f, &one, 1, 1, &one, 1, 1,
+                                            &y, 1, 1),
+                 std::logic_error);
+  }
 }
 
 TEST_P(PackedBgemm, RefusesWithoutTheInstructionSet) {

@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "base/profiler.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/parallel.h"
@@ -125,6 +127,27 @@ void packed_bgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, 
     for (int64_t i = b0; i < b1; ++i)
       product(vk, trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb,
               beta, C + i * stride_c, ldc);
+  });
+}
+
+void packed_bgemm_batched_round(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N,
+                                int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                                int64_t stride_a, const uint16_t* B, int64_t ldb, int64_t stride_b,
+                                uint16_t* Y, int64_t ldy, int64_t stride_y) {
+  const VecKernels& vk = bf16_kernels();
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (batch < parallel_threads())
+    throw std::logic_error("packed_bgemm_batched_round: fewer products than threads");
+  GemmTimer timer(trans_a, trans_b, batch, M, N, K);
+  parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> scratch_storage;
+    float* sum = packed_gemm::aligned_buffer(scratch_storage, static_cast<size_t>(M * N));
+    for (int64_t i = b0; i < b1; ++i) {
+      product(vk, trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb,
+              0.0f, sum, N);
+      uint16_t* y = Y + i * stride_y;
+      for (int64_t r = 0; r < M; ++r) round_to_16bit(true, N, sum + r * N, y + r * ldy);
+    }
   });
 }
 

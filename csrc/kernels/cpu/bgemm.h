@@ -30,4 +30,14 @@ void packed_bgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, 
                           const uint16_t* B, int64_t ldb, int64_t stride_b, float beta, float* C,
                           int64_t ldc, int64_t stride_c);
 
+// packed_bgemm_batched's products (beta = 0) rounded to bfloat16 into Y (round to nearest even,
+// as math::float_to_bf16), for `batch` >= the threads: each product runs on one thread into a
+// float32 scratch of M x N (kept per thread) and is rounded at once, while it is in cache,
+// instead of a batch of float32 sums written out and read back by a rounding pass. The sums are
+// those packed_bgemm_batched computes, so Y holds the same bits as rounding its C.
+void packed_bgemm_batched_round(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N,
+                                int64_t K, float alpha, const uint16_t* A, int64_t lda,
+                                int64_t stride_a, const uint16_t* B, int64_t ldb, int64_t stride_b,
+                                uint16_t* Y, int64_t ldy, int64_t stride_y);
+
 }  // namespace ortmodule

@@ -86,53 +86,103 @@ std::vector<int64_t> matmul_batch_shape(const std::vector<int64_t>& a_shape,
   return batch;
 }
 
-template <typename T, typename In>
-void batched_matmul(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
-                    const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
-                    const std::vector<int64_t>& y_shape, T* y) {
+namespace {
+
+// How batched_matmul runs a product: one GEMM over all rows (`collapse`: a contiguous a against
+// a broadcast b), or `outer` batched GEMMs of `inner` matrices each, the operands `stride_a`
+// and `stride_b` elements apart within one (0: broadcast) and the outer batches at the offsets
+// batch_offsets gives for `outer_shape`.
+struct BatchPlan {
+  int64_t M, N, K, lda, ldb, a_mat, b_mat, batches;
+  bool collapse = false;
+  int64_t inner = 1, outer = 1, stride_a = 0, stride_b = 0;
+  std::vector<int64_t> outer_shape, sa, sb;
+};
+
+BatchPlan plan_batches(const std::vector<int64_t>& a_shape, bool trans_a,
+                       const std::vector<int64_t>& b_shape, const std::vector<int64_t>& y_shape) {
+  BatchPlan p;
   const size_t ra = a_shape.size(), rb = b_shape.size(), ry = y_shape.size();
-  const int64_t M = y_shape[ry - 2], N = y_shape[ry - 1];
-  const int64_t K = trans_a ? a_shape[ra - 2] : a_shape[ra - 1];
-  const int64_t lda = a_shape[ra - 1], ldb = b_shape[rb - 1];
-  const int64_t a_mat = a_shape[ra - 2] * a_shape[ra - 1];
-  const int64_t b_mat = b_shape[rb - 2] * b_shape[rb - 1];
+  p.M = y_shape[ry - 2];
+  p.N = y_shape[ry - 1];
+  p.K = trans_a ? a_shape[ra - 2] : a_shape[ra - 1];
+  p.lda = a_shape[ra - 1];
+  p.ldb = b_shape[rb - 1];
+  p.a_mat = a_shape[ra - 2] * a_shape[ra - 1];
+  p.b_mat = b_shape[rb - 2] * b_shape[rb - 1];
   const std::vector<int64_t> batch(y_shape.begin(), y_shape.end() - 2);
-  const int64_t batches = product(batch);
-  std::vector<int64_t> sa, sb;
-  const int64_t ka = batch_strides(batch, a_shape, sa);
-  const int64_t kb = batch_strides(batch, b_shape, sb);
+  p.batches = product(batch);
+  const int64_t ka = batch_strides(batch, a_shape, p.sa);
+  const int64_t kb = batch_strides(batch, b_shape, p.sb);
   // Batches with a broadcast b and contiguous a collapse into one big product.
-  if (!trans_a && kb == 1 && ka == batches) {
-    gemm_of(false, trans_b, batches * M, N, K, alpha, a, lda, b, ldb, T(0), y, N);
-    return;
+  if (!trans_a && kb == 1 && ka == p.batches) {
+    p.collapse = true;
+    return p;
   }
   // The trailing batch dims over which each operand is either contiguous or broadcast run as
   // one batched GEMM (all of them for attention's [B, H, S, S] products); the leading rest, if
   // any, loops.
   size_t inner_dims = 0;
-  int64_t inner = 1;
   int a_mode = 0, b_mode = 0;  // 0: not yet known, 1: broadcast (stride 0), 2: contiguous
   for (size_t k = 0; k < batch.size(); ++k) {
     const size_t d = batch.size() - 1 - k;
     if (batch[d] != 1) {
-      const int am = sa[d] == 0 ? 1 : 2, bm = sb[d] == 0 ? 1 : 2;
+      const int am = p.sa[d] == 0 ? 1 : 2, bm = p.sb[d] == 0 ? 1 : 2;
       if ((a_mode && a_mode != am) || (b_mode && b_mode != bm)) break;
-      if ((am == 2 && sa[d] != inner) || (bm == 2 && sb[d] != inner)) break;
+      if ((am == 2 && p.sa[d] != p.inner) || (bm == 2 && p.sb[d] != p.inner)) break;
       a_mode = am;
       b_mode = bm;
-      inner *= batch[d];
+      p.inner *= batch[d];
     }
     ++inner_dims;
   }
-  const std::vector<int64_t> outer_shape(batch.begin(), batch.end() - inner_dims);
-  const int64_t outer = product(outer_shape);
-  const int64_t stride_a = a_mode == 2 ? a_mat : 0, stride_b = b_mode == 2 ? b_mat : 0;
-  for (int64_t bi = 0; bi < outer; ++bi) {
-    int64_t oa = 0, ob = 0;
-    if (!outer_shape.empty()) batch_offsets(outer_shape, bi, sa, sb, oa, ob);
-    gemm_batched_of(trans_a, trans_b, inner, M, N, K, alpha, a + oa * a_mat, lda, stride_a,
-                    b + ob * b_mat, ldb, stride_b, T(0), y + bi * inner * M * N, N, M * N);
+  p.outer_shape.assign(batch.begin(), batch.end() - inner_dims);
+  p.outer = product(p.outer_shape);
+  p.stride_a = a_mode == 2 ? p.a_mat : 0;
+  p.stride_b = b_mode == 2 ? p.b_mat : 0;
+  return p;
+}
+
+// The outer batch bi's offsets (in matrices) into a and b.
+void outer_offsets(const BatchPlan& p, int64_t bi, int64_t& oa, int64_t& ob) {
+  oa = ob = 0;
+  if (!p.outer_shape.empty()) batch_offsets(p.outer_shape, bi, p.sa, p.sb, oa, ob);
+}
+
+}  // namespace
+
+template <typename T, typename In>
+void batched_matmul(const std::vector<int64_t>& a_shape, const In* a, bool trans_a,
+                    const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
+                    const std::vector<int64_t>& y_shape, T* y) {
+  const BatchPlan p = plan_batches(a_shape, trans_a, b_shape, y_shape);
+  if (p.collapse) {
+    gemm_of(false, trans_b, p.batches * p.M, p.N, p.K, alpha, a, p.lda, b, p.ldb, T(0), y, p.N);
+    return;
   }
+  for (int64_t bi = 0; bi < p.outer; ++bi) {
+    int64_t oa, ob;
+    outer_offsets(p, bi, oa, ob);
+    gemm_batched_of(trans_a, trans_b, p.inner, p.M, p.N, p.K, alpha, a + oa * p.a_mat, p.lda,
+                    p.stride_a, b + ob * p.b_mat, p.ldb, p.stride_b, T(0),
+                    y + bi * p.inner * p.M * p.N, p.N, p.M * p.N);
+  }
+}
+
+bool batched_matmul_round_bf16(const std::vector<int64_t>& a_shape, const uint16_t* a, bool trans_a,
+                               const std::vector<int64_t>& b_shape, const uint16_t* b, bool trans_b,
+                               float alpha, const std::vector<int64_t>& y_shape, uint16_t* y) {
+  const BatchPlan p = plan_batches(a_shape, trans_a, b_shape, y_shape);
+  if (p.collapse || p.inner < parallel_threads() || p.M * p.N > kRoundedProductMaxElements)
+    return false;
+  for (int64_t bi = 0; bi < p.outer; ++bi) {
+    int64_t oa, ob;
+    outer_offsets(p, bi, oa, ob);
+    packed_bgemm_batched_round(trans_a, trans_b, p.inner, p.M, p.N, p.K, alpha, a + oa * p.a_mat,
+                               p.lda, p.stride_a, b + ob * p.b_mat, p.ldb, p.stride_b,
+                               y + bi * p.inner * p.M * p.N, p.N, p.M * p.N);
+  }
+  return true;
 }
 
 template <typename T, typename In>

@@ -18,6 +18,21 @@ void batched_matmul(const std::vector<int64_t>& a_shape, const In* a, bool trans
                     const std::vector<int64_t>& b_shape, const In* b, bool trans_b, T alpha,
                     const std::vector<int64_t>& y_shape, T* y);
 
+// Products whose float32 result per matrix is at most this many elements (1 MiB) round in
+// cache (batched_matmul_round_bf16).
+constexpr int64_t kRoundedProductMaxElements = int64_t{1} << 18;
+
+// batched_matmul over bfloat16 bits with bfloat16 results (each float32 sum rounded once, to
+// nearest even), for a batch of at least as many small products (at most
+// kRoundedProductMaxElements each) as there are threads: attention's per-head products. Each
+// runs on one thread and is rounded while in cache (kernels/cpu/bgemm.h
+// packed_bgemm_batched_round); the bits are those of rounding batched_matmul's float32 result.
+// Returns false, writing nothing, for other products: then round batched_matmul's result.
+// Requires packed_bgemm_available().
+bool batched_matmul_round_bf16(const std::vector<int64_t>& a_shape, const uint16_t* a, bool trans_a,
+                               const std::vector<int64_t>& b_shape, const uint16_t* b, bool trans_b,
+                               float alpha, const std::vector<int64_t>& y_shape, uint16_t* y);
+
 // The product batched_matmul computes, summed down to y_shape: y's batch dims are those of the
 // product with some missing or 1 (they broadcast to it), its last two are [M, N]. This is the
 // gradient of a broadcast MatMul operand (a Linear's weight over [batch, sequence] inputs) in
