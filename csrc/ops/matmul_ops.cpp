@@ -10,6 +10,7 @@
 #include "grad/grad_context.h"
 #include "kernels/cpu/bgemm.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/gemm.h"
@@ -280,6 +281,18 @@ void round_biased_activate(int64_t rows, int64_t N, float* sum, const float* bia
   uint16_t* yp = y.data<uint16_t>();
   uint16_t* pp = pre ? pre->data<uint16_t>() : nullptr;
   const int64_t grain = std::max<int64_t>(1, (int64_t{16} << 10) / std::max<int64_t>(N, 1));
+  const auto fused = vec_kernels().bias_round_gelu_bf16;
+  if (fused && type == DType::BFloat16 && act != MatMulActivation::kRelu) {
+    // In registers, row by row: the same bits as the passes below.
+    const VecGelu gelu = act == MatMulActivation::kGelu       ? VecGelu::kErf
+                         : act == MatMulActivation::kGeluTanh ? VecGelu::kTanh
+                                                              : VecGelu::kNone;
+    parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        fused(N, sum + r * N, bias, gelu, pp ? pp + r * N : nullptr, yp + r * N);
+    });
+    return;
+  }
   parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
     float* s = sum + r0 * N;
     const int64_t n = (r1 - r0) * N;

@@ -15,6 +15,8 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/cpu/vec_kernels.h"
+#include "kernels/math/bfloat16.h"
 
 namespace ortmodule {
 namespace {
@@ -387,6 +389,68 @@ TEST(SimdKernels, LayerNormMatchesFloat64AndBaseline) {
       expect_close(dx, dx_b, 0, 2e-4, x, what + " backward vs baseline");
     }
   }
+}
+
+// The bfloat16 product epilogue in registers (VecKernels::bias_round_gelu_bf16) against its
+// definition, the passes it replaces: the float32 bias add, math::float_to_bf16 (round to
+// nearest even, ties included, NaN kept quiet), the exact widening and the same instruction
+// set's gelu_forward, then rounding again; bit for bit, over a row whose length is no
+// multiple of 16, with and without a bias, a pre-activation output and each activation.
+TEST(SimdKernels, Bf16EpilogueMatchesItsPasses) {
+  IsaScope scope;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = random_floats(1001, 31, -6.0f, 6.0f);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            inf,
+                            -inf,
+                            0.0f,
+                            -0.0f,
+                            1.00390625f /* 1 + 2^-8: a tie */,
+                            1.01171875f /* another */,
+                            1e-40f /* subnormal */,
+                            3.0e38f,
+                            -3.0e38f};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i) x[i * 7] = specials[i];
+  const std::vector<float> bias = random_floats(1001, 32, -1.0f, 1.0f);
+  int checked = 0;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (!cpu_isa_supported(isa)) continue;
+    set_cpu_isa(isa);
+    const VecKernels& vk = vec_kernels();
+    ASSERT_NE(vk.bias_round_gelu_bf16, nullptr) << cpu_isa_name(isa);
+    for (VecGelu gelu : {VecGelu::kNone, VecGelu::kErf, VecGelu::kTanh}) {
+      for (int with_bias = 0; with_bias < 2; ++with_bias) {
+        for (int64_t n : {int64_t{1001}, int64_t{16}, int64_t{5}}) {
+          std::vector<uint16_t> want_pre(n), want_y(n);
+          std::vector<float> wide(n), act(n);
+          for (int64_t i = 0; i < n; ++i) {
+            want_pre[i] = math::float_to_bf16(with_bias ? x[i] + bias[i] : x[i]);
+            wide[i] = math::bf16_to_float(want_pre[i]);
+          }
+          if (gelu != VecGelu::kNone)
+            vk.gelu_forward(n, wide.data(), act.data(), gelu == VecGelu::kTanh);
+          for (int64_t i = 0; i < n; ++i)
+            want_y[i] = gelu == VecGelu::kNone ? want_pre[i] : math::float_to_bf16(act[i]);
+          std::vector<uint16_t> pre(n + 1, 0xABCD), y(n + 1, 0xABCD), y_only(n + 1, 0xABCD);
+          const float* b = with_bias ? bias.data() : nullptr;
+          vk.bias_round_gelu_bf16(n, x.data(), b, gelu, pre.data(), y.data());
+          vk.bias_round_gelu_bf16(n, x.data(), b, gelu, nullptr, y_only.data());
+          const std::string what = std::string(cpu_isa_name(isa)) + " gelu " +
+                                   std::to_string(static_cast<int>(gelu)) + " bias " +
+                                   std::to_string(with_bias) + " n " + std::to_string(n);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(pre[i], want_pre[i]) << what << " pre at " << i << " (x = " << x[i] << ")";
+            ASSERT_EQ(y[i], want_y[i]) << what << " y at " << i << " (x = " << x[i] << ")";
+            ASSERT_EQ(y_only[i], want_y[i]) << what << " y (no pre) at " << i;
+          }
+          EXPECT_EQ(pre[n], 0xABCD) << what << ": wrote past the row";
+          EXPECT_EQ(y[n], 0xABCD) << what << ": wrote past the row";
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this CPU runs no AVX-512 kernels";
 }
 
 }  // namespace

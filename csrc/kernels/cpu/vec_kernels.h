@@ -10,6 +10,9 @@ namespace ortmodule {
 // Element-wise activations with a vector form (kernels/math/vec_math.h).
 enum class VecActivation { kExp, kSigmoid, kTanh };
 
+// The activation of bias_round_gelu_bf16: none, Gelu (erf) or its tanh approximation.
+enum class VecGelu { kNone, kErf, kTanh };
+
 // Element-wise float32 arithmetic of one IEEE operation per result (kSquare: a * a; kCube:
 // (a * a) * a, the Pow kernel's fast exponents 2 and 3), so a vector form has the scalar
 // loop's bits.
@@ -128,6 +131,12 @@ struct VecKernels {
   // (kernels/cpu/convert.h). Null without AVX2.
   void (*float_to_bf16)(int64_t n, const float* x, uint16_t* y);
   void (*bf16_to_float)(int64_t n, const uint16_t* x, float* y);
+  // One row of a bfloat16 product's epilogue, in registers: v = x + bias (bias may be null),
+  // p = v rounded to bfloat16 (into pre, when not null), y = gelu(p widened) rounded (kNone:
+  // y = p). The bits of float_to_bf16, bf16_to_float and gelu_forward run one after the other
+  // over buffers. x, bias: [n]; pre, y: [n]. Null without AVX-512.
+  void (*bias_round_gelu_bf16)(int64_t n, const float* x, const float* bias, VecGelu gelu,
+                               uint16_t* pre, uint16_t* y);
   // The Winograd transforms of one plane, vectorised over the plane's tiles. scratch:
   // winograd_scratch_floats(g) floats.
   // Input tiles: x [H, W] -> (B^T d B) per tile, into dst.

@@ -562,6 +562,9 @@ VecKernels make_vec_kernels() {
   k.float_to_bf16 = float_to_bf16;
   k.bf16_to_float = bf16_to_float;
 #endif
+#if defined(__AVX512F__)
+  k.bias_round_gelu_bf16 = bias_round_gelu_bf16;
+#endif
   return k;
 }
 
