@@ -28,7 +28,16 @@ Op opcode_of(const Node& n) {
       {"Relu", Op::kRelu},       {"Where", Op::kWhere},
       {"Identity", Op::kCopy},   {"Sum", Op::kAdd}};
   static const std::unordered_map<std::string, Op> kMicrosoft = {
-      {"SigmoidGrad", Op::kSigmoidGrad}, {"TanhGrad", Op::kTanhGrad}, {"ReluGrad", Op::kReluGrad}};
+      {"SigmoidGrad", Op::kSigmoidGrad},
+      {"TanhGrad", Op::kTanhGrad},
+      {"ReluGrad", Op::kReluGrad},
+      {"GeluGrad", Op::kGeluGrad},
+      {"FastGeluGrad", Op::kGeluTanhGrad}};
+  // The engine's own GeluGrad (Gelu's gradient rule) names its form in `approximate`.
+  if (n.domain == "ai.ortmodule" && n.op_type == "GeluGrad") {
+    const std::string mode = n.attr_string("approximate", "none");
+    return mode == "none" ? Op::kGeluGrad : mode == "tanh" ? Op::kGeluTanhGrad : Op::kCount;
+  }
   const auto& table = n.domain.empty() ? kDefault : kMicrosoft;
   if (!n.domain.empty() && n.domain != "com.microsoft") return Op::kCount;
   auto it = table.find(n.op_type);

@@ -284,3 +284,46 @@ def test_16_bit_values_at_a_trees_edges_are_read_widened_and_written_rounded(
     for got, want in zip(results[True], results[False], strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("low", [None, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_gradients_fuse_with_their_16_bit_edges(approximate: str, low: int | None) -> None:
+    """Gelu's gradient (GeluGrad, either form) is an opcode of the fused program: in float32 it
+    fuses with the gradient chain it ends (TanhGrad's, for y = tanh(gelu(x))); between 16-bit
+    values (autocast: Cast(to float32) of the 16-bit input, Gelu, Cast back) it reads the
+    16-bit output gradient in place, widened, and writes the input's gradient rounded once:
+    one backward node besides the input's widening. Bit for bit the graph as built, forward
+    and gradient, on a size past the parallel grain."""
+    f32 = onnx.TensorProto.FLOAT
+    n = helper.make_node
+    if low is None:
+        nodes = [n("Gelu", ["x"], ["g"], approximate=approximate), n("Tanh", ["g"], ["y"])]
+    else:
+        nodes = [n("Cast", ["x"], ["x32"], to=f32),
+                 n("Gelu", ["x32"], ["g32"], approximate=approximate),
+                 n("Cast", ["g32"], ["y"], to=low)]
+    elem = low or f32
+    torch_dtype = {None: torch.float32, onnx.TensorProto.BFLOAT16: torch.bfloat16,
+                   onnx.TensorProto.FLOAT16: torch.float16}[low]
+    feeds = [torch.from_numpy(_rand((40, 2600), np.float32, -4, 4)).to(torch_dtype)]
+    model = helper.make_model(
+        helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", elem, [40, 2600])],
+                          [helper.make_tensor_value_info("y", elem, None)]),
+        opset_imports=[helper.make_opsetid("", 20)]).SerializeToString()
+    results, ops = {}, {}
+    for optimize in (True, False):
+        program = _C.Program(model, [], ["x"], graph_optimizations=optimize)
+        results[optimize] = _outputs_and_gradients(program, feeds, [0])
+        ops[optimize] = _ops(program)
+    assert ops[False]["GeluGrad"] == 1, ops[False]
+    assert ops[True]["GeluGrad"] == 0 and ops[True]["TanhGrad"] == 0, ops[True]
+    if low is not None:
+        graph = onnx.load_from_string(
+            _C.Program(model, [], ["x"]).training_graph_onnx()).graph
+        (grad,) = [x for x in graph.node if "y_grad" in x.input]
+        assert grad.op_type == "FusedElementwise", grad
+        assert "CastLike" not in ops[True], ops[True]
+    for got, want in zip(results[True], results[False], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)

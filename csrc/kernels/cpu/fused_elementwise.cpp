@@ -57,6 +57,19 @@ bool vector_arith(VecArith op, int64_t n, const T* a, const T* b, T* d) {
   return false;
 }
 
+// Gelu's gradient (dy, x) through the active ISA's vector kernel (the unfused GeluGrad's).
+template <typename T>
+bool vector_gelu_grad(bool tanh, int64_t n, const T* dy, const T* x, T* d) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().gelu_backward) {
+      vec(n, dy, x, d, tanh);
+      return true;
+    }
+  }
+  (void)tanh, (void)n, (void)dy, (void)x, (void)d;
+  return false;
+}
+
 // float32 rounded to bfloat16 and back through the active ISA's vector conversions (the
 // bits of math::float_to_bf16, as the unfused Casts run).
 template <typename T>
@@ -151,6 +164,13 @@ void run_instruction(const ElementwiseInstruction& in, bool b_is_scalar, int64_t
       return binary(std::integral_constant<Op, Op::kTanhGrad>{});
     case Op::kReluGrad:
       return binary(std::integral_constant<Op, Op::kReluGrad>{});
+    case Op::kGeluGrad:
+      if (!vector_gelu_grad(false, n, a, b, d)) binary(std::integral_constant<Op, Op::kGeluGrad>{});
+      return;
+    case Op::kGeluTanhGrad:
+      if (!vector_gelu_grad(true, n, a, b, d))
+        binary(std::integral_constant<Op, Op::kGeluTanhGrad>{});
+      return;
     case Op::kRoundBFloat16:
       if (!vector_round_bf16(n, a, d)) unary(std::integral_constant<Op, Op::kRoundBFloat16>{});
       return;

@@ -1,8 +1,8 @@
 // The opcodes of FusedElementwise's register program (kernels/cpu/fused_elementwise.h) and
 // what each computes for one element, shared by the CPU loops and the CUDA kernel. The math
 // is the unfused kernels' (kernels/math/elementwise.h), so a fused tree rounds as its nodes
-// did one by one (on the CPU, float32 Exp/Tanh/Sigmoid take the ISA's vector kernels instead,
-// as the unfused CPU ops do).
+// did one by one (on the CPU, float32 Exp/Tanh/Sigmoid and Gelu's gradients take the ISA's
+// vector kernels instead, as the unfused CPU ops do).
 #pragma once
 
 #include <cmath>
@@ -30,10 +30,12 @@ enum class ElementwiseOpcode : int64_t {
   kSigmoid,
   kErf,
   kRelu,
-  kWhere,        // a ? b : c, a a condition input
-  kSigmoidGrad,  // (dy, y)
-  kTanhGrad,     // (dy, y)
-  kReluGrad,     // (dy, y)
+  kWhere,         // a ? b : c, a a condition input
+  kSigmoidGrad,   // (dy, y)
+  kTanhGrad,      // (dy, y)
+  kReluGrad,      // (dy, y)
+  kGeluGrad,      // (dy, x): Gelu's gradient (erf form)
+  kGeluTanhGrad,  // (dy, x): the tanh approximation's
   // A float32 value rounded to the nearest bfloat16 / float16 and widened back: the two Casts
   // autocast puts between 16-bit ops that compute in float32 (float32 registers only).
   kRoundBFloat16,
@@ -58,6 +60,8 @@ ORTM_HOST_DEVICE int elementwise_opcode_arity(ElementwiseOpcode op) {
     case ElementwiseOpcode::kSigmoidGrad:
     case ElementwiseOpcode::kTanhGrad:
     case ElementwiseOpcode::kReluGrad:
+    case ElementwiseOpcode::kGeluGrad:
+    case ElementwiseOpcode::kGeluTanhGrad:
       return 2;
     case ElementwiseOpcode::kWhere:
       return 3;
@@ -109,6 +113,10 @@ ORTM_HOST_DEVICE T fused_elementwise_apply(ElementwiseOpcode op, T a, T b, T c, 
       return tanh_grad(a, b);
     case ElementwiseOpcode::kReluGrad:
       return relu_grad(a, b);
+    case ElementwiseOpcode::kGeluGrad:
+      return gelu_grad(a, b);
+    case ElementwiseOpcode::kGeluTanhGrad:
+      return gelu_tanh_grad(a, b);
     case ElementwiseOpcode::kRoundBFloat16:
       return static_cast<T>(bf16_to_float(float_to_bf16(static_cast<float>(a))));
     case ElementwiseOpcode::kRoundFloat16:
