@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -448,6 +449,50 @@ TEST(SimdKernels, Bf16EpilogueMatchesItsPasses) {
           ++checked;
         }
       }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this CPU runs no AVX-512 kernels";
+}
+
+// The float32 -> bfloat16 -> float32 round trip in registers (VecKernels::round_bf16_float,
+// the fused element-wise program's rounding) against math::float_to_bf16 and the exact
+// widening, bit for bit, in place and not, over ties, NaN, infinities and subnormals.
+TEST(SimdKernels, Bf16RoundTripMatchesTheConversions) {
+  IsaScope scope;
+  std::vector<float> x = random_floats(1003, 33, -100.0f, 100.0f);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            1.00390625f,
+                            -1.01171875f,
+                            1e-40f,
+                            -3e-39f,
+                            3.3895e38f,
+                            std::numeric_limits<float>::max()};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i) x[i * 5 + 1] = specials[i];
+  int checked = 0;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (!cpu_isa_supported(isa)) continue;
+    set_cpu_isa(isa);
+    const VecKernels& vk = vec_kernels();
+    ASSERT_NE(vk.round_bf16_float, nullptr) << cpu_isa_name(isa);
+    for (int64_t n : {int64_t{1003}, int64_t{32}, int64_t{7}}) {
+      std::vector<float> y(n + 1, 42.0f), inplace(x.begin(), x.begin() + n);
+      vk.round_bf16_float(n, x.data(), y.data());
+      vk.round_bf16_float(n, inplace.data(), inplace.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = math::bf16_to_float(math::float_to_bf16(x[i]));
+        uint32_t got_bits, want_bits, inplace_bits;
+        std::memcpy(&got_bits, &y[i], 4);
+        std::memcpy(&want_bits, &want, 4);
+        std::memcpy(&inplace_bits, &inplace[i], 4);
+        ASSERT_EQ(got_bits, want_bits)
+            << cpu_isa_name(isa) << " at " << i << " (x = " << x[i] << ")";
+        ASSERT_EQ(inplace_bits, want_bits) << cpu_isa_name(isa) << " in place at " << i;
+      }
+      EXPECT_EQ(y[n], 42.0f) << cpu_isa_name(isa) << ": wrote past the row";
+      ++checked;
     }
   }
   if (checked == 0) GTEST_SKIP() << "this CPU runs no AVX-512 kernels";

@@ -76,6 +76,10 @@ template <typename T>
 bool vector_round_bf16(int64_t n, const T* a, T* d) {
   if constexpr (std::is_same_v<T, float>) {
     const VecKernels& vk = vec_kernels();
+    if (vk.round_bf16_float) {
+      vk.round_bf16_float(n, a, d);
+      return true;
+    }
     if (vk.float_to_bf16 && vk.bf16_to_float) {
       uint16_t bits[kBlock];
       for (int64_t i = 0; i < n; i += kBlock) {

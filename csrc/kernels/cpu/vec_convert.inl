@@ -24,6 +24,20 @@ void float_to_bf16(int64_t n, const float* x, uint16_t* y) {
   }
 }
 
+// round_bf16_float (vec_kernels.h): full groups unmasked, the last one masked.
+void round_bf16_float(int64_t n, const float* x, float* y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i r = round_lanes_bf16(_mm512_loadu_si512(x + i));
+    _mm512_storeu_si512(y + i, _mm512_slli_epi32(r, 16));
+  }
+  if (i < n) {
+    const __mmask16 m = lanes(n - i);
+    const __m512i r = round_lanes_bf16(_mm512_maskz_loadu_epi32(m, x + i));
+    _mm512_mask_storeu_epi32(y + i, m, _mm512_slli_epi32(r, 16));
+  }
+}
+
 // bias_round_gelu_bf16 (vec_kernels.h) on one group of 16 lanes (m: the lanes read and
 // written; unused lanes compute on zeros).
 template <bool kFull>

@@ -131,6 +131,9 @@ struct VecKernels {
   // (kernels/cpu/convert.h). Null without AVX2.
   void (*float_to_bf16)(int64_t n, const float* x, uint16_t* y);
   void (*bf16_to_float)(int64_t n, const uint16_t* x, float* y);
+  // float32 rounded to the nearest bfloat16 and widened back, in registers: y holds the bits
+  // of bf16_to_float(float_to_bf16(x)). x, y: [n]; y may alias x. Null without AVX-512.
+  void (*round_bf16_float)(int64_t n, const float* x, float* y);
   // One row of a bfloat16 product's epilogue, in registers: v = x + bias (bias may be null),
   // p = v rounded to bfloat16 (into pre, when not null), y = gelu(p widened) rounded (kNone:
   // y = p). The bits of float_to_bf16, bf16_to_float and gelu_forward run one after the other

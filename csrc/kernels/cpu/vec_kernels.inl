@@ -564,6 +564,7 @@ VecKernels make_vec_kernels() {
 #endif
 #if defined(__AVX512F__)
   k.bias_round_gelu_bf16 = bias_round_gelu_bf16;
+  k.round_bf16_float = round_bf16_float;
 #endif
   return k;
 }
