@@ -68,7 +68,8 @@ std::vector<BackwardStage> make_backward_stages(const std::vector<PlanStep>& ste
 }
 
 // Backward work that does not depend on output gradients (recomputation) runs right
-// before the first step that reads it, so recomputed values live only while needed.
+// before the first step that reads it, so recomputed values live only while needed. Such
+// work that no step reads (it makes a gradient, or a state update, itself) stays where it is.
 void schedule_just_in_time(std::vector<PlanStep>& steps) {
   std::unordered_map<int, size_t> made_by;  // value id -> index of the deferred step
   for (size_t i = 0; i < steps.size(); ++i)
@@ -76,6 +77,12 @@ void schedule_just_in_time(std::vector<PlanStep>& steps) {
       for (int id : steps[i].outputs)
         if (id >= 0) made_by[id] = i;
   if (made_by.empty()) return;
+  std::vector<char> read(steps.size(), 0);  // deferred steps whose outputs a step reads
+  for (const PlanStep& s : steps)
+    for (int id : s.inputs) {
+      auto it = id >= 0 ? made_by.find(id) : made_by.end();
+      if (it != made_by.end()) read[it->second] = 1;
+    }
   std::vector<PlanStep> ordered;
   std::vector<char> placed(steps.size(), 0);
   std::function<void(size_t)> place = [&](size_t i) {
@@ -88,7 +95,7 @@ void schedule_just_in_time(std::vector<PlanStep>& steps) {
     ordered.push_back(steps[i]);
   };
   for (size_t i = 0; i < steps.size(); ++i)
-    if (!steps[i].node->run_in_backward) place(i);
+    if (!steps[i].node->run_in_backward || !read[i]) place(i);
   steps = std::move(ordered);
 }
 

@@ -243,6 +243,29 @@ TEST(Planner, BackwardStagesEndWhereEachGradientIsFinal) {
   EXPECT_LT(stage_of[2], stage_of[1]) << plan.describe();  // w2 before w
 }
 
+TEST(Planner, DeferredBackwardWorkThatMakesAGradientItselfStays) {
+  // Backward work flagged to run just in time (Node::run_in_backward: a fused tree that took
+  // in a recompute copy) is placed before its first reader; where it has none because it
+  // writes a requested gradient itself, it stays in the plan, in graph order.
+  auto g = load_model(bytes(small_model()));
+  GradientGraphInfo info = build_gradient_graph(*g, {g->value("x"), g->value("w")});
+  Plan before = make_plan(*g, PlanRequest{info.output_grads, info.input_grads, {}});
+  ASSERT_EQ(info.input_grads.size(), 2u);
+  for (Value* grad : info.input_grads) {
+    ASSERT_NE(grad, nullptr);
+    ASSERT_NE(grad->producer, nullptr);
+    grad->producer->run_in_backward = true;
+  }
+  Plan plan = make_plan(*g, PlanRequest{info.output_grads, info.input_grads, {}});
+  EXPECT_EQ(plan.backward.size(), before.backward.size()) << plan.describe();
+  for (const Value* grad : info.input_grads) {
+    size_t made = 0;
+    for (const PlanStep& s : plan.backward)
+      for (int out : s.outputs) made += out == grad->id;
+    EXPECT_EQ(made, 1u) << grad->name << " is made by no step:\n" << plan.describe();
+  }
+}
+
 TEST(Planner, InPlaceReuseOfDeadBuffer) {
   // Forward only: Relu writes into Mul's dead output, Add into Relu's.
   Program program(bytes(small_model()), ProgramOptions{});
