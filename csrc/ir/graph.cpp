@@ -114,6 +114,12 @@ size_t Node::num_inputs() const {
   return n;
 }
 
+size_t Node::output_index(const Value* v) const {
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (outputs[k] == v) return k;
+  return outputs.size();
+}
+
 std::string Node::describe() const {
   std::string d = domain.empty() ? op_type : domain + "::" + op_type;
   d += " node '" + name + "'";

@@ -90,6 +90,8 @@ struct Node {
   size_t num_inputs() const;  // counting up to the last present input
   Value* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   Value* output(size_t i) const { return i < outputs.size() ? outputs[i] : nullptr; }
+  // Where v is among the outputs (outputs.size() when it is none of them).
+  size_t output_index(const Value* v) const;
   // "OpType 'name'" for error messages.
   std::string describe() const;
   // Identifies the node's random stream: a recompute copy draws what its original drew.
@@ -98,6 +100,22 @@ struct Node {
     return origin->random_index >= 0 ? origin->random_index : origin->id;
   }
 };
+
+// The chain of producers' input 0 that ends at v: v, then the input 0 of its producer p
+// while p's output k on the chain is one that keeps(p, k) says has what its input 0 has (a
+// dtype, a shape) by the op's definition, and so on; the chain's first value last. A graph is
+// acyclic, so the walk ends; the bound only guards a malformed one.
+template <typename Keeps>
+std::vector<Value*> input0_chain(Value* v, Keeps keeps) {
+  std::vector<Value*> chain{v};
+  for (size_t steps = 0; v && steps < 100000; ++steps) {
+    const Node* p = v->producer;
+    if (!p || p->inputs.empty() || !p->input(0) || !keeps(*p, p->output_index(v))) break;
+    v = p->input(0);
+    chain.push_back(v);
+  }
+  return chain;
+}
 
 class Graph {
  public:

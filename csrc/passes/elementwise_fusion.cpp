@@ -196,20 +196,23 @@ class Fuser {
   static bool is_16_bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
 
   // A Cast (or CastLike) of one output whose input may be read, or whose output written, by a
-  // tree on `side`'s side of the split in its place.
-  bool cast_joins(const Node* c, const Node* side) const {
+  // tree on `side`'s side of the split in its place. With `recompute_copy`, also backward's
+  // recompute copy of a forward Cast (passes/recompute.h): a tree that reads the copy's
+  // output reads the forward input it widens, which backward keeps anyway.
+  bool cast_joins(const Node* c, const Node* side, bool recompute_copy = false) const {
     if (!c || !c->domain.empty() || c->outputs.size() != 1 || !c->output(0)) return false;
     const size_t arity = c->op_type == "Cast" ? 1 : c->op_type == "CastLike" ? 2 : 0;
     return arity && c->inputs.size() == arity && c->input(0) && c->checkpoint_region < 0 &&
-           !c->recomputes && !removed_.count(c) && backward_.count(c) == backward_.count(side);
+           (!c->recomputes || recompute_copy) && !removed_.count(c) &&
+           backward_.count(c) == backward_.count(side);
   }
 
   // Where leaf v (read by a node of root's tree, and by nothing else) is a Cast to float32 of
   // a 16-bit value: the Cast, whose input the tree then widens as it reads it.
   Node* widening_cast(const Value* v, const Node* root) const {
     Node* c = v ? v->producer : nullptr;
-    if (!cast_joins(c, root) || dtype(v) != DType::Float32 || !is_16_bit(dtype(c->input(0))) ||
-        v->consumers.size() != 1 || keep_.count(v))
+    if (!cast_joins(c, root, /*recompute_copy=*/true) || dtype(v) != DType::Float32 ||
+        !is_16_bit(dtype(c->input(0))) || v->consumers.size() != 1 || keep_.count(v))
       return nullptr;
     return c;
   }

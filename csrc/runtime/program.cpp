@@ -10,7 +10,6 @@
 #include "passes/attention_fusion.h"
 #include "passes/attention_mask_window.h"
 #include "passes/attention_softmax_fusion.h"
-#include "passes/cast_like_targets.h"
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/elementwise_fusion.h"
@@ -19,6 +18,7 @@
 #include "passes/linear_cross_entropy_fusion.h"
 #include "passes/low_precision.h"
 #include "passes/matmul_bias_fusion.h"
+#include "passes/metadata_reads.h"
 #include "passes/recompute.h"
 #include "passes/rmsnorm_fusion.h"
 #include "passes/rotary_fusion.h"
@@ -140,6 +140,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
       // only, which must not keep those values (or their recomputation) alive.
       run_pass("cast_like_simplification", *graph_, passes_,
                [&] { simplify_cast_like_targets(*graph_); });
+      // Likewise the gradients' Shape reads (of Casts' outputs, under autocast).
+      run_pass("shape_read_simplification", *graph_, passes_,
+               [&] { simplify_shape_reads(*graph_); });
       // Transposes that gradient rules put in front of products (Gemm's, or a product's
       // gradient reading a forward Transpose that stays for another reader).
       std::vector<Value*> keep = state_values;
@@ -188,6 +191,8 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
   } else {
     output_differentiable_.assign(output_names_.size(), false);
     if (options.graph_optimizations) {
+      run_pass("shape_read_simplification", *graph_, passes_,
+               [&] { simplify_shape_reads(*graph_); });
       const std::vector<Node*> forward = graph_->nodes();
       run_pass("constant_folding", *graph_, passes_, [&] {
         folded_forward_ =
@@ -203,6 +208,9 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     std::vector<Value*> keep = state_values;
     for (Value* g : input_grads_)
       if (g) keep.push_back(g);
+    // Again once the products took in their biases and activations (a Shape of their
+    // outputs' Casts now reads the products').
+    run_pass("shape_read_simplification", *graph_, passes_, [&] { simplify_shape_reads(*graph_); });
     run_pass("elementwise_fusion", *graph_, passes_,
              [&] { fuse_elementwise(*graph_, keep, output_grads_); });
   }

@@ -156,9 +156,10 @@ def test_rmsnorm_and_silu_chains(inverse_returned: bool) -> None:
     outputs = ["out", "inv"] if inverse_returned else ["out"]
     model = _model(nodes, feeds, outputs, np.float64, {"two": 2.0, "eps": 1e-6})
     ops = _run(model, feeds, ["x", "w"], np.float64)
-    # The sigmoid runs twice: forward, and backward's recompute of its output from the kept
-    # input (passes/recompute.h), instead of keeping both.
-    assert ops["Sigmoid"] == 2, ops
+    # The sigmoid runs twice: forward, inside SiLU's fused tree (the shape its product's
+    # gradient reads is its input's, passes/metadata_reads.h), and backward's recompute of
+    # its output from the kept input (passes/recompute.h), instead of keeping both.
+    assert ops["Sigmoid"] == 1, ops
     if inverse_returned:
         assert ops["Reciprocal"] == 1 and ops["FusedElementwise"] >= 3, ops
         assert ops["Sqrt"] == 0, ops
@@ -292,9 +293,10 @@ def test_gelu_gradients_fuse_with_their_16_bit_edges(approximate: str, low: int 
     """Gelu's gradient (GeluGrad, either form) is an opcode of the fused program: in float32 it
     fuses with the gradient chain it ends (TanhGrad's, for y = tanh(gelu(x))); between 16-bit
     values (autocast: Cast(to float32) of the 16-bit input, Gelu, Cast back) it reads the
-    16-bit output gradient in place, widened, and writes the input's gradient rounded once:
-    one backward node besides the input's widening. Bit for bit the graph as built, forward
-    and gradient, on a size past the parallel grain."""
+    16-bit output gradient in place, widened, and writes the input's gradient rounded once;
+    it reads the 16-bit input widened too, in place of backward's recompute of its widening:
+    backward is that one node, and it makes the gradient itself. Bit for bit the graph as
+    built, forward and gradient, on a size past the parallel grain."""
     f32 = onnx.TensorProto.FLOAT
     n = helper.make_node
     if low is None:
@@ -322,8 +324,50 @@ def test_gelu_gradients_fuse_with_their_16_bit_edges(approximate: str, low: int 
         graph = onnx.load_from_string(
             _C.Program(model, [], ["x"]).training_graph_onnx()).graph
         (grad,) = [x for x in graph.node if "y_grad" in x.input]
-        assert grad.op_type == "FusedElementwise", grad
+        assert grad.op_type == "FusedElementwise" and list(grad.input) == ["y_grad", "x"], grad
+        assert not [x for x in graph.node if "/recompute" in x.name], graph
         assert "CastLike" not in ops[True], ops[True]
+    for got, want in zip(results[True], results[False], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("low", [onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16])
+def test_shape_reads_of_a_widened_input_read_the_16_bit_input(low: int) -> None:
+    """An Add's gradient reads the shapes of its operands (to sum a broadcast gradient back):
+    under autocast one operand is a Cast(to float32) of a 16-bit input. The Shape reads the
+    16-bit input instead (a Cast keeps its input's shape by definition,
+    passes/metadata_reads.h), so nothing but the tree reads the Cast's output, and the tree
+    reads the 16-bit input in place, widened: forward runs no Cast of it. Bit for bit the
+    graph as built, forward and gradients."""
+    f32 = onnx.TensorProto.FLOAT
+    n = helper.make_node
+    nodes = [n("Cast", ["x16"], ["x"], to=f32), n("Add", ["x", "b"], ["s"]),
+             n("Tanh", ["s"], ["t"]), n("Cast", ["t"], ["y"], to=low)]
+    torch_low = {onnx.TensorProto.BFLOAT16: torch.bfloat16,
+                 onnx.TensorProto.FLOAT16: torch.float16}[low]
+    feeds = [torch.from_numpy(_rand((40, 2600), np.float32, -2, 2)).to(torch_low),
+             torch.from_numpy(_rand((2600,), np.float32, -1, 1, seed=1))]
+    model = helper.make_model(
+        helper.make_graph(nodes, "shapes",
+                          [helper.make_tensor_value_info("x16", low, [40, 2600]),
+                           helper.make_tensor_value_info("b", f32, [2600])],
+                          [helper.make_tensor_value_info("y", low, None)]),
+        opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    results, graphs = {}, {}
+    for optimize in (True, False):
+        program = _C.Program(model, [], ["x16", "b"], graph_optimizations=optimize)
+        results[optimize] = _outputs_and_gradients(program, feeds, [0, 1])
+        graphs[optimize] = onnx.load_from_string(program.training_graph_onnx()).graph
+
+    def shape_reads(graph: onnx.GraphProto) -> set[str]:
+        return {x.input[0] for x in graph.node if x.op_type == "Shape"}
+
+    assert shape_reads(graphs[False]) == {"x", "b"}, shape_reads(graphs[False])
+    assert shape_reads(graphs[True]) == {"x16", "b"}, shape_reads(graphs[True])
+    assert not [x for x in graphs[True].node if x.op_type == "Cast" and x.input[0] == "x16"]
+    (tree,) = [x for x in graphs[True].node if x.op_type == "FusedElementwise" and "x16" in x.input]
+    assert set(tree.input) == {"x16", "b"}, tree
     for got, want in zip(results[True], results[False], strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert torch.equal(got, want)

@@ -363,7 +363,7 @@ class AutocastBlock(nn.Module):
 def test_cast_gradients_keep_no_forward_value_for_its_dtype(dtype: torch.dtype) -> None:
     """The gradient of a Cast is CastLike(dY, X): it reads X for its dtype only. With graph
     optimizations such reads move to where the dtype is known by definition
-    (passes/cast_like_targets.h): no CastLike reads a forward value but a graph input, so
+    (passes/metadata_reads.h): no CastLike reads a forward value but a graph input, so
     backward neither keeps nor recomputes an activation for its dtype. Values widened to
     float32 for backward are widened again there from the kept 16-bit values. The results
     are the unoptimized graph's and eager's."""
