@@ -392,6 +392,64 @@ TEST(SimdKernels, LayerNormMatchesFloat64AndBaseline) {
   }
 }
 
+// The normalizations' parameter gradients (dscale, dbias: sums over rows in double, in fixed
+// blocks of rows) on every vector instruction set: bit for bit the baseline's sums, and close
+// to float64's; dx computed along with them is dx computed alone. LayerNorm and RMS norm,
+// widths past and short of a vector, rows past a block.
+TEST(SimdKernels, NormParameterGradientsMatchTheBaselineBits) {
+  IsaScope scope;
+  for (int64_t cols : {1, 5, 16, 256, 1027}) {
+    const int64_t rows = std::max<int64_t>(3, 100000 / cols);
+    const int64_t n = rows * cols;
+    std::vector<float> x = random_floats(n, 41 + cols, -2.0f, 2.0f);
+    for (int64_t i = 0; i < n; ++i) x[i] += static_cast<float>((i / cols) % 5) * 3.0f;
+    const std::vector<float> scale = random_floats(cols, 43, 0.5f, 1.5f);
+    const std::vector<float> dy = random_floats(n, 47 + cols, -1.0f, 1.0f);
+    std::vector<float> mean(rows), inv_std(rows), y(n), dx(n);
+    set_cpu_isa(CpuIsa::kBaseline);
+    layernorm_forward<float>(rows, cols, 1e-5, x.data(), scale.data(), nullptr, y.data(),
+                             mean.data(), inv_std.data());
+    std::vector<double> scale_ref(cols, 0.0), bias_ref(cols, 0.0), rms_ref(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const double g = dy[r * cols + c], xv = x[r * cols + c];
+        scale_ref[c] += g * (xv - mean[r]) * inv_std[r];
+        bias_ref[c] += g;
+        rms_ref[c] += g * xv * inv_std[r];
+      }
+    std::vector<float> ds_base(cols), db_base(cols), dr_base(cols);
+    layernorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), mean.data(),
+                              inv_std.data(), dx.data(), ds_base.data(), db_base.data());
+    rmsnorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), inv_std.data(),
+                            dx.data(), dr_base.data());
+    for (CpuIsa isa : vector_isas()) {
+      set_cpu_isa(isa);
+      const std::string what = std::string(cpu_isa_name(isa)) + " cols " + std::to_string(cols);
+      std::vector<float> ds(cols), db(cols), dr(cols), dx_alone(n), dr_x(n), dr_alone(n);
+      layernorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), mean.data(),
+                                inv_std.data(), dx.data(), ds.data(), db.data());
+      rmsnorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), inv_std.data(),
+                              dr_x.data(), dr.data());
+      // dx computed with the sums (in their blocks of rows) is dx computed alone.
+      layernorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), mean.data(),
+                                inv_std.data(), dx_alone.data(), nullptr, nullptr);
+      rmsnorm_backward<float>(rows, cols, dy.data(), x.data(), scale.data(), inv_std.data(),
+                              dr_alone.data(), nullptr);
+      ASSERT_EQ(dx, dx_alone) << what;
+      ASSERT_EQ(dr_x, dr_alone) << what;
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(ds[c], ds_base[c]) << what << " dscale at " << c;
+        ASSERT_EQ(db[c], db_base[c]) << what << " dbias at " << c;
+        ASSERT_EQ(dr[c], dr_base[c]) << what << " RMS dscale at " << c;
+        const double tol = 1e-5 * std::sqrt(static_cast<double>(rows)) * 8.0;
+        ASSERT_NEAR(ds[c], scale_ref[c], tol) << what << " dscale vs float64 at " << c;
+        ASSERT_NEAR(db[c], bias_ref[c], tol) << what << " dbias vs float64 at " << c;
+        ASSERT_NEAR(dr[c], rms_ref[c], tol) << what << " RMS dscale vs float64 at " << c;
+      }
+    }
+  }
+}
+
 // The bfloat16 product epilogue in registers (VecKernels::bias_round_gelu_bf16) against its
 // definition, the passes it replaces: the float32 bias add, math::float_to_bf16 (round to
 // nearest even, ties included, NaN kept quiet), the exact widening and the same instruction

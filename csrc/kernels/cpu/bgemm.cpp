@@ -37,7 +37,7 @@ struct Bf16Kernel {
             bool first) const {
     vk.bf16_gemm_tile((kc + 1) / 2, a, b, c, ldc, m, n, alpha, beta, first);
   }
-  bool direct_a() const { return false; }
+  bool direct_a(bool, int64_t) const { return false; }
   void tile_a(int64_t, const uint16_t*, int64_t, bool, const uint32_t*, float*, int64_t, int, int,
               bool) const {
     throw std::logic_error("packed_bgemm: A is always packed");
@@ -72,10 +72,15 @@ struct AmxKernel {
     vk.amx_bf16_tile((kc + k_step - 1) / k_step, a->words, b->words, c, ldc, m, n, alpha, beta,
                      first);
   }
-  bool direct_a() const { return false; }
-  void tile_a(int64_t, const uint16_t*, int64_t, bool, const Run*, float*, int64_t, int, int,
-              bool) const {
-    throw std::logic_error("packed_bgemm: A is always packed");
+  // A row-major A is read in place: a tile row is 32 of a row's values of K, as A stores
+  // them, so its packed panel would only be a copy. A transposed A is packed (its pairs
+  // interleave two rows).
+  bool direct_a(bool trans_a, int64_t) const { return !trans_a && vk.amx_bf16_tile_a; }
+  void tile_a(int64_t kc, const uint16_t* a, int64_t lda, bool trans, const Run* b, float* c,
+              int64_t ldc, int m, int n, bool first) const {
+    if (trans || m != mr)
+      throw std::logic_error("packed_bgemm: A read in place needs 32 rows of a row-major A");
+    vk.amx_bf16_tile_a(kc, a, lda, b->words, c, ldc, n, alpha, beta, first);
   }
 };
 static_assert(sizeof(AmxKernel::Run) == 64, "a tile row is 64 bytes");

@@ -76,19 +76,30 @@ void norm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T*
   const VecKernels& vec = vec_kernels();
   const bool vec_dx = std::is_same_v<T, float> && (kCentred ? vec.layernorm_backward_row != nullptr
                                                             : vec.rmsnorm_backward_row != nullptr);
-  if (dx && vec_dx) {
+  // dscale and dbias sum over rows. Fixed blocks of rows (not one per thread) sum into
+  // their own partial rows in parallel, added in block order afterwards: the result does
+  // not depend on the thread count, and a narrow row ([B*S, 256]) still uses every thread.
+  constexpr int64_t kRowBlock = 64;
+  const int64_t blocks = std::max<int64_t>(1, (rows + kRowBlock - 1) / kRowBlock);
+  // The vector rows of dx; with the vector parameter sums and blocks enough to share out,
+  // inside those blocks (one pass over dy and x while a block is in cache, instead of two).
+  const bool vec_params = std::is_same_v<T, float> && vec.norm_param_grad_rows != nullptr;
+  const bool dx_in_blocks = dx && vec_dx && vec_params && (dscale || dbias) &&
+                            blocks >= 2 * static_cast<int64_t>(parallel_threads());
+  const auto vec_dx_rows = [&](int64_t r0, int64_t r1) {
     if constexpr (std::is_same_v<T, float>) {
-      parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          if constexpr (kCentred)
-            vec.layernorm_backward_row(cols, dy + r * cols, x + r * cols, scale, mean[r],
-                                       inv_std[r], dx + r * cols);
-          else
-            vec.rmsnorm_backward_row(cols, dy + r * cols, x + r * cols, scale, inv_std[r],
+      for (int64_t r = r0; r < r1; ++r) {
+        if constexpr (kCentred)
+          vec.layernorm_backward_row(cols, dy + r * cols, x + r * cols, scale, mean[r], inv_std[r],
                                      dx + r * cols);
-        }
-      });
+        else
+          vec.rmsnorm_backward_row(cols, dy + r * cols, x + r * cols, scale, inv_std[r],
+                                   dx + r * cols);
+      }
     }
+  };
+  if (dx && vec_dx) {
+    if (!dx_in_blocks) parallel_for(0, rows, row_grain(cols), vec_dx_rows);
   } else if (dx) {
     // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale (mean(g) taken
     // as 0 uncentred)
@@ -115,17 +126,22 @@ void norm_backward(int64_t rows, int64_t cols, const T* dy, const T* x, const T*
     });
   }
   if (!dscale && !dbias) return;
-  // dscale and dbias sum over rows. Fixed blocks of rows (not one per thread) sum into
-  // their own partial rows in parallel, added in block order afterwards: the result does
-  // not depend on the thread count, and a narrow row ([B*S, 256]) still uses every thread.
-  constexpr int64_t kRowBlock = 64;
-  const int64_t blocks = std::max<int64_t>(1, (rows + kRowBlock - 1) / kRowBlock);
   std::vector<double> partial(static_cast<size_t>(2 * blocks * cols), 0.0);
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       double* s_scale = partial.data() + 2 * blk * cols;
       double* s_bias = s_scale + cols;
-      for (int64_t r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+      const int64_t first = blk * kRowBlock, end = std::min(rows, (blk + 1) * kRowBlock);
+      if constexpr (std::is_same_v<T, float>) {
+        if (vec_params) {
+          if (dx_in_blocks) vec_dx_rows(first, end);
+          vec.norm_param_grad_rows(end - first, cols, dy + first * cols, x + first * cols,
+                                   kCentred ? mean + first : nullptr, inv_std + first, s_scale,
+                                   dbias ? s_bias : nullptr);
+          continue;
+        }
+      }
+      for (int64_t r = first; r < end; ++r) {
         const T* xr = x + r * cols;
         const T* gr = dy + r * cols;
         const double m = row_mean(r), is = inv_std[r];

@@ -27,7 +27,9 @@
 //             int n, bool first) const;
 //       one mr x nr tile of C from an A panel and a B panel of kc columns of K (the first m
 //       rows and n columns written; `first`: C = alpha*ab + beta*C, else C += alpha*ab)
-//   bool direct_a() const;  whether tile_a reads full A panels in place
+//   bool direct_a(bool trans_a, int64_t n_panels) const;
+//       whether tile_a reads A's full panels in place (instead of packing them) in a product
+//       with op(A) so and n_panels panels of B
 //   void tile_a(int64_t kc, const In* a, int64_t lda, bool trans, const Packed* b, float* c,
 //               int64_t ldc, int m, int n, bool first) const;
 #pragma once
@@ -112,7 +114,7 @@ void run_whole_k(const Kernel& kern, bool trans_a, bool trans_b, int64_t M, int6
   };
   const int64_t n_split =
       m_tasks >= kMinTasks ? 1 : std::min(n_panels, (kSplitTasks + m_tasks - 1) / m_tasks);
-  const bool direct_a = n_panels <= kDirectAPanels && kern.direct_a();
+  const bool direct_a = kern.direct_a(trans_a, n_panels);
   const auto full = [&](int64_t i) { return (i + 1) * MR <= M; };
   const auto tile = [&](int64_t i, int64_t j, const Packed* a_panel, const Packed* b_panel,
                         int64_t k0, int64_t kc, bool first) {

@@ -44,7 +44,9 @@ struct FloatKernel {
             bool first) const {
     vk.gemm_tile(kc, a, b, c, ldc, m, n, alpha, beta, first);
   }
-  bool direct_a() const { return vk.gemm_tile_a != nullptr; }
+  bool direct_a(bool, int64_t n_panels) const {
+    return n_panels <= packed_gemm::kDirectAPanels && vk.gemm_tile_a != nullptr;
+  }
   void tile_a(int64_t kc, const float* a, int64_t lda, bool trans, const float* b, float* c,
               int64_t ldc, int m, int n, bool first) const {
     vk.gemm_tile_a(kc, a, lda, trans, b, c, ldc, m, n, alpha, beta, first);

@@ -77,6 +77,31 @@ struct VecAvx2 {
     acc.lo = _mm256_add_pd(acc.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
     acc.hi = _mm256_add_pd(acc.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
   }
+  // v's lanes as doubles (exact), d's lanes stored back.
+  static DoubleAcc widen(F v) {
+    return {_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+  }
+  static DoubleAcc dload(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4)}; }
+  static void dstore(double* p, const DoubleAcc& d) {
+    _mm256_storeu_pd(p, d.lo);
+    _mm256_storeu_pd(p + 4, d.hi);
+  }
+  // Lane-wise a + b, a - s, a * b, a * s: one rounding each (no fused multiply-add).
+  static DoubleAcc dadd(const DoubleAcc& a, const DoubleAcc& b) {
+    return {_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)};
+  }
+  static DoubleAcc dsub(const DoubleAcc& a, double s) {
+    const __m256d v = _mm256_set1_pd(s);
+    return {_mm256_sub_pd(a.lo, v), _mm256_sub_pd(a.hi, v)};
+  }
+  static DoubleAcc dmul(const DoubleAcc& a, const DoubleAcc& b) {
+    return {_mm256_mul_pd(a.lo, b.lo), _mm256_mul_pd(a.hi, b.hi)};
+  }
+  static DoubleAcc dmul(const DoubleAcc& a, double s) {
+    const __m256d v = _mm256_set1_pd(s);
+    return {_mm256_mul_pd(a.lo, v), _mm256_mul_pd(a.hi, v)};
+  }
   static double dacc_sum(const DoubleAcc& acc) {
     const __m256d s = _mm256_add_pd(acc.lo, acc.hi);
     __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
@@ -135,6 +160,30 @@ struct VecAvx512 {
   }
   static double dacc_sum(const DoubleAcc& acc) {
     return _mm512_reduce_add_pd(_mm512_add_pd(acc.lo, acc.hi));
+  }
+  static DoubleAcc widen(F v) {
+    const __m256 lo = _mm512_castps512_ps256(v);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return {_mm512_cvtps_pd(lo), _mm512_cvtps_pd(hi)};
+  }
+  static DoubleAcc dload(const double* p) { return {_mm512_loadu_pd(p), _mm512_loadu_pd(p + 8)}; }
+  static void dstore(double* p, const DoubleAcc& d) {
+    _mm512_storeu_pd(p, d.lo);
+    _mm512_storeu_pd(p + 8, d.hi);
+  }
+  static DoubleAcc dadd(const DoubleAcc& a, const DoubleAcc& b) {
+    return {_mm512_add_pd(a.lo, b.lo), _mm512_add_pd(a.hi, b.hi)};
+  }
+  static DoubleAcc dsub(const DoubleAcc& a, double s) {
+    const __m512d v = _mm512_set1_pd(s);
+    return {_mm512_sub_pd(a.lo, v), _mm512_sub_pd(a.hi, v)};
+  }
+  static DoubleAcc dmul(const DoubleAcc& a, const DoubleAcc& b) {
+    return {_mm512_mul_pd(a.lo, b.lo), _mm512_mul_pd(a.hi, b.hi)};
+  }
+  static DoubleAcc dmul(const DoubleAcc& a, double s) {
+    const __m512d v = _mm512_set1_pd(s);
+    return {_mm512_mul_pd(a.lo, v), _mm512_mul_pd(a.hi, v)};
   }
 };
 #endif

@@ -1,8 +1,8 @@
 // The bfloat16 GEMM on AMX tiles (compiled with the AVX512-BF16 flags plus -mamx-tile
 // -mamx-bf16; called only where the CPU has AMX and the OS let this process use its tile
 // data, cpu_isa.cpp): a 32 x 32 tile of C in four 16 x 16 float32 tiles, each step one
-// tdpbf16ps per C tile over 32 columns of K, and the panel packing the tiles load
-// (vec_kernels.h: amx_bf16_*). The rest of the table is the avx512bf16 one.
+// tdpbf16ps per C tile over 32 columns of K, and the panel packing the tiles load, or A's
+// rows read in place (vec_kernels.h: amx_bf16_*). The rest of the table is the avx512bf16 one.
 #include "kernels/cpu/vec_kernels.h"
 
 // GCC names the AMX macros __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__.
@@ -153,8 +153,11 @@ void amx_bf16_pack_b(const uint16_t* x, int64_t ld, bool trans, int64_t r0, int6
   pack_runs(x, ld, trans, r0, rows, k0, kc, false, dst);
 }
 
-void amx_bf16_tile(int64_t steps, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
-                   int m, int n, float alpha, float beta, bool first) {
+// One 32 x 32 tile of C over `steps` steps of K: load_a(s) loads step s of A into tiles 4
+// (rows 0-15) and 5 (rows 16-31); B's steps come from its packed panel.
+template <typename LoadA>
+inline void tile_over(int64_t steps, LoadA load_a, const uint32_t* b, float* c, int64_t ldc, int m,
+                      int n, float alpha, float beta, bool first) {
   ensure_configured();
   // In place when the tile is whole and C's old value is added as is or not read.
   const bool whole = m == kTile && n == kTile && alpha == 1.0f;
@@ -174,11 +177,9 @@ void amx_bf16_tile(int64_t steps, const uint32_t* a, const uint32_t* b, float* c
   }
   constexpr int64_t kBytes = kRun * sizeof(uint32_t);
   for (int64_t s = 0; s < steps; ++s) {
-    const uint32_t* as = a + s * kTile * kRun;
     const uint32_t* bs = b + s * kTile * kRun;
-    _tile_loadd(4, as, kBytes);
+    load_a(s);
     _tile_loadd(6, bs, kBytes);
-    _tile_loadd(5, as + 16 * kRun, kBytes);
     _tile_loadd(7, bs + 16 * kRun, kBytes);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
@@ -215,6 +216,43 @@ void amx_bf16_tile(int64_t steps, const uint32_t* a, const uint32_t* b, float* c
   }
 }
 
+void amx_bf16_tile(int64_t steps, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
+                   int m, int n, float alpha, float beta, bool first) {
+  constexpr int64_t kBytes = kRun * sizeof(uint32_t);
+  const auto load_a = [a](int64_t s) {
+    const uint32_t* as = a + s * kTile * kRun;
+    _tile_loadd(4, as, kBytes);
+    _tile_loadd(5, as + 16 * kRun, kBytes);
+  };
+  tile_over(steps, load_a, b, c, ldc, m, n, alpha, beta, first);
+}
+
+void amx_bf16_tile_a(int64_t kc, const uint16_t* a, int64_t lda, const uint32_t* b, float* c,
+                     int64_t ldc, int n, float alpha, float beta, bool first) {
+  // Whole steps straight from A's rows (a tile row is 32 values of K, as A stores them);
+  // the last, partial step from a zero-padded copy, so nothing past kc is read.
+  const int64_t whole = kc / kStepK, tail = kc % kStepK;
+  const int64_t stride = lda * static_cast<int64_t>(sizeof(uint16_t));
+  alignas(64) uint16_t last[kTile * kStepK];
+  if (tail) {
+    const __mmask32 mask = lanes32(tail);
+    for (int r = 0; r < kTile; ++r)
+      _mm512_store_si512(last + r * kStepK,
+                         _mm512_maskz_loadu_epi16(mask, a + r * lda + whole * kStepK));
+  }
+  const auto load_a = [&](int64_t s) {
+    if (s < whole) {
+      _tile_loadd(4, a + s * kStepK, stride);
+      _tile_loadd(5, a + 16 * lda + s * kStepK, stride);
+    } else {
+      constexpr int64_t kLastStride = kStepK * sizeof(uint16_t);
+      _tile_loadd(4, last, kLastStride);
+      _tile_loadd(5, last + 16 * kStepK, kLastStride);
+    }
+  };
+  tile_over(whole + (tail ? 1 : 0), load_a, b, c, ldc, kTile, n, alpha, beta, first);
+}
+
 }  // namespace
 
 const VecKernels* vec_kernels_amx() {
@@ -225,6 +263,7 @@ const VecKernels* vec_kernels_amx() {
     k.amx_bf16_pack_a = amx_bf16_pack_a;
     k.amx_bf16_pack_b = amx_bf16_pack_b;
     k.amx_bf16_tile = amx_bf16_tile;
+    k.amx_bf16_tile_a = amx_bf16_tile_a;
     k.amx_bf16_begin = amx_bf16_begin;
     return &k;
   }();

@@ -63,6 +63,13 @@ struct VecKernels {
   // dy, x, dx: [cols]; scale: [cols]; the row's saved mean and inv_std.
   void (*layernorm_backward_row)(int64_t cols, const float* dy, const float* x, const float* scale,
                                  float mean, float inv_std, float* dx);
+  // The normalizations' parameter gradients over rows 0 <= r < rows of dy, x: [rows, cols]:
+  // s_scale[c] += dy * (x - mean[r]) * inv_std[r] and, where s_bias is not null,
+  // s_bias[c] += dy, in double, row by row (layernorm.cpp's partial sums, the same bits).
+  // mean null: the mean is taken as 0 (RMS norm).
+  void (*norm_param_grad_rows)(int64_t rows, int64_t cols, const float* dy, const float* x,
+                               const float* mean, const float* inv_std, double* s_scale,
+                               double* s_bias);
   // RMS normalisation's rows (layernorm_*_row with the mean taken as 0, no bias).
   void (*rmsnorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
                               float* y, float* inv_rms);
@@ -109,6 +116,11 @@ struct VecKernels {
   // does). m, n, alpha, beta, first: gemm_tile's.
   void (*amx_bf16_tile)(int64_t steps, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc,
                         int m, int n, float alpha, float beta, bool first);
+  // amx_bf16_tile for 32 whole rows of a row-major A read in place (a: row 0's first
+  // column of the K block, lda: its row stride) over kc columns of K: A's values where the
+  // packed panel would hold them, nothing read past kc.
+  void (*amx_bf16_tile_a)(int64_t kc, const uint16_t* a, int64_t lda, const uint32_t* b, float* c,
+                          int64_t ldc, int n, float alpha, float beta, bool first);
   // Called before each product: the first tile of each thread in it loads the tile
   // configuration again (torch's own AMX kernels run on the same threads between products
   // and leave theirs).

@@ -291,6 +291,34 @@ void norm_backward_row(int64_t cols, const float* dy, const float* x, const floa
 }
 
 template <typename V>
+void norm_param_grad_rows(int64_t rows, int64_t cols, const float* dy, const float* x,
+                          const float* mean, const float* inv_std, double* s_scale,
+                          double* s_bias) {
+  const int64_t full = cols - cols % V::kWidth;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = dy + r * cols;
+    const float* xr = x + r * cols;
+    const double m = mean ? static_cast<double>(mean[r]) : 0.0;
+    const double is = inv_std[r];
+    for (int64_t c = 0; c < full; c += V::kWidth) {
+      const auto g = V::widen(V::load(gr + c));
+      // (g * (x - m)) * is, each step rounded in double, as the scalar sum; the product is
+      // kept from being contracted with the sum (scale_add's barrier).
+      auto t = V::dmul(V::dmul(g, V::dsub(V::widen(V::load(xr + c)), m)), is);
+      __asm__("" : "+v"(t.lo), "+v"(t.hi));
+      V::dstore(s_scale + c, V::dadd(V::dload(s_scale + c), t));
+      if (s_bias) V::dstore(s_bias + c, V::dadd(V::dload(s_bias + c), g));
+    }
+    for (int64_t c = full; c < cols; ++c) {
+      double t = static_cast<double>(gr[c]) * (xr[c] - m) * is;
+      __asm__("" : "+x"(t));
+      s_scale[c] += t;
+      if (s_bias) s_bias[c] += gr[c];
+    }
+  }
+}
+
+template <typename V>
 void rmsnorm_forward_row(int64_t cols, double eps, const float* x, const float* scale, float* y,
                          float* inv_rms) {
   norm_forward_row<V, false>(cols, eps, x, scale, nullptr, y, nullptr, inv_rms);
@@ -547,6 +575,7 @@ VecKernels make_vec_kernels() {
   k.layernorm_backward_row = norm_backward_row<V, true>;
   k.rmsnorm_forward_row = rmsnorm_forward_row<V>;
   k.rmsnorm_backward_row = rmsnorm_backward_row<V>;
+  k.norm_param_grad_rows = norm_param_grad_rows<V>;
   k.gemm_tile = gemm_tile<V>;
   k.gemm_tile_a = gemm_tile_a<V>;
   k.gemm_mr = gemm_mr<V>();
