@@ -276,6 +276,9 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
     std::vector<T> buffers(num_registers * kBlock);
     std::vector<const T*> reg(num_registers);
     std::vector<int64_t> base(num_inputs), step(num_inputs);
+    // A one-element input holds its value in every block: its register is filled once.
+    for (size_t k = 0; k < num_inputs; ++k)
+      if (uniform[k]) reg[k] = input_block(inputs[k], 0, 0, kBlock, buffers.data() + k * kBlock);
     int64_t current_row = -1;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t r = item / blocks_per_row;
@@ -301,8 +304,9 @@ void fused_elementwise_forward(const std::vector<FusedElementwiseInput>& inputs,
         }
       }
       for (size_t k = 0; k < num_inputs; ++k)
-        reg[k] = input_block(inputs[k], base[k] + start * step[k], step[k], n,
-                             buffers.data() + k * kBlock);
+        if (!uniform[k])
+          reg[k] = input_block(inputs[k], base[k] + start * step[k], step[k], n,
+                               buffers.data() + k * kBlock);
       for (size_t i = 0; i < program.size(); ++i) {
         const size_t dst = num_inputs + i;
         const bool last = i + 1 == program.size();
