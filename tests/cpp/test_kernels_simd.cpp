@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/vec_kernels.h"
@@ -388,6 +389,35 @@ TEST(SimdKernels, LayerNormMatchesFloat64AndBaseline) {
       std::vector<double> y_b(y_base.begin(), y_base.end()), dx_b(dx_base.begin(), dx_base.end());
       expect_close(y, y_b, 0, 2e-5, x, what + " forward vs baseline");
       expect_close(dx, dx_b, 0, 2e-4, x, what + " backward vs baseline");
+    }
+  }
+}
+
+// sum_to_shape's leading-axis sums of float32 ([R, N] -> [N], a bias gradient) on every vector
+// instruction set: bit for bit the baseline's double sums, over row blocks (few columns) and
+// over columns (many, or rows within one block), widths no multiple of a vector.
+TEST(SimdKernels, LeadingAxisSumsMatchTheBaselineBits) {
+  IsaScope scope;
+  const std::pair<int64_t, int64_t> shapes[] = {{1000, 256}, {777, 37},    {40, 300},
+                                                {3, 20000},  {130, 16390}, {64, 1}};
+  for (const auto& [rows, cols] : shapes) {
+    const std::vector<float> x = random_floats(rows * cols, 53 + cols, -1.0f, 1.0f);
+    std::vector<double> want(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[c] += x[r * cols + c];
+    set_cpu_isa(CpuIsa::kBaseline);
+    std::vector<float> base(cols);
+    sum_to_shape<float>({rows, cols}, x.data(), {cols}, base.data());
+    for (CpuIsa isa : vector_isas()) {
+      set_cpu_isa(isa);
+      std::vector<float> got(cols);
+      sum_to_shape<float>({rows, cols}, x.data(), {cols}, got.data());
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(got[c], base[c])
+            << cpu_isa_name(isa) << " " << rows << "x" << cols << " at " << c;
+        ASSERT_NEAR(got[c], want[c], 1e-6 * std::sqrt(static_cast<double>(rows)) + 1e-6)
+            << cpu_isa_name(isa) << " vs float64 at " << c;
+      }
     }
   }
 }

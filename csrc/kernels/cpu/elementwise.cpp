@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/cpu_isa.h"
+
 namespace ortmodule {
 
 namespace {
@@ -55,6 +57,8 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
     leading_only = leading_only && suffix == n_out;
   }
   const int64_t rows = leading_only ? n_in / n_out : 0;
+  // float32 rows sum on the vector kernels, in double lanes (the same bits).
+  const auto vec_sum = std::is_same_v<T, float> ? vec_kernels().sum_rows_f64 : nullptr;
   // Row blocks of a fixed size (not one per thread) keep the summation order, and so the
   // result, independent of the thread count.
   constexpr int64_t kRowBlock = 64;
@@ -67,6 +71,12 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
       for (int64_t blk = b0; blk < b1; ++blk) {
         Acc* p = partial.data() + blk * n_out;
         const int64_t r_end = std::min(rows, (blk + 1) * kRowBlock);
+        if constexpr (std::is_same_v<T, float>) {
+          if (vec_sum) {
+            vec_sum(r_end - blk * kRowBlock, n_out, x + blk * kRowBlock * n_out, n_out, p);
+            continue;
+          }
+        }
         for (int64_t r = blk * kRowBlock; r < r_end; ++r) {
           const T* xr = x + r * n_out;
           for (int64_t c = 0; c < n_out; ++c) p[c] += xr[c];
@@ -79,6 +89,9 @@ void sum_to_shape(const std::vector<int64_t>& x_shape, const T* x,
     }
   } else if (leading_only) {
     parallel_for(0, n_out, 1024, [&](int64_t c0, int64_t c1) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (vec_sum) return vec_sum(rows, c1 - c0, x + c0, n_out, acc.data() + c0);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const T* xr = x + r * n_out;
         for (int64_t c = c0; c < c1; ++c) acc[c] += xr[c];

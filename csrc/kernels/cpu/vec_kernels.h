@@ -70,6 +70,9 @@ struct VecKernels {
   void (*norm_param_grad_rows)(int64_t rows, int64_t cols, const float* dy, const float* x,
                                const float* mean, const float* inv_std, double* s_scale,
                                double* s_bias);
+  // acc[c] += x[r * ld + c] for c < cols, rows r = 0 .. rows - 1 in order, in double (one
+  // rounding per sum: the scalar loop's bits; sum_to_shape's bias-gradient sums).
+  void (*sum_rows_f64)(int64_t rows, int64_t cols, const float* x, int64_t ld, double* acc);
   // RMS normalisation's rows (layernorm_*_row with the mean taken as 0, no bias).
   void (*rmsnorm_forward_row)(int64_t cols, double eps, const float* x, const float* scale,
                               float* y, float* inv_rms);

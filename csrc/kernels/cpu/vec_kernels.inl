@@ -291,6 +291,17 @@ void norm_backward_row(int64_t cols, const float* dy, const float* x, const floa
 }
 
 template <typename V>
+void sum_rows_f64(int64_t rows, int64_t cols, const float* x, int64_t ld, double* acc) {
+  const int64_t full = cols - cols % V::kWidth;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld;
+    for (int64_t c = 0; c < full; c += V::kWidth)
+      V::dstore(acc + c, V::dadd(V::dload(acc + c), V::widen(V::load(xr + c))));
+    for (int64_t c = full; c < cols; ++c) acc[c] += xr[c];
+  }
+}
+
+template <typename V>
 void norm_param_grad_rows(int64_t rows, int64_t cols, const float* dy, const float* x,
                           const float* mean, const float* inv_std, double* s_scale,
                           double* s_bias) {
@@ -576,6 +587,7 @@ VecKernels make_vec_kernels() {
   k.rmsnorm_forward_row = rmsnorm_forward_row<V>;
   k.rmsnorm_backward_row = rmsnorm_backward_row<V>;
   k.norm_param_grad_rows = norm_param_grad_rows<V>;
+  k.sum_rows_f64 = sum_rows_f64<V>;
   k.gemm_tile = gemm_tile<V>;
   k.gemm_tile_a = gemm_tile_a<V>;
   k.gemm_mr = gemm_mr<V>();
