@@ -135,7 +135,8 @@ int simplify_shape_reads(Graph& graph) {
     }
     if (!target) continue;
     auto& readers = v->consumers;
-    readers.erase(std::find(readers.begin(), readers.end(), n));
+    const auto it = std::find(readers.begin(), readers.end(), n);
+    if (it != readers.end()) readers.erase(it);
     target->consumers.push_back(n);
     n->inputs[0] = target;
     ++changed;
