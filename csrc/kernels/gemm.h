@@ -24,10 +24,11 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
                   T alpha, const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
                   int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c);
 
-// True where float32 GEMMs run on the engine's packed micro-kernels (kernels/cpu/sgemm.h,
-// VecKernels::gemm_tile), so a kernel may write its operands as packed panels and call the
-// micro-kernel itself (Winograd convolutions): the backend's choice (runtime/cpu_gemm.h for
-// the torch backend), not only whether the instruction set has the micro-kernel.
+// True where a kernel may write its float32 operands as packed panels and call the engine's
+// micro-kernel (kernels/cpu/sgemm.h, VecKernels::gemm_tile) itself (Winograd convolutions):
+// the backend's choice (runtime/cpu_gemm.h's use_packed_micro_kernels for the torch backend,
+// which may hold where gemm() itself runs on the BLAS), not only whether the instruction set
+// has the micro-kernel.
 bool gemm_uses_packed_kernels();
 
 // gemm_batched as a loop of gemm calls: the implementation of backends without a batched BLAS.

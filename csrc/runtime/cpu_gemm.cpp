@@ -101,7 +101,11 @@ CpuGemm cpu_gemm_mode() {
   return static_cast<CpuGemm>(g_mode.load());
 }
 
-bool use_packed_sgemm() {
+namespace {
+
+// The mode's answer: never under blas, wherever the micro-kernel exists under packed, and
+// `auto_choice` under auto.
+bool packed_under_mode(bool auto_choice) {
   switch (cpu_gemm_mode()) {
     case CpuGemm::kBlas:
       return false;
@@ -110,7 +114,17 @@ bool use_packed_sgemm() {
     case CpuGemm::kAuto:
       break;
   }
-  return auto_prefers_packed() && cpu_isa_has_avx512(active_cpu_isa());
+  return auto_choice;
+}
+
+}  // namespace
+
+bool use_packed_sgemm() {
+  return packed_under_mode(auto_prefers_packed() && cpu_isa_has_avx512(active_cpu_isa()));
+}
+
+bool use_packed_micro_kernels() {
+  return packed_under_mode(packed_sgemm_available() && cpu_isa_has_avx512(active_cpu_isa()));
 }
 
 std::string cpu_gemm_reason() {
@@ -118,7 +132,10 @@ std::string cpu_gemm_reason() {
   const std::string used = use_packed_sgemm() ? "packed" : "blas";
   if (cpu_gemm_mode() != CpuGemm::kAuto) return used + " (" + kGemmEnv + " or set: " + mode + ")";
   if (!torch_blas_is_mkl()) return used + " (auto: torch's BLAS is not MKL)";
-  if (cpu_is_intel()) return used + " (auto: MKL on an Intel CPU)";
+  if (cpu_is_intel())
+    return used + " (auto: MKL on an Intel CPU" +
+           (use_packed_micro_kernels() ? "; Winograd convolutions on the packed micro-kernel)"
+                                       : ")");
   if (!cpu_isa_has_avx512(active_cpu_isa()))
     return used + " (auto: MKL on a non-Intel CPU, but the instruction set is " +
            cpu_isa_name(active_cpu_isa()) + ")";

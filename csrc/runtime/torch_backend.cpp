@@ -92,7 +92,7 @@ constexpr at::ScalarType scalar_type<double>() {
 }
 }  // namespace
 
-bool gemm_uses_packed_kernels() { return use_packed_sgemm(); }
+bool gemm_uses_packed_kernels() { return use_packed_micro_kernels(); }
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,

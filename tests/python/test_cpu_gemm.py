@@ -241,3 +241,26 @@ def test_winograd_conv_matches_float64(
     torch.testing.assert_close(x_grad.double(), x64_grad, rtol=0, atol=tol * 2)
     pixels = x_shape[0] * y.shape[2] * y.shape[3]
     torch.testing.assert_close(w_grad.double(), w64_grad, rtol=0, atol=1e-5 * pixels**0.5 * 2)
+
+
+@pytest.mark.skipif(not _C.cpu_isa_supported("avx512"), reason="needs an AVX-512 CPU")
+@pytest.mark.parametrize("x_shape,w_shape,pads", CONV_CASES[:3])
+def test_auto_runs_winograd_on_the_micro_kernel_with_avx512(
+    x_shape: list[int], w_shape: list[int], pads: int
+) -> None:
+    """docs/api.md: under auto with the AVX-512 instruction set the 3x3 convolutions take the
+    packed micro-kernel's Winograd (forward and both gradients) whatever runs the other products
+    (MKL on an Intel CPU): the results are packed's, bit for bit."""
+    _C.set_cpu_isa("avx512")
+    results = {}
+    for mode in ("auto", "packed"):
+        _C.set_cpu_gemm(mode)
+        y, grads, _, _ = engine_and_float64(
+            conv_program(x_shape, w_shape, pads),
+            [x_shape, w_shape],
+            lambda x, w: torch.nn.functional.conv2d(x, w, padding=pads),
+            seed=5,
+        )
+        results[mode] = [y, *grads]
+    for name, got, want in zip(("y", "dx", "dw"), results["auto"], results["packed"]):
+        assert torch.equal(got, want), name

@@ -27,6 +27,7 @@
 #include "kernels/cpu/conv_common.h"
 #include "kernels/cpu/conv_winograd_transforms.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -251,8 +252,17 @@ void conv2d_winograd_backward_weight(const Conv2dParams& p, const T* x, const T*
         transform_output_gradient(p, t, dy + (n0 + b) * p.M * p.outH * p.outW, D.data(), ld, d_es,
                                   b * t.per_image, plane.data(), rows.data());
       }
+      const T beta = n0 == n_begin ? T(0) : T(1);
+      if constexpr (std::is_same_v<T, float>) {
+        if (gemm_uses_packed_kernels()) {  // on the micro-kernel even where gemm() is the BLAS's
+          for (int64_t e = 0; e < 16; ++e)
+            packed_sgemm(false, true, p.M, p.C, ld, 1.0f, D.data() + e * d_es, ld,
+                         V.data() + e * v_es, ld, beta, part.S.data() + e * MC, p.C);
+          continue;
+        }
+      }
       gemm_batched<T>(false, true, 16, p.M, p.C, ld, T(1), D.data(), ld, d_es, V.data(), ld, v_es,
-                      n0 == n_begin ? T(0) : T(1), part.S.data(), p.C, MC);
+                      beta, part.S.data(), p.C, MC);
     }
     std::lock_guard<std::mutex> lock(partials_mutex);
     partials.push_back(std::move(part));
