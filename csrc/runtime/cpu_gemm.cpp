@@ -123,23 +123,29 @@ bool use_packed_sgemm() {
   return packed_under_mode(auto_prefers_packed() && cpu_isa_has_avx512(active_cpu_isa()));
 }
 
-bool use_packed_micro_kernels() {
-  return packed_under_mode(packed_sgemm_available() && cpu_isa_has_avx512(active_cpu_isa()));
+bool use_packed_micro_kernels() { return packed_under_mode(packed_sgemm_available()); }
+
+namespace {
+
+// auto's reason for the products alone.
+std::string auto_gemm_reason() {
+  if (!torch_blas_is_mkl()) return "torch's BLAS is not MKL";
+  if (cpu_is_intel()) return "MKL on an Intel CPU";
+  if (!cpu_isa_has_avx512(active_cpu_isa()))
+    return std::string("MKL on a non-Intel CPU, but the instruction set is ") +
+           cpu_isa_name(active_cpu_isa());
+  return "MKL on a non-Intel AVX-512 CPU runs its AVX2 kernels";
 }
+
+}  // namespace
 
 std::string cpu_gemm_reason() {
   const std::string mode = cpu_gemm_name(cpu_gemm_mode());
   const std::string used = use_packed_sgemm() ? "packed" : "blas";
   if (cpu_gemm_mode() != CpuGemm::kAuto) return used + " (" + kGemmEnv + " or set: " + mode + ")";
-  if (!torch_blas_is_mkl()) return used + " (auto: torch's BLAS is not MKL)";
-  if (cpu_is_intel())
-    return used + " (auto: MKL on an Intel CPU" +
-           (use_packed_micro_kernels() ? "; Winograd convolutions on the packed micro-kernel)"
-                                       : ")");
-  if (!cpu_isa_has_avx512(active_cpu_isa()))
-    return used + " (auto: MKL on a non-Intel CPU, but the instruction set is " +
-           cpu_isa_name(active_cpu_isa()) + ")";
-  return used + " (auto: MKL on a non-Intel AVX-512 CPU runs its AVX2 kernels)";
+  const bool winograd = use_packed_micro_kernels() && !use_packed_sgemm();
+  return used + " (auto: " + auto_gemm_reason() +
+         (winograd ? "; Winograd convolutions on the packed micro-kernel)" : ")");
 }
 
 }  // namespace ortmodule

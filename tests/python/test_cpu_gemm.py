@@ -243,15 +243,15 @@ def test_winograd_conv_matches_float64(
     torch.testing.assert_close(w_grad.double(), w64_grad, rtol=0, atol=1e-5 * pixels**0.5 * 2)
 
 
-@pytest.mark.skipif(not _C.cpu_isa_supported("avx512"), reason="needs an AVX-512 CPU")
+@pytest.mark.parametrize("isa", VECTOR_ISAS)
 @pytest.mark.parametrize("x_shape,w_shape,pads", CONV_CASES[:3])
-def test_auto_runs_winograd_on_the_micro_kernel_with_avx512(
-    x_shape: list[int], w_shape: list[int], pads: int
+def test_auto_runs_winograd_on_the_micro_kernel(
+    isa: str, x_shape: list[int], w_shape: list[int], pads: int
 ) -> None:
-    """docs/api.md: under auto with the AVX-512 instruction set the 3x3 convolutions take the
+    """docs/api.md: under auto with a vector instruction set the 3x3 convolutions take the
     packed micro-kernel's Winograd (forward and both gradients) whatever runs the other products
-    (MKL on an Intel CPU): the results are packed's, bit for bit."""
-    _C.set_cpu_isa("avx512")
+    (MKL on an Intel or an AVX2-only CPU): the results are packed's, bit for bit."""
+    _C.set_cpu_isa(isa)
     results = {}
     for mode in ("auto", "packed"):
         _C.set_cpu_gemm(mode)

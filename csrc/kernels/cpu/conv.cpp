@@ -134,12 +134,14 @@ void bias_gradient(const Conv2dParams& p, const T* dy, T* dbias) {
 
 // x: [N, C, H, W], w: [M, C/group, kH, kW], bias: [M] or null -> y: [N, M, outH, outW]
 // Winograd-eligible float convolutions (conv2d_winograd_applies) take the Winograd forward where
-// the GEMMs run on the packed kernels (AVX-512 by default), whose micro-kernel it drives with
-// no per-product packing: on a Zen 4 host (2 threads, one ORTModule alternating the two
-// forwards step by step) the CNN step took 9.77 ms against 10.93 with im2col + GEMM, ResNet-18
-// (64x64, batch 16) 136.8 against 146.3. On the BLAS GEMM (AVX2 hosts) im2col stays: on a Zen 3
-// host the CNN step took 19.5 ms with the Winograd forward against 15.6, ResNet 227 against
-// 226. Accuracy does not choose: per layer Winograd's float32 error is eager's
+// kernels may drive the packed micro-kernel (gemm_uses_packed_kernels: by default wherever the
+// instruction set has one, also where the other products run on the BLAS), with no
+// per-product packing: on a Zen 4 host (2 threads, one ORTModule alternating the two forwards
+// step by step) the CNN step took 9.77 ms against 10.93 with im2col + GEMM, ResNet-18 (64x64,
+// batch 16) 136.8 against 146.3; on the Xeon VM against im2col + MKL, see runtime/cpu_gemm.h.
+// Winograd over BLAS products (the path without the micro-kernel) lost to im2col on a Zen 3
+// host: the CNN step 19.5 ms against 15.6. Accuracy does not choose: per layer Winograd's
+// float32 error is eager's
 // (test_conv_pool_kernels' forward error test); ResNet's gradient distance from float64 is set
 // by the ReLU kinks float32 rounding flips (test_fx_lowering's resnet check).
 template <typename T>
