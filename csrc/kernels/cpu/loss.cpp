@@ -178,6 +178,22 @@ void softmax_cross_entropy_backward(int64_t N, int64_t C, int64_t D, const T* dl
   // The chain rule through the two forward kernels: d_log_prob holds -w * g at the
   // label and 0 elsewhere, so log-softmax backward (dlp - softmax * sum(dlp)) yields
   // (softmax - onehot) * w * g, and exactly 0 for ignored entries.
+  if (D == 1) {
+    // Classes along rows: each row's d_log_prob is written where the row's backward then
+    // runs in place (the same values as nll_backward_checked's, without its passes over all
+    // of d_scores; a language model's [tokens, vocab] logits).
+    const Acc divisor = reduction == Reduction::Mean
+                            ? kept_weight_sum(N, labels, weight, ignore_index, has_ignore_index)
+                            : Acc{1};
+    softmax_backward_rows<T>(N, C, log_prob, d_scores, /*log=*/true, [&](int64_t n, T* row) {
+      std::fill(row, row + C, T(0));
+      const int64_t label = labels[n];
+      if (loss_entry_ignored(label, ignore_index, has_ignore_index)) return;
+      const Acc g = static_cast<Acc>(reduction == Reduction::None ? dloss[n] : dloss[0]) / divisor;
+      row[label] = static_cast<T>(-g * loss_class_weight(weight, label));
+    });
+    return;
+  }
   nll_backward_checked(N, C, D, dloss, labels, weight, reduction, ignore_index, has_ignore_index,
                        d_scores);
   softmax_backward(N, C, D, d_scores, log_prob, d_scores, /*log=*/true);

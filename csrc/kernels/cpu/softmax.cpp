@@ -278,6 +278,25 @@ void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, co
 }
 
 template <typename T>
+void softmax_backward_rows(int64_t outer, int64_t dim, const T* y, T* dx, bool log,
+                           const std::function<void(int64_t, T*)>& dy_row) {
+  if (outer <= 0 || dim <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto vec = vec_kernels().softmax_backward_row) {
+      for_each_row(outer, dim, [&](int64_t off) {
+        dy_row(off / dim, dx + off);
+        vec(dim, dx + off, y + off, dx + off, log);
+      });
+      return;
+    }
+  }
+  for_each_row(outer, dim, [&](int64_t off) {
+    dy_row(off / dim, dx + off);
+    softmax_backward_row(dim, dx + off, y + off, dx + off, log);
+  });
+}
+
+template <typename T>
 void scaled_masked_softmax_forward(const ScaledMaskedSoftmaxShape& shape, T scale, const T* x,
                                    const T* mask, T* y) {
   const int64_t x_step = shape.x_strides.back();
@@ -368,6 +387,10 @@ template void softmax_backward<float>(int64_t, int64_t, int64_t, const float*, c
                                       bool);
 template void softmax_backward<double>(int64_t, int64_t, int64_t, const double*, const double*,
                                        double*, bool);
+template void softmax_backward_rows<float>(int64_t, int64_t, const float*, float*, bool,
+                                           const std::function<void(int64_t, float*)>&);
+template void softmax_backward_rows<double>(int64_t, int64_t, const double*, double*, bool,
+                                            const std::function<void(int64_t, double*)>&);
 
 template void scaled_masked_softmax_forward<float>(const ScaledMaskedSoftmaxShape&, float,
                                                    const float*, const float*, float*);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace ortmodule {
@@ -22,6 +23,14 @@ void softmax_forward(int64_t outer, int64_t dim, int64_t inner, const T* x, T* y
 template <typename T>
 void softmax_backward(int64_t outer, int64_t dim, int64_t inner, const T* dy, const T* y, T* dx,
                       bool log);
+
+// softmax_backward over rows (inner == 1) with dy made row by row: dy_row(o, row) writes row
+// o of dy into row, which is then dx's row o, and the row's backward runs in place while it
+// is in cache. The bits of writing all of dy into dx and calling
+// softmax_backward(outer, dim, 1, dx, y, dx, log), without dy's passes over memory.
+template <typename T>
+void softmax_backward_rows(int64_t outer, int64_t dim, const T* y, T* dx, bool log,
+                           const std::function<void(int64_t, T*)>& dy_row);
 
 }  // namespace ortmodule
 
