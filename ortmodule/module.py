@@ -255,6 +255,8 @@ class ORTModule(WrappedModuleAPI):
             if self._debug.minify and entry.program is not None:
                 # Debugging only: the new graph against eager PyTorch on copies of the
                 # module; a difference raises ParityError naming the failing subgraph.
+                # Imported here: the ortmodule.debug package imports this module (its
+                # check_parity takes ORTModules).
                 from ortmodule.debug.parity import check_call
 
                 check_call(ORTModule, self.module, args, kwargs, self._debug)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import torch
 
 from ortmodule import _C
+from ortmodule._report_table import format_report
 
 # Op types that run on PyTorch (bridge nodes), reported apart from the native ops.
 BRIDGE_OPS = frozenset({"TorchCall", "TorchCallGrad"})
@@ -211,8 +212,6 @@ class ProfileReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def __str__(self) -> str:
-        from ortmodule._report_table import format_report
-
         return format_report(self)
 
 

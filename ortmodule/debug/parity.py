@@ -17,6 +17,7 @@ import torch
 from ortmodule import _schema
 from ortmodule.debug.compare import Mismatch, compare
 from ortmodule.debug.minify import Finding, minify_call
+from ortmodule.debug.repro import write_repro
 from ortmodule.options import DebugOptions
 
 logger = logging.getLogger("ortmodule")
@@ -127,8 +128,6 @@ def compare_call(
         copy.deepcopy(module), *_fresh((args, kwargs)), options, rtol, atol
     )
     if report.finding is not None:
-        from ortmodule.debug.repro import write_repro
-
         folder = path if path is not None else (options.save_path or os.getcwd())
         report.repro = write_repro(report.finding, os.fspath(folder), rtol, atol)
     return report

@@ -18,7 +18,7 @@ from transformers import Seq2SeqTrainer, Trainer
 
 from ortmodule.module import ORTModule
 from ortmodule.optim import FusedAdamW
-from ortmodule.trainer.arguments import ORTTrainingArguments
+from ortmodule.trainer.arguments import ORTTrainingArguments, _refuse_unsupported
 
 LossFunction = Callable[..., torch.Tensor]
 
@@ -94,7 +94,6 @@ class ORTTrainer(Trainer):
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, ORTTrainingArguments):
             # Plain TrainingArguments were validated by transformers only.
-            from ortmodule.trainer.arguments import _refuse_unsupported
             _refuse_unsupported(self.args)
         _refuse_sharding_accelerate_ignores(self)
         self._original_model: nn.Module | None = None
