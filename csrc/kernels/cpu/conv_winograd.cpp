@@ -214,6 +214,27 @@ void conv2d_winograd_backward_input(const Conv2dParams& p, const T* w, const T* 
   conv2d_winograd_forward<T>(q, dy, wt.data(), nullptr, dx);
 }
 
+namespace {
+
+// The weight gradient's 16 products, one per entry e of the 4x4 tile: S_e = D_e V_e^T +
+// beta S_e (D_e [M, ld], V_e [C, ld], S_e [M, C], the entries d_es, v_es and MC apart); on the
+// micro-kernel wherever the ISA has one, even where gemm() is the BLAS's.
+template <typename T>
+void weight_gradient_products(int64_t M, int64_t C, int64_t ld, const T* D, int64_t d_es,
+                              const T* V, int64_t v_es, T beta, T* S, int64_t MC) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_uses_packed_kernels()) {
+      for (int64_t e = 0; e < 16; ++e)
+        packed_sgemm(false, true, M, C, ld, 1.0f, D + e * d_es, ld, V + e * v_es, ld, beta,
+                     S + e * MC, C);
+      return;
+    }
+  }
+  gemm_batched<T>(false, true, 16, M, C, ld, T(1), D, ld, d_es, V, ld, v_es, beta, S, C, MC);
+}
+
+}  // namespace
+
 // x: [N, C, H, W], dy: [N, M, outH, outW] -> dw: [M, C, 3, 3] (overwritten)
 //   dw[m, c] = G^T [ sum over tiles (A dY A^T)[m] .* (B^T d B)[c] ] G
 // The sum is 16 GEMMs per chunk, S[e] [M, C] += D[e] [M, T] * V[e]^T [T, C]. Each thread's
@@ -252,17 +273,8 @@ void conv2d_winograd_backward_weight(const Conv2dParams& p, const T* x, const T*
         transform_output_gradient(p, t, dy + (n0 + b) * p.M * p.outH * p.outW, D.data(), ld, d_es,
                                   b * t.per_image, plane.data(), rows.data());
       }
-      const T beta = n0 == n_begin ? T(0) : T(1);
-      if constexpr (std::is_same_v<T, float>) {
-        if (gemm_uses_packed_kernels()) {  // on the micro-kernel even where gemm() is the BLAS's
-          for (int64_t e = 0; e < 16; ++e)
-            packed_sgemm(false, true, p.M, p.C, ld, 1.0f, D.data() + e * d_es, ld,
-                         V.data() + e * v_es, ld, beta, part.S.data() + e * MC, p.C);
-          continue;
-        }
-      }
-      gemm_batched<T>(false, true, 16, p.M, p.C, ld, T(1), D.data(), ld, d_es, V.data(), ld, v_es,
-                      beta, part.S.data(), p.C, MC);
+      weight_gradient_products(p.M, p.C, ld, D.data(), d_es, V.data(), v_es,
+                               n0 == n_begin ? T(0) : T(1), part.S.data(), MC);
     }
     std::lock_guard<std::mutex> lock(partials_mutex);
     partials.push_back(std::move(part));

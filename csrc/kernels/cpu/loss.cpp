@@ -108,6 +108,45 @@ void nll_forward_checked(int64_t N, int64_t C, int64_t D, const T* input, const 
   loss[0] = static_cast<T>(reduction == Reduction::Mean ? total.loss / total.weight : total.loss);
 }
 
+// The gradient NegativeLogLikelihoodLoss gives its input at entry k's label (0 at every
+// other class): -g w / divisor, with g the loss gradient of entry k (reduction None) or of
+// the whole loss, w the label's class weight and divisor the kept entries' weight sum under
+// Mean (else 1). Labels must already be checked.
+template <typename T>
+class NllEntryGradient {
+ public:
+  NllEntryGradient(int64_t count, const T* dloss, const int64_t* target, const T* weight,
+                   Reduction reduction, int64_t ignore_index, bool has_ignore_index)
+      : dloss_(dloss),
+        target_(target),
+        weight_(weight),
+        reduction_(reduction),
+        ignore_index_(ignore_index),
+        has_ignore_index_(has_ignore_index),
+        divisor_(reduction == Reduction::Mean
+                     ? kept_weight_sum(count, target, weight, ignore_index, has_ignore_index)
+                     : Acc{1}) {}
+
+  // Writes entry k's gradient at its label into `classes` (the entry's class 0, classes
+  // `stride` apart); an ignored entry writes nothing.
+  void write(int64_t k, T* classes, int64_t stride) const {
+    const int64_t label = target_[k];
+    if (loss_entry_ignored(label, ignore_index_, has_ignore_index_)) return;
+    const Acc g =
+        static_cast<Acc>(reduction_ == Reduction::None ? dloss_[k] : dloss_[0]) / divisor_;
+    classes[label * stride] = static_cast<T>(-g * loss_class_weight(weight_, label));
+  }
+
+ private:
+  const T* dloss_;
+  const int64_t* target_;
+  const T* weight_;
+  Reduction reduction_;
+  int64_t ignore_index_;
+  bool has_ignore_index_;
+  Acc divisor_;
+};
+
 // Labels must already be checked.
 template <typename T>
 void nll_backward_checked(int64_t N, int64_t C, int64_t D, const T* dloss, const int64_t* target,
@@ -117,18 +156,11 @@ void nll_backward_checked(int64_t N, int64_t C, int64_t D, const T* dloss, const
   parallel_for(0, N * C * D, kGrain, [&](int64_t begin, int64_t end) {
     std::fill(d_input + begin, d_input + end, T(0));
   });
-  const Acc divisor = reduction == Reduction::Mean
-                          ? kept_weight_sum(count, target, weight, ignore_index, has_ignore_index)
-                          : Acc{1};
+  const NllEntryGradient<T> grad(count, dloss, target, weight, reduction, ignore_index,
+                                 has_ignore_index);
   // Each (n, d) owns exactly one element of d_input, so chunks never collide.
   parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const int64_t label = target[k];
-      if (loss_entry_ignored(label, ignore_index, has_ignore_index)) continue;
-      const Acc g = static_cast<Acc>(reduction == Reduction::None ? dloss[k] : dloss[0]) / divisor;
-      const Acc w = loss_class_weight(weight, label);
-      d_input[loss_class_offset(k, label, C, D)] = static_cast<T>(-g * w);
-    }
+    for (int64_t k = begin; k < end; ++k) grad.write(k, d_input + loss_class_offset(k, 0, C, D), D);
   });
 }
 
@@ -182,15 +214,11 @@ void softmax_cross_entropy_backward(int64_t N, int64_t C, int64_t D, const T* dl
     // Classes along rows: each row's d_log_prob is written where the row's backward then
     // runs in place (the same values as nll_backward_checked's, without its passes over all
     // of d_scores; a language model's [tokens, vocab] logits).
-    const Acc divisor = reduction == Reduction::Mean
-                            ? kept_weight_sum(N, labels, weight, ignore_index, has_ignore_index)
-                            : Acc{1};
+    const NllEntryGradient<T> grad(N, dloss, labels, weight, reduction, ignore_index,
+                                   has_ignore_index);
     softmax_backward_rows<T>(N, C, log_prob, d_scores, /*log=*/true, [&](int64_t n, T* row) {
       std::fill(row, row + C, T(0));
-      const int64_t label = labels[n];
-      if (loss_entry_ignored(label, ignore_index, has_ignore_index)) return;
-      const Acc g = static_cast<Acc>(reduction == Reduction::None ? dloss[n] : dloss[0]) / divisor;
-      row[label] = static_cast<T>(-g * loss_class_weight(weight, label));
+      grad.write(n, row, 1);
     });
     return;
   }
