@@ -67,7 +67,16 @@ void cpu_gelu(OpContext& ctx) {
   }
 }
 
-// GeluGrad(dY, X; approximate), and com.microsoft GeluGrad / FastGeluGrad(dY, X)
+// GeluGrad(dY, X; approximate) -> (dX, [Y]), and com.microsoft GeluGrad / FastGeluGrad(dY, X).
+// The engine's own GeluGrad may also write Y = Gelu(X) (output 1), bit for bit what Gelu
+// computes, so that backward need not repeat the forward's Gelu for the weight gradient of the
+// product after it (passes/recompute.h: fold_gelu_recompute_into_grad).
+std::vector<OutputInfo> shape_gelu_grad(const OpContext& ctx) {
+  std::vector<OutputInfo> out = one_output(ctx.in(0).dtype(), ctx.in(0).shape());
+  if (ctx.node.outputs.size() > 1 && ctx.node.outputs[1]) out.push_back(out[0]);
+  return out;
+}
+
 void cpu_gelu_grad(OpContext& ctx) {
   expect_same_dtype(ctx, 1);
   const Tensor& dy = ctx.in(0);
@@ -75,22 +84,28 @@ void cpu_gelu_grad(OpContext& ctx) {
   if (dy.shape() != x.shape())
     ctx.fail("gradient shape " + shape_str(dy.shape()) + " differs from " + shape_str(x.shape()));
   const bool tanh_mode = gelu_is_tanh(ctx);
+  const bool value = ctx.has_output(1);
   if (dy.dtype() == DType::Float32) {
     gelu_backward_f32(dy.numel(), dy.data<float>(), x.data<float>(), ctx.out(0).data<float>(),
-                      tanh_mode);
+                      value ? ctx.out(1).data<float>() : nullptr, tanh_mode);
     return;
   }
   if (dy.dtype() == DType::BFloat16 || dy.dtype() == DType::Float16) {
     gelu_backward_low(dy.dtype() == DType::BFloat16, dy.numel(), dy.data<uint16_t>(),
-                      x.data<uint16_t>(), ctx.out(0).data<uint16_t>(), tanh_mode);
+                      x.data<uint16_t>(), ctx.out(0).data<uint16_t>(),
+                      value ? ctx.out(1).data<uint16_t>() : nullptr, tanh_mode);
     return;
   }
-  ORTM_DISPATCH_FLOAT(
-      dy.dtype(), ctx,
-      binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), ctx.out(0).shape(),
-                 ctx.out(0).data<scalar_t>(), [tanh_mode](scalar_t g, scalar_t v) {
-                   return tanh_mode ? math::gelu_tanh_grad(g, v) : math::gelu_grad(g, v);
-                 }));
+  ORTM_DISPATCH_FLOAT(dy.dtype(), ctx, {
+    if (value) {
+      unary_map(x.numel(), x.data<scalar_t>(), ctx.out(1).data<scalar_t>(),
+                [tanh_mode](scalar_t v) { return tanh_mode ? math::gelu_tanh(v) : math::gelu(v); });
+    }
+    binary_map(dy.shape(), dy.data<scalar_t>(), x.shape(), x.data<scalar_t>(), ctx.out(0).shape(),
+               ctx.out(0).data<scalar_t>(), [tanh_mode](scalar_t g, scalar_t v) {
+                 return tanh_mode ? math::gelu_tanh_grad(g, v) : math::gelu_grad(g, v);
+               });
+  });
 }
 
 void grad_sin(GradContext& g) {

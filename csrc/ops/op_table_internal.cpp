@@ -115,7 +115,7 @@ std::vector<OpDef> internal_rows() {
       Row(kMs, "GatherGrad", 1, shape_gather_grad, cpu_gather_grad, nullptr)
           .cuda(cuda_gather_grad, {0})
           .internal(),
-      Row(kOwn, "GeluGrad", 1, shape_same_as_input0, cpu_gelu_grad, nullptr)
+      Row(kOwn, "GeluGrad", 1, shape_gelu_grad, cpu_gelu_grad, nullptr)
           .cuda(cuda_gelu_grad)
           .internal()
           .inplace(0),

@@ -32,6 +32,7 @@ void cpu_floor(OpContext&);
 void cpu_ceil(OpContext&);
 void cpu_sign(OpContext&);
 void cpu_gelu(OpContext&);
+std::vector<OutputInfo> shape_gelu_grad(const OpContext&);
 void cpu_gelu_grad(OpContext&);
 void grad_sin(GradContext&);
 void grad_cos(GradContext&);

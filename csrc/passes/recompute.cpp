@@ -3,6 +3,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ops/op_table.h"
 
@@ -172,6 +173,61 @@ int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Nod
     graph.topological_sort();
   }
   return copies;
+}
+
+namespace {
+
+// Whether `target` is `from` or one of the nodes its inputs come from.
+bool depends_on(const Node* from, const Node* target) {
+  std::vector<const Node*> stack{from};
+  std::unordered_set<const Node*> seen;
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (n == target) return true;
+    if (!seen.insert(n).second) continue;
+    for (const Value* in : n->inputs)
+      if (in && in->producer) stack.push_back(in->producer);
+  }
+  return false;
+}
+
+}  // namespace
+
+int fold_gelu_recompute_into_grad(Graph& graph) {
+  graph.rebuild_consumers();
+  std::vector<Node*> folded;
+  for (Node* copy : graph.nodes()) {
+    if (!copy->recomputes || !copy->domain.empty() || copy->op_type != "Gelu" ||
+        copy->num_inputs() != 1 || copy->outputs.size() != 1 || !copy->output(0))
+      continue;
+    Value* x = copy->input(0);
+    const std::string mode = copy->attr_string("approximate", "none");
+    Node* grad = nullptr;
+    for (Node* reader : x->consumers) {
+      if (reader->domain == "ai.ortmodule" && reader->op_type == "GeluGrad" &&
+          reader->input(1) == x && reader->outputs.size() == 1 && reader->output(0) &&
+          reader->attr_string("approximate", "none") == mode && reader->def &&
+          !reader->recomputes && reader->checkpoint_region < 0) {
+        grad = reader;
+        break;
+      }
+    }
+    if (!grad || !grad->input(0) || depends_on(grad, copy)) continue;
+    Value* y = copy->output(0);
+    copy->outputs.clear();
+    y->producer = grad;
+    grad->outputs.push_back(y);
+    // Where the copy ran: right before the first reader of the activation (the sort below
+    // moves the gradient later where its incoming gradient is made after that).
+    graph.move_before(grad, copy);
+    folded.push_back(copy);
+  }
+  if (!folded.empty()) {
+    graph.remove_nodes(folded);
+    graph.topological_sort();
+  }
+  return static_cast<int>(folded.size());
 }
 
 int recompute_widening_casts(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,

@@ -37,6 +37,14 @@ int recompute_checkpoint_regions(Graph& graph, const std::unordered_set<const No
 int recompute_cheap_activations(Graph& graph, const std::unordered_set<const Node*>& forward_nodes,
                                 const std::vector<Value*>& output_grads);
 
+// Where backward repeats a forward Gelu (recompute_cheap_activations) whose input a GeluGrad of
+// the same form also reads, the GeluGrad writes the activation too (its output 1, from the same
+// evaluation of Phi or of the tanh form, bit for bit the copy's), and the copy goes: one pass
+// over the pre-activation instead of two. Skipped where the GeluGrad's incoming gradient depends
+// on the repeated value (the GeluGrad would then precede its own input). Runs right after
+// recompute_cheap_activations. Returns the number of copies folded.
+int fold_gelu_recompute_into_grad(Graph& graph);
+
 // Widening Casts of 16-bit values to float32 (passes/low_precision.h puts one in front of
 // every op that computes a 16-bit value in float32): where backward reads the float32 value
 // (GeluGrad reading the widened pre-activation, a LayerNorm's gradient its widened input),

@@ -163,9 +163,12 @@ Program::Program(std::unique_ptr<Graph> graph, const ProgramOptions& options)
     const std::unordered_set<const Node*> forward_nodes(forward.begin(), forward.end());
     // Before the products fuse with their activations, so that a fused product keeps only
     // its pre-activation for backward and backward recomputes the activation's output.
-    if (options.graph_optimizations)
+    if (options.graph_optimizations) {
       run_pass("activation_recompute", *graph_, passes_,
                [&] { recompute_cheap_activations(*graph_, forward_nodes, info.output_grads); });
+      run_pass("gelu_recompute_into_grad", *graph_, passes_,
+               [&] { fold_gelu_recompute_into_grad(*graph_); });
+    }
     if (options.graph_optimizations) {
       std::vector<Value*> keep = state_values;
       for (auto* list : {&info.output_grads, &info.input_grads})

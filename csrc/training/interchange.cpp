@@ -103,10 +103,11 @@ bool lower_reduce_grad(Graph& g, Node* n) {
   return true;
 }
 
-// GeluGrad(dY, X; approximate) = com.microsoft GeluGrad (erf) or FastGeluGrad (tanh).
+// GeluGrad(dY, X; approximate) = com.microsoft GeluGrad (erf) or FastGeluGrad (tanh). One that
+// also writes Gelu(X) (a Program's backward, never an artifact's) has no such form.
 bool lower_gelu_grad(Graph& g, Node* n) {
   const std::string mode = n->attr_string("approximate", "none");
-  if (mode != "none" && mode != "tanh") return false;
+  if ((mode != "none" && mode != "tanh") || n->output(1)) return false;
   n->domain = kMsDomain;
   n->op_type = mode == "tanh" ? "FastGeluGrad" : "GeluGrad";
   n->attrs.erase("approximate");

@@ -35,6 +35,12 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float lo, float hi) {
 
 // Every point of a dense grid over [lo, hi], then random points: the tails and the
 // branch boundaries of the vector math (|x| / sqrt 2 = 0.5, 2) are all covered.
+uint32_t bits_of(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
 std::vector<float> dense_range(float lo, float hi, int64_t n) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * static_cast<float>(i) / (n - 1);
@@ -171,13 +177,27 @@ TEST(SimdKernels, GeluMatchesFloat64AndBaseline) {
     set_cpu_isa(CpuIsa::kBaseline);
     std::vector<float> y_base(n), dx_base(n);
     gelu_forward_f32(n, x.data(), y_base.data(), tanh);
-    gelu_backward_f32(n, dy.data(), x.data(), dx_base.data(), tanh);
+    gelu_backward_f32(n, dy.data(), x.data(), dx_base.data(), nullptr, tanh);
+    // The backward that also writes gelu(x) (for a weight gradient that reads it): both
+    // results bit for bit those of the two kernels alone.
+    auto expect_backward_with_value = [&](const std::vector<float>& y_alone,
+                                          const std::vector<float>& dx_alone,
+                                          const std::string& what) {
+      std::vector<float> y2(n), dx2(n);
+      gelu_backward_f32(n, dy.data(), x.data(), dx2.data(), y2.data(), tanh);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bits_of(y2[i]), bits_of(y_alone[i])) << what << " value at x = " << x[i];
+        ASSERT_EQ(bits_of(dx2[i]), bits_of(dx_alone[i])) << what << " gradient at x = " << x[i];
+      }
+    };
+    expect_backward_with_value(y_base, dx_base, tanh ? "baseline gelu tanh" : "baseline gelu");
     for (CpuIsa isa : vector_isas()) {
       set_cpu_isa(isa);
       const std::string what = std::string(cpu_isa_name(isa)) + (tanh ? " gelu tanh" : " gelu");
       std::vector<float> y(n), dx(n);
       gelu_forward_f32(n, x.data(), y.data(), tanh);
-      gelu_backward_f32(n, dy.data(), x.data(), dx.data(), tanh);
+      gelu_backward_f32(n, dy.data(), x.data(), dx.data(), nullptr, tanh);
+      expect_backward_with_value(y, dx, what);
       // A few ulp of the exact value; the absolute floor only covers results that
       // underflow (|y| < 1e-30, x < -11).
       expect_close(y, y_ref, 8 * kFloatEps, 1e-30, x, what + " forward vs float64", y_scale);

@@ -52,6 +52,11 @@ def _forward_activations(graph: onnx.GraphProto) -> list[str]:
             if n.op_type in ("Relu", "Gelu") and not n.output[0].endswith("/recompute")]
 
 
+def _gelu_grad_outputs(graph: onnx.GraphProto) -> list[int]:
+    """The number of outputs of each GeluGrad node (2: it writes Gelu's output too)."""
+    return [len(n.output) for n in graph.node if n.op_type == "GeluGrad"]
+
+
 def _fused_attrs(program: _C.Program) -> list[tuple[str, int]]:
     """(activation, number of outputs) of each FusedMatMulBias node."""
     graph = onnx.load_from_string(program.training_graph_onnx()).graph
@@ -123,11 +128,12 @@ def test_linear_bias_and_activation_fuse_with_the_gradients_of_the_graph_as_buil
     program = _same_results(model, feeds, wrt, feed_initializers=["w1", "b1", "w2", "b2"])
     ops = _ops(program)
     assert ops["FusedMatMulBias"] == 2, ops
-    # No activation is left in forward; backward may recompute Gelu's output from the
-    # pre-activation the fused node keeps (passes/recompute.h) instead of keeping both.
+    # No activation is left in forward; backward's GeluGrad writes Gelu's output again from
+    # the pre-activation the fused node keeps (passes/recompute.h) instead of keeping both.
     graph = onnx.load_from_string(program.training_graph_onnx()).graph
     assert _forward_activations(graph) == [], graph
-    assert ops["Gelu"] == (1 if activation != "Relu" else 0), ops
+    assert ops["Gelu"] == 0, ops
+    assert _gelu_grad_outputs(graph) == ([] if activation == "Relu" else [2]), graph
     # The activation's gradient reads the sum (Relu's reads its output, which is output 0).
     assert _fused_attrs(program) == sorted(
         [("", 1), (activation, 1 if activation == "Relu" else 2)]
@@ -202,5 +208,7 @@ def test_mlp_with_fusion_matches_eager(dtype: torch.dtype, approximate: str, tmp
     graph = onnx.load(str(tmp_path / "mlp_training_training.onnx")).graph
     ops = collections.Counter(n.op_type for n in graph.node)
     assert ops["FusedMatMulBias"] == 3 and not _forward_activations(graph), ops
-    # Backward recomputes the Gelu output from the kept pre-activation (passes/recompute.h).
-    assert ops["Gelu"] == 1 and ops["Relu"] == 0, ops
+    # Backward's GeluGrad writes the Gelu output again from the kept pre-activation
+    # (passes/recompute.h).
+    assert ops["Gelu"] == 0 and ops["Relu"] == 0, ops
+    assert _gelu_grad_outputs(graph) == [2], graph

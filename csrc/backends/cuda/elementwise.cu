@@ -305,8 +305,14 @@ void cuda_relu_grad(OpContext& ctx) { run_grad_binary(ctx, ReluGradOp{}, "ReluGr
 void cuda_sigmoid_grad(OpContext& ctx) { run_grad_binary(ctx, SigmoidGradOp{}, "SigmoidGrad"); }
 void cuda_tanh_grad(OpContext& ctx) { run_grad_binary(ctx, TanhGradOp{}, "TanhGrad"); }
 void cuda_erf_grad(OpContext& ctx) { run_grad_binary(ctx, ErfGradOp{}, "ErfGrad"); }
+// The engine's GeluGrad may also write Gelu(X), output 1 (ops/activation_ops.cpp).
 void cuda_gelu_grad(OpContext& ctx) {
   run_grad_binary(ctx, GeluGradOp{gelu_is_tanh(ctx)}, "GeluGrad");
+  if (ctx.has_output(1)) {
+    ORTM_DISPATCH_FLOAT(
+        ctx.in(1).dtype(), ctx,
+        launch_unary<scalar_t>(ctx.in(1), ctx.out(1), GeluOp{gelu_is_tanh(ctx)}, "GeluGrad"));
+  }
 }
 
 }  // namespace ortmodule

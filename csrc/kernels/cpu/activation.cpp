@@ -38,10 +38,13 @@ void gelu_forward_f32(int64_t n, const float* x, float* y, bool tanh) {
   });
 }
 
-void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, bool tanh) {
+void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, float* y, bool tanh) {
   const auto vec = vec_kernels().gelu_backward;
   parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
-    if (vec) return vec(e - b, dy + b, x + b, dx + b, tanh);
+    if (vec) return vec(e - b, dy + b, x + b, dx + b, y ? y + b : nullptr, tanh);
+    if (y) {
+      for (int64_t i = b; i < e; ++i) y[i] = tanh ? math::gelu_tanh(x[i]) : math::gelu(x[i]);
+    }
     if (tanh) {
       for (int64_t i = b; i < e; ++i) dx[i] = math::gelu_tanh_grad(dy[i], x[i]);
     } else {
@@ -65,15 +68,16 @@ void gelu_forward_low(bool bf16, int64_t n, const uint16_t* x, uint16_t* y, bool
 }
 
 void gelu_backward_low(bool bf16, int64_t n, const uint16_t* dy, const uint16_t* x, uint16_t* dx,
-                       bool tanh) {
+                       uint16_t* y, bool tanh) {
   parallel_for(0, n, kActivationGrain, [&](int64_t b, int64_t e) {
-    float wide_dy[kLowChunk], wide_x[kLowChunk];
+    float wide_dy[kLowChunk], wide_x[kLowChunk], wide_y[kLowChunk];
     for (int64_t c = b; c < e; c += kLowChunk) {
       const int64_t m = std::min(kLowChunk, e - c);
       widen_16bit(bf16, m, dy + c, wide_dy);
       widen_16bit(bf16, m, x + c, wide_x);
-      gelu_backward_f32(m, wide_dy, wide_x, wide_dy, tanh);
+      gelu_backward_f32(m, wide_dy, wide_x, wide_dy, y ? wide_y : nullptr, tanh);
       round_to_16bit(bf16, m, wide_dy, dx + c);
+      if (y) round_to_16bit(bf16, m, wide_y, y + c);
     }
   });
 }

@@ -11,16 +11,19 @@ namespace ortmodule {
 
 // x: [n] -> y: [n]; y may alias x.
 void gelu_forward_f32(int64_t n, const float* x, float* y, bool tanh);
-// dy, x: [n] -> dx: [n]; dx may alias dy.
-void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, bool tanh);
+// dy, x: [n] -> dx: [n]; dx may alias dy. y: [n] or null: where given, gelu(x) as well, bit
+// for bit gelu_forward_f32's, from the same evaluation of the activation (a backward that
+// would otherwise repeat the forward's Gelu for a product's weight gradient); y aliases
+// neither x nor dy.
+void gelu_backward_f32(int64_t n, const float* dy, const float* x, float* dx, float* y, bool tanh);
 
 // Gelu and its gradient over 16-bit values (bfloat16 bits when bf16, else float16 bits): each
 // chunk widened to float32 exactly, the float32 kernel above, each result rounded to nearest
 // even once (as eager PyTorch computes a reduced-precision Gelu in float32). y may alias x,
-// dx dy.
+// dx dy; the backward's y as gelu_backward_f32's.
 void gelu_forward_low(bool bf16, int64_t n, const uint16_t* x, uint16_t* y, bool tanh);
 void gelu_backward_low(bool bf16, int64_t n, const uint16_t* dy, const uint16_t* x, uint16_t* dx,
-                       bool tanh);
+                       uint16_t* y, bool tanh);
 
 // x: [n] -> y: [n]; y may alias x. Returns false, doing nothing, where the active ISA has
 // no vector form (the baseline): the caller then runs its scalar loop.

@@ -62,7 +62,7 @@ template <typename T>
 bool vector_gelu_grad(bool tanh, int64_t n, const T* dy, const T* x, T* d) {
   if constexpr (std::is_same_v<T, float>) {
     if (const auto vec = vec_kernels().gelu_backward) {
-      vec(n, dy, x, d, tanh);
+      vec(n, dy, x, d, nullptr, tanh);
       return true;
     }
   }

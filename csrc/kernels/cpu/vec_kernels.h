@@ -42,8 +42,9 @@ struct VecKernels {
   void (*arith)(VecArith op, int64_t n, const float* a, const float* b, float* y);
   // x, y: [n]; y may alias x. tanh selects the tanh approximation of Gelu.
   void (*gelu_forward)(int64_t n, const float* x, float* y, bool tanh);
-  // dy, x, dx: [n]; dx may alias dy.
-  void (*gelu_backward)(int64_t n, const float* dy, const float* x, float* dx, bool tanh);
+  // dy, x, dx: [n]; dx may alias dy. y: [n] or null: where given, gelu(x) too, bit for bit
+  // gelu_forward's (y aliases neither x nor dy).
+  void (*gelu_backward)(int64_t n, const float* dy, const float* x, float* dx, float* y, bool tanh);
   // x, y: [dim], y may alias x (softmax_forward's row semantics).
   void (*softmax_forward_row)(int64_t dim, const float* x, float* y, bool log);
   // dy, y, dx: [dim], dx may alias dy.

@@ -100,10 +100,41 @@ void gelu_forward(int64_t n, const float* x, float* y, bool tanh) {
   }
 }
 
-template <typename V>
-void gelu_backward(int64_t n, const float* dy, const float* x, float* dx, bool tanh) {
+// dx = f(dy, x, &y) over [n], and y too where not null (the tail through the same code).
+template <typename V, typename Fn>
+void map_binary_and_value(int64_t n, const float* a, const float* b, float* dx, float* y,
+                          const Fn& f) {
   using F = typename V::F;
-  if (tanh) {
+  int64_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    __builtin_prefetch(a + i + kPrefetchAhead);
+    __builtin_prefetch(b + i + kPrefetchAhead);
+    F value;
+    V::store(dx + i, f(V::load(a + i), V::load(b + i), &value));
+    V::store(y + i, value);
+  }
+  if (i < n) {
+    F value;
+    const F d = f(load_tail<V>(a + i, n - i, 0.0f), load_tail<V>(b + i, n - i, 0.0f), &value);
+    store_tail<V>(dx + i, d, n - i);
+    store_tail<V>(y + i, value, n - i);
+  }
+}
+
+template <typename V>
+void gelu_backward(int64_t n, const float* dy, const float* x, float* dx, float* y, bool tanh) {
+  using F = typename V::F;
+  if (y) {
+    if (tanh) {
+      map_binary_and_value<V>(n, dy, x, dx, y, [](F g, F v, F* value) {
+        return math::vec_gelu_tanh_grad_and_value<V>(g, v, value);
+      });
+    } else {
+      map_binary_and_value<V>(n, dy, x, dx, y, [](F g, F v, F* value) {
+        return math::vec_gelu_grad_and_value<V>(g, v, value);
+      });
+    }
+  } else if (tanh) {
     map_binary<V>(n, dy, x, dx, [](F g, F v) { return math::vec_gelu_tanh_grad<V>(g, v); });
   } else {
     map_binary<V>(n, dy, x, dx, [](F g, F v) { return math::vec_gelu_grad<V>(g, v); });

@@ -107,13 +107,21 @@ template <typename V>
 typename V::F vec_gelu(typename V::F x) {
   return V::mul(x, vec_normal_cdf<V>(x, vec_exp_neg_half_square<V>(x)));
 }
-// dy (Phi(x) + x phi(x)) (elementwise.h: gelu_grad).
+// dy (Phi(x) + x phi(x)) (elementwise.h: gelu_grad), and into *y gelu(x) from the same Phi(x),
+// bit for bit vec_gelu's.
 template <typename V>
-typename V::F vec_gelu_grad(typename V::F dy, typename V::F x) {
+typename V::F vec_gelu_grad_and_value(typename V::F dy, typename V::F x, typename V::F* y) {
   using F = typename V::F;
   const F gauss = vec_exp_neg_half_square<V>(x);
   const F pdf = V::mul(V::set1(0.3989422804014327f), gauss);
-  return V::mul(dy, V::fmadd(x, pdf, vec_normal_cdf<V>(x, gauss)));
+  const F cdf = vec_normal_cdf<V>(x, gauss);
+  *y = V::mul(x, cdf);
+  return V::mul(dy, V::fmadd(x, pdf, cdf));
+}
+template <typename V>
+typename V::F vec_gelu_grad(typename V::F dy, typename V::F x) {
+  typename V::F y;
+  return vec_gelu_grad_and_value<V>(dy, x, &y);
 }
 
 // The tanh form through 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), which keeps
@@ -134,16 +142,23 @@ typename V::F vec_gelu_tanh(typename V::F x) {
   return V::mul(x, vec_gelu_tanh_sigmoid<V>(x, &e));
 }
 // dy (s + 2 x s (1 - s) du), s = sigmoid(2u), 1 - s = e s (elementwise.h: gelu_tanh_grad,
-// with 0.5 (1 + t) = s and 1 - t^2 = 4 s (1 - s)).
+// with 0.5 (1 + t) = s and 1 - t^2 = 4 s (1 - s)), and into *y x s, bit for bit
+// vec_gelu_tanh's.
 template <typename V>
-typename V::F vec_gelu_tanh_grad(typename V::F dy, typename V::F x) {
+typename V::F vec_gelu_tanh_grad_and_value(typename V::F dy, typename V::F x, typename V::F* y) {
   using F = typename V::F;
   F e;
   const F s = vec_gelu_tanh_sigmoid<V>(x, &e);
+  *y = V::mul(x, s);
   const F du = V::mul(V::set1(0.7978845608028654f),
                       V::fmadd(V::set1(3.0f * 0.044715f), V::mul(x, x), V::set1(1.0f)));
   const F two_x_s = V::mul(V::add(x, x), s);
   return V::mul(dy, V::fmadd(V::mul(two_x_s, V::mul(e, s)), du, s));
+}
+template <typename V>
+typename V::F vec_gelu_tanh_grad(typename V::F dy, typename V::F x) {
+  typename V::F y;
+  return vec_gelu_tanh_grad_and_value<V>(dy, x, &y);
 }
 
 }  // namespace math
