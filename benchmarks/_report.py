@@ -115,6 +115,8 @@ class ModelResult:
     train_gflop: float | None = None  # model FLOPs of one training step, in GFLOP
     runners: dict[str, Row] = field(default_factory=dict)
     framework: dict[str, float] = field(default_factory=dict)  # ORTModule: step_us, ...
+    # eager under torch.profiler (CPU): step_ms, products_ms (run.py's product_share)
+    eager_products: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def ms(self, runner: str) -> float | None:
@@ -267,6 +269,31 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
     return f"| {target.name} | {goal} | {value:.2f}{target.unit} | {status} |"
 
 
+def _products_section(results: list[ModelResult]) -> list[str]:
+    """Eager's time in its products (matrix products, convolutions) and the speed-up over eager
+    that ORTModule could reach with the same products at eager's speed and nothing else."""
+    rows = [m for m in results if m.eager_products.get("products_ms")]
+    if not rows:
+        return []
+    lines = ["", "## Eager's products: the bound at eager's product speed", "",
+             ("Eager's matrix products and convolutions (the self time of aten::mm, addmm, "
+              "bmm, baddbmm, addbmm, mkldnn_convolution, convolution_backward under "
+              "torch.profiler, per step) against its median step of the timed rounds. Bound: "
+              "that step over the products' time, the speed-up over eager of a step whose "
+              "products run exactly as fast as eager's and whose every other op and the "
+              "optimizer take no time; beyond it only faster products go."), "",
+             ("| model | eager ms/step | eager products ms/step | share | bound | "
+              "ORTModule vs eager |"), "|---|---:|---:|---:|---:|---:|"]
+    for m in rows:
+        products = m.eager_products["products_ms"]
+        eager, ort = m.ms("eager"), m.ms("ortmodule")
+        if not eager:
+            continue
+        lines.append(f"| {m.name} | {eager:.2f} | {products:.2f} | {products / eager:.0%} | "
+                     f"{eager / products:.2f}x | {_ratio(eager, ort)} |")
+    return lines
+
+
 def _sweep_section(results: list[ModelResult]) -> list[str]:
     """run.py --sequence-sweep: per sequence length, each runner's time and steady peak RSS
     growth, and how that memory grows when S doubles: the peak at S over the peak at S/2 (at
@@ -361,6 +388,7 @@ def render(host: Machine, results: list[ModelResult], args: argparse.Namespace,
             f = m.framework
             lines.append(f"| {m.name} | {f['op_ms']:.2f} | {f['step_us']:.0f} | "
                          f"{f['fwd_bwd_us']:.0f} |")
+    lines += _products_section(results)
     lines += _sweep_section(results)
     by_name = {m.name: m for m in results}
     lines += ["", "## Targets", "", "| target | goal | measured | status |", "|---|---|---:|---|"]

@@ -29,6 +29,10 @@ Reported per model and runner:
   (an earlier run of the same model makes it shorter);
 - --autocast bf16|fp16: every runner's forward and loss under torch.autocast(device, dtype)
   (fp16 with a torch.amp.GradScaler per runner, whose step and update are part of the step);
+- eager's products (CPU): eager trains up to 5 more steps under torch.profiler for the self
+  time of its matrix products and convolutions per step; its median step over that time is
+  the speed-up over eager that a step with products as fast as eager's and nothing else
+  reaches;
 - ORTModule framework time: after the timed rounds, ORTModule runs --steps more steps with the
   engine's op profiler on; framework time is the step's time minus the time inside the
   engine's op steps (an op step is its shape rule, output allocation and kernel), as a median
@@ -255,6 +259,29 @@ def framework_times(runner: Runner, batch: dict[str, torch.Tensor], device: torc
             "op_ms": 1e3 * statistics.median(kernels)}
 
 
+# The ATen ops whose self time is a product: matrix products and convolutions (the BLAS's and
+# oneDNN's kernels); attention inside SDPA's fused kernel is not among them.
+PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+               "aten::mkldnn_convolution", "aten::convolution_backward")
+
+
+def product_share(runner: Runner, batch: dict[str, torch.Tensor], device: torch.device,
+                  steps: int) -> dict[str, float]:
+    """Eager's step under torch.profiler: its ms/step (the profiler's overhead included) and the
+    self time of its products (PRODUCT_OPS) per step. ORTModule running the same products at
+    eager's speed, with nothing else taking time, would be eager's step / products faster than
+    eager: the bound that a faster step outside the products cannot pass."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            train_step(runner, batch, device)
+        elapsed = time.perf_counter() - start
+    products_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in PRODUCT_OPS)
+    return {"step_ms": 1e3 * elapsed / steps, "products_ms": 1e-3 * products_us / steps}
+
+
 def measure_model(args: argparse.Namespace, model_name: str) -> ModelResult:
     device = torch.device(args.device)
     workload = WORKLOADS[model_name]
@@ -286,6 +313,12 @@ def measure_model(args: argparse.Namespace, model_name: str) -> ModelResult:
             result.framework = framework_times(ort, batch, device, args.steps)
         except Exception as error:  # noqa: BLE001 (reported in the notes)
             result.notes.append(f"framework time failed: {short_error(error)}")
+    eager = next((r for r in runners if r.name == "eager" and not r.error), None)
+    if eager is not None and device.type == "cpu":
+        try:
+            result.eager_products = product_share(eager, batch, device, min(args.steps, 5))
+        except Exception as error:  # noqa: BLE001 (reported in the notes)
+            result.notes.append(f"eager product profile failed: {short_error(error)}")
     for runner in runners:
         row: dict[str, Any] = {"error": runner.error} if runner.error else {
             "median_ms": 1e3 * statistics.median(runner.times),

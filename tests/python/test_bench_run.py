@@ -45,6 +45,13 @@ def test_quick_mlp_run_prints_the_table() -> None:
     assert re.fullmatch(r"\d+\.\d+ \(\d+\.\d+ / \d+\.\d+ / \d+\.\d+\)", cells[9]), cells
     framework = table_row(out.split("## ORTModule framework time")[1], "mlp")
     assert all(re.fullmatch(r"-?\d+(\.\d+)?", cell) for cell in framework[1:]), framework
+    # eager's products (the MLP's are its three Linear layers' mm/addmm) and the bound
+    products = table_row(out.split("## Eager's products")[1], "mlp")
+    eager_ms, products_ms = float(products[1]), float(products[2])
+    assert products_ms > 0, products
+    assert abs(float(products[3].rstrip("%")) - 100 * products_ms / eager_ms) <= 0.6, products
+    assert abs(float(products[4].rstrip("x")) - eager_ms / products_ms) <= 0.011, products
+    assert products[5] == table_row(out, "mlp | ortmodule")[3], products
     assert "| MLP: ORTModule vs eager | >= 1.3x |" in out
     assert "| BERT-small: ORTModule vs eager | >= 1.5x | not measured |" in out
     assert "| GPT-2-124M: ORTModule peak RSS growth / eager's | <= 0.6x | not measured |" in out
