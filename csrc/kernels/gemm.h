@@ -31,6 +31,11 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
 // has the micro-kernel.
 bool gemm_uses_packed_kernels();
 
+// Whether the gradients of float32 convolutions the Winograd kernels compute
+// (conv2d_winograd_applies) take them rather than im2col + GEMM: the backend's choice
+// (runtime/cpu_gemm.h's winograd_conv_gradients for the torch backend; always elsewhere).
+bool conv_gradients_use_winograd();
+
 // gemm_batched as a loop of gemm calls: the implementation of backends without a batched BLAS.
 template <typename T>
 void gemm_batched_by_loop(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N,

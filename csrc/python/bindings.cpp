@@ -324,6 +324,8 @@ PYBIND11_MODULE(_C, m) {
       "cpu_gemm", [] { return std::string(use_packed_sgemm() ? "packed" : "blas"); },
       "What runs float32 CPU GEMMs now: packed (the engine's) or blas (torch's BLAS).");
   m.def("cpu_gemm_reason", &cpu_gemm_reason, "cpu_gemm() and why it was chosen, for reports.");
+  m.def("auto_convolutions_on_blas", &auto_convolutions_on_blas,
+        "Whether auto keeps the 3x3 convolutions (gradients included) on im2col + the BLAS.");
   m.def(
       "set_cpu_gemm", [](const std::string& name) { set_cpu_gemm(parse_cpu_gemm(name)); },
       py::arg("name"), "auto, blas or packed (tests and benchmarks compare the paths).");

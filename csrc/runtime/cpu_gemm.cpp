@@ -123,7 +123,18 @@ bool use_packed_sgemm() {
   return packed_under_mode(auto_prefers_packed() && cpu_isa_has_avx512(active_cpu_isa()));
 }
 
-bool use_packed_micro_kernels() { return packed_under_mode(packed_sgemm_available()); }
+bool auto_convolutions_on_blas() {
+  static const bool on_blas = !cpu_is_intel() && !cpu_isa_supported(CpuIsa::kAvx512);
+  return on_blas;
+}
+
+bool use_packed_micro_kernels() {
+  return packed_under_mode(packed_sgemm_available() && !auto_convolutions_on_blas());
+}
+
+bool winograd_conv_gradients() {
+  return cpu_gemm_mode() != CpuGemm::kAuto || !auto_convolutions_on_blas();
+}
 
 namespace {
 
@@ -144,8 +155,12 @@ std::string cpu_gemm_reason() {
   const std::string used = use_packed_sgemm() ? "packed" : "blas";
   if (cpu_gemm_mode() != CpuGemm::kAuto) return used + " (" + kGemmEnv + " or set: " + mode + ")";
   const bool winograd = use_packed_micro_kernels() && !use_packed_sgemm();
-  return used + " (auto: " + auto_gemm_reason() +
-         (winograd ? "; Winograd convolutions on the packed micro-kernel)" : ")");
+  const char* convolutions =
+      winograd ? "; Winograd convolutions on the packed micro-kernel"
+      : auto_convolutions_on_blas()
+          ? "; convolutions on im2col + the BLAS: a non-Intel CPU without AVX-512"
+          : "";
+  return used + " (auto: " + auto_gemm_reason() + convolutions + ")";
 }
 
 }  // namespace ortmodule

@@ -26,15 +26,25 @@ void set_cpu_gemm(CpuGemm mode);
 CpuGemm cpu_gemm_mode();
 // What a float32 GEMM runs now: true for the packed GEMM, false for the BLAS.
 bool use_packed_sgemm();
+// Whether auto keeps the 3x3 convolutions on im2col + the BLAS, their gradients included: on
+// a non-Intel CPU without AVX-512 (AMD's Zen 2 and Zen 3), where the Winograd kernels lost to
+// im2col + MKL (a Zen 3 EPYC, 2 threads, the runners alternated in one process: the CNN
+// benchmark 2.02-2.11x eager's speed with im2col against 1.66-1.82x with Winograd on the AVX2
+// micro-kernel, ResNet-18 1.58-1.67x against 1.58-1.64x).
+bool auto_convolutions_on_blas();
 // Whether kernels that write their operands as packed panels and call the micro-kernel
 // themselves (the Winograd convolutions, kernels/gemm.h's gemm_uses_packed_kernels) do so now:
 // under packed, and under auto wherever the instruction set has the micro-kernel (AVX2 or
 // AVX-512), also where auto leaves the products on the BLAS (an Intel CPU, an AVX2-only one):
 // the Winograd forward, input gradient and weight-gradient products beat im2col + MKL there
 // (Xeon VM, 2 threads, modes alternated in one process: the CNN step 1.16x with the AVX-512
-// kernels, 1.18x with the AVX2 ones and MKL's AVX2 path; ResNet-18 1.08x and 1.07x); never
-// under blas.
+// kernels, 1.18x with the AVX2 ones and MKL's AVX2 path; ResNet-18 1.08x and 1.07x), but not
+// where auto_convolutions_on_blas; never under blas.
 bool use_packed_micro_kernels();
+// Whether the gradients of Winograd-eligible float32 convolutions take Winograd
+// (kernels/gemm.h's conv_gradients_use_winograd): under blas and packed, and under auto but
+// where auto_convolutions_on_blas.
+bool winograd_conv_gradients();
 // Why auto chose what it chose, for reports: e.g. "packed: MKL on a non-Intel AVX-512 CPU".
 std::string cpu_gemm_reason();
 

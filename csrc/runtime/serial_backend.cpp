@@ -19,6 +19,8 @@ int parallel_threads() { return 1; }
 
 bool gemm_uses_packed_kernels() { return false; }
 
+bool conv_gradients_use_winograd() { return true; }
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {

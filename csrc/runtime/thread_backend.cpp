@@ -66,6 +66,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 
 bool gemm_uses_packed_kernels() { return packed_sgemm_available(); }
 
+bool conv_gradients_use_winograd() { return true; }
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {

@@ -94,6 +94,8 @@ constexpr at::ScalarType scalar_type<double>() {
 
 bool gemm_uses_packed_kernels() { return use_packed_micro_kernels(); }
 
+bool conv_gradients_use_winograd() { return winograd_conv_gradients(); }
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {

@@ -176,10 +176,26 @@ WINOGRAD_DW = [
 ]
 
 
+# The gradients take Winograd under blas (its products on the BLAS) and under packed (on the
+# micro-kernel); under auto also, but on a non-Intel CPU without AVX-512, which keeps
+# im2col + GEMM (docs/api.md, ORTMODULE_CPU_GEMM).
+WINOGRAD_GRADIENT_MODES = ["blas", "packed"] if _C.cpu_isa_supported("avx2") else ["blas"]
+
+
+@pytest.mark.parametrize("gemm", WINOGRAD_GRADIENT_MODES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("xs,m,pads", WINOGRAD_DW)
 def test_conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[int],
-                                       dtype: torch.dtype) -> None:
+                                       dtype: torch.dtype, gemm: str) -> None:
+    _C.set_cpu_gemm(gemm)
+    try:
+        _conv_winograd_weight_gradient(xs, m, pads, dtype)
+    finally:
+        _C.set_cpu_gemm("auto")
+
+
+def _conv_winograd_weight_gradient(xs: tuple[int, ...], m: int, pads: list[int],
+                                   dtype: torch.dtype) -> None:
     gen = torch.Generator().manual_seed(3)
     ws = (m, xs[1], 3, 3)
     feed = {"x": torch.randn(xs, generator=gen, dtype=dtype),

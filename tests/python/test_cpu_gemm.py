@@ -245,22 +245,35 @@ def test_winograd_conv_matches_float64(
 
 @pytest.mark.parametrize("isa", VECTOR_ISAS)
 @pytest.mark.parametrize("x_shape,w_shape,pads", CONV_CASES[:3])
-def test_auto_runs_winograd_on_the_micro_kernel(
+def test_auto_picks_the_convolution_algorithm(
     isa: str, x_shape: list[int], w_shape: list[int], pads: int
 ) -> None:
     """docs/api.md: under auto with a vector instruction set the 3x3 convolutions take the
     packed micro-kernel's Winograd (forward and both gradients) whatever runs the other products
-    (MKL on an Intel or an AVX2-only CPU): the results are packed's, bit for bit."""
+    (MKL on an Intel or an AVX2-only CPU): the results are packed's, bit for bit. On a non-Intel
+    CPU without AVX-512 auto keeps them on im2col + the BLAS instead: the forward is blas
+    mode's, bit for bit, and the gradients (blas mode's are Winograd's) as close to float64 as
+    those of test_winograd_conv_matches_float64."""
     _C.set_cpu_isa(isa)
     results = {}
-    for mode in ("auto", "packed"):
+    for mode in ("auto", "packed", "blas"):
         _C.set_cpu_gemm(mode)
-        y, grads, _, _ = engine_and_float64(
+        y, grads, y64, grads64 = engine_and_float64(
             conv_program(x_shape, w_shape, pads),
             [x_shape, w_shape],
             lambda x, w: torch.nn.functional.conv2d(x, w, padding=pads),
             seed=5,
         )
         results[mode] = [y, *grads]
-    for name, got, want in zip(("y", "dx", "dw"), results["auto"], results["packed"]):
-        assert torch.equal(got, want), name
+    if not _C.auto_convolutions_on_blas():
+        for name, got, want in zip(("y", "dx", "dw"), results["auto"], results["packed"]):
+            assert torch.equal(got, want), name
+        return
+    assert torch.equal(results["auto"][0], results["blas"][0])
+    tol = 1e-5 * (x_shape[1] * 9) ** 0.5
+    torch.testing.assert_close(results["auto"][0].double(), y64, rtol=0, atol=tol)
+    torch.testing.assert_close(results["auto"][1].double(), grads64[0], rtol=0, atol=tol * 2)
+    pixels = x_shape[0] * y.shape[2] * y.shape[3]
+    torch.testing.assert_close(
+        results["auto"][2].double(), grads64[1], rtol=0, atol=1e-5 * pixels**0.5 * 2
+    )

@@ -186,7 +186,8 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 
 // dy: [N, M, outH, outW] -> dx: [N, C, H, W], dw: [M, C/group, kH, kW], dbias: [M]
 //
-// Winograd-eligible convolutions take conv_winograd.cpp's dx and dw and bias_gradient's dbias.
+// Winograd-eligible convolutions take conv_winograd.cpp's dx and dw and bias_gradient's dbias
+// (float32 ones where the backend says so: conv_gradients_use_winograd).
 // Others make one pass over chunks of images: per group, the chunk's dy is gathered into
 // [Mg, B * P] (a view of dy itself for a single image), then
 //   dw_g += dy_g [Mg, B*P] * col^T [B*P, K]      (col = im2col of x)
@@ -196,7 +197,7 @@ void conv2d_forward(const Conv2dParams& p, const T* x, const T* w, const T* bias
 template <typename T>
 void conv2d_backward(const Conv2dParams& p, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
-  if (conv2d_winograd_applies(p)) {
+  if (conv2d_winograd_applies(p) && (!std::is_same_v<T, float> || conv_gradients_use_winograd())) {
     if (dx != nullptr) conv2d_winograd_backward_input<T>(p, w, dy, dx);
     if (dw != nullptr) conv2d_winograd_backward_weight<T>(p, x, dy, dw);
     if (dbias != nullptr) bias_gradient(p, dy, dbias);
