@@ -28,9 +28,10 @@ CpuGemm cpu_gemm_mode();
 bool use_packed_sgemm();
 // Whether auto keeps the 3x3 convolutions on im2col + the BLAS, their gradients included: on
 // a non-Intel CPU without AVX-512 (AMD's Zen 2 and Zen 3), where the Winograd kernels lost to
-// im2col + MKL (a Zen 3 EPYC, 2 threads, the runners alternated in one process: the CNN
-// benchmark 2.02-2.11x eager's speed with im2col against 1.66-1.82x with Winograd on the AVX2
-// micro-kernel, ResNet-18 1.58-1.67x against 1.58-1.64x).
+// im2col + MKL (a Zen 3 EPYC, 2 threads, benchmarks/bench_gemm_modes.py alternating the modes
+// in one process: the CNN benchmark 1.97x eager's speed with im2col + MKL against 1.75x with
+// Winograd on the AVX2 micro-kernel and 1.79x with Winograd gradients on MKL; ResNet-18 1.53x
+// against 1.48x).
 bool auto_convolutions_on_blas();
 // Whether kernels that write their operands as packed panels and call the micro-kernel
 // themselves (the Winograd convolutions, kernels/gemm.h's gemm_uses_packed_kernels) do so now:
