@@ -115,8 +115,8 @@ class ModelResult:
     train_gflop: float | None = None  # model FLOPs of one training step, in GFLOP
     runners: dict[str, Row] = field(default_factory=dict)
     framework: dict[str, float] = field(default_factory=dict)  # ORTModule: step_us, ...
-    # eager under torch.profiler (CPU): step_ms, products_ms (run.py's product_share)
-    eager_products: dict[str, float] = field(default_factory=dict)
+    # eager's products under torch.profiler (CPU), ms per step (run.py's product_ms)
+    eager_products_ms: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def ms(self, runner: str) -> float | None:
@@ -272,7 +272,7 @@ def _target_line(target: Target, results: dict[str, ModelResult], host: Machine)
 def _products_section(results: list[ModelResult]) -> list[str]:
     """Eager's time in its products (matrix products, convolutions) and the speed-up over eager
     that ORTModule could reach with the same products at eager's speed and nothing else."""
-    rows = [m for m in results if m.eager_products.get("products_ms")]
+    rows = [m for m in results if m.eager_products_ms and m.ms("eager")]
     if not rows:
         return []
     lines = ["", "## Eager's products: the bound at eager's product speed", "",
@@ -285,10 +285,7 @@ def _products_section(results: list[ModelResult]) -> list[str]:
              ("| model | eager ms/step | eager products ms/step | share | bound | "
               "ORTModule vs eager |"), "|---|---:|---:|---:|---:|---:|"]
     for m in rows:
-        products = m.eager_products["products_ms"]
-        eager, ort = m.ms("eager"), m.ms("ortmodule")
-        if not eager:
-            continue
+        products, eager, ort = m.eager_products_ms, m.ms("eager"), m.ms("ortmodule")
         lines.append(f"| {m.name} | {eager:.2f} | {products:.2f} | {products / eager:.0%} | "
                      f"{eager / products:.2f}x | {_ratio(eager, ort)} |")
     return lines

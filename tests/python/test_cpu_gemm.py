@@ -233,8 +233,17 @@ def test_winograd_conv_matches_float64(
         lambda x, w: torch.nn.functional.conv2d(x, w, padding=pads),
         seed=3,
     )
-    # Winograd's transforms add and scale by 1/2: a few ulps more than a direct sum of
-    # C * 9 terms of O(1) per output; gradients sum over images and pixels too.
+    assert_conv_close_to_float64(x_shape, [y, x_grad, w_grad], [y64, x64_grad, w64_grad])
+
+
+def assert_conv_close_to_float64(
+    x_shape: list[int], got: list[torch.Tensor], want: list[torch.Tensor]
+) -> None:
+    """A float32 convolution's y, dx, dw against float64's. Winograd's transforms add and scale
+    by 1/2: a few ulps more than a direct sum of C * 9 terms of O(1) per output; gradients sum
+    over images and pixels too."""
+    y, x_grad, w_grad = got
+    y64, x64_grad, w64_grad = want
     terms = x_shape[1] * 9
     tol = 1e-5 * terms**0.5
     torch.testing.assert_close(y.double(), y64, rtol=0, atol=tol)
@@ -270,10 +279,4 @@ def test_auto_picks_the_convolution_algorithm(
             assert torch.equal(got, want), name
         return
     assert torch.equal(results["auto"][0], results["blas"][0])
-    tol = 1e-5 * (x_shape[1] * 9) ** 0.5
-    torch.testing.assert_close(results["auto"][0].double(), y64, rtol=0, atol=tol)
-    torch.testing.assert_close(results["auto"][1].double(), grads64[0], rtol=0, atol=tol * 2)
-    pixels = x_shape[0] * y.shape[2] * y.shape[3]
-    torch.testing.assert_close(
-        results["auto"][2].double(), grads64[1], rtol=0, atol=1e-5 * pixels**0.5 * 2
-    )
+    assert_conv_close_to_float64(x_shape, results["auto"], [y64, *grads64])
